@@ -1,0 +1,159 @@
+"""Idempotent host bootstrap: a list of install steps, skipped entirely when already done with the same inputs.
+
+On the host, under `<state_dir>/bootstrap/`:
+  fingerprint   sha256 of the whole spec, written (tmp + mv) only after every step succeeded
+  done/<hash>   one marker per completed step; a step's hash covers it and every step before it, so a
+                changed step re-runs itself and everything after it, and nothing before it
+  lock          held (flock) while a step runs, so two bootstraps, or one and the remains of an
+                interrupted one, never install at the same time
+A re-run with an equal fingerprint costs one round trip per host and installs nothing. An interrupted run
+leaves no fingerprint; the next run skips the steps whose markers exist and re-runs the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from invoke.exceptions import UnexpectedExit
+from workload.config import PipelineConfig
+
+from remote.connection import Connection, connect, run
+from remote.errors import BadInput, RemoteError
+from remote.target import Target
+
+log = logging.getLogger("remote")
+
+UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
+VENV = "maxtext_venv"  # relative to the home directory, as in the seed
+_SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    command: str  # run by /bin/sh on the host, from the home directory; must be safe to run again
+    timeout_s: float = 3600.0  # not part of the fingerprint: changing it changes nothing installed
+
+
+@dataclass(frozen=True)
+class BootstrapSpec:
+    steps: tuple[Step, ...]
+    env: dict[str, str] = field(default_factory=dict)  # exported (quoted) for every step; part of the fingerprint
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise BadInput("a bootstrap spec needs at least one step")
+        names = [s.name for s in self.steps]
+        if len(set(names)) != len(names):
+            raise BadInput(f"bootstrap step names must be distinct, got {names}")
+
+    def step_hashes(self) -> list[str]:
+        """Chained: each covers its step, the spec's environment and every earlier step."""
+        hashes, previous = [], json.dumps(sorted(self.env.items()))
+        for step in self.steps:
+            previous = hashlib.sha256(f"{previous}\0{step.name}\0{step.command}".encode()).hexdigest()
+            hashes.append(previous)
+        return hashes
+
+    @property
+    def fingerprint(self) -> str:
+        return self.step_hashes()[-1]
+
+    @classmethod
+    def from_json(cls, text: str) -> "BootstrapSpec":
+        try:
+            raw = json.loads(text)
+            return cls(tuple(Step(**s) for s in raw["steps"]), dict(raw.get("env", {})))
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise BadInput(
+                f"bootstrap spec is not valid ({type(e).__name__}: {e}); expected "
+                '{"steps": [{"name": …, "command": …, "timeout_s": …}], "env": {…}}'
+            ) from None
+
+    def to_json(self) -> str:
+        return json.dumps({"steps": [vars(s) for s in self.steps], "env": self.env}, indent=2)
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    host: str
+    installed: bool  # False: the fingerprint matched and nothing ran
+    steps_run: tuple[str, ...]
+    fingerprint: str
+
+
+def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
+    """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
+    and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
+    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND."""
+    apt = "sudo DEBIAN_FRONTEND=noninteractive apt-get"
+    q_venv = shlex.quote(venv)
+    steps = [
+        Step("apt", f"{apt} update -q && {apt} upgrade -y -q --fix-missing && "
+                    f"{apt} install -y -q build-essential cmake ninja-build", 1800),
+        Step("uv", "curl -LsSf https://astral.sh/uv/install.sh | sh", 600),
+        Step("python", f"{UV} python install 3.12", 600),
+        Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600),
+        Step("maxtext", f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
+                        f"--python {q_venv}/bin/python "
+                        f"{shlex.quote(f'maxtext[tpu-post-train]=={config.maxtext_version}')} --resolution=lowest",
+             3600),
+    ]
+    if config.install_post_train_extras:
+        steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600))
+    return BootstrapSpec(tuple(steps))
+
+
+def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
+    """One round trip: does the host already hold exactly this spec's installation?"""
+    path = shlex.quote(f"{conn.target.state_dir}/bootstrap/fingerprint")
+    return run(conn, f"cat -- {path} 2>/dev/null; true").stdout.strip() == spec.fingerprint
+
+
+def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
+    """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
+    done, in order, then the fingerprint. Step output goes to `stream` as it arrives, if given. A failing
+    step raises `invoke.UnexpectedExit` (a timeout `Unreachable`) and leaves no fingerprint."""
+    if is_current(conn, spec):
+        log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
+        return BootstrapResult(conn.host, False, (), spec.fingerprint)
+    base = f"{conn.target.state_dir}/bootstrap"
+    q_base = shlex.quote(base)
+    run(conn, f"mkdir -p -- {q_base}/done")
+    ran = []
+    for step, digest in zip(spec.steps, spec.step_hashes()):
+        marker = shlex.quote(f"{base}/done/{digest}")
+        # The check is inside the lock: the leftovers of an interrupted run may still be finishing this step.
+        script = (
+            f"exec 9>>{q_base}/lock && flock 9 && if [ -e {marker} ]; then echo {_SKIPPED}; "
+            f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi"
+        )
+        log.info("%s: bootstrap step %s", conn.host, step.name)
+        result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
+        if _SKIPPED not in result.stdout:
+            ran.append(step.name)
+    fp = shlex.quote(f"{base}/fingerprint")
+    run(conn, f"printf %s {spec.fingerprint} > {fp}.tmp && mv -- {fp}.tmp {fp}")
+    log.info("%s: bootstrap %s… complete (ran: %s)", conn.host, spec.fingerprint[:12], ", ".join(ran) or "nothing")
+    return BootstrapResult(conn.host, True, tuple(ran), spec.fingerprint)
+
+
+def bootstrap_all(target: Target, spec: BootstrapSpec, *,
+                  stream: TextIO | None = None) -> dict[str, BootstrapResult | RemoteError | UnexpectedExit]:
+    """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it."""
+
+    def one(host: str):
+        try:
+            with connect(target, host) as conn:
+                return bootstrap(conn, spec, stream=stream)
+        except (RemoteError, UnexpectedExit) as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:
+        return dict(zip(target.hosts, pool.map(one, target.hosts)))

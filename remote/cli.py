@@ -1,0 +1,364 @@
+"""`python -m remote VERB …`: the remote layer from the shell (and from Pulumi's local.Command).
+
+Thin over the library: each verb is a `_add_<verb>` that declares its flags and a `_<verb>` that runs it.
+To add a verb, write both and list `_add_<verb>` in VERBS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from invoke.exceptions import UnexpectedExit
+
+from remote import group, jobs
+from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
+from remote.connection import connect, run
+from remote.errors import (
+    EXIT_AUTH, EXIT_BAD_INPUT, EXIT_HOST_KEY, EXIT_JOB_LOST, EXIT_NOT_FOUND, EXIT_OK, EXIT_SOME_HOSTS_FAILED,
+    EXIT_UNREACHABLE, EXIT_VERIFY, BadInput, JobNotFound, RemoteError,
+)
+from remote.sync import fetch
+from remote.target import ENV_VAR, Target
+from remote.wait import wait_for_ssh
+from workload.config import ConfigError, PipelineConfig
+
+EXIT_FAILED = 1  # a remote command or bootstrap step exited non-zero
+
+EXIT_CODES = f"""exit codes (the same for every verb):
+  {EXIT_OK}   done
+  {EXIT_FAILED}   a remote command or bootstrap step failed (`run` returns the command's own code instead)
+  {EXIT_BAD_INPUT}  bad input: target, flag, job id or spec (the message names it and the fix)
+  {EXIT_HOST_KEY}  host key refused: unknown (trust-on-first-use off) or CHANGED since it was pinned
+  {EXIT_NOT_FOUND}  no such job, or a remote file to fetch is missing
+  {EXIT_AUTH}  the server refused the key
+  {EXIT_UNREACHABLE}  unreachable: no answer within the connect/command timeouts, or refused
+  {EXIT_JOB_LOST}  `follow`: the job ended without an exit code (killed, host rebooted, cancelled)
+  {EXIT_VERIFY}  `fetch`: a file's size or sha256 did not match
+  {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap`: some hosts failed (each is named on stderr)
+  `follow` otherwise exits with the job's own exit code."""
+
+TARGET_HELP = f"""The target comes from ${ENV_VAR} (JSON with the fields host, user, key_path, known_hosts, port,
+gateway, trust_on_first_use, workers, connect_timeout, command_timeout, keepalive_s, state_dir), and
+any target flag overrides the field of the same name."""
+
+log = logging.getLogger("remote")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, format="remote: %(message)s",
+                        level=logging.WARNING if args.quiet else logging.INFO)
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its tracebacks would repeat our one-line errors
+    try:
+        return args.func(args)
+    except RemoteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except UnexpectedExit as e:
+        print(f"error: {e.result.connection.host}: remote command exited {e.result.exited}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted (remote jobs keep running; `follow` them again)", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m remote",
+        description="Reach the training VM over SSH: wait for it, bootstrap it, run commands and detached jobs, "
+                    "follow their logs and fetch their results. Host keys are pinned; nothing is ever run twice "
+                    "by a retry.",
+        epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    common = _common_flags()
+    for add in VERBS:
+        add(verbs, common)
+    return parser
+
+
+def _verb(verbs, name: str, common, summary: str, details: str) -> argparse.ArgumentParser:
+    return verbs.add_parser(name, parents=[common], help=summary, description=f"{summary}\n\n{details}",
+                            epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _common_flags() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
+    t = common.add_argument_group("target (override $" + ENV_VAR + ")")
+    t.add_argument("--host", help="address, or instance name when --gateway is an IAP tunnel")
+    t.add_argument("--port", type=int)
+    t.add_argument("--user")
+    t.add_argument("--key", dest="key_path", metavar="PATH", help="private key file")
+    t.add_argument("--known-hosts", metavar="PATH", help="file with the pinned host keys")
+    t.add_argument("--gateway", metavar="PROXYCOMMAND", help="e.g. gcloud compute start-iap-tunnel %%h %%p --listen-on-stdin …")
+    t.add_argument("--trust-on-first-use", action="store_true", default=None,
+                   help="record an unknown host key instead of refusing it (only over an authenticated link)")
+    t.add_argument("--worker", dest="workers", action="append", metavar="HOST", help="another host (repeat)")
+    t.add_argument("--connect-timeout", type=float, metavar="S")
+    t.add_argument("--command-timeout", type=float, metavar="S")
+    t.add_argument("--state-dir", metavar="PATH", help="on the host, for jobs and bootstrap state (default .tpu-sft)")
+    return common
+
+
+def target_from(args) -> Target:
+    raw = os.environ.get(ENV_VAR)
+    fields = Target.from_json(raw).__dict__.copy() if raw else {}
+    for name in ("host", "port", "user", "key_path", "known_hosts", "gateway", "trust_on_first_use", "workers",
+                 "connect_timeout", "command_timeout", "state_dir"):
+        value = getattr(args, name)
+        if value is not None:
+            fields[name] = value
+    return Target.from_mapping(fields)
+
+
+def _print_json(value) -> None:
+    print(json.dumps(value, sort_keys=True), flush=True)
+
+
+# ---- wait
+def _add_wait(verbs, common) -> None:
+    p = _verb(verbs, "wait", common, "Wait until every host answers SSH.",
+              "Retries with backoff (a new VM first refuses connections, then keys) until --deadline. Needs the\n"
+              "target. Leaves nothing on the hosts.")
+    p.add_argument("--deadline", type=float, default=300.0, metavar="S", help="give up after S seconds (default 300)")
+    p.set_defaults(func=_wait)
+
+
+def _wait(args) -> int:
+    target = target_from(args)
+    start = time.monotonic()
+    for host in target.hosts:
+        wait_for_ssh(target, max(0.1, args.deadline - (time.monotonic() - start)), host).close()
+    _print_json({"hosts": list(target.hosts), "seconds": round(time.monotonic() - start, 2)})
+    return EXIT_OK
+
+
+# ---- bootstrap
+def _add_bootstrap(verbs, common) -> None:
+    p = _verb(verbs, "bootstrap", common, "Install MaxText on every host (seed step 3), once.",
+              "Runs apt, uv, a Python 3.12 venv (~/maxtext_venv) and the pinned maxtext[tpu-post-train], on all\n"
+              "hosts in parallel. A host already holding the same installation is checked in one round trip and\n"
+              "left alone; an interrupted run resumes at the step it stopped in. Needs the target, and the\n"
+              "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.")
+    p.add_argument("--config", type=Path, metavar="JSON", help="pipeline settings (stack keys, as in Pulumi config)")
+    p.add_argument("--spec", type=Path, metavar="JSON", help="explicit install steps instead of --config")
+    p.set_defaults(func=_bootstrap)
+
+
+def _bootstrap(args) -> int:
+    target = target_from(args)
+    if args.spec and args.config:
+        raise BadInput("give --config or --spec, not both")
+    if args.spec:
+        spec = BootstrapSpec.from_json(_read(args.spec))
+    else:
+        spec = spec_for(PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig())
+    results = bootstrap_all(target, spec, stream=sys.stderr)
+    summary, failed = {}, []
+    for host, result in results.items():
+        if isinstance(result, BaseException):
+            failed.append(host)
+            print(f"error: {host}: {_one_line(result)}", file=sys.stderr)
+            summary[host] = {"error": _one_line(result)}
+        else:
+            summary[host] = {"installed": result.installed, "steps_run": list(result.steps_run)}
+    _print_json({"fingerprint": spec.fingerprint, "hosts": summary})
+    if not failed:
+        return EXIT_OK
+    if len(results) == 1:
+        error = results[failed[0]]
+        return error.exit_code if isinstance(error, RemoteError) else EXIT_FAILED
+    return EXIT_SOME_HOSTS_FAILED
+
+
+# ---- run
+def _add_run(verbs, common) -> None:
+    p = _verb(verbs, "run", common, "Run a short command in the foreground and show its output.",
+              "For anything long, use `start` + `follow`: a foreground command dies with its connection.\n"
+              "Exits with the command's own exit code (one host); with --all-hosts, 0 or 73.")
+    p.add_argument("command", help="a /bin/sh command line")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
+    p.add_argument("--all-hosts", action="store_true", help="run on the main host and every worker in parallel")
+    p.add_argument("--timeout", type=float, metavar="S", help="default: the target's command_timeout")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    target, env = target_from(args), _env_pairs(args.env)
+    if args.all_hosts:
+        results = group.run_all(target, args.command, env=env, timeout=args.timeout)
+        for result in results.values():
+            for line in result.stdout.splitlines():
+                print(f"{result.host}: {line}")
+            status = "ok" if result.ok else (result.error or f"exited {result.exit_code}")
+            print(f"{result.host}: {status}", file=sys.stderr)
+        return EXIT_OK if all(r.ok for r in results.values()) else EXIT_SOME_HOSTS_FAILED
+    with connect(target) as conn:
+        return run(conn, args.command, env=env, timeout=args.timeout, warn=True, stream=sys.stdout,
+                   err_stream=sys.stderr).exited
+
+
+# ---- start
+def _add_start(verbs, common) -> None:
+    p = _verb(verbs, "start", common, "Start a detached job that survives disconnection.",
+              "The job runs under setsid/nohup in <state_dir>/jobs/JOB_ID/ on the main host (log, pid, exit code).\n"
+              "If JOB_ID already exists (running or finished), nothing is started and its state is printed.\n"
+              "Secrets: --secret-env NAME copies the value of NAME from YOUR environment into a 0600 file on the\n"
+              "host that the job reads and deletes; it never appears on a command line or in the log.\n"
+              "Prints the job's state as JSON.")
+    p.add_argument("job_id")
+    p.add_argument("command", help="a /bin/sh command line")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
+    p.add_argument("--secret-env", action="append", default=[], metavar="NAME", help="pass $NAME as a secret (repeat)")
+    p.add_argument("--cwd", metavar="DIR", help="working directory on the host (default: home)")
+    p.set_defaults(func=_start)
+
+
+def _start(args) -> int:
+    target, env = target_from(args), _env_pairs(args.env)
+    secret_env = {}
+    for name in args.secret_env:
+        if name not in os.environ:
+            raise BadInput(f"--secret-env {name}: ${name} is not set in this environment")
+        secret_env[name] = os.environ[name]
+    with connect(target) as conn:
+        state = jobs.start(conn, args.job_id, args.command, env=env, secret_env=secret_env, cwd=args.cwd)
+    _print_json(state.to_json())
+    return EXIT_OK
+
+
+# ---- status
+def _add_status(verbs, common) -> None:
+    p = _verb(verbs, "status", common, "Print a job's state as JSON.",
+              "state is running, succeeded, failed, died (gone without exit code) or cancelled. Exits 66 if\n"
+              "there is no such job. Changes nothing.")
+    p.add_argument("job_id")
+    p.set_defaults(func=_status)
+
+
+def _status(args) -> int:
+    with connect(target_from(args)) as conn:
+        state = jobs.status(conn, args.job_id)
+    if state.state == "absent":
+        raise JobNotFound(f"no job {args.job_id} on {conn.host}")
+    _print_json(state.to_json())
+    return EXIT_OK
+
+
+# ---- follow
+def _add_follow(verbs, common) -> None:
+    p = _verb(verbs, "follow", common, "Stream a job's log until it ends; exit with its exit code.",
+              "Log lines go to stdout as they arrive, progress and reconnection notices to stderr, then one\n"
+              "JSON line with the outcome. A dropped connection is retried with backoff; the job is never\n"
+              "touched, so stopping `follow` (Ctrl-C) leaves it running. Leaves nothing on the host.")
+    p.add_argument("job_id")
+    p.add_argument("--offset", type=int, default=0, metavar="BYTES", help="start at this log byte offset")
+    p.add_argument("--reconnect-deadline", type=float, default=600.0, metavar="S",
+                   help="give up after S seconds without a working connection (default 600)")
+    p.add_argument("--heartbeat", type=float, default=30.0, metavar="S",
+                   help="while the log is silent, say so on stderr every S seconds (default 30)")
+    p.set_defaults(func=_follow)
+
+
+def _follow(args) -> int:
+    target = target_from(args)
+    start = last_output = time.monotonic()
+
+    def on_line(line: str) -> None:
+        nonlocal last_output
+        last_output = time.monotonic()
+        print(line, flush=True)
+
+    def on_status(state: jobs.JobStatus) -> None:
+        nonlocal last_output
+        if state.state == "running" and time.monotonic() - last_output >= args.heartbeat:
+            last_output = time.monotonic()
+            log.info("%s still running after %.0f s (log %d bytes)", args.job_id, last_output - start, state.log_size)
+
+    try:
+        code = jobs.follow(target, args.job_id, on_line, args.offset,
+                           reconnect_deadline_s=args.reconnect_deadline, on_status=on_status)
+    except RemoteError as e:
+        _print_json({"job": args.job_id, "error": str(e), "exit_code": None})
+        raise
+    _print_json({"job": args.job_id, "exit_code": code, "seconds": round(time.monotonic() - start, 1)})
+    return code
+
+
+# ---- cancel
+def _add_cancel(verbs, common) -> None:
+    p = _verb(verbs, "cancel", common, "Stop a running job (its whole process group).",
+              "Sends SIGTERM, then SIGKILL after --grace. A finished job is left as it is. The job directory\n"
+              "stays (with a `cancelled` mark), so the job id is not reused. Prints the final state as JSON.")
+    p.add_argument("job_id")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between SIGTERM and SIGKILL")
+    p.set_defaults(func=_cancel)
+
+
+def _cancel(args) -> int:
+    with connect(target_from(args)) as conn:
+        _print_json(jobs.cancel(conn, args.job_id, grace_s=args.grace).to_json())
+    return EXIT_OK
+
+
+# ---- fetch
+def _add_fetch(verbs, common) -> None:
+    p = _verb(verbs, "fetch", common, "Download files from the main host, verified by size and sha256.",
+              "Each file lands in --to under its base name, written atomically; one that is already there with\n"
+              "the same content is not downloaded again. Prints what was fetched as JSON.")
+    p.add_argument("paths", nargs="+", metavar="REMOTE_PATH")
+    p.add_argument("--to", required=True, type=Path, metavar="DIR", help="local directory")
+    p.set_defaults(func=_fetch)
+
+
+def _fetch(args) -> int:
+    with connect(target_from(args)) as conn:
+        fetched = fetch(conn, args.paths, args.to)
+    _print_json([asdict(f) for f in fetched])
+    return EXIT_OK
+
+
+VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch)
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            raise BadInput(f"--env {name!r}: expected NAME=VALUE")
+        env[name] = value
+    return env
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise BadInput(f"cannot read {path}: {e.strerror}") from None
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(_read(path))
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{path} is not valid JSON ({e.msg}, line {e.lineno})") from None
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, UnexpectedExit):
+        return f"a step exited {error.result.exited}"
+    return str(error)

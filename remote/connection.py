@@ -1,0 +1,174 @@
+"""Fabric connections with every safety setting explicit: pinned host keys, timeouts, keepalive.
+
+Fabric's defaults are unsafe for unattended use (DESIGN.md, "Remote layer"): it accepts any host key, reads
+~/.ssh/config, lets a dead link hang for an hour and pastes `env=` values unquoted. Everything here is set
+at construction, and `run` is the one way the rest of the package executes a command.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shlex
+import socket
+from typing import Mapping, TextIO
+
+import fabric
+import paramiko
+from invoke.exceptions import CommandTimedOut, UnexpectedExit
+
+from remote.errors import AuthError, BadInput, HostKeyError, TargetError, Unreachable
+from remote.target import Target
+
+log = logging.getLogger("remote")
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# What a broken or unresponsive link raises from paramiko and the socket layer.
+NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException, socket.timeout)
+
+
+class Connection(fabric.Connection):
+    """A `fabric.Connection` bound to a `Target`: opens pinned, times out, keeps alive."""
+
+    def __init__(self, target: Target, host: str):
+        config = fabric.Config(
+            lazy=True,  # no /etc/fabric.yml, ~/.fabric.yml or ssh_config: nothing inherited silently
+            overrides={
+                "load_ssh_configs": False,
+                "run": {"in_stream": False, "hide": True},
+                "timeouts": {"command": target.command_timeout},
+            },
+        )
+        super().__init__(
+            host,
+            user=target.user,
+            port=target.port,
+            config=config,
+            gateway=target.gateway or False,
+            forward_agent=False,
+            connect_kwargs={
+                "key_filename": [target.key_path],
+                "look_for_keys": False,
+                "allow_agent": False,
+                # Fabric truncates connect_timeout to an int; paramiko takes fractions here.
+                "timeout": target.connect_timeout,
+                "banner_timeout": target.connect_timeout,
+                "auth_timeout": target.connect_timeout,
+                "channel_timeout": target.connect_timeout,
+            },
+        )
+        self.target = target
+        self.client.set_missing_host_key_policy(_PinningPolicy(target.known_hosts, target.trust_on_first_use))
+        if os.path.exists(target.known_hosts):
+            self.client.load_host_keys(target.known_hosts)
+        elif not target.trust_on_first_use:
+            raise TargetError(
+                "known_hosts", f"{target.known_hosts} does not exist",
+                "create it with the host's key (ssh-keyscan), or set trust_on_first_use where the link is already authenticated",
+            )
+
+    def open(self):
+        if self.is_connected:
+            return None
+        if not os.path.isfile(self.target.key_path):
+            raise TargetError("key_path", f"{self.target.key_path} is not a file", "point key_path at the private key")
+        try:
+            result = super().open()
+        except (HostKeyError, TargetError):
+            self.client.close()
+            raise
+        except paramiko.BadHostKeyException as e:
+            self.client.close()
+            name = _known_hosts_name(self.host, self.port)
+            raise HostKeyError(
+                f"{self.host}: host key CHANGED ({e.key.get_name()} {e.key.fingerprint}, pinned "
+                f"{e.expected_key.fingerprint} in {self.target.known_hosts}); refusing to connect. If the VM was "
+                f"rebuilt, remove the old key with: ssh-keygen -R '{name}' -f {self.target.known_hosts}"
+            ) from None
+        except paramiko.AuthenticationException:
+            self.client.close()
+            raise AuthError(
+                f"{self.host}: the server refused key {self.target.key_path} for user {self.user}; "
+                "check that its public key is in the VM's authorized keys (instance metadata ssh-keys)"
+            ) from None
+        except NETWORK_ERRORS as e:
+            self.client.close()
+            raise Unreachable(self.host, f"cannot connect to port {self.port}: {_describe(e)}") from None
+        self.transport.set_keepalive(self.target.keepalive_s)
+        return result
+
+
+class _PinningPolicy(paramiko.MissingHostKeyPolicy):
+    """Unknown host key: refuse, or (trust-on-first-use) append it to known_hosts under a file lock."""
+
+    def __init__(self, known_hosts: str, trust_on_first_use: bool):
+        self.known_hosts, self.trust = known_hosts, trust_on_first_use
+
+    def missing_host_key(self, client, hostname, key):
+        if not self.trust:
+            raise HostKeyError(
+                f"{hostname}: host key {key.get_name()} {key.fingerprint} is not in {self.known_hosts}; refusing "
+                f"to connect. Add the host's key to that file (ssh-keyscan), or set trust_on_first_use only where "
+                "the link is already authenticated (IAP)"
+            )
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        # Workers are reached in parallel: serialise appends so no line is torn or lost.
+        with open(self.known_hosts, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint, self.known_hosts)
+
+
+def connect(target: Target, host: str | None = None) -> Connection:
+    """A connection to `host` (default: the target's main host), opened now so failures surface here."""
+    conn = Connection(target, host or target.host)
+    conn.open()
+    return conn
+
+
+def env_prefix(env: Mapping[str, str] | None) -> str:
+    """`export K='v' …; ` with every value shell-quoted (Fabric's own `env=` does not quote)."""
+    if not env:
+        return ""
+    for name, value in env.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise BadInput(f"environment variable name {name!r} is not valid; use letters, digits and _")
+        if not isinstance(value, str):
+            raise BadInput(f"environment variable {name} must be a string, got {type(value).__name__}")
+    return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()) + "; "
+
+
+def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
+        timeout: float | None = None, warn: bool = False, stream: TextIO | None = None,
+        err_stream: TextIO | None = None):
+    """Run `command` under /bin/sh on the host; network failures and timeouts become `Unreachable`.
+
+    Output is captured in the returned invoke `Result`, and also written as it arrives to `stream` (stdout)
+    and `err_stream` (stderr; default: `stream`) if given. A non-zero exit raises `UnexpectedExit` unless `warn`.
+    """
+    output = {"hide": True} if stream is None else {
+        "hide": False, "out_stream": stream, "err_stream": err_stream or stream}
+    try:
+        return conn.run(env_prefix(env) + command, timeout=timeout or conn.target.command_timeout,
+                        warn=warn, in_stream=False, **output)
+    except CommandTimedOut as e:
+        conn.close()
+        raise Unreachable(conn.host, f"no answer within {e.timeout:g} s (command timeout)") from None
+    except UnexpectedExit:
+        raise
+    except NETWORK_ERRORS as e:
+        conn.close()
+        raise Unreachable(conn.host, f"connection lost: {_describe(e)}") from None
+
+
+def _known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__

@@ -1,0 +1,43 @@
+"""Wait for a freshly created VM to answer SSH."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from remote.connection import Connection, connect
+from remote.errors import AuthError, Unreachable
+from remote.target import Target
+
+log = logging.getLogger("remote")
+
+
+def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = None, *,
+                 first_backoff_s: float = 0.5, max_backoff_s: float = 10.0) -> Connection:
+    """Connect to `host` (default: the main host), retrying with exponential backoff for up to `deadline_s`.
+
+    Retries while the host does not answer or refuses the key: a new GCE VM answers SSH before its guest
+    agent has installed the metadata keys. A refused host key is never retried. Returns the open connection;
+    raises `Unreachable` at the deadline, naming the last failure.
+    """
+    host = host or target.host
+    start = time.monotonic()
+    backoff, attempts = first_backoff_s, 0
+    while True:
+        remaining = deadline_s - (time.monotonic() - start)
+        attempts += 1
+        # No single attempt may run past the deadline.
+        attempt_target = dataclasses.replace(target, connect_timeout=max(0.1, min(target.connect_timeout, remaining)))
+        try:
+            conn = connect(attempt_target, host)
+            log.info("%s answered SSH after %.1f s (%d attempts)", host, time.monotonic() - start, attempts)
+            return conn
+        except (Unreachable, AuthError) as e:
+            last = str(e)
+        remaining = deadline_s - (time.monotonic() - start)
+        if remaining <= 0:
+            raise Unreachable(host, f"no SSH answer within {deadline_s:g} s ({attempts} attempts; last: {last})")
+        log.info("waiting for SSH on %s (%s); next try in %.1f s", host, last, min(backoff, remaining))
+        time.sleep(min(backoff, remaining))
+        backoff = min(backoff * 2, max_backoff_s)

@@ -1,0 +1,216 @@
+"""Real OpenSSH servers on loopback for the remote-layer tests and bench, a TCP proxy that can blackhole,
+and a poll-with-deadline helper.
+
+Each server is Debian's /usr/sbin/sshd in the foreground with its own ed25519 host key and config in a
+private directory, on a port picked free at start (other engineers run their own servers on this machine).
+The user is root (the tests run as root); the authorised key file lives in the test's directory.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def keygen(path: Path) -> Path:
+    for stale in (path, Path(f"{path}.pub")):
+        stale.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tpu-sft-test", "-f", str(path)], check=True)
+    return path
+
+
+def free_port(address: str) -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class UserKey:
+    private: Path
+    authorized_keys: Path
+
+
+def make_user_key(directory: Path) -> UserKey:
+    directory.mkdir(parents=True, exist_ok=True)
+    private = keygen(directory / "id_ed25519")
+    authorized = directory / "authorized_keys"
+    authorized.write_text(Path(f"{private}.pub").read_text())
+    return UserKey(private, authorized)
+
+
+class Sshd:
+    """One sshd listening on `address`; `stop`/`start` keep the port, `kill_sessions` drops connections."""
+
+    def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1"):
+        if not os.path.exists(SSHD):
+            raise RuntimeError(f"{SSHD} is missing: run scripts/install-sshd (installs Debian's openssh-server)")
+        self.dir, self.user_key, self.address = directory, user_key, address
+        directory.mkdir(parents=True, exist_ok=True)
+        self.host_key = keygen(directory / "ssh_host_ed25519_key")
+        self.log_path = directory / "sshd.log"
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
+
+    @property
+    def known_hosts_line(self) -> str:
+        kind, key = Path(f"{self.host_key}.pub").read_text().split()[:2]
+        return f"[{self.address}]:{self.port} {kind} {key}\n"
+
+    def _write_config(self) -> Path:
+        cfg = self.dir / "sshd_config"
+        cfg.write_text(
+            f"Port {self.port}\nListenAddress {self.address}\nHostKey {self.host_key}\nPidFile none\n"
+            f"AuthorizedKeysFile {self.user_key.authorized_keys}\nStrictModes no\nUsePAM no\nMaxStartups 200\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PubkeyAuthentication yes\nSubsystem sftp internal-sftp\nPrintMotd no\nLogLevel INFO\n"
+        )
+        return cfg
+
+    def start(self, port: int | None = None) -> "Sshd":
+        """Start on `port`, on the port it had before, or on a free one (retrying if another process wins it)."""
+        if port or self.port:
+            self.port = port or self.port
+            if self._launch():
+                return self
+            raise RuntimeError(f"sshd would not start on {self.address}:{self.port}; see {self.log_path}")
+        for _ in range(10):
+            self.port = free_port(self.address)
+            if self._launch():
+                return self
+        raise RuntimeError(f"sshd would not start on {self.address}; see {self.log_path}")
+
+    def _launch(self) -> bool:
+        cfg = self._write_config()
+        log = open(self.log_path, "ab")
+        start_size = self.log_path.stat().st_size
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log)
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            text = self.log_path.read_bytes()[start_size:].decode(errors="replace")
+            if f"Server listening on {self.address} port {self.port}" in text:
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.01)
+        self.proc.kill()
+        self.proc.wait()
+        return False
+
+    def session_pids(self) -> list[int]:
+        """The per-connection sshd processes (children of the listener)."""
+        if self.proc is None:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    pids.append(int(entry))
+        return pids
+
+    def kill_sessions(self) -> int:
+        pids = self.session_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(pids)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill_sessions()
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+class TcpProxy:
+    """A loopback TCP relay to `upstream` whose link can be cut: `blackhole()` freezes every open connection and
+    accepts new ones without ever answering (a dead link, not a refused one); `forward()` relays new ones again."""
+
+    def __init__(self, upstream: tuple[str, int], address: str = "127.0.0.1", port: int = 0):
+        self.upstream = upstream
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((address, port))
+        self.listener.listen(64)
+        self.address, self.port = self.listener.getsockname()
+        self.mode = "forward"
+        self.generation = 0  # bumped by blackhole(): relays of older generations stop for good
+        self.sockets: list[socket.socket] = []
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def blackhole(self) -> None:
+        self.mode = "blackhole"
+        self.generation += 1
+
+    def forward(self) -> None:
+        self.mode = "forward"
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self.sockets.append(client)
+            if self.mode == "forward":
+                threading.Thread(target=self._relay, args=(client, self.generation), daemon=True).start()
+
+    def _relay(self, client: socket.socket, generation: int) -> None:
+        try:
+            upstream = socket.create_connection(self.upstream)
+        except OSError:
+            client.close()
+            return
+        self.sockets.append(upstream)
+        peers = {client: upstream, upstream: client}
+        while not self.closed and self.generation == generation:
+            readable, _, _ = select.select(list(peers), [], [], 0.05)
+            for s in readable:
+                try:
+                    data = s.recv(65536)
+                    if not data:
+                        raise OSError("closed")
+                    peers[s].sendall(data)
+                except OSError:
+                    client.close()
+                    upstream.close()
+                    return
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        for s in self.sockets:
+            s.close()
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
+    """Poll `predicate` until it returns something truthy, or fail after `timeout` s: no fixed sleeps in tests."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

@@ -1,0 +1,89 @@
+"""Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
+
+import dataclasses
+import time
+
+import paramiko
+import pytest
+
+from remote.connection import connect, run
+from remote.errors import AuthError, HostKeyError, Unreachable
+from ssh_testbed import free_port, make_user_key
+
+
+def test_connects_with_pinned_key_and_keepalive(target):
+    with connect(target) as conn:
+        assert run(conn, "echo hello").stdout == "hello\n"
+        assert conn.transport.packetizer._Packetizer__keepalive_interval == target.keepalive_s
+        assert not isinstance(conn.client._policy, paramiko.AutoAddPolicy)
+        assert conn.ssh_config == {"hostname": target.host}  # nothing from ~/.ssh/config or /etc/ssh/ssh_config
+
+
+def test_unknown_host_key_is_refused(target, tmp_path):
+    empty = tmp_path / "empty_known_hosts"
+    empty.write_text("")
+    with pytest.raises(HostKeyError, match="not in .*empty_known_hosts") as e:
+        connect(dataclasses.replace(target, known_hosts=str(empty)))
+    assert "trust_on_first_use" in str(e.value)
+    assert empty.read_text() == ""
+
+
+def test_trust_on_first_use_records_then_pins(target, tmp_path, sshd_host):
+    known = tmp_path / "tofu_known_hosts"
+    tofu = dataclasses.replace(target, known_hosts=str(known), trust_on_first_use=True)
+    with connect(tofu) as conn:
+        run(conn, "true")
+    assert known.read_text() == sshd_host.sshd.known_hosts_line
+    # Now pinned: the same file refuses a different key even with trust-on-first-use on.
+    other = paramiko.Ed25519Key.from_private_key_file(str(make_user_key(tmp_path / "other").private))
+    known.write_text(f"[{target.host}]:{target.port} ssh-ed25519 {other.get_base64()}\n")
+    with pytest.raises(HostKeyError, match="CHANGED"):
+        connect(tofu)
+
+
+def test_changed_host_key_is_refused_with_the_fix(target, tmp_path):
+    other = paramiko.Ed25519Key.from_private_key_file(str(make_user_key(tmp_path / "other").private))
+    known = tmp_path / "stale_known_hosts"
+    known.write_text(f"[{target.host}]:{target.port} ssh-ed25519 {other.get_base64()}\n")
+    with pytest.raises(HostKeyError) as e:
+        connect(dataclasses.replace(target, known_hosts=str(known)))
+    message = str(e.value)
+    assert "CHANGED" in message and str(known) in message
+    assert f"ssh-keygen -R '[{target.host}]:{target.port}' -f {known}" in message
+
+
+def test_refused_key_is_an_auth_error(target, tmp_path):
+    stranger = make_user_key(tmp_path / "stranger").private
+    with pytest.raises(AuthError, match="refused key"):
+        connect(dataclasses.replace(target, key_path=str(stranger)))
+
+
+def test_closed_port_fails_fast(target):
+    start = time.monotonic()
+    with pytest.raises(Unreachable, match="cannot connect"):
+        connect(dataclasses.replace(target, port=free_port("127.0.0.1")))
+    assert time.monotonic() - start < 1.0
+
+
+def test_blackholed_host_hits_the_connect_timeout_instead_of_hanging(target, make_proxy, tmp_path, sshd_host):
+    proxy = make_proxy((target.host, target.port))
+    proxy.blackhole()  # accepts TCP, never says a word: the SSH banner never comes
+    start = time.monotonic()
+    with pytest.raises(Unreachable):
+        connect(dataclasses.replace(target, port=proxy.port, connect_timeout=1.0))
+    assert 0.9 < time.monotonic() - start < 4.0
+
+
+def test_command_timeout_on_a_link_that_dies_mid_session(target, make_proxy, tmp_path, sshd_host):
+    proxy = make_proxy((target.host, target.port))
+    known = tmp_path / "proxy_known_hosts"
+    known.write_text(sshd_host.sshd.known_hosts_line.replace(f":{target.port} ", f":{proxy.port} "))
+    via_proxy = dataclasses.replace(target, port=proxy.port, known_hosts=str(known), connect_timeout=1.0,
+                                    command_timeout=1.5)
+    conn = connect(via_proxy)
+    assert run(conn, "echo up").stdout == "up\n"
+    proxy.blackhole()
+    start = time.monotonic()
+    with pytest.raises(Unreachable):  # the channel-open timeout (1 s) or the command timeout (1.5 s)
+        run(conn, "echo never")
+    assert 0.9 < time.monotonic() - start < 4.0

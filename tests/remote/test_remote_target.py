@@ -1,0 +1,47 @@
+"""A target is validated once; every error names the field and the fix, in one line."""
+
+import json
+
+import pytest
+
+from remote.errors import TargetError
+from remote.target import Target
+
+BASE = {"host": "10.0.0.2", "user": "ubuntu", "key_path": "/k", "known_hosts": "/kh"}
+
+
+def test_json_round_trip_keeps_every_field():
+    target = Target(**BASE, port=2222, gateway="gcloud compute start-iap-tunnel vm %p --listen-on-stdin",
+                    trust_on_first_use=True, workers=("10.0.0.3",), connect_timeout=2.5, state_dir="/srv/x")
+    assert Target.from_json(target.to_json()) == target
+    assert target.hosts == ("10.0.0.2", "10.0.0.3")
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"port": 0}, "port"),
+        ({"port": "22"}, "port"),
+        ({"user": "root; rm"}, "user"),
+        ({"host": "a b"}, "host"),
+        ({"workers": ["10.0.0.2"]}, "workers"),
+        ({"workers": ["$(x)"]}, "workers"),
+        ({"connect_timeout": -1}, "connect_timeout"),
+        ({"state_dir": "~/x"}, "state_dir"),
+        ({"gateway": " "}, "gateway"),
+        ({"colour": "red"}, "colour"),
+        ({"known_hosts": None}, "known_hosts"),
+    ],
+)
+def test_bad_field_is_named_with_a_fix(change, field):
+    raw = {**BASE, **change}
+    with pytest.raises(TargetError) as e:
+        Target.from_json(json.dumps(raw))
+    assert e.value.field == field
+    message = str(e.value)
+    assert message.startswith(f"target.{field}: ") and "Fix: " in message and "\n" not in message
+
+
+def test_invalid_json_is_a_target_error():
+    with pytest.raises(TargetError, match="not valid JSON"):
+        Target.from_json("{host:")
