@@ -118,6 +118,7 @@ class PipelineConfig:
     accelerator_type: str = "v6e-8"
     learning_rate: float | None = None  # None: MaxText's own default (sft.yml)
     max_target_length: int | None = None  # None: MaxText's own default
+    checkpoint_period: int | None = None  # None: MaxText's default (10,000: only the final checkpoint, no resume)
     run_name: str | None = None  # None: derived from the training inputs, so a re-run resumes the same run
     install_post_train_extras: bool = True  # seed step 3's install_tpu_post_train_extra_deps (slow; needs GitHub)
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
@@ -135,6 +136,7 @@ class PipelineConfig:
         "accelerator_type": "acceleratorType",
         "learning_rate": "learningRate",
         "max_target_length": "maxTargetLength",
+        "checkpoint_period": "checkpointPeriod",
         "run_name": "runName",
         "install_post_train_extras": "installPostTrainExtras",
         "torch_backend": "torchBackend",
@@ -194,6 +196,10 @@ class PipelineConfig:
         if "max_target_length" in got:
             values["max_target_length"] = parse_int(
                 k["max_target_length"], got["max_target_length"], minimum=8, example="2048"
+            )
+        if "checkpoint_period" in got:
+            values["checkpoint_period"] = parse_int(
+                k["checkpoint_period"], got["checkpoint_period"], minimum=1, example="100"
             )
         if "run_name" in got:
             values["run_name"] = parse_pattern(

@@ -1,0 +1,120 @@
+"""The argv/env builders: the seed's commands for the default settings, and what each setting changes."""
+
+import re
+import shlex
+
+import pytest
+
+from workload import commands, tiny
+from workload.config import PipelineConfig
+from workload.layout import Layout
+from workload.tpu_env import tpu_env
+
+# Seed steps 4–6 (shared/seed/README.md) with their variables expanded: WORK=/dev/shm, RUN_NAME fixed.
+# `hf_access_token="${HF_TOKEN?}"` is left out of to_maxtext on purpose: argv is world-readable through
+# /proc and ps and ends up in logs; MaxText 0.2.2 reads HF_TOKEN from the environment instead.
+SEED_TO_MAXTEXT = """python3 -m maxtext.checkpoint_conversion.to_maxtext
+    model_name=gemma3-4b
+    base_output_directory=/dev/shm/gemma3-4b/mt-format/
+    scan_layers=True use_multimodal=False hardware=cpu skip_jax_distributed_system=true
+    checkpoint_storage_use_zarr3=1 checkpoint_storage_use_ocdbt=1 --lazy_load_tensors=False"""
+SEED_TRAIN = """python3 -m maxtext.trainers.post_train.sft.train_sft
+    run_name=2026-01-01-00-00-00
+    base_output_directory=/dev/shm/gemma3-4b/post-train/
+    model_name=gemma3-4b
+    load_parameters_path=/dev/shm/gemma3-4b/mt-format//0/items
+    per_device_batch_size=1 steps=1000
+    hf_path=HuggingFaceH4/ultrachat_200k train_split=train_sft "train_data_columns=['messages']"
+    profiler=xplane"""
+SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
+    model_name=gemma3-4b
+    load_parameters_path=/dev/shm/gemma3-4b/post-train//2026-01-01-00-00-00/checkpoints/1000/model_params
+    base_output_directory=/dev/shm/gemma3-4b/hf-trained/
+    scan_layers=True use_multimodal=False weight_dtype=bfloat16"""
+SEED_TPU_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v6e-8", "TPU_WORKER_ID": "0", "TPU_NAME": "my-vm", "TPU_SKIP_MDS_QUERY": "1",
+    "TPU_WORKER_HOSTNAMES": "localhost", "TPU_TOPOLOGY": "2x4", "TPU_CHIPS_PER_HOST_BOUNDS": "2,4,1",
+    "TPU_HOST_BOUNDS": "1,1,1",
+}
+
+
+def tokens(text):
+    # The seed builds paths as "$DIR/…" from directories that end in "/", hence its "//"; same path.
+    return [re.sub(r"(?<=[^:])//+", "/", t) for t in shlex.split(text)]
+
+
+def build(config, work="/dev/shm", run=None):
+    layout = Layout(work, "/data/out", config.model, run or commands.run_name(config))
+    return layout, commands.pipeline_commands(config, layout, python="python3", hostname="my-vm")
+
+
+def test_default_settings_reproduce_the_seed_commands_token_by_token():
+    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
+    assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
+    assert list(train.argv) == tokens(SEED_TRAIN)
+    assert list(export.argv) == tokens(SEED_TO_HUGGINGFACE)
+
+
+def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():
+    _, (convert, train, export) = build(PipelineConfig())
+    assert convert.env == {"HF_HOME": "/dev/shm/hf-home"}  # step 4 runs before step 5's exports
+    assert train.env == export.env == {"HF_HOME": "/dev/shm/hf-home", **SEED_TPU_ENV}
+
+
+def test_tpu_environment_follows_the_accelerator_type():
+    env = tpu_env("v6e-4", "vm")
+    assert (env["TPU_ACCELERATOR_TYPE"], env["TPU_TOPOLOGY"], env["TPU_CHIPS_PER_HOST_BOUNDS"]) == (
+        "v6e-4", "2x2", "2,2,1")
+
+
+def test_no_token_anywhere_in_argv():
+    for config in (PipelineConfig(), PipelineConfig(profile="tiny")):
+        for command in build(config)[1]:
+            assert not any("token" in arg.lower() and "tokenizer" not in arg for arg in command.argv)
+            assert "HF_TOKEN" not in command.env
+
+
+def test_optional_settings_appear_only_when_set():
+    config = PipelineConfig(learning_rate=1e-3, max_target_length=512, checkpoint_period=50, steps=200,
+                            per_device_batch_size=2, train_data_columns=("prompt", "messages"))
+    _, (_, train, export) = build(config)
+    assert train.argv[-3:] == ("learning_rate=0.001", "max_target_length=512", "checkpoint_period=50")
+    assert "train_data_columns=['prompt', 'messages']" in train.argv
+    assert "per_device_batch_size=2" in train.argv and "steps=200" in train.argv
+    assert any(a.endswith("/checkpoints/200/model_params") for a in export.argv)
+
+
+def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_local_data():
+    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", steps=20), work="/w")
+    assert convert.argv[:6] == ("python3", "-m", "workload.tiny_launcher", "--model-dir", "/w/tiny/model",
+                                commands.TO_MAXTEXT)
+    assert export.argv[5] == commands.TO_HUGGINGFACE
+    assert train.argv[:3] == ("python3", "-m", commands.TRAIN_SFT)  # train_sft needs no HF config patch
+    for command in (convert, train, export):
+        assert set(tiny.maxtext_overrides()) <= set(command.argv)
+        assert command.env["JAX_PLATFORMS"] == "cpu" and "TPU_ACCELERATOR_TYPE" not in command.env
+    assert {"--hf_model_path=/w/tiny/model", "--simulated_cpu_devices_count=1"} <= set(convert.argv)
+    assert {"hf_path=/w/tiny/ultrachat", "train_split=train_sft", "tokenizer_path=/w/tiny/model",
+            "attention=dot_product", "max_target_length=128", "eval_interval=-1"} <= set(train.argv)
+
+
+def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them():
+    base = PipelineConfig()
+    assert commands.run_name(base) == commands.run_name(PipelineConfig())
+    assert re.fullmatch(r"gemma3-4b-sft-[0-9a-f]{12}", commands.run_name(base))
+    assert commands.run_name(PipelineConfig(steps=10)) != commands.run_name(base)
+    assert commands.run_name(PipelineConfig(learning_rate=1e-4)) != commands.run_name(base)
+    # Where checkpoints go does not change what is trained: same run, so a resume finds it.
+    assert commands.run_name(PipelineConfig(checkpoint_period=5)) == commands.run_name(base)
+    assert commands.run_name(PipelineConfig(run_name="mine")) == "mine"
+
+
+@pytest.mark.parametrize("profile", ["full", "tiny"])
+def test_rendered_commands_paste_back_into_the_same_argv_and_env(profile):
+    for command in build(PipelineConfig(profile=profile))[1]:
+        lines = commands.render(command).splitlines()
+        assert lines[0] == f"# {command.step}"
+        exports = dict(shlex.split(line)[1].split("=", 1) for line in lines if line.startswith("export "))
+        assert exports == command.env
+        body = "\n".join(line for line in lines[1:] if not line.startswith("export "))
+        assert shlex.split(body.replace("\\\n", " ")) == list(command.argv)

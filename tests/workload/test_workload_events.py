@@ -1,0 +1,89 @@
+"""Parsing MaxText output into events, and the bounded rate of the stream."""
+
+import io
+import json
+
+from workload.events import Events, StepProgress, failure_cause, parse_step
+
+# Captured from train_sft (MaxText 0.2.2, tiny profile): tqdm's bar and the step line share a line.
+STEP_LINE = (
+    "Training:  10%|█         | 2/20 [00:55<06:53, 22.97s/step, train_loss=12.5, train_perplexity=2.73e+5, "
+    "train_steps_per_sec=0.224]I1130 10:22:03.899648 139867087899520 metric_logger.py:196] completed step: 2, "
+    "seconds: 0.755, TFLOP/s/device: 0.017, Tokens/s/device: 169.486, total_weights: 70, loss: 12.510, "
+    "lm_loss: 0.000, perplexity: 0.000\n"
+)
+ORBAX_LINE = (
+    "I1130 10:22:02.120993 139867087899520 base_pytree_checkpoint_handler.py:1452] [process=0][thread=MainThread]"
+    " Pytree save finalize (merge_ocdbt + ArrayMetadata validation) completed. Time taken: 0.005065s.\n"
+)
+TRACEBACK_TAIL = [
+    "Traceback (most recent call last):\n",
+    '  File "/venv/lib/python3.12/site-packages/orbax/checkpoint/_src/serialization.py", line 5, in read\n',
+    "    raise ValueError(msg)\n",
+    "ValueError: Error reading array: DATA_LOSS: Checksum mismatch\n",
+    "I1130 10:30:00.000000 1 resource_tracker.py:1] leaked semaphore objects to clean up\n",
+]
+
+
+def test_step_line_gives_step_loss_time_and_rate_not_lm_loss():
+    assert parse_step(STEP_LINE) == {
+        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "loss": 12.51}
+
+
+def test_other_lines_are_not_steps():
+    assert parse_step(ORBAX_LINE) is None
+    assert parse_step("completed step: x\n") is None
+
+
+def test_nan_loss_is_parsed_and_reported_as_text():
+    record = parse_step("completed step: 3, seconds: 1.0, loss: nan, lm_loss: 0.000\n")
+    assert record["step"] == 3 and record["loss"] != record["loss"]
+    assert StepProgress(10).fields(record)["loss"] == "nan"
+
+
+def test_failure_cause_is_the_last_exception_line():
+    assert failure_cause(TRACEBACK_TAIL, 1) == "ValueError: Error reading array: DATA_LOSS: Checksum mismatch"
+    assert failure_cause(["jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: oom\n"], 1).startswith(
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED")
+
+
+def test_failure_cause_without_a_traceback_says_how_it_exited():
+    assert failure_cause(["plain output\n"], -9) == "killed by signal 9 (out of memory?)"
+    assert failure_cause([], 3) == "exited with code 3 without an error message"
+
+
+def test_eta_ignores_the_compiling_first_step_of_each_attempt():
+    progress = StepProgress(100)
+    assert "eta_s" not in progress.fields({"step": 1, "step_seconds": 120.0})
+    assert progress.fields({"step": 2, "step_seconds": 1.0})["eta_s"] == 98.0
+    progress.new_attempt()
+    assert progress.fields({"step": 51, "step_seconds": 300.0})["eta_s"] == 49.0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_step_events_are_rate_limited_and_the_last_step_is_always_emitted():
+    out, clock = io.StringIO(), FakeClock()
+    events = Events(out, step_interval=5.0, clock=clock)
+    for step in range(1, 101):
+        clock.now = step * 0.5  # two steps a second for 50 s
+        events.step("train", {"step": step})
+    events.flush_steps()
+    steps = [json.loads(line)["step"] for line in out.getvalue().splitlines()]
+    assert steps[0] == 1 and steps[-1] == 100
+    assert len(steps) <= 50 / 5 + 2
+    assert all(b - a >= 10 for a, b in zip(steps[:-2], steps[1:-1]))
+
+
+def test_every_event_is_one_json_object_per_line_with_event_and_time():
+    out = io.StringIO()
+    Events(out).emit("phase", phase="convert", status="start")
+    (line,) = out.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["event"] == "phase" and isinstance(record["t"], float)

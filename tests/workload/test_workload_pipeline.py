@@ -1,0 +1,161 @@
+"""The runner's bookkeeping, with stand-in steps: idempotency, partial re-runs, failures, --until, and the
+token's path into a child process. (tests/workload/test_workload_tiny_pipeline.py runs real MaxText.)"""
+
+import dataclasses
+import io
+import json
+import os
+import sys
+
+import pytest
+
+from workload import pipeline
+from workload.config import PipelineConfig
+from workload.events import Events
+from workload.hf_token import REDACTED, TokenError, read_token, redactor
+from workload.layout import Layout
+from workload.proc import StepFailed
+from workload.steps import Context, Outcome
+
+TOKEN = "hf_SECRETsecretSECRET123"
+
+
+def make_context(tmp_path, config, token=None):
+    out = io.StringIO()
+    layout = Layout(str(tmp_path / "work"), str(tmp_path / "out"), config.model, config.run_name or "run")
+    ctx = Context(config=config, layout=layout, events=Events(out), python=sys.executable, hostname="vm",
+                  base_env={**os.environ, **({"HF_TOKEN": token} if token else {})}, scrub=redactor(token),
+                  package_root=os.getcwd())
+    return ctx, out
+
+
+@pytest.fixture
+def fake_steps(monkeypatch):
+    """Every step writes one file named for its call number, so a re-run and its outputs are visible."""
+    calls = []
+
+    def fake(name):
+        def step(ctx):
+            calls.append(name)
+            path = os.path.join(ctx.layout.work_dir, "fake", name)
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "out"), "w") as f:
+                f.write(str(len(calls)))
+            return Outcome(path, {f"{name}_facts": len(calls)}, hashes=True)
+        return step
+
+    for name in pipeline.STEPS:
+        monkeypatch.setitem(pipeline.STEPS, name, fake(name))
+    return calls
+
+
+def events_of(out):
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_second_run_with_the_same_inputs_runs_nothing(tmp_path, fake_steps):
+    config = PipelineConfig()
+    ctx, _ = make_context(tmp_path, config)
+    assert pipeline.run(ctx) == 0
+    assert fake_steps == ["convert", "train", "export", "verify", "keep"]
+    ctx, out = make_context(tmp_path, config)
+    assert pipeline.run(ctx) == 0
+    assert fake_steps == ["convert", "train", "export", "verify", "keep"]
+    events = events_of(out)
+    assert [e["status"] for e in events[:-1]] == ["skipped"] * 5
+    assert events[-1]["event"] == "summary" and events[-1]["ok"] and events[-1]["keep_facts"] == 5
+
+
+def test_a_changed_training_input_reruns_train_and_what_follows_only(tmp_path, fake_steps):
+    ctx, _ = make_context(tmp_path, PipelineConfig(run_name="r"))
+    pipeline.run(ctx)
+    ctx, out = make_context(tmp_path, PipelineConfig(run_name="r", learning_rate=1e-4))
+    pipeline.run(ctx)
+    assert fake_steps[5:] == ["train", "export", "verify", "keep"]
+    assert [(e["phase"], e["status"]) for e in events_of(out)[:2]] == [("convert", "skipped"), ("train", "start")]
+
+
+def test_a_changed_output_reruns_that_step(tmp_path, fake_steps):
+    ctx, _ = make_context(tmp_path, PipelineConfig())
+    pipeline.run(ctx)
+    with open(tmp_path / "work" / "fake" / "export" / "out", "a") as f:
+        f.write("tampered")
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    pipeline.run(ctx)
+    assert fake_steps[5:] == ["export", "verify", "keep"]
+    assert "its outputs changed" in events_of(out)[2]["reason"]
+
+
+def test_until_stops_after_that_step_and_the_next_phase_continues(tmp_path, fake_steps):
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    pipeline.run(ctx, until="train")
+    assert fake_steps == ["convert", "train"] and events_of(out)[-1]["until"] == "train"
+    ctx, _ = make_context(tmp_path, PipelineConfig())
+    pipeline.run(ctx, until="keep")
+    assert fake_steps == ["convert", "train", "export", "verify", "keep"]
+
+
+def test_tiny_profile_builds_its_assets_first(tmp_path, fake_steps):
+    ctx, _ = make_context(tmp_path, PipelineConfig(profile="tiny"))
+    pipeline.run(ctx, until="convert")
+    assert fake_steps == ["assets", "convert"]
+
+
+def test_a_failed_step_is_not_marked_done_and_earlier_outputs_stay(tmp_path, fake_steps, monkeypatch):
+    def broken(ctx):
+        raise StepFailed("ValueError: checkpoint is corrupt", "/logs/export.log", ["line 1", "ValueError: …"])
+
+    monkeypatch.setitem(pipeline.STEPS, "export", broken)
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    assert pipeline.run(ctx) == 1
+    events = events_of(out)
+    failed = [e for e in events if e.get("status") == "failed"]
+    assert failed == [dict(failed[0], phase="export", cause="ValueError: checkpoint is corrupt")]
+    error = next(e for e in events if e["event"] == "error")
+    assert error["log"] == "/logs/export.log" and error["tail"][-1] == "ValueError: …"
+    assert events[-1] == dict(events[-1], event="summary", ok=False, failed_step="export",
+                              error="ValueError: checkpoint is corrupt")
+    assert not os.path.exists(ctx.layout.marker("export"))
+    assert os.path.exists(ctx.layout.marker("train")) and os.path.exists(tmp_path / "work" / "fake" / "train")
+    assert fake_steps == ["convert", "train"]
+
+
+def test_an_unexpected_runner_error_still_ends_with_one_line_and_the_summary(tmp_path, fake_steps, monkeypatch):
+    def buggy(ctx):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setitem(pipeline.STEPS, "convert", buggy)
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    assert pipeline.run(ctx) == 1
+    assert events_of(out)[-1]["error"] == "OSError: [Errno 28] No space left on device"
+
+
+def test_the_token_reaches_the_child_through_its_environment_and_never_the_log(tmp_path):
+    ctx, _ = make_context(tmp_path, PipelineConfig(), token=TOKEN)
+    script = "import os, sys; print('token is', os.environ['HF_TOKEN']); sys.exit(3)"
+    with pytest.raises(StepFailed) as failure:
+        ctx.run("probe", [sys.executable, "-c", script])
+    (log,) = ctx.log_paths
+    text = open(log).read()
+    assert f"token is {REDACTED}" in text and TOKEN not in text
+    assert failure.value.cause == "exited with code 3 without an error message"
+    assert TOKEN not in json.dumps(failure.value.tail)
+
+
+def test_token_file_must_be_private_and_errors_never_show_it(tmp_path):
+    path = tmp_path / "token"
+    path.write_text(TOKEN + "\n")
+    os.chmod(path, 0o644)
+    with pytest.raises(TokenError) as error:
+        read_token(str(path), {})
+    assert "chmod 600" in str(error.value) and TOKEN not in str(error.value)
+    os.chmod(path, 0o600)
+    assert read_token(str(path), {"HF_TOKEN": "other"}) == TOKEN
+    assert read_token(None, {"HF_TOKEN": "from-env"}) == "from-env"
+    assert read_token(None, {}) is None
+    with pytest.raises(TokenError, match="No such file"):
+        read_token(str(tmp_path / "absent"), {})
+
+
+def test_context_is_a_plain_dataclass_so_tests_can_swap_parts():
+    assert {f.name for f in dataclasses.fields(Context)} >= {"config", "layout", "events", "python", "base_env"}

@@ -1,0 +1,115 @@
+"""python -m workload: the on-VM SFT pipeline (seed steps 4–6) around real MaxText.
+
+  commands  print the exact MaxText command lines and environments a run would use (a dry run)
+  run       convert → train → export → verify → keep, resumable and idempotent; JSON-lines events on
+            stdout (schema: workload/events.py, summary: workload/pipeline.py), raw logs in WORK/logs
+
+`run` needs the MaxText venv's Python (it starts MaxText with the interpreter it runs under). CFG.json is
+`PipelineConfig.to_mapping()` JSON (stack keys without the `tpu-sft:` prefix). The HF token comes from
+--hf-token-file (mode 0600) or HF_TOKEN, and reaches MaxText only through its environment.
+It leaves: scratch outputs, logs and done-markers in WORK; the kept model, metrics, TensorBoard logs,
+loss curve and manifest in OUTPUT/<run name>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+from workload import commands
+from workload.config import ConfigError, PipelineConfig
+from workload.events import Events
+from workload.hf_token import TokenError, read_token, redactor
+from workload.layout import Layout
+from workload.pipeline import ORDER, run
+from workload.steps import Context
+
+DEFAULT_WORK_DIR = "/dev/shm"  # the seed's scratch: fast, and lost on reboot (hence `keep`)
+
+
+def load_config(path: str) -> PipelineConfig:
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ConfigError(path, f"cannot read settings JSON ({error})", "pass PipelineConfig.to_mapping() JSON")
+    if not isinstance(raw, dict):
+        raise ConfigError(path, "settings JSON must be an object", "pass PipelineConfig.to_mapping() JSON")
+    return PipelineConfig.from_mapping(raw)
+
+
+def _layout(config: PipelineConfig, work_dir: str, output_dir: str) -> Layout:
+    return Layout(os.path.abspath(work_dir), os.path.abspath(output_dir), config.model, commands.run_name(config))
+
+
+def cmd_commands(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    layout = _layout(config, args.work_dir, args.output_dir)
+    hostname = args.hostname or socket.gethostname()
+    for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname):
+        print(commands.render(command), end="\n\n")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    events = Events()
+    try:
+        config = load_config(args.config)
+        token = read_token(args.hf_token_file, os.environ)
+    except (ConfigError, TokenError) as error:
+        events.emit("error", phase="setup", cause=str(error), log=None, tail=[])
+        events.emit("summary", ok=False, until=args.until, failed_step="setup", error=str(error), logs=[])
+        return 2
+    base_env = dict(os.environ)
+    if token:
+        base_env["HF_TOKEN"] = token
+    context = Context(
+        config=config,
+        layout=_layout(config, args.work_dir, args.output_dir),
+        events=events,
+        python=sys.executable,
+        hostname=socket.gethostname(),
+        base_env=base_env,
+        scrub=redactor(token),
+        package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
+    return run(context, args.until)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m workload", description=__doc__.split("\n\n")[0],
+                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
+    sub = top.add_subparsers(dest="command", required=True)
+
+    show = sub.add_parser("commands", help="print the MaxText commands a run would use, copy-pasteable")
+    show.add_argument("--config", required=True, help="settings JSON (PipelineConfig.to_mapping())")
+    show.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"scratch dir (default {DEFAULT_WORK_DIR})")
+    show.add_argument("--output-dir", default="output", help="persistent dir for what is kept")
+    show.add_argument("--python", default="python3", help="interpreter shown in the commands (default python3)")
+    show.add_argument("--hostname", help="TPU_NAME (default: this machine's hostname)")
+    show.set_defaults(handler=cmd_commands)
+
+    go = sub.add_parser("run", help="run the pipeline (JSON-lines events on stdout; last line: summary)")
+    go.add_argument("--config", required=True, help="settings JSON (PipelineConfig.to_mapping())")
+    go.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"scratch dir (default {DEFAULT_WORK_DIR})")
+    go.add_argument("--output-dir", required=True, help="persistent dir; the run is kept in OUTPUT/<run name>/")
+    go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
+    go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
+    go.set_defaults(handler=cmd_run)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as error:
+        print(f"workload: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The exact MaxText command lines of seed steps 4–6, built from the settings. Pure functions.
+
+With default settings and a /dev/shm work dir they are the seed's commands token for token, except that
+`hf_access_token=$HF_TOKEN` is left out of argv on purpose: anything in argv is readable by every user of
+the VM (`ps`, /proc/*/cmdline) and lands in logs. MaxText 0.2.2 reads `HF_TOKEN` from the environment when
+the key is absent (pyconfig `_resolve_or_infer_addl_config`), and the runner sets it there.
+
+Settings left at None are left out, so MaxText's own defaults apply; the tiny profile adds MaxText's CPU
+options and the overrides that shrink gemma3-4b, and runs the converters through `workload.tiny_launcher`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+
+from workload import tiny
+from workload.config import PipelineConfig
+from workload.fingerprint import fingerprint
+from workload.layout import Layout
+from workload.tpu_env import cpu_env, hf_env, tpu_env
+
+TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
+TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
+TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
+
+# Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
+_USE_PATHWAYS = 0
+# The tiny model's sequences: the recipe known to fit the CPU here.
+TINY_MAX_TARGET_LENGTH = 128
+_TINY_TRAIN_CPU_OPTIONS = [
+    "hardware=cpu",
+    "skip_jax_distributed_system=true",
+    "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
+    "async_checkpointing=False",
+    "eval_interval=-1",  # each eval pass costs ~105 s on CPU
+]
+
+
+@dataclass(frozen=True)
+class Command:
+    step: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
+
+
+def training_inputs(config: PipelineConfig) -> dict:
+    """What determines the trained weights; its fingerprint names a run when `runName` is unset."""
+    return {
+        "model": config.model,
+        "maxtext_version": config.maxtext_version,
+        "profile": config.profile,
+        "accelerator_type": config.accelerator_type,
+        "steps": config.steps,
+        "per_device_batch_size": config.per_device_batch_size,
+        "dataset": config.dataset,
+        "train_split": config.train_split,
+        "train_data_columns": list(config.train_data_columns),
+        "learning_rate": config.learning_rate,
+        "max_target_length": config.max_target_length,
+    }
+
+
+def run_name(config: PipelineConfig) -> str:
+    """The configured name, or one derived from the training inputs, so a re-run after an interruption
+    resumes the same run instead of starting a new one (the seed's timestamp name cannot do that)."""
+    return config.run_name or f"{config.model}-sft-{fingerprint(training_inputs(config))[:12]}"
+
+
+def _dir(path: str) -> str:
+    """Directories MaxText joins onto are written with a trailing slash, as in the seed."""
+    return os.path.join(path, "")
+
+
+def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *, patch_hf: bool) -> list[str]:
+    if config.profile == "tiny" and patch_hf:
+        model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
+        return [python, "-m", "workload.tiny_launcher", "--model-dir", model_dir, module]
+    return [python, "-m", module]
+
+
+def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool) -> dict[str, str]:
+    env = hf_env(layout.hf_home)
+    if config.profile == "tiny":
+        env.update(cpu_env())
+    elif tpu:
+        env.update(tpu_env(config.accelerator_type, hostname))
+    return env
+
+
+def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "") -> Command:
+    argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
+        f"model_name={config.model}",
+        f"base_output_directory={_dir(layout.converted_base)}",
+        "scan_layers=True",
+        "use_multimodal=False",
+        "hardware=cpu",
+        "skip_jax_distributed_system=true",
+        f"checkpoint_storage_use_zarr3={1 - _USE_PATHWAYS}",
+        f"checkpoint_storage_use_ocdbt={1 - _USE_PATHWAYS}",
+        "--lazy_load_tensors=False",
+    ]
+    if config.profile == "tiny":
+        model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
+        argv += tiny.maxtext_overrides() + [
+            f"--hf_model_path={model_dir}",
+            "--eager_load_method=transformers",
+            "--simulated_cpu_devices_count=1",  # sharding 16 simulated devices costs ~1.7 min on CPU
+        ]
+    # Seed step 4 runs before step 5 exports the TPU variables.
+    return Command("convert", tuple(argv), _env(config, layout, hostname, tpu=False))
+
+
+def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "") -> Command:
+    tiny_profile = config.profile == "tiny"
+    columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
+    hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
+    argv = _module(config, layout, python, TRAIN_SFT, patch_hf=False) + [
+        f"run_name={layout.run_name}",
+        f"base_output_directory={_dir(layout.post_train_base)}",
+        f"model_name={config.model}",
+        f"load_parameters_path={layout.converted_checkpoint}",
+        f"per_device_batch_size={config.per_device_batch_size}",
+        f"steps={config.steps}",
+        f"hf_path={hf_path}",
+        f"train_split={config.train_split}",
+        f"train_data_columns={columns}",
+        "profiler=xplane",
+    ]
+    max_target_length = config.max_target_length or (TINY_MAX_TARGET_LENGTH if tiny_profile else None)
+    if config.learning_rate is not None:
+        argv.append(f"learning_rate={config.learning_rate}")
+    if max_target_length is not None:
+        argv.append(f"max_target_length={max_target_length}")
+    if config.checkpoint_period is not None:
+        argv.append(f"checkpoint_period={config.checkpoint_period}")
+    if tiny_profile:
+        argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
+        argv += _TINY_TRAIN_CPU_OPTIONS + tiny.maxtext_overrides()
+    return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True))
+
+
+def to_huggingface(
+    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "", params: str | None = None,
+    out_dir: str | None = None,
+) -> Command:
+    """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
+    export the untrained checkpoint with the very same command."""
+    argv = _module(config, layout, python, TO_HUGGINGFACE, patch_hf=True) + [
+        f"model_name={config.model}",
+        f"load_parameters_path={params or layout.trained_params(config.steps)}",
+        f"base_output_directory={_dir(out_dir or layout.export_dir)}",
+        "scan_layers=True",  # must match training, or: "ShapeDtypeStruct is not a valid JAX type"
+        "use_multimodal=False",
+        "weight_dtype=bfloat16",
+    ]
+    if config.profile == "tiny":
+        argv += tiny.maxtext_overrides()
+    return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True))
+
+
+def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str) -> list[Command]:
+    return [
+        to_maxtext(config, layout, python=python, hostname=hostname),
+        train_sft(config, layout, python=python, hostname=hostname),
+        to_huggingface(config, layout, python=python, hostname=hostname),
+    ]
+
+
+def _quote(arg: str) -> str:
+    """shlex.quote, but `"train_data_columns=['messages']"` rather than its '"'"' soup."""
+    quoted = shlex.quote(arg)
+    if quoted != arg and not any(c in arg for c in '"$`\\!'):
+        return f'"{arg}"'
+    return quoted
+
+
+def render(command: Command) -> str:
+    """Copy-pasteable shell: the environment as `export` lines, then `python -m module` and one argument
+    a line."""
+    exports = [f"export {key}={_quote(value)}" for key, value in command.env.items()]
+    start = next(i for i, arg in enumerate(command.argv) if arg.startswith("maxtext.")) + 1
+    head = " ".join(_quote(a) for a in command.argv[:start])
+    lines = [head] + [f"    {_quote(a)}" for a in command.argv[start:]]
+    return "\n".join([f"# {command.step}", *exports, " \\\n".join(lines)])

@@ -1,0 +1,135 @@
+"""The runner's progress stream: one JSON object per stdout line, parsed from MaxText/Tunix output.
+
+A caller (the remote CLI over SSH, a Pulumi `local.Command`) keeps the whole stdout, so step events are
+rate-limited: at most one every `step_interval` seconds, plus the last step of each training attempt.
+Every MaxText subprocess's full raw log stays in `<work>/logs/`. All events carry `event` and `t` (Unix
+time, seconds); the others:
+
+    {"event": "phase", "phase": P, "status": "start"}
+    {"event": "phase", "phase": P, "status": "done", "seconds": S, ...step facts}
+    {"event": "phase", "phase": P, "status": "skipped", "reason": "done with the same inputs", ...step facts}
+    {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
+    {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
+    {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
+     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed them
+    {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
+    {"event": "summary", ...}                                   always the very last line (see pipeline.py)
+
+P is one of assets (tiny profile only), convert, train, export, verify, keep. Lines are at most a few KB:
+the tail is capped in lines and characters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from collections import deque
+from typing import Any, Callable, TextIO
+
+# MaxText's MetricLogger: "completed step: 7, seconds: 0.912, TFLOP/s/device: …, Tokens/s/device: 140.3,
+# total_weights: 88, loss: 11.904, lm_loss: …"; tqdm's progress bar may precede it on the same line.
+_STEP = re.compile(r"completed step: (\d+)")
+_FIELDS = {
+    "step_seconds": re.compile(r"\bseconds: ([-+\w.]+)"),
+    "tokens_per_s_per_device": re.compile(r"Tokens/s/device: ([-+\w.]+)"),
+    "loss": re.compile(r"\bloss: ([-+\w.]+)"),
+}
+# The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b:?.*")
+_TAIL_LINES = 20
+_TAIL_CHARS = 300
+
+
+def parse_step(line: str) -> dict[str, Any] | None:
+    """A training step record from one MaxText log line, or None for any other line."""
+    match = _STEP.search(line)
+    if not match:
+        return None
+    record: dict[str, Any] = {"step": int(match.group(1))}
+    for key, pattern in _FIELDS.items():
+        found = pattern.search(line, match.end())
+        if found:
+            try:
+                record[key] = float(found.group(1))
+            except ValueError:
+                continue
+    return record
+
+
+def failure_cause(tail: list[str], returncode: int) -> str:
+    """One line saying why a subprocess failed: its last exception line, else how it exited."""
+    for line in reversed(tail):
+        stripped = line.strip()
+        if _EXCEPTION.match(stripped):
+            return stripped[:_TAIL_CHARS]
+    if returncode < 0:
+        return f"killed by signal {-returncode}" + (" (out of memory?)" if returncode == -9 else "")
+    return f"exited with code {returncode} without an error message"
+
+
+def cap_tail(lines: list[str]) -> list[str]:
+    return [line.rstrip("\n")[:_TAIL_CHARS] for line in lines[-_TAIL_LINES:]]
+
+
+class StepProgress:
+    """Turns step records into step events: ETA from the median of recent step times, skipping the first
+    step of an attempt, which carries the compilation (minutes on CPU, while later steps take a second)."""
+
+    def __init__(self, total_steps: int):
+        self.total_steps = total_steps
+        self._times: deque[float] = deque(maxlen=20)
+        self._first_of_attempt = True
+
+    def new_attempt(self) -> None:
+        self._first_of_attempt = True
+
+    def fields(self, record: dict[str, Any]) -> dict[str, Any]:
+        fields = {"step": record["step"], "steps": self.total_steps}
+        for key in ("loss", "step_seconds", "tokens_per_s_per_device"):
+            value = record.get(key)
+            if value is not None:
+                fields[key] = value if math.isfinite(value) else str(value)
+        seconds = record.get("step_seconds")
+        if seconds is not None and not self._first_of_attempt:
+            self._times.append(seconds)
+        self._first_of_attempt = False
+        if self._times:
+            fields["eta_s"] = round(statistics.median(self._times) * max(self.total_steps - record["step"], 0), 1)
+        return fields
+
+
+class Events:
+    def __init__(
+        self, out: TextIO | None = None, *, step_interval: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ):
+        self._out = out or sys.stdout
+        self._interval = step_interval
+        self._clock = clock
+        self._last_step_at: float | None = None
+        self._pending: dict[str, Any] | None = None
+
+    def emit(self, event: str, **fields: Any) -> None:
+        record = {"event": event, "t": round(time.time(), 3), **fields}
+        self._out.write(json.dumps(record, allow_nan=False, default=str) + "\n")
+        self._out.flush()
+
+    def step(self, phase: str, fields: dict[str, Any]) -> None:
+        """Emit now if the last step event is old enough; otherwise keep it for `flush_steps`."""
+        now = self._clock()
+        if self._last_step_at is None or now - self._last_step_at >= self._interval:
+            self._last_step_at = now
+            self._pending = None
+            self.emit("step", phase=phase, **fields)
+        else:
+            self._pending = {"phase": phase, **fields}
+
+    def flush_steps(self) -> None:
+        """The last step always reaches the stream (called when a training attempt ends)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._last_step_at = self._clock()
+            self.emit("step", **pending)

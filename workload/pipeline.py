@@ -1,0 +1,91 @@
+"""Runs the steps in order up to `until`, each once per set of inputs.
+
+A step's fingerprint covers its own inputs and the fingerprint of the step before it, so a changed input
+re-runs that step and the ones after it, and a finished pipeline re-run with the same inputs starts no
+subprocess at all. A failed step ends the run: earlier outputs stay, no marker is written for it.
+
+The last stdout line is always the summary:
+
+    {"event": "summary", "ok": bool, "until": STEP, "run_name": …, "checkpoint": converted checkpoint,
+     "trained_checkpoint": …, "final_step": N, "final_loss": L, "export_dir": …, "config_fixes": [...],
+     "verify": {...}, "kept_dir": …, "manifest": …, "train_wall_s": S, "chips": C, "chip_hours": H,
+     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation]}
+
+Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from workload import commands, export_fix, markers, tiny, verify_hf
+from workload.fingerprint import fingerprint
+from workload.proc import StepFailed
+from workload.steps import STEPS, Context
+
+ORDER = ("convert", "train", "export", "verify", "keep")
+
+
+def plan(profile: str, until: str) -> list[str]:
+    steps = list(ORDER[: ORDER.index(until) + 1])
+    return ["assets", *steps] if profile == "tiny" else steps
+
+
+def step_inputs(ctx: Context, step: str) -> dict:
+    """Each step's own inputs (paths excluded where the layout derives them from these same inputs)."""
+    config = ctx.config
+    return {
+        "assets": lambda: {"spec": tiny.SPEC, "chat_template": tiny.CHAT_TEMPLATE, "maxtext": config.maxtext_version},
+        "convert": lambda: {"model": config.model, "maxtext": config.maxtext_version, "profile": config.profile},
+        "train": lambda: {**commands.training_inputs(config), "run_name": ctx.layout.run_name},
+        "export": lambda: {"fix": {export_fix.KEY: export_fix.RIGHT}},
+        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS},
+        "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
+    }[step]()
+
+
+def _handed_on(fingerprint_: str, marker: dict) -> str:
+    """What the next step depends on: this step's inputs and what it actually produced, so a step re-run
+    with different results (a tampered or regenerated output) re-runs the steps after it too."""
+    return fingerprint({"inputs": fingerprint_, "outputs": marker["manifest"]})
+
+
+def run(ctx: Context, until: str = "keep") -> int:
+    """Runs the plan; emits phase events and the summary; returns the process exit status."""
+    os.makedirs(ctx.layout.results_dir, exist_ok=True)
+    summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
+    previous = ""
+    for step in plan(ctx.config.profile, until):
+        current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
+        marker_path = ctx.layout.marker(step)
+        marker = markers.read(marker_path)
+        reason = markers.why_not_done(marker, current, ctx.layout.work_dir)
+        if reason is None:
+            previous = _handed_on(current, marker)
+            ctx.events.emit("phase", phase=step, status="skipped", reason="done with the same inputs",
+                            **marker["facts"])
+            summary.update(marker["facts"])
+            continue
+        ctx.events.emit("phase", phase=step, status="start", reason=reason)
+        markers.clear(marker_path)
+        started = time.monotonic()
+        try:
+            outcome = STEPS[step](ctx)
+            marker = markers.write(marker_path, step=step, fingerprint=current, outputs=outcome.outputs,
+                                   base=ctx.layout.work_dir, facts=outcome.facts, hashes=outcome.hashes)
+            previous = _handed_on(current, marker)
+        except Exception as error:  # noqa: BLE001  one line for any failure, the runner's own included
+            failure = error if isinstance(error, StepFailed) else StepFailed(f"{type(error).__name__}: {error}")
+            cause = ctx.scrub(failure.cause.splitlines()[0] if failure.cause else type(error).__name__)
+            seconds = round(time.monotonic() - started, 1)
+            ctx.events.emit("phase", phase=step, status="failed", seconds=seconds, cause=cause)
+            ctx.events.emit("error", phase=step, cause=cause, log=failure.log, tail=failure.tail)
+            summary.update(ok=False, failed_step=step, error=cause)
+            break
+        seconds = round(time.monotonic() - started, 1)
+        ctx.events.emit("phase", phase=step, status="done", seconds=seconds, **outcome.facts)
+        summary.update(outcome.facts)
+    summary["logs"] = ctx.log_paths
+    ctx.events.emit("summary", **summary)
+    return 0 if summary["ok"] else 1

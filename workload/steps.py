@@ -1,0 +1,218 @@
+"""The pipeline's steps. Each runs its MaxText (or helper) subprocess through the context, checks what it
+produced, and returns the directory or file it produced plus the facts worth recording. A step raises
+`StepFailed` with a one-line cause; it never touches an earlier step's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from workload import commands, export_fix
+from workload.accelerators import ACCELERATORS
+from workload.config import PipelineConfig
+from workload.events import Events, StepProgress, parse_step
+from workload.fingerprint import manifest
+from workload.layout import Layout
+from workload.proc import StepFailed, run_logged
+
+
+@dataclass
+class Context:
+    config: PipelineConfig
+    layout: Layout
+    events: Events
+    python: str  # the MaxText venv's interpreter
+    hostname: str
+    base_env: dict[str, str]  # the environment children start from (HF_TOKEN included when given)
+    scrub: Callable[[str], str]
+    package_root: str  # where `workload` is importable from (the tiny launcher and helpers need it)
+    log_paths: list[str] = field(default_factory=list)
+
+    def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
+            on_line: Callable[[str], None] = lambda line: None) -> None:
+        path = os.path.join(self.layout.logs_dir, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log")
+        self.log_paths.append(path)
+        child_env = {**self.base_env, **(env or {})}
+        child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [self.package_root, child_env.get("PYTHONPATH")]))
+        os.makedirs(self.layout.work_dir, exist_ok=True)
+        # cwd: MaxText drops stray files (maxtext_output/, metrics txt) into its working directory.
+        run_logged(argv, env=child_env, log_path=path, cwd=self.layout.work_dir, on_line=on_line, scrub=self.scrub)
+
+    def command(self, builder) -> commands.Command:
+        return builder(self.config, self.layout, python=self.python, hostname=self.hostname)
+
+
+@dataclass
+class Outcome:
+    outputs: str  # a directory or file; its manifest goes into the done-marker
+    facts: dict[str, Any]
+    hashes: bool = False  # sha256 in the marker's manifest (small outputs); sizes only for checkpoints
+
+
+def _fresh(path: str) -> None:
+    """A step's own output from an earlier failed attempt would make MaxText refuse or mix results."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def assets(ctx: Context) -> Outcome:
+    _fresh(ctx.layout.tiny_dir)
+    ctx.run("assets", [ctx.python, "-m", "workload.tiny", ctx.layout.tiny_dir])
+    return Outcome(ctx.layout.tiny_dir, {"tiny_dir": ctx.layout.tiny_dir})
+
+
+def convert(ctx: Context) -> Outcome:
+    _fresh(ctx.layout.converted_base)
+    command = ctx.command(commands.to_maxtext)
+    ctx.run("convert", command.argv, command.env)
+    if not os.path.isdir(ctx.layout.converted_checkpoint):
+        raise StepFailed(f"to_maxtext exited 0 but wrote no checkpoint at {ctx.layout.converted_checkpoint}")
+    return Outcome(ctx.layout.converted_base, {"checkpoint": ctx.layout.converted_checkpoint})
+
+
+def latest_checkpoint(layout: Layout) -> int | None:
+    """The highest finished checkpoint step (orbax writes to `<step>.orbax-checkpoint-tmp-*` first)."""
+    try:
+        names = os.listdir(layout.checkpoints_dir)
+    except FileNotFoundError:
+        return None
+    steps = [int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(layout.trained_params(int(n))))]
+    return max(steps, default=None)
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def _append_jsonl(path: str, record: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+
+
+def train(ctx: Context) -> Outcome:
+    layout, steps = ctx.layout, ctx.config.steps
+    start_step = latest_checkpoint(layout)
+    if start_step is not None and start_step > steps:
+        raise StepFailed(f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; "
+                         "set another runName")
+    if start_step != steps:
+        if start_step is not None:
+            ctx.events.emit("resume", phase="train", from_step=start_step)
+        _train_attempt(ctx)
+    final = latest_checkpoint(layout)
+    if final != steps:
+        raise StepFailed(f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
+                         "data runs out; the data iterator restarts from the beginning on resume)")
+    by_step = {r["step"]: r for r in _read_jsonl(layout.metrics_file)}
+    final_loss = by_step.get(steps, {}).get("loss")
+    if final_loss is None or not math.isfinite(final_loss):
+        raise StepFailed(f"final training loss is {final_loss}, not a finite number")
+    wall = sum(a["seconds"] for a in _read_jsonl(os.path.join(os.path.dirname(layout.metrics_file), "attempts.jsonl")))
+    chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
+    return Outcome(layout.checkpoint(steps), {
+        "trained_checkpoint": layout.trained_params(steps),
+        "run_name": layout.run_name,
+        "final_step": final,
+        "final_loss": final_loss,
+        "train_wall_s": round(wall, 1),
+        "chips": chips,
+        "chip_hours": round(wall * chips / 3600, 3),
+    })
+
+
+def _train_attempt(ctx: Context) -> None:
+    progress = StepProgress(ctx.config.steps)
+    attempts = os.path.join(os.path.dirname(ctx.layout.metrics_file), "attempts.jsonl")
+
+    def on_line(line: str) -> None:
+        record = parse_step(line)
+        if record is not None:
+            _append_jsonl(ctx.layout.metrics_file, record)
+            ctx.events.step("train", progress.fields(record))
+
+    command = ctx.command(commands.train_sft)
+    started, clock = time.time(), time.monotonic()
+    try:
+        ctx.run("train", command.argv, command.env, on_line)
+    finally:
+        ctx.events.flush_steps()
+        _append_jsonl(attempts, {"started_at": started, "seconds": round(time.monotonic() - clock, 1)})
+
+
+def export(ctx: Context) -> Outcome:
+    out = ctx.layout.export_dir
+    _fresh(out)
+    command = ctx.command(commands.to_huggingface)
+    ctx.run("export", command.argv, command.env)
+    config_path = os.path.join(out, "config.json")
+    if not os.path.isfile(config_path):
+        raise StepFailed(f"to_huggingface exited 0 but wrote no config.json in {out}")
+    changes = export_fix.fix_hidden_activation(config_path)
+    record = {"config": config_path, "changes": changes}
+    with open(ctx.layout.result("export-fixes.json"), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    return Outcome(out, {"export_dir": out, "config_fixes": changes}, hashes=True)
+
+
+def verify(ctx: Context) -> Outcome:
+    result_path = ctx.layout.result("verify.json")
+    if os.path.exists(result_path):
+        os.remove(result_path)
+    # The export is a local directory: nothing to fetch, so nothing may be fetched.
+    offline = {"HF_HOME": ctx.layout.hf_home, "HF_HUB_OFFLINE": "1"}
+    ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
+    with open(result_path, encoding="utf-8") as f:
+        result = json.load(f)
+    return Outcome(result_path, {"verify": result}, hashes=True)
+
+
+def keep(ctx: Context) -> Outcome:
+    layout = ctx.layout
+    png = layout.result("loss.png")
+    ctx.run("loss-curve", [ctx.python, "-m", "workload.loss_curve", layout.metrics_file, png,
+                           "--title", f"{layout.run_name}: SFT training loss"])
+    items = {
+        "hf-model": layout.export_dir,
+        "metrics": os.path.dirname(layout.metrics_file),
+        "tensorboard": layout.tensorboard_dir,
+        "loss.png": png,
+        "verify.json": layout.result("verify.json"),
+        "export-fixes.json": layout.result("export-fixes.json"),
+    }
+    partial = layout.kept_dir + ".partial"
+    _fresh(partial)
+    os.makedirs(partial)
+    for name, source in items.items():
+        if os.path.isdir(source):
+            shutil.copytree(source, os.path.join(partial, name))
+        elif os.path.isfile(source):
+            shutil.copy2(source, os.path.join(partial, name))
+        else:
+            raise StepFailed(f"nothing to keep at {source}")
+    files = manifest(partial, hashes=True)
+    with open(os.path.join(partial, "manifest.json"), "w", encoding="utf-8") as f:
+        json.dump({"run_name": layout.run_name, "files": files}, f, indent=1)
+    # Swap in whole: a reader of the output dir never sees a half-copied model.
+    _fresh(layout.kept_dir)
+    os.replace(partial, layout.kept_dir)
+    return Outcome(layout.kept_dir, {
+        "kept_dir": layout.kept_dir,
+        "manifest": os.path.join(layout.kept_dir, "manifest.json"),
+        "kept_files": len(files),
+        "kept_bytes": sum(e["size"] for e in files),
+    })
+
+
+STEPS: dict[str, Callable[[Context], Outcome]] = {
+    "assets": assets, "convert": convert, "train": train, "export": export, "verify": verify, "keep": keep,
+}

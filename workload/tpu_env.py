@@ -1,0 +1,40 @@
+"""The environment each MaxText subprocess runs in: the TPU runtime variables of seed step 5, derived from
+the accelerator table, and the Hugging Face cache on fast scratch. Pure: no process state is read except
+what is passed in.
+
+The HF token is deliberately absent: the runner adds `HF_TOKEN` to the child's environment only at the
+moment it starts it, so the token never appears in printed commands, argv or logs.
+"""
+
+from __future__ import annotations
+
+from workload.accelerators import ACCELERATORS
+
+
+def tpu_env(accelerator_type: str, hostname: str) -> dict[str, str]:
+    """Seed step 5's exports for a single-host slice (worker 0 on localhost)."""
+    accelerator = ACCELERATORS[accelerator_type]
+    if accelerator.host_bounds != (1, 1, 1):
+        # TPU_WORKER_ID=0 and TPU_WORKER_HOSTNAMES=localhost below are only true on a single host.
+        raise ValueError(f"{accelerator_type} spans several hosts; this runner drives single-host slices only")
+    return {
+        "TPU_ACCELERATOR_TYPE": accelerator.name,
+        "TPU_WORKER_ID": "0",
+        "TPU_NAME": hostname,
+        "TPU_SKIP_MDS_QUERY": "1",
+        "TPU_WORKER_HOSTNAMES": "localhost",
+        "TPU_TOPOLOGY": accelerator.topology,
+        "TPU_CHIPS_PER_HOST_BOUNDS": ",".join(map(str, accelerator.chips_per_host_bounds)),
+        "TPU_HOST_BOUNDS": ",".join(map(str, accelerator.host_bounds)),
+    }
+
+
+def hf_env(hf_home: str) -> dict[str, str]:
+    """Conversion of gemma3-4b can fill the boot disk through the HF cache; keep it on scratch."""
+    return {"HF_HOME": hf_home}
+
+
+def cpu_env() -> dict[str, str]:
+    """The tiny profile: CPU JAX (libtpu is installed and would otherwise be probed) and no hub access,
+    so a missing local file fails at once instead of waiting on the network."""
+    return {"JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
