@@ -139,7 +139,7 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
         if _SKIPPED not in result.stdout:
             ran.append(step.name)
     fp = shlex.quote(f"{base}/fingerprint")
-    run(conn, f"printf %s {spec.fingerprint} > {fp}.tmp && mv -- {fp}.tmp {fp}")
+    run(conn, f"printf %s {spec.fingerprint} > {fp}.$$ && mv -- {fp}.$$ {fp}")
     log.info("%s: bootstrap %s… complete (ran: %s)", conn.host, spec.fingerprint[:12], ", ".join(ran) or "nothing")
     return BootstrapResult(conn.host, True, tuple(ran), spec.fingerprint)
 

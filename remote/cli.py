@@ -289,7 +289,7 @@ def _follow(args) -> int:
             log.info("%s still running after %.0f s (log %d bytes)", args.job_id, last_output - start, state.log_size)
 
     try:
-        code = jobs.follow(target, args.job_id, on_line, args.offset,
+        code = jobs.follow(target, args.job_id, on_line, args.offset, wait_s=min(2.0, args.heartbeat),
                            reconnect_deadline_s=args.reconnect_deadline, on_status=on_status)
     except RemoteError as e:
         _print_json({"job": args.job_id, "error": str(e), "exit_code": None})

@@ -1,0 +1,47 @@
+"""A secret handed to a job is in no command line, log, exception or output, on either side."""
+
+import hashlib
+import subprocess
+
+import pytest
+from invoke.exceptions import UnexpectedExit
+
+from remote import jobs
+from remote.connection import connect
+from ssh_testbed import wait_until
+
+TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
+
+
+def test_secret_reaches_the_job_and_nothing_else(sshd_host, scratch, capfd, caplog):
+    target = sshd_host.target(scratch / "state")
+    command = (f'printf %s "$HF_TOKEN" | sha256sum | cut -d" " -f1 > {scratch}/seen; echo working; '
+               f"while [ ! -e {scratch}/release ]; do sleep 0.02; done; echo done")
+    with connect(target) as conn:
+        jobs.start(conn, "secretive", command, secret_env={"HF_TOKEN": TOKEN})
+        wait_until(lambda: (scratch / "seen").exists(), what="the job to read its token")
+        process_table = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+        (scratch / "release").touch()
+        lines = []
+        assert jobs.follow(target, "secretive", lines.append) == 0
+    expected = hashlib.sha256(TOKEN.encode()).hexdigest()
+    assert (scratch / "seen").read_text().strip() == expected  # the job had the exact value
+    assert "sh ./run.sh" in process_table and TOKEN not in process_table
+    job = scratch / "state/jobs/secretive"
+    assert not (job / "secret.env").exists()  # deleted once loaded
+    for path in job.iterdir():
+        assert TOKEN not in path.read_text(errors="replace"), path
+    assert lines == ["working", "done"]
+    assert TOKEN not in sshd_host.sshd.log_text()
+    out, err = capfd.readouterr()
+    assert TOKEN not in out + err + caplog.text
+
+
+def test_secret_is_not_in_exception_text(sshd_host, scratch):
+    unwritable = sshd_host.target("/proc/no-state-here")  # start fails on the host, after the secret was given
+    with connect(unwritable) as conn, pytest.raises(UnexpectedExit) as failed:
+        jobs.start(conn, "x", "true", secret_env={"HF_TOKEN": TOKEN})
+    assert TOKEN not in str(failed.value) and TOKEN not in repr(failed.value)
+    with connect(sshd_host.target(scratch / "state")) as conn, pytest.raises(ValueError) as bad:
+        jobs.start(conn, "x", "true", secret_env={"BAD NAME": TOKEN})
+    assert TOKEN not in str(bad.value)

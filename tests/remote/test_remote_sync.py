@@ -1,0 +1,72 @@
+"""push_tree ships a package and skips what is already there; fetch verifies what it brings back."""
+
+import hashlib
+
+import pytest
+
+from remote.connection import connect
+from remote.errors import FetchError, RemoteFileMissing
+from remote.sync import fetch, push_tree
+
+
+@pytest.fixture
+def package(tmp_path):
+    root = tmp_path / "workload"
+    (root / "sub dir").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (root / "run.sh").chmod(0o755)
+    (root / "sub dir" / "it's.py").write_text("X = 1\n")
+    (root / "__pycache__").mkdir()
+    (root / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    return root
+
+
+def test_push_tree_uploads_then_skips_in_one_round_trip(target, scratch, package, channels):
+    remote_dir = scratch / "code"
+    with connect(target) as conn:
+        first = push_tree(conn, package, str(remote_dir))
+        assert first.uploaded == ("__init__.py", "run.sh", "sub dir/it's.py") and first.unchanged == 0
+        assert (remote_dir / "sub dir" / "it's.py").read_text() == "X = 1\n"
+        assert (remote_dir / "run.sh").stat().st_mode & 0o777 == 0o755
+        assert not (remote_dir / "__pycache__").exists()
+        channels.clear()
+        again = push_tree(conn, package, str(remote_dir))
+        assert (again.uploaded, again.unchanged, channels) == ((), 3, {target.host: 1})
+        (package / "__init__.py").write_text("VERSION = 2\n")
+        changed = push_tree(conn, package, str(remote_dir))
+    assert changed.uploaded == ("__init__.py",)
+    assert (remote_dir / "__init__.py").read_text() == "VERSION = 2\n"
+
+
+def test_fetch_verifies_and_skips_what_matches(target, scratch, tmp_path):
+    (scratch / "out dir").mkdir()
+    artifact = scratch / "out dir" / "model.bin"
+    artifact.write_bytes(bytes(range(256)) * 1000)
+    local = tmp_path / "local"
+    with connect(target) as conn:
+        [got] = fetch(conn, [str(artifact)], local)
+        assert got.transferred and got.size == 256000
+        assert got.sha256 == hashlib.sha256(artifact.read_bytes()).hexdigest()
+        assert (local / "model.bin").read_bytes() == artifact.read_bytes()
+        [again] = fetch(conn, [str(artifact)], local)
+        assert not again.transferred
+        with pytest.raises(RemoteFileMissing):
+            fetch(conn, [str(scratch / "nope")], local)
+
+
+def test_fetch_refuses_a_file_that_changes_in_flight(target, scratch, tmp_path, monkeypatch):
+    artifact = scratch / "growing.log"
+    artifact.write_text("before\n")
+    with connect(target) as conn:
+        sftp = conn.sftp()
+        real_get = sftp.get
+
+        def get_after_a_write(remote, local):
+            artifact.write_text("before\nafter\n")  # the file grows between checksum and download
+            return real_get(remote, local)
+
+        monkeypatch.setattr(sftp, "get", get_after_a_write)
+        with pytest.raises(FetchError, match="expected 7 bytes"):
+            fetch(conn, [str(artifact)], tmp_path / "local")
+    assert not (tmp_path / "local" / "growing.log").exists()
