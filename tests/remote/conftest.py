@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -18,10 +17,9 @@ import paramiko
 import pytest
 
 from remote.target import Target
-from ssh_testbed import Sshd, TcpProxy, free_port, make_user_key
+from ssh_testbed import REMOTE_USER, Sshd, TcpProxy, ensure_remote_user, free_port, make_user_key
 
 FAST = dict(connect_timeout=3.0, command_timeout=10.0)
-REMOTE_USER = "tpusft-test"
 
 
 class Host:
@@ -45,13 +43,7 @@ class Host:
 
 @pytest.fixture(scope="session")
 def remote_user() -> pwd.struct_passwd:
-    try:
-        pwd.getpwnam(REMOTE_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", REMOTE_USER], check=True)
-    # Without PAM, sshd refuses accounts whose password field is locked ("!"); "*" is no password, unlocked.
-    subprocess.run(["usermod", "--password", "*", REMOTE_USER], check=True)
-    return pwd.getpwnam(REMOTE_USER)
+    return ensure_remote_user()
 
 
 @pytest.fixture(scope="session")

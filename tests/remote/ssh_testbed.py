@@ -9,6 +9,7 @@ The user is root (the tests run as root); the authorised key file lives in the t
 from __future__ import annotations
 
 import os
+import pwd
 import select
 import signal
 import socket
@@ -19,6 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+REMOTE_USER = "tpusft-test"
+
+
+def ensure_remote_user() -> pwd.struct_passwd:
+    """An unprivileged login with /bin/sh as its shell, created if absent (needs root)."""
+    try:
+        pwd.getpwnam(REMOTE_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", REMOTE_USER], check=True)
+    # Without PAM, sshd refuses accounts whose password field is locked ("!"); "*" is no password, unlocked.
+    subprocess.run(["usermod", "--password", "*", REMOTE_USER], check=True)
+    return pwd.getpwnam(REMOTE_USER)
 
 
 def keygen(path: Path) -> Path:
