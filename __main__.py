@@ -1,0 +1,56 @@
+"""tpu-sft: a reserved TPU VM, its SSH firewall and data disk, and the fine-tuning run on it.
+
+Wiring only: settings → infrastructure → exports. Each piece lives in infra/.
+"""
+
+import pulumi
+
+from infra import settings as stack_settings
+from infra.access import gcloud_ssh_command, ssh_command
+from infra.cost import estimate
+from infra.disk import MOUNT_POINT, DataDisk, DataDiskArgs
+from infra.network import SshFirewall, SshFirewallArgs
+from infra.vm import TpuVm, TpuVmArgs
+from workload.config import ConfigError
+
+try:
+    settings = stack_settings.from_pulumi()
+except ConfigError as error:
+    raise pulumi.RunError(str(error)) from None
+
+labels = dict(settings.labels)
+network_tag = settings.instance_name
+data_disk = DataDisk(
+    f"{settings.instance_name}-data",
+    DataDiskArgs(
+        zone=settings.zone,
+        size_gb=settings.data_disk_size_gb,
+        disk_type=settings.data_disk_type,
+        labels=labels,
+        keep_on_destroy=settings.keep_data_disk,
+    ),
+)
+firewall = SshFirewall(
+    f"{settings.instance_name}-ssh",
+    SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
+)
+vm = TpuVm(
+    settings.instance_name,
+    TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
+)
+cost = estimate(
+    settings.accelerator.chips,
+    settings.price_per_chip_hour,
+    settings.pipeline.steps,
+    settings.pipeline.per_device_batch_size,
+)
+
+pulumi.export("instanceName", vm.name)
+pulumi.export("zone", settings.zone)
+pulumi.export("sshCommand", pulumi.Output.all(vm.name, vm.external_ip).apply(lambda a: ssh_command(settings, *a)))
+pulumi.export("gcloudSshCommand", vm.name.apply(lambda name: gcloud_ssh_command(settings, name)))
+pulumi.export("dataDiskName", data_disk.name)
+pulumi.export("dataDiskMountPoint", MOUNT_POINT)
+pulumi.export("hourlyCostUsd", cost.hourly_usd)
+pulumi.export("estimatedRunHours", cost.run_hours)
+pulumi.export("estimatedRunCostUsd", cost.run_usd)

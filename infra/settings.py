@@ -1,0 +1,261 @@
+"""Every stack setting, read once and validated before any resource is declared.
+
+`parse` is pure (a mapping of stack keys to raw values in, a frozen `Settings` out) so that any config can be
+checked without an engine; `from_pulumi` feeds it the stack's config. Errors are `ConfigError`: one line
+naming the key, the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from infra.cost import PRICE_TABLE
+from workload.accelerators import ACCELERATORS, Accelerator
+from workload.config import (
+    NAMESPACE,
+    ConfigError,
+    PipelineConfig,
+    parse_bool,
+    parse_choice,
+    parse_float,
+    parse_int,
+    parse_list,
+    parse_pattern,
+    stack_key,
+)
+
+PROVISIONING_MODELS = ("RESERVATION_BOUND", "SPOT", "FLEX_START", "STANDARD")
+ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or straight to its external IP
+IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
+IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
+DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+
+_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
+_RESOURCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# A Hugging Face access token: never allowed in a plain (non-secret) setting.
+_HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
+
+INFRA_KEYS = (
+    "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
+    "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "access", "externalIp", "sshSourceRanges",
+    "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKeyPath", "labels", "pricePerChipHour",
+    "maxRunHours", "hfToken",
+)
+DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
+
+
+@dataclass(frozen=True)
+class Settings:
+    project: str
+    zone: str
+    stack: str
+    pipeline: PipelineConfig
+    accelerator: Accelerator
+    reservation: str | None
+    provisioning_model: str = "RESERVATION_BOUND"
+    instance_name: str = "tpu-sft"
+    network: str = "default"
+    subnetwork: str | None = None
+    boot_disk_size_gb: int = 200
+    data_disk_size_gb: int = 100
+    data_disk_type: str = "hyperdisk-balanced"
+    keep_data_disk: bool = False
+    access: str = "iap"
+    external_ip: bool = True  # as the seed: the VM's installs need egress; False needs Cloud NAT on the network
+    ssh_source_ranges: tuple[str, ...] = (IAP_RANGE,)
+    ssh_user: str = "tpu-sft"
+    ssh_public_key_path: str = DEFAULT_PUBLIC_KEY
+    ssh_public_key: str = field(default="", repr=False)
+    labels: tuple[tuple[str, str], ...] = ()
+    price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
+    max_run_hours: int | None = None
+    hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+
+    @property
+    def ssh_private_key_path(self) -> str:
+        return self.ssh_public_key_path.removesuffix(".pub")
+
+
+def _fix(key: str, example: str) -> str:
+    return f"pulumi config set {stack_key(key)} {example}"
+
+
+def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
+    key = "sshSourceRanges"
+    ranges = parse_list(key, raw, f'["{IAP_RANGE}"]')
+    if not ranges:
+        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", _fix(key, f"'[\"{IAP_RANGE}\"]'"))
+    for cidr in ranges:
+        try:
+            network = ipaddress.ip_network(cidr, strict=True)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", _fix(key, f"'[\"{IAP_RANGE}\"]'")
+            ) from None
+        if network.prefixlen == 0 and not allow_anywhere:
+            raise ConfigError(
+                stack_key(key),
+                f"{cidr} opens SSH to the whole internet",
+                "list your own ranges, or set tpu-sft:dangerouslyAllowSshFromAnywhere true if you really mean it",
+            )
+    return tuple(ranges)
+
+
+def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
+    labels = {"app": "tpu-sft", "stack": stack.lower()}
+    if raw is not None:
+        given = raw
+        if isinstance(raw, str):
+            try:
+                given = json.loads(raw)
+            except json.JSONDecodeError:
+                given = None
+        if not isinstance(given, dict):
+            raise ConfigError(stack_key("labels"), f"expected a JSON object, got {raw!r}", _fix("labels", "'{\"owner\": \"me\"}'"))
+        for k, v in given.items():
+            if not _LABEL_KEY.match(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.match(v):
+                raise ConfigError(
+                    stack_key("labels"),
+                    f"label {k}={v!r} is not valid (lower-case letters, digits, '_' and '-'; keys start with a letter)",
+                    "pulumi config set --path tpu-sft:labels.owner my-team",
+                )
+        labels.update(given)
+    return tuple(sorted(labels.items()))
+
+
+def _public_key(path_text: str) -> str:
+    path = Path(os.path.expanduser(path_text))
+    if not path.is_file():
+        raise ConfigError(
+            stack_key("sshPublicKeyPath"),
+            f"{path} does not exist",
+            f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
+            f"(or run `gcloud compute ssh` once), or {_fix('sshPublicKeyPath', '<path to a .pub>')}",
+        )
+    text = path.read_text().strip()
+    if not path_text.endswith(".pub") or not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+", text):
+        raise ConfigError(
+            stack_key("sshPublicKeyPath"),
+            f"{path} is not an OpenSSH public key (.pub)",
+            _fix("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
+        )
+    return text
+
+
+def parse(raw: Mapping[str, Any], *, stack: str, secret_keys: frozenset[str] = frozenset()) -> Settings:
+    """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values."""
+    for key, value in raw.items():
+        if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
+            raise ConfigError(
+                key, "holds what looks like a Hugging Face token in plain text",
+                f"remove it and run `pulumi config set --secret {stack_key('hfToken')}` instead",
+            )
+    ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
+    pipeline_keys = set(PipelineConfig.KEYS.values())
+    unknown = sorted(set(ours) - pipeline_keys - set(INFRA_KEYS))
+    if unknown:
+        raise ConfigError(
+            stack_key(unknown[0]), "is not a tpu-sft setting (a typo?)",
+            f"`pulumi config rm {stack_key(unknown[0])}`; the settings are listed in Pulumi.dev.yaml",
+        )
+
+    project = raw.get("gcp:project")
+    if project is None:
+        raise ConfigError("gcp:project", "is not set", "pulumi config set gcp:project <your-project-id>")
+    parse_pattern("gcp:project", project, _PROJECT, "a Google Cloud project id", "my-project-123")
+    zone = raw.get("gcp:zone")
+    if zone is None:
+        raise ConfigError("gcp:zone", "is not set", "pulumi config set gcp:zone us-east5-b")
+    parse_pattern("gcp:zone", zone, _ZONE, "a zone like us-east5-b", "us-east5-b")
+
+    pipeline = PipelineConfig.from_mapping({k: v for k, v in ours.items() if k in pipeline_keys})
+    values: dict[str, Any] = {}
+    get = ours.get
+
+    model = parse_choice("provisioningModel", get("provisioningModel", "RESERVATION_BOUND"), PROVISIONING_MODELS)
+    values["provisioning_model"] = model
+    reservation = get("reservation")
+    if reservation is not None:
+        parse_pattern("reservation", reservation, _RESERVATION, "a reservation name", "my-v6e-reservation")
+    if model == "RESERVATION_BOUND" and not reservation:
+        raise ConfigError(
+            stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
+            f"{_fix('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
+        )
+    if model != "RESERVATION_BOUND" and reservation:
+        raise ConfigError(
+            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {model}",
+            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
+        )
+    for key, attr in (("instanceName", "instance_name"), ("network", "network"), ("subnetwork", "subnetwork")):
+        if get(key) is not None:
+            values[attr] = parse_pattern(key, get(key), _RESOURCE_NAME, "a Compute Engine resource name", "tpu-sft")
+    if get("bootDiskSizeGb") is not None:
+        values["boot_disk_size_gb"] = parse_int("bootDiskSizeGb", get("bootDiskSizeGb"), minimum=100, example="200")
+    if get("dataDiskSizeGb") is not None:
+        values["data_disk_size_gb"] = parse_int("dataDiskSizeGb", get("dataDiskSizeGb"), minimum=10, example="100")
+    if get("dataDiskType") is not None:
+        values["data_disk_type"] = parse_choice("dataDiskType", get("dataDiskType"), DATA_DISK_TYPES)
+    if get("keepDataDisk") is not None:
+        values["keep_data_disk"] = parse_bool("keepDataDisk", get("keepDataDisk"))
+    if get("access") is not None:
+        values["access"] = parse_choice("access", get("access"), ACCESS_PATHS)
+    if get("externalIp") is not None:
+        values["external_ip"] = parse_bool("externalIp", get("externalIp"))
+    if values.get("access") == "direct" and not values.get("external_ip", True):
+        raise ConfigError(
+            stack_key("externalIp"), "is false, but tpu-sft:access direct needs the VM's external IP",
+            "pulumi config set tpu-sft:access iap, or pulumi config set tpu-sft:externalIp true",
+        )
+    anywhere = parse_bool("dangerouslyAllowSshFromAnywhere", get("dangerouslyAllowSshFromAnywhere", "false"))
+    if get("sshSourceRanges") is not None:
+        values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
+    if get("sshUser") is not None:
+        values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
+    key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
+    if not isinstance(key_path, str) or not key_path:
+        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}", _fix("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
+    values["ssh_public_key_path"] = key_path
+    values["ssh_public_key"] = _public_key(key_path)
+    values["labels"] = _labels(get("labels"), stack)
+    if get("pricePerChipHour") is not None:
+        values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
+    if get("maxRunHours") is not None:
+        values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    if model == "FLEX_START" and "max_run_hours" not in values:
+        raise ConfigError(
+            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)", _fix("maxRunHours", "4")
+        )
+    if get("hfToken") is not None:
+        if stack_key("hfToken") not in secret_keys:
+            raise ConfigError(
+                stack_key("hfToken"), "is stored in plain text",
+                "pulumi config rm tpu-sft:hfToken && pulumi config set --secret tpu-sft:hfToken <token>",
+            )
+        values["hf_token"] = get("hfToken")
+
+    return Settings(
+        project=project, zone=zone, stack=stack, pipeline=pipeline,
+        accelerator=ACCELERATORS[pipeline.accelerator_type], reservation=reservation, **values,
+    )
+
+
+def from_pulumi() -> Settings:
+    """The current stack's settings, from the config the engine handed this program."""
+    import pulumi
+    from pulumi.runtime import config as runtime_config
+
+    raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
+    return parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)

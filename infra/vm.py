@@ -1,0 +1,99 @@
+"""The TPU VM, declared exactly as the seed's `gcloud compute instances create`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.disk import DEVICE_NAME, mount_script
+from infra.settings import IMAGE, Settings
+
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+@dataclass(frozen=True)
+class TpuVmArgs:
+    settings: Settings
+    data_disk_self_link: pulumi.Input[str]
+    network_tag: str
+
+
+def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
+    model = s.provisioning_model
+    return gcp.compute.InstanceSchedulingArgs(
+        provisioning_model=model,
+        on_host_maintenance="TERMINATE",
+        # Only non-STANDARD VMs (and capped ones) are ended by Google; DELETE leaves nothing billable behind.
+        instance_termination_action="DELETE" if model != "STANDARD" or s.max_run_hours else None,
+        automatic_restart=False if model in ("SPOT", "FLEX_START") else None,
+        preemptible=True if model == "SPOT" else None,
+        max_run_duration=(
+            gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=s.max_run_hours * 3600)
+            if s.max_run_hours
+            else None
+        ),
+    )
+
+
+def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
+    if s.provisioning_model != "RESERVATION_BOUND":
+        return None
+    return gcp.compute.InstanceReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
+            key=RESERVATION_KEY, values=[s.reservation]
+        ),
+    )
+
+
+class TpuVm(pulumi.ComponentResource):
+    def __init__(self, name: str, args: TpuVmArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-sft:infra:TpuVm", name, None, opts)
+        s = args.settings
+        self.instance = gcp.compute.Instance(
+            name,
+            name=s.instance_name,
+            zone=s.zone,
+            machine_type=s.accelerator.machine_type,
+            tags=[args.network_tag],
+            labels=dict(s.labels),
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                auto_delete=True,
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=IMAGE, size=s.boot_disk_size_gb, labels=dict(s.labels)
+                ),
+            ),
+            attached_disks=[
+                gcp.compute.InstanceAttachedDiskArgs(
+                    source=args.data_disk_self_link, device_name=DEVICE_NAME, mode="READ_WRITE"
+                )
+            ],
+            network_interfaces=[
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    network=s.network,
+                    subnetwork=s.subnetwork,
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if s.external_ip else [],
+                )
+            ],
+            scheduling=scheduling(s),
+            reservation_affinity=reservation_affinity(s),
+            metadata={
+                # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
+                "ssh-keys": f"{s.ssh_user}:{s.ssh_public_key}",
+                "enable-oslogin": "FALSE",  # OS Login would ignore the key above
+                "startup-script": mount_script(),
+            },
+            allow_stopping_for_update=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.name = self.instance.name
+        self.instance_id = self.instance.instance_id
+        self.external_ip = self.instance.network_interfaces.apply(_external_ip)
+        self.register_outputs({"name": self.name, "instance_id": self.instance_id})
+
+
+def _external_ip(interfaces) -> str | None:
+    configs = interfaces[0].access_configs if interfaces else None
+    return configs[0].nat_ip if configs else None

@@ -1,0 +1,138 @@
+"""Runs the real `__main__.py` under the Pulumi SDK's own mock engine and records everything it declares.
+
+The recording monitor keeps each RegisterResource request as the engine would receive it (inputs, parent,
+dependencies, protect/retainOnDelete, …), and the stack's exported outputs — what `pulumi preview` and
+`pulumi up` would see, without an engine, a cloud or a network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import runpy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from google.protobuf import json_format
+from pulumi.runtime import config as runtime_config
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime.stack import run_in_stack
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Declared:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    parent: str
+    dependencies: list[str]
+    protect: bool
+    retain_on_delete: bool
+    delete_before_replace: bool
+    ignore_changes: list[str]
+    replace_on_changes: list[str]
+    urn: str = ""
+
+
+@dataclass
+class Stack:
+    resources: list[Declared] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[Declared]:
+        return [r for r in self.resources if r.type == type_]
+
+    def one(self, type_: str) -> Declared:
+        found = self.of_type(type_)
+        assert len(found) == 1, f"expected one {type_}, found {len(found)}"
+        return found[0]
+
+
+class _Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        state.setdefault("name", args.name)
+        if args.typ == "gcp:compute/instance:Instance":
+            state["instanceId"] = f"{args.name}-id"
+            for nic in state.get("networkInterfaces", []):
+                for config in nic.get("accessConfigs", []):
+                    config["natIp"] = "203.0.113.7"
+        if args.typ == "gcp:compute/disk:Disk":
+            state["selfLink"] = f"https://compute/{args.name}"
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class _RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks, stack: Stack):
+        super().__init__(mocks)
+        self.stack = stack
+
+    def RegisterResource(self, request):
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            self.stack.resources.append(
+                Declared(
+                    type=request.type,
+                    name=request.name,
+                    inputs=json_format.MessageToDict(request.object),
+                    parent=request.parent,
+                    dependencies=list(request.dependencies),
+                    protect=request.protect,
+                    retain_on_delete=request.retainOnDelete,
+                    delete_before_replace=request.deleteBeforeReplace,
+                    ignore_changes=list(request.ignoreChanges),
+                    replace_on_changes=list(request.replaceOnChanges),
+                    urn=response.urn,
+                )
+            )
+        return response
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.endswith("::pulumi:pulumi:Stack::tpu-sft-" + pulumi.get_stack()) or "pulumi:pulumi:Stack" in request.urn:
+            self.stack.outputs = json_format.MessageToDict(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+def stack_config(path: Path) -> dict[str, str]:
+    """A stack file's config as the engine hands it to the program: objects as JSON text, scalars as text."""
+    raw = yaml.safe_load(path.read_text())["config"]
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+
+
+def run_program(
+    config: dict[str, str],
+    *,
+    secret_keys: tuple[str, ...] = (),
+    stack: str = "dev",
+    preview: bool = True,
+    into: Stack | None = None,
+) -> Stack:
+    """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
+
+    Raises what the program raises (e.g. pulumi.RunError).
+    """
+    recorded = into if into is not None else Stack()
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
+    monitor = _RecordingMonitor(_Mocks(), recorded)
+    pulumi.runtime.set_mocks(_Mocks(), project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
+    pulumi.runtime.settings.set_root_resource(None)  # set_mocks made a finished one; run_in_stack makes ours
+    runtime_config.set_all_config(dict(config), list(secret_keys))
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        loop.run_until_complete(run_in_stack(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))
+    finally:
+        loop.close()
+        os.chdir(cwd)
+        runtime_config.set_all_config({}, [])
+    return recorded

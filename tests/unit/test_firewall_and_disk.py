@@ -1,0 +1,73 @@
+"""SSH ingress is narrow by default; the data disk is attached, labelled and kept only when asked."""
+
+import pytest
+from pulumi import RunError
+
+FIREWALL = "gcp:compute/firewall:Firewall"
+DISK = "gcp:compute/disk:Disk"
+INSTANCE = "gcp:compute/instance:Instance"
+
+
+def test_firewall_allows_ssh_from_iap_only(mock_stack):
+    rule = mock_stack().one(FIREWALL).inputs
+    assert rule["direction"] == "INGRESS"
+    assert rule["network"] == "default"
+    assert rule["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+    assert rule["sourceRanges"] == ["35.235.240.0/20"]
+    assert rule["targetTags"] == ["tpu-sft-dev"]
+
+
+def test_firewall_targets_the_vm_tag(mock_stack):
+    stack = mock_stack()
+    assert stack.one(FIREWALL).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
+
+
+def test_user_listed_ranges(mock_stack):
+    rule = mock_stack({"tpu-sft:sshSourceRanges": '["203.0.113.0/24", "2001:db8::/32"]'}).one(FIREWALL).inputs
+    assert rule["sourceRanges"] == ["203.0.113.0/24", "2001:db8::/32"]
+
+
+def test_anywhere_needs_the_loud_setting(mock_stack):
+    with pytest.raises(RunError, match="tpu-sft:sshSourceRanges"):
+        mock_stack({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'})
+    rule = mock_stack(
+        {"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]', "tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}
+    ).one(FIREWALL).inputs
+    assert rule["sourceRanges"] == ["0.0.0.0/0"]
+
+
+def test_data_disk(mock_stack):
+    disk = mock_stack().one(DISK)
+    assert disk.inputs["zone"] == "us-east5-b"
+    assert disk.inputs["size"] == 100
+    assert disk.inputs["type"] == "hyperdisk-balanced"  # what v6e VMs can attach
+    assert disk.inputs["labels"]["tpu-sft-role"] == "data"
+    assert disk.inputs["labels"]["owner"] == "ml-platform"
+    assert disk.retain_on_delete is False  # `pulumi destroy` deletes it: nothing billable left
+    assert disk.protect is False
+
+
+def test_data_disk_attached_to_vm_and_not_deleted_with_it(mock_stack):
+    stack = mock_stack()
+    disk, vm = stack.one(DISK), stack.one(INSTANCE)
+    assert vm.inputs["attachedDisks"] == [
+        {"source": "https://compute/tpu-sft-dev-data", "deviceName": "tpu-sft-data", "mode": "READ_WRITE"}
+    ]
+    # A separately declared disk is attached, not created by the VM: deleting the VM leaves it.
+    assert disk.urn in vm.dependencies
+
+
+def test_keep_data_disk_retains_it(mock_stack):
+    disk = mock_stack({"tpu-sft:keepDataDisk": "true"}).one(DISK)
+    assert disk.retain_on_delete is True
+
+
+def test_components_and_parents(mock_stack):
+    stack = mock_stack()
+    components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
+    assert set(components) == {"tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm"}
+    assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
+    assert stack.one(FIREWALL).parent == components["tpu-sft:infra:SshFirewall"].urn
+    assert stack.one(INSTANCE).parent == components["tpu-sft:infra:TpuVm"].urn
+    for r in stack.resources:
+        assert r.protect is False  # `pulumi destroy` must be able to remove everything

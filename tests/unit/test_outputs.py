@@ -1,0 +1,37 @@
+"""What `pulumi up` hands the user: names, the exact ssh commands, the disk, and what it costs."""
+
+import pytest
+
+
+def test_outputs(mock_stack):
+    out = mock_stack().outputs
+    assert out["instanceName"] == "tpu-sft-dev"
+    assert out["zone"] == "us-east5-b"
+    assert out["dataDiskName"] == "tpu-sft-dev-data"
+    assert out["dataDiskMountPoint"] == "/mnt/tpu-sft-data"
+    assert out["gcloudSshCommand"] == (
+        "gcloud compute ssh tpu-sft@tpu-sft-dev --zone=us-east5-b --project=my-tpu-project --tunnel-through-iap"
+    )
+    assert out["sshCommand"] == (
+        "ssh -i ~/.ssh/google_compute_engine -o 'ProxyCommand=gcloud compute start-iap-tunnel tpu-sft-dev 22 "
+        "--listen-on-stdin --zone=us-east5-b --project=my-tpu-project --verbosity=warning' tpu-sft@tpu-sft-dev"
+    )
+
+
+def test_direct_access_uses_external_ip(mock_stack):
+    out = mock_stack({"tpu-sft:access": "direct", "tpu-sft:sshSourceRanges": '["203.0.113.0/24"]'}).outputs
+    assert out["sshCommand"] == "ssh -i ~/.ssh/google_compute_engine tpu-sft@203.0.113.7"
+    assert out["gcloudSshCommand"].endswith("--project=my-tpu-project")
+
+
+def test_cost_is_chips_times_price(mock_stack):
+    out = mock_stack().outputs
+    assert out["hourlyCostUsd"] == pytest.approx(8 * 2.70)
+    assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
+
+
+def test_price_override_and_longer_run(mock_stack):
+    base = mock_stack().outputs
+    out = mock_stack({"tpu-sft:pricePerChipHour": "1.5", "tpu-sft:steps": "5000"}).outputs
+    assert out["hourlyCostUsd"] == pytest.approx(12.0)
+    assert out["estimatedRunHours"] > base["estimatedRunHours"]

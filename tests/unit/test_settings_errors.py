@@ -1,0 +1,86 @@
+"""Every malformed setting stops the program before anything is declared, with one line naming the key."""
+
+import pytest
+from pulumi import RunError
+
+from tests.mock_engine import Stack, run_program
+
+SECRET = "tpu-sft:hfToken"
+TOKEN = "hf_" + "Abc123" * 6
+
+# (overrides, keys to remove, secret keys, the key the message must name)
+MALFORMED = [
+    ({"tpu-sft:steps": "0"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:steps": "-5"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:steps": "ten"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:steps": "1.5"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:perDeviceBatchSize": "0"}, (), (), "tpu-sft:perDeviceBatchSize"),
+    ({"tpu-sft:perDeviceBatchSize": "x"}, (), (), "tpu-sft:perDeviceBatchSize"),
+    ({"tpu-sft:model": "llama3-8b"}, (), (), "tpu-sft:model"),
+    ({"tpu-sft:model": "gemma2-2b"}, (), (), "tpu-sft:model"),
+    ({"tpu-sft:dataset": "not a dataset"}, (), (), "tpu-sft:dataset"),
+    ({"tpu-sft:trainDataColumns": "messages"}, (), (), "tpu-sft:trainDataColumns"),
+    ({"tpu-sft:trainDataColumns": "[]"}, (), (), "tpu-sft:trainDataColumns"),
+    ({"tpu-sft:trainSplit": "train sft"}, (), (), "tpu-sft:trainSplit"),
+    ({"tpu-sft:maxtextVersion": "latest"}, (), (), "tpu-sft:maxtextVersion"),
+    ({"tpu-sft:acceleratorType": "v5p-8"}, (), (), "tpu-sft:acceleratorType"),
+    ({"tpu-sft:learningRate": "0"}, (), (), "tpu-sft:learningRate"),
+    ({"tpu-sft:provisioningModel": "PREEMPTIBLE"}, (), (), "tpu-sft:provisioningModel"),
+    ({}, ("tpu-sft:reservation",), (), "tpu-sft:reservation"),
+    ({"tpu-sft:reservation": "Bad_Name!"}, (), (), "tpu-sft:reservation"),
+    ({"tpu-sft:provisioningModel": "SPOT"}, (), (), "tpu-sft:reservation"),
+    ({"tpu-sft:provisioningModel": "FLEX_START"}, ("tpu-sft:reservation",), (), "tpu-sft:maxRunHours"),
+    ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),
+    ({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshSourceRanges": '["10.0.0.1/8"]'}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshSourceRanges": '["300.1.2.3/32"]'}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshSourceRanges": "35.235.240.0/20"}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshSourceRanges": "[]"}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:dangerouslyAllowSshFromAnywhere": "yes"}, (), (), "tpu-sft:dangerouslyAllowSshFromAnywhere"),
+    ({"gcp:zone": "us-east5"}, (), (), "gcp:zone"),
+    ({}, ("gcp:zone",), (), "gcp:zone"),
+    ({"gcp:project": "My Project"}, (), (), "gcp:project"),
+    ({}, ("gcp:project",), (), "gcp:project"),
+    ({"tpu-sft:instanceName": "TPU_VM"}, (), (), "tpu-sft:instanceName"),
+    ({"tpu-sft:bootDiskSizeGb": "20"}, (), (), "tpu-sft:bootDiskSizeGb"),
+    ({"tpu-sft:dataDiskSizeGb": "big"}, (), (), "tpu-sft:dataDiskSizeGb"),
+    ({"tpu-sft:dataDiskType": "pd-standard"}, (), (), "tpu-sft:dataDiskType"),
+    ({"tpu-sft:keepDataDisk": "maybe"}, (), (), "tpu-sft:keepDataDisk"),
+    ({"tpu-sft:access": "vpn"}, (), (), "tpu-sft:access"),
+    ({"tpu-sft:access": "direct", "tpu-sft:externalIp": "false"}, (), (), "tpu-sft:externalIp"),
+    ({"tpu-sft:sshUser": "Root User"}, (), (), "tpu-sft:sshUser"),
+    ({"tpu-sft:sshPublicKeyPath": "~/.ssh/missing.pub"}, (), (), "tpu-sft:sshPublicKeyPath"),
+    ({"tpu-sft:sshPublicKeyPath": "~/.ssh/google_compute_engine"}, (), (), "tpu-sft:sshPublicKeyPath"),
+    ({"tpu-sft:labels": '{"Owner": "me"}'}, (), (), "tpu-sft:labels"),
+    ({"tpu-sft:labels": '["owner"]'}, (), (), "tpu-sft:labels"),
+    ({"tpu-sft:pricePerChipHour": "free"}, (), (), "tpu-sft:pricePerChipHour"),
+    ({SECRET: TOKEN}, (), (), SECRET),
+    ({"tpu-sft:runName": TOKEN}, (), (), "tpu-sft:runName"),
+    ({"tpu-sft:stepz": "10"}, (), (), "tpu-sft:stepz"),
+    ({"tpu-sft:torchBackend": "cuda"}, (), (), "tpu-sft:torchBackend"),
+    ({"tpu-sft:installPostTrainExtras": "1"}, (), (), "tpu-sft:installPostTrainExtras"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "remove", "secret_keys", "key"), MALFORMED, ids=[f"{i}-{m[3]}" for i, m in enumerate(MALFORMED)])
+def test_malformed_setting_declares_nothing(dev_config, overrides, remove, secret_keys, key):
+    config = {k: v for k, v in {**dev_config, **overrides}.items() if k not in remove}
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program(config, secret_keys=secret_keys, into=declared)
+    message = str(raised.value)
+    assert message.startswith(f"{key}:"), message
+    assert "\n" not in message
+    assert "Fix:" in message
+    assert TOKEN not in message  # a misplaced secret is named, never echoed
+    assert declared.resources == []
+
+
+def test_there_are_at_least_thirty_cases():
+    assert len(MALFORMED) >= 30
+
+
+def test_secret_token_is_accepted(mock_stack):
+    stack = mock_stack({SECRET: TOKEN}, secret_keys=(SECRET,))
+    assert stack.of_type("gcp:compute/instance:Instance")
+    assert TOKEN not in repr([r.inputs for r in stack.resources]) + repr(stack.outputs)

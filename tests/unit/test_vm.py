@@ -1,0 +1,100 @@
+"""The declared VM is the seed's `gcloud compute instances create`, flag by flag."""
+
+import pytest
+
+INSTANCE = "gcp:compute/instance:Instance"
+
+
+@pytest.fixture
+def vm(mock_stack):
+    return mock_stack().one(INSTANCE)
+
+
+def test_machine_type_and_zone(vm):
+    assert vm.inputs["machineType"] == "ct6e-standard-8t"  # --machine-type
+    assert vm.inputs["zone"] == "us-east5-b"  # --zone
+    assert vm.inputs["name"] == "tpu-sft-dev"
+
+
+def test_image_and_boot_disk(vm):
+    boot = vm.inputs["bootDisk"]
+    # --image-project=ubuntu-os-accelerator-images --image-family=ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e
+    assert boot["initializeParams"]["image"] == "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
+    assert boot["initializeParams"]["size"] == 200  # --boot-disk-size=200GB
+    assert boot["autoDelete"] is True
+
+
+def test_scheduling_is_reservation_bound(vm):
+    assert vm.inputs["scheduling"] == {
+        "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
+        "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
+        "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
+    }
+
+
+def test_reservation_affinity_is_specific(vm):
+    # --reservation-affinity=specific --reservation=NAME
+    assert vm.inputs["reservationAffinity"] == {
+        "type": "SPECIFIC_RESERVATION",
+        "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]},
+    }
+
+
+def test_network_and_tag(vm):
+    # --network=default --tags=NAME; an external IP for egress, as gcloud gives by default
+    assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": [{}]}]
+    assert vm.inputs["tags"] == ["tpu-sft-dev"]
+
+
+def test_labels(vm):
+    assert vm.inputs["labels"] == {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform", "cost-center": "research"}
+    assert vm.inputs["bootDisk"]["initializeParams"]["labels"] == vm.inputs["labels"]
+
+
+def test_ssh_public_key_in_metadata_and_no_private_key(mock_stack, gcloud_home):
+    stack = mock_stack()
+    metadata = stack.one(INSTANCE).inputs["metadata"]
+    public = (gcloud_home / ".ssh/google_compute_engine.pub").read_text().strip()
+    assert metadata["ssh-keys"] == f"tpu-sft:{public}"
+    assert metadata["enable-oslogin"] == "FALSE"
+    private = (gcloud_home / ".ssh/google_compute_engine").read_text()
+    body = "".join(private.splitlines()[1:-1])
+    for r in stack.resources:
+        assert body[:40] not in repr(r.inputs)
+    assert body[:40] not in repr(stack.outputs)
+
+
+def test_startup_script_mounts_the_data_disk(vm):
+    script = vm.inputs["metadata"]["startup-script"]
+    assert "/dev/disk/by-id/google-tpu-sft-data" in script
+    assert "blkid" in script  # formats only a blank disk: a kept disk's data survives a new VM
+    assert "mount -o discard,defaults /dev/disk/by-id/google-tpu-sft-data /mnt/tpu-sft-data" in script
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "expected"),
+    [
+        ("SPOT", {}, {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE", "automaticRestart": False, "preemptible": True}),
+        ("FLEX_START", {"tpu-sft:maxRunHours": "4"}, {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE", "automaticRestart": False, "maxRunDuration": {"seconds": 14400}}),
+        ("STANDARD", {}, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}),
+    ],
+)
+def test_other_provisioning_models(mock_stack, model, extra, expected):
+    stack = mock_stack({"tpu-sft:provisioningModel": model, **extra}, remove=("tpu-sft:reservation",))
+    vm = stack.one(INSTANCE)
+    assert vm.inputs["scheduling"] == expected
+    assert "reservationAffinity" not in vm.inputs
+
+
+def test_run_duration_cap(mock_stack):
+    vm = mock_stack({"tpu-sft:maxRunHours": "3"}).one(INSTANCE)
+    assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 10800}
+
+
+def test_accelerator_type_picks_machine_type(mock_stack):
+    assert mock_stack({"tpu-sft:acceleratorType": "v6e-4"}).one(INSTANCE).inputs["machineType"] == "ct6e-standard-4t"
+
+
+def test_no_external_ip_when_asked(mock_stack):
+    vm = mock_stack({"tpu-sft:externalIp": "false"}).one(INSTANCE)
+    assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": []}]
