@@ -1,0 +1,32 @@
+"""How SSH reaches the VM: an external IP is needless exposure when IAP is the only way in."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policy import firewall
+from policy.model import FIREWALL, INSTANCE, Resource, dig, items
+
+
+def has_external_ip(resource: Resource) -> bool:
+    return any(items(dig(nic, "accessConfigs")) for nic in items(dig(resource.props, "networkInterfaces")))
+
+
+def _reaches(rule: Resource, instance: Resource) -> bool:
+    targets = set(map(str, items(dig(rule.props, "targetTags"))))
+    return not targets or bool(targets & set(map(str, items(dig(instance.props, "tags")))))
+
+
+def external_ip_behind_iap(resources: Sequence[Resource]) -> list[tuple[Resource, str]]:
+    """Instances with an external IP whose every SSH firewall admits IAP's range only."""
+    ssh_rules = [r for r in resources if r.type == FIREWALL and firewall.admits_ssh(r.props)]
+    found = []
+    for instance in (r for r in resources if r.type == INSTANCE and has_external_ip(r)):
+        reaching = [rule for rule in ssh_rules if _reaches(rule, instance)]
+        if reaching and all(firewall.ssh_only_from_iap(rule.props) for rule in reaching):
+            found.append((
+                instance,
+                f"instance {instance.name} has an external IP although SSH reaches it only through IAP: "
+                "set tpu-sft:externalIp false (and give its subnet Cloud NAT for downloads)",
+            ))
+    return found
