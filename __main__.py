@@ -1,6 +1,7 @@
 """tpu-sft: a reserved TPU VM, its SSH firewall and data disk, and the fine-tuning run on it.
 
-Wiring only: settings → infrastructure → exports. Each piece lives in infra/.
+Wiring only: settings → infrastructure → post-deploy tasks → exports. Each piece lives in infra/; the tasks
+run the remote CLI (`python -m remote phase …`), which ships workload/ to the VM.
 """
 
 import pulumi
@@ -10,6 +11,7 @@ from infra.access import gcloud_ssh_command, ssh_command
 from infra.cost import estimate
 from infra.disk import MOUNT_POINT, DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
+from infra.tasks import PostDeployTasks, TasksArgs
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
 
@@ -38,6 +40,17 @@ vm = TpuVm(
     settings.instance_name,
     TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
 )
+tasks = PostDeployTasks(
+    f"{settings.instance_name}-pipeline",
+    TasksArgs(
+        settings=settings,
+        instance_name=vm.name,
+        instance_id=vm.instance_id,
+        external_ip=vm.external_ip,
+        hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
+        after=[vm, firewall, data_disk],
+    ),
+)
 cost = estimate(
     settings.accelerator.chips,
     settings.price_per_chip_hour,
@@ -54,3 +67,11 @@ pulumi.export("dataDiskMountPoint", MOUNT_POINT)
 pulumi.export("hourlyCostUsd", cost.hourly_usd)
 pulumi.export("estimatedRunHours", cost.run_hours)
 pulumi.export("estimatedRunCostUsd", cost.run_usd)
+
+trained = tasks.summaries["export"]
+pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
+pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
+pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
+pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
+pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
+pulumi.export("chipHoursUsed", tasks.summaries["train"].apply(lambda r: r.get("chip_hours")))

@@ -7,9 +7,9 @@ import shlex
 from infra.settings import Settings
 
 
-def iap_proxy_command(s: Settings, instance_name: str) -> str:
+def iap_proxy_command(s: Settings, instance_name: str, port: str = "22") -> str:
     return (
-        f"gcloud compute start-iap-tunnel {instance_name} 22 --listen-on-stdin "
+        f"gcloud compute start-iap-tunnel {instance_name} {port} --listen-on-stdin "
         f"--zone={s.zone} --project={s.project} --verbosity=warning"
     )
 

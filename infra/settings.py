@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from infra.cost import PRICE_TABLE
 from workload.accelerators import ACCELERATORS, Accelerator
@@ -48,8 +48,8 @@ _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
 INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
-    "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "access", "externalIp", "sshSourceRanges",
-    "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKeyPath", "labels", "pricePerChipHour",
+    "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
+    "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
     "maxRunHours", "hfToken",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
@@ -71,6 +71,7 @@ class Settings:
     data_disk_size_gb: int = 100
     data_disk_type: str = "hyperdisk-balanced"
     keep_data_disk: bool = False
+    allow_data_disk_replace: bool = False  # read by the policy pack: a replaced data disk loses the kept model
     access: str = "iap"
     external_ip: bool = True  # as the seed: the VM's installs need egress; False needs Cloud NAT on the network
     ssh_source_ranges: tuple[str, ...] = (IAP_RANGE,)
@@ -134,7 +135,10 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-def _public_key(path_text: str) -> str:
+_PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
+
+
+def read_public_key(path_text: str) -> str:
     path = Path(os.path.expanduser(path_text))
     if not path.is_file():
         raise ConfigError(
@@ -144,7 +148,7 @@ def _public_key(path_text: str) -> str:
             f"(or run `gcloud compute ssh` once), or {_fix('sshPublicKeyPath', '<path to a .pub>')}",
         )
     text = path.read_text().strip()
-    if not path_text.endswith(".pub") or not re.match(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+", text):
+    if not path_text.endswith(".pub") or not _PUBLIC_KEY.match(text):
         raise ConfigError(
             stack_key("sshPublicKeyPath"),
             f"{path} is not an OpenSSH public key (.pub)",
@@ -153,8 +157,18 @@ def _public_key(path_text: str) -> str:
     return text
 
 
-def parse(raw: Mapping[str, Any], *, stack: str, secret_keys: frozenset[str] = frozenset()) -> Settings:
-    """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values."""
+def parse(
+    raw: Mapping[str, Any],
+    *,
+    stack: str,
+    secret_keys: frozenset[str] = frozenset(),
+    public_key_reader: Callable[[str], str] = read_public_key,
+) -> Settings:
+    """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values.
+
+    `public_key_reader` turns tpu-sft:sshPublicKeyPath into the key; a caller that compares configs
+    without deploying them (the plan command) passes one that reads nothing.
+    """
     for key, value in raw.items():
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
@@ -209,6 +223,8 @@ def parse(raw: Mapping[str, Any], *, stack: str, secret_keys: frozenset[str] = f
         values["data_disk_type"] = parse_choice("dataDiskType", get("dataDiskType"), DATA_DISK_TYPES)
     if get("keepDataDisk") is not None:
         values["keep_data_disk"] = parse_bool("keepDataDisk", get("keepDataDisk"))
+    if get("allowDataDiskReplace") is not None:
+        values["allow_data_disk_replace"] = parse_bool("allowDataDiskReplace", get("allowDataDiskReplace"))
     if get("access") is not None:
         values["access"] = parse_choice("access", get("access"), ACCESS_PATHS)
     if get("externalIp") is not None:
@@ -227,7 +243,12 @@ def parse(raw: Mapping[str, Any], *, stack: str, secret_keys: frozenset[str] = f
     if not isinstance(key_path, str) or not key_path:
         raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}", _fix("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
     values["ssh_public_key_path"] = key_path
-    values["ssh_public_key"] = _public_key(key_path)
+    if get("sshPublicKey") is not None:
+        values["ssh_public_key"] = parse_pattern(
+            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", "\"$(cat ~/.ssh/id_ed25519.pub)\""
+        )
+    else:
+        values["ssh_public_key"] = public_key_reader(key_path)
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")

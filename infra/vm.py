@@ -61,9 +61,8 @@ class TpuVm(pulumi.ComponentResource):
             labels=dict(s.labels),
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=IMAGE, size=s.boot_disk_size_gb, labels=dict(s.labels)
-                ),
+                # No labels here: every boot_disk field is ForceNew, so a label edit would replace the VM.
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(image=IMAGE, size=s.boot_disk_size_gb),
             ),
             attached_disks=[
                 gcp.compute.InstanceAttachedDiskArgs(

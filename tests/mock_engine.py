@@ -20,9 +20,26 @@ import yaml
 from google.protobuf import json_format
 from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def is_secret(value: Any) -> bool:
+    """Whether the engine received `value` marked secret (state stores such values encrypted)."""
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def plain(value: Any) -> Any:
+    """`value` with every secret replaced by a marker: what would be readable in the stack's state."""
+    if is_secret(value):
+        return "[secret]"
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
 
 
 @dataclass

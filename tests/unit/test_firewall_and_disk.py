@@ -65,7 +65,9 @@ def test_keep_data_disk_retains_it(mock_stack):
 def test_components_and_parents(mock_stack):
     stack = mock_stack()
     components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
-    assert set(components) == {"tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm"}
+    assert set(components) == {
+        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks"
+    }
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
     assert stack.one(FIREWALL).parent == components["tpu-sft:infra:SshFirewall"].urn
     assert stack.one(INSTANCE).parent == components["tpu-sft:infra:TpuVm"].urn

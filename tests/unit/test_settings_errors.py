@@ -3,7 +3,7 @@
 import pytest
 from pulumi import RunError
 
-from tests.mock_engine import Stack, run_program
+from tests.mock_engine import Stack, is_secret, plain, run_program
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6
@@ -80,7 +80,9 @@ def test_there_are_at_least_thirty_cases():
     assert len(MALFORMED) >= 30
 
 
-def test_secret_token_is_accepted(mock_stack):
+def test_secret_token_is_accepted_and_only_travels_as_a_secret(mock_stack):
     stack = mock_stack({SECRET: TOKEN}, secret_keys=(SECRET,))
     assert stack.of_type("gcp:compute/instance:Instance")
-    assert TOKEN not in repr([r.inputs for r in stack.resources]) + repr(stack.outputs)
+    assert TOKEN not in repr([plain(r.inputs) for r in stack.resources]) + repr(stack.outputs)
+    (uploader,) = [r for r in stack.of_type("command:local:Command") if r.name.endswith("-hf-token")]
+    assert is_secret(uploader.inputs["stdin"]) and uploader.inputs["stdin"]["value"] == TOKEN

@@ -48,7 +48,8 @@ def test_network_and_tag(vm):
 
 def test_labels(vm):
     assert vm.inputs["labels"] == {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform", "cost-center": "research"}
-    assert vm.inputs["bootDisk"]["initializeParams"]["labels"] == vm.inputs["labels"]
+    # Boot disk labels would be ForceNew in pulumi-gcp: a label edit must not replace the VM.
+    assert "labels" not in vm.inputs["bootDisk"]["initializeParams"]
 
 
 def test_ssh_public_key_in_metadata_and_no_private_key(mock_stack, gcloud_home):
