@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mock_engine import ROOT, run_program, stack_config
+from rehearsal.engine import ROOT, run_program, stack_config
 
 DEV_STACK = ROOT / "Pulumi.dev.yaml"
 

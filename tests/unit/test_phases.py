@@ -5,7 +5,7 @@ import json
 import pytest
 
 from infra.phases import OWN_INPUTS, PHASES
-from tests.mock_engine import is_secret, plain
+from rehearsal.engine import is_secret, plain
 from workload.config import PipelineConfig
 
 COMMAND = "command:local:Command"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mock_engine import ROOT
+from rehearsal.engine import ROOT
 
 DEV = (ROOT / "Pulumi.dev.yaml").read_text()
 

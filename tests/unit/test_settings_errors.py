@@ -3,7 +3,7 @@
 import pytest
 from pulumi import RunError
 
-from tests.mock_engine import Stack, is_secret, plain, run_program
+from rehearsal.engine import Stack, is_secret, plain, run_program
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6

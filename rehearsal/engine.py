@@ -114,7 +114,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
     def RegisterResourceOutputs(self, request):
-        if request.urn.endswith("::pulumi:pulumi:Stack::tpu-sft-" + pulumi.get_stack()) or "pulumi:pulumi:Stack" in request.urn:
+        if request.urn.split("::")[2] == "pulumi:pulumi:Stack":  # the root stack itself, not a child of it
             self.stack.outputs = json_format.MessageToDict(request.outputs)
         return super().RegisterResourceOutputs(request)
 
