@@ -35,7 +35,9 @@ def load_config(path: str) -> PipelineConfig:
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
     except (OSError, ValueError) as error:
-        raise ConfigError(path, f"cannot read settings JSON ({error})", "pass PipelineConfig.to_mapping() JSON")
+        raise ConfigError(
+            path, f"cannot read settings JSON ({error})", "pass PipelineConfig.to_mapping() JSON"
+        ) from None
     if not isinstance(raw, dict):
         raise ConfigError(path, "settings JSON must be an object", "pass PipelineConfig.to_mapping() JSON")
     return PipelineConfig.from_mapping(raw)

@@ -59,6 +59,7 @@ def training_inputs(config: PipelineConfig) -> dict:
         "train_data_columns": list(config.train_data_columns),
         "learning_rate": config.learning_rate,
         "max_target_length": config.max_target_length,
+        "tiny_model": tiny.SPEC if config.profile == "tiny" else None,
     }
 
 
@@ -156,7 +157,8 @@ def to_huggingface(
         "weight_dtype=bfloat16",
     ]
     if config.profile == "tiny":
-        argv += tiny.maxtext_overrides()
+        # Without a TPU runtime, pyconfig would start jax.distributed: "coordinator_address should be defined".
+        argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
     return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True))
 
 

@@ -76,15 +76,13 @@ def cap_tail(lines: list[str]) -> list[str]:
 
 
 class StepProgress:
-    """Turns step records into step events: ETA from the median of recent step times, skipping the first
-    step of an attempt, which carries the compilation (minutes on CPU, while later steps take a second)."""
+    """Turns one training attempt's step records into step events: ETA from the median of recent step
+    times, skipping the attempt's first step, which carries the compilation (minutes on CPU, while later
+    steps take a second)."""
 
     def __init__(self, total_steps: int):
         self.total_steps = total_steps
         self._times: deque[float] = deque(maxlen=20)
-        self._first_of_attempt = True
-
-    def new_attempt(self) -> None:
         self._first_of_attempt = True
 
     def fields(self, record: dict[str, Any]) -> dict[str, Any]:

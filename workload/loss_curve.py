@@ -29,7 +29,7 @@ def draw(points: list[tuple[int, float]], out_png: str, title: str) -> None:
     from matplotlib import pyplot
 
     figure, axes = pyplot.subplots(figsize=(8, 4.5), dpi=100)
-    axes.plot([s for s, _ in points], [l for _, l in points], marker="." if len(points) < 50 else None)
+    axes.plot([step for step, _ in points], [loss for _, loss in points], marker="." if len(points) < 50 else None)
     axes.set_xlabel("step")
     axes.set_ylabel("training loss")
     axes.set_title(title)

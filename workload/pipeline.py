@@ -16,6 +16,8 @@ Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import time
 
@@ -51,8 +53,33 @@ def _handed_on(fingerprint_: str, marker: dict) -> str:
     return fingerprint({"inputs": fingerprint_, "outputs": marker["manifest"]})
 
 
+@contextlib.contextmanager
+def _exclusive(work_dir: str):
+    """One runner per work dir: two would train into the same run and overwrite each other's outputs.
+    flock is released by the kernel when its holder dies, so a killed runner never leaves a stale lock."""
+    os.makedirs(work_dir, exist_ok=True)
+    with open(os.path.join(work_dir, ".lock"), "w", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StepFailed(f"another runner is using {work_dir}; wait for it or stop it") from None
+        yield
+
+
 def run(ctx: Context, until: str = "keep") -> int:
-    """Runs the plan; emits phase events and the summary; returns the process exit status."""
+    """Runs the plan under the work dir's lock; emits phase events and the summary; returns the exit
+    status (0 done, 1 a step failed, 2 the work dir is busy)."""
+    try:
+        with _exclusive(ctx.layout.work_dir):
+            return _run(ctx, until)
+    except StepFailed as busy:
+        ctx.events.emit("error", phase="setup", cause=busy.cause, log=None, tail=[])
+        ctx.events.emit("summary", ok=False, until=until, run_name=ctx.layout.run_name, failed_step="setup",
+                        error=busy.cause, logs=[])
+        return 2
+
+
+def _run(ctx: Context, until: str) -> int:
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
     previous = ""

@@ -117,7 +117,7 @@ def train(ctx: Context) -> Outcome:
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
         raise StepFailed(f"final training loss is {final_loss}, not a finite number")
-    wall = sum(a["seconds"] for a in _read_jsonl(os.path.join(os.path.dirname(layout.metrics_file), "attempts.jsonl")))
+    wall = training_wall_seconds(_read_jsonl(_attempts_file(layout)), _read_jsonl(layout.metrics_file))
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
     return Outcome(layout.checkpoint(steps), {
         "trained_checkpoint": layout.trained_params(steps),
@@ -130,23 +130,40 @@ def train(ctx: Context) -> Outcome:
     })
 
 
+def _attempts_file(layout: Layout) -> str:
+    return os.path.join(os.path.dirname(layout.metrics_file), "attempts.jsonl")
+
+
+def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
+    """Wall seconds of every training attempt: start to end, or, for an attempt killed with the runner
+    (no end record), start to its last logged step — a lower bound, but the chips were busy for it."""
+    ended = {a["attempt"]: a["seconds"] for a in attempts if "seconds" in a}
+    last_seen: dict[float, float] = {}
+    for record in metrics:
+        if "attempt" in record:
+            last_seen[record["attempt"]] = max(last_seen.get(record["attempt"], 0.0), record["t"])
+    starts = {a["attempt"] for a in attempts}
+    return sum(ended[s] if s in ended else max(last_seen.get(s, s) - s, 0.0) for s in starts)
+
+
 def _train_attempt(ctx: Context) -> None:
     progress = StepProgress(ctx.config.steps)
-    attempts = os.path.join(os.path.dirname(ctx.layout.metrics_file), "attempts.jsonl")
+    attempt = time.time()
+    _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt})
 
     def on_line(line: str) -> None:
         record = parse_step(line)
         if record is not None:
-            _append_jsonl(ctx.layout.metrics_file, record)
+            _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
             ctx.events.step("train", progress.fields(record))
 
     command = ctx.command(commands.train_sft)
-    started, clock = time.time(), time.monotonic()
+    clock = time.monotonic()
     try:
         ctx.run("train", command.argv, command.env, on_line)
     finally:
         ctx.events.flush_steps()
-        _append_jsonl(attempts, {"started_at": started, "seconds": round(time.monotonic() - clock, 1)})
+        _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1)})
 
 
 def export(ctx: Context) -> Outcome:

@@ -1,7 +1,7 @@
 """The runner's bookkeeping, with stand-in steps: idempotency, partial re-runs, failures, --until, and the
 token's path into a child process. (tests/workload/test_workload_tiny_pipeline.py runs real MaxText.)"""
 
-import dataclasses
+import fcntl
 import io
 import json
 import os
@@ -15,7 +15,7 @@ from workload.events import Events
 from workload.hf_token import REDACTED, TokenError, read_token, redactor
 from workload.layout import Layout
 from workload.proc import StepFailed
-from workload.steps import Context, Outcome
+from workload.steps import Context, Outcome, training_wall_seconds
 
 TOKEN = "hf_SECRETsecretSECRET123"
 
@@ -157,5 +157,22 @@ def test_token_file_must_be_private_and_errors_never_show_it(tmp_path):
         read_token(str(tmp_path / "absent"), {})
 
 
-def test_context_is_a_plain_dataclass_so_tests_can_swap_parts():
-    assert {f.name for f in dataclasses.fields(Context)} >= {"config", "layout", "events", "python", "base_env"}
+
+def test_a_second_runner_on_the_same_work_dir_is_refused(tmp_path, fake_steps):
+    os.makedirs(tmp_path / "work")
+    with open(tmp_path / "work" / ".lock", "w") as holder:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        ctx, out = make_context(tmp_path, PipelineConfig())
+        assert pipeline.run(ctx) == 2
+    assert fake_steps == []
+    summary = events_of(out)[-1]
+    assert summary["failed_step"] == "setup" and "another runner is using" in summary["error"]
+    ctx, _ = make_context(tmp_path, PipelineConfig())
+    assert pipeline.run(ctx) == 0  # released with its holder
+
+
+def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step():
+    attempts = [{"attempt": 100.0}, {"attempt": 500.0}, {"attempt": 500.0, "seconds": 60.0}]
+    metrics = [{"step": 1, "attempt": 100.0, "t": 130.0}, {"step": 9, "attempt": 100.0, "t": 190.0},
+               {"step": 10, "attempt": 500.0, "t": 550.0}]
+    assert training_wall_seconds(attempts, metrics) == 90.0 + 60.0

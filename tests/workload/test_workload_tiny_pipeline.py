@@ -1,0 +1,148 @@
+"""The whole pipeline on real MaxText 0.2.2 (CPU, tiny Gemma 3), run once per session by the
+`tiny_pipeline` fixture: interrupted during training, resumed, finished; then inspected here."""
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+
+from tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
+
+from workload import commands
+from workload.config import PipelineConfig
+from workload.layout import Layout
+
+STEPS = TINY_SETTINGS["steps"]
+ALL_PHASES = ["assets", "convert", "train", "export", "verify", "keep"]
+
+
+def weights_diff(python, a_dir, b_dir):
+    done = subprocess.run([python, str(REPO / "tests" / "workload" / "weights_diff.py"), str(a_dir), str(b_dir)],
+                          capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def first_logged_step(log_path):
+    with open(log_path, errors="replace") as f:
+        match = re.search(r"completed step: (\d+)", f.read())
+    return int(match.group(1)) if match else None
+
+
+def test_pipeline_reaches_the_requested_step_with_a_finite_falling_loss(tiny_pipeline):
+    run = tiny_pipeline.finished
+    summary = run.summary
+    assert summary["ok"] and summary["error"] is None
+    assert summary["final_step"] == STEPS
+    assert summary["trained_checkpoint"].endswith(f"/checkpoints/{STEPS}/model_params")
+    assert math.isfinite(summary["final_loss"]) and summary["final_loss"] < math.log(262144)  # random: ln(vocab)
+    assert summary["chips"] == 0 and summary["train_wall_s"] > 0
+
+
+def test_an_interrupted_training_resumes_from_its_checkpoint_not_from_step_zero(tiny_pipeline):
+    killed_at = tiny_pipeline.killed_at_checkpoint
+    assert TINY_SETTINGS["checkpointPeriod"] <= killed_at < STEPS
+    assert tiny_pipeline.interrupted.phases("done") == ["assets", "convert"]
+    run = tiny_pipeline.finished
+    assert run.phases("skipped") == ["assets", "convert"]
+    assert {"event": "resume", "phase": "train", "from_step": killed_at} in [
+        {k: v for k, v in e.items() if k != "t"} for e in run.events]
+    (train_log,) = [p for p in run.summary["logs"] if "/train-" in p]
+    assert first_logged_step(train_log) == killed_at + 1
+    # Chip time counts the killed attempt too, up to its last logged step.
+    (train_done,) = [e for e in run.events if e["event"] == "phase" and e["phase"] == "train" and e["status"] == "done"]
+    assert run.summary["train_wall_s"] > train_done["seconds"]
+
+
+def test_progress_is_a_bounded_stream_of_steps_ending_with_the_last(tiny_pipeline):
+    steps = [e for e in tiny_pipeline.finished.events if e["event"] == "step"]
+    assert steps and steps[-1]["step"] == STEPS and steps[-1]["steps"] == STEPS
+    assert len(steps) < STEPS - tiny_pipeline.killed_at_checkpoint  # rate-limited, not one per step
+    assert all(math.isfinite(e["loss"]) for e in steps)
+
+
+def test_export_carries_gelu_pytorch_tanh_and_records_why(tiny_pipeline):
+    summary = tiny_pipeline.finished.summary
+    config = json.loads((tiny_pipeline.work / "gemma3-4b" / "hf-trained" / "config.json").read_text())
+    assert config["text_config"]["hidden_activation"] == "gelu_pytorch_tanh"
+    (fix,) = summary["config_fixes"]
+    assert (fix["was"], fix["now"]) == ("gelu", "gelu_pytorch_tanh") and "maxtext#2867" in fix["why"]
+
+
+def test_transformers_loads_the_export_and_generates(tiny_pipeline):
+    verify = tiny_pipeline.finished.summary["verify"]
+    assert verify["ok"] and verify["problems"] == []
+    assert verify["hidden_activation"] == "gelu_pytorch_tanh"
+    assert len(verify["new_token_ids"]) == 8 and verify["generated_text"]
+
+
+def test_sft_changed_the_weights(tiny_pipeline, maxtext_python):
+    diff = weights_diff(maxtext_python, tiny_pipeline.work / "tiny" / "model",
+                        tiny_pipeline.work / "gemma3-4b" / "hf-trained")
+    assert diff["only_a"] == diff["only_b"] == []
+    assert len(diff["different"]) > len(diff["identical"])
+
+
+def test_round_trip_without_training_reproduces_the_original_weights(tiny_pipeline, maxtext_python, tmp_path):
+    """Exports the converted, untrained checkpoint with the runner's own to_huggingface command."""
+    config = PipelineConfig.from_mapping(TINY_SETTINGS)
+    layout = Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), config.model, commands.run_name(config))
+    command = commands.to_huggingface(config, layout, python=maxtext_python, params=layout.converted_checkpoint,
+                                      out_dir=str(tmp_path / "round-trip"))
+    env = {**os.environ, **command.env, "PYTHONPATH": str(REPO)}
+    subprocess.run(command.argv, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    diff = weights_diff(maxtext_python, tiny_pipeline.work / "tiny" / "model", tmp_path / "round-trip")
+    assert diff["different"] == diff["only_a"] == diff["only_b"] == []
+    assert len(diff["identical"]) > 50
+
+
+def test_kept_files_match_their_manifest(tiny_pipeline):
+    summary = tiny_pipeline.finished.summary
+    kept = tiny_pipeline.out / summary["run_name"]
+    assert summary["kept_dir"] == str(kept)
+    files = json.loads((kept / "manifest.json").read_text())["files"]
+    on_disk = sorted(str(p.relative_to(kept)) for p in kept.rglob("*") if p.is_file() and p.name != "manifest.json")
+    assert sorted(e["path"] for e in files) == on_disk
+    for entry in files:
+        data = (kept / entry["path"]).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["size"], entry["sha256"]), entry["path"]
+    assert (kept / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list(kept.glob("tensorboard/**/events.out.tfevents.*"))
+    assert (kept / "hf-model" / "model.safetensors").is_file()
+    steps = [json.loads(line)["step"] for line in (kept / "metrics" / "train_steps.jsonl").read_text().splitlines()]
+    # A kill between saving checkpoint N and logging step N loses only that step's line.
+    assert set(range(1, STEPS + 1)) - set(steps) <= {tiny_pipeline.killed_at_checkpoint} and max(steps) == STEPS
+
+
+def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):
+    logs_before = sorted((tiny_pipeline.work / "logs").iterdir())
+    run = run_workload(maxtext_python, tiny_pipeline.config, tiny_pipeline.work, tiny_pipeline.out)
+    assert run.returncode == 0
+    assert run.phases("skipped") == ALL_PHASES and run.phases("start") == []
+    assert sorted((tiny_pipeline.work / "logs").iterdir()) == logs_before  # no subprocess was started
+    assert run.summary["logs"] == [] and run.seconds < 30
+    assert run.summary["final_step"] == STEPS and run.summary["verify"]["ok"]
+
+
+def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outputs(tiny_pipeline, maxtext_python,
+                                                                                   tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(tiny_pipeline.work, work, symlinks=True)
+    (work / "markers" / "export.json").unlink()  # as if the export had never run
+    data = list(work.glob(f"gemma3-4b/post-train/*/checkpoints/{STEPS}/model_params/ocdbt.process_0/d/*"))
+    assert data
+    for path in data:  # same sizes, garbage bytes: only reading the checkpoint can tell
+        path.write_bytes(b"\0" * path.stat().st_size)
+    run = run_workload(maxtext_python, tiny_pipeline.config, work, tmp_path / "out", "--until", "export")
+    assert run.returncode == 1
+    summary = run.summary
+    assert summary["ok"] is False and summary["failed_step"] == "export"
+    assert "\n" not in summary["error"] and re.match(r"^[\w.]*(Error|Exception)", summary["error"])
+    error = next(e for e in run.events if e["event"] == "error")
+    assert error["cause"] == summary["error"] and error["tail"] and error["log"].startswith(str(work / "logs"))
+    assert run.phases("skipped") == ["assets", "convert", "train"]
+    assert not (work / "markers" / "export.json").exists()
+    assert (work / "markers" / "train.json").exists() and latest_checkpoint(work) == STEPS
+    assert (work / "gemma3-4b" / "mt-format" / "0" / "items").is_dir()
