@@ -8,6 +8,7 @@ The user is root (the tests run as root); the authorised key file lives in the t
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pwd
 import select
@@ -39,6 +40,12 @@ def keygen(path: Path) -> Path:
         stale.unlink(missing_ok=True)
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tpu-sft-test", "-f", str(path)], check=True)
     return path
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the starting thread ends (even killed), so no server outlives the
+    tests. Start servers from the main thread."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def free_port(address: str) -> int:
@@ -107,7 +114,8 @@ class Sshd:
         cfg = self._write_config()
         log = open(self.log_path, "ab")
         start_size = self.log_path.stat().st_size
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log)
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log,
+                                     preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -117,16 +117,23 @@ def test_follow_gives_up_at_its_deadline_and_says_where_to_resume(private_host, 
         jobs.cancel(conn, "orphan", grace_s=1)
 
 
-def test_wait_for_ssh_until_the_server_comes_up(private_host, scratch):
+def test_wait_for_ssh_until_the_server_comes_up(private_host, scratch, caplog):
+    caplog.set_level(logging.INFO, "remote")
     target = private_host.target(scratch / "state", connect_timeout=0.5)
     private_host.sshd.stop()
-    timer = threading.Timer(1.0, private_host.sshd.start)
-    timer.start()
-    start = time.monotonic()
-    with wait_for_ssh(target, deadline_s=15, first_backoff_s=0.1, max_backoff_s=0.3):
-        elapsed = time.monotonic() - start
-    timer.join()
-    assert 0.9 < elapsed < 5.0
+    outcome = {}
+
+    def waiter():
+        start = time.monotonic()
+        with wait_for_ssh(target, deadline_s=15, first_backoff_s=0.1, max_backoff_s=0.3):
+            outcome["elapsed"] = time.monotonic() - start
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    wait_until(lambda: caplog.text.count("waiting for SSH") >= 3, what="refused attempts")
+    private_host.sshd.start()  # from this thread: sshd dies with the thread that started it
+    thread.join(10)
+    assert 0.2 < outcome["elapsed"] < 5.0
 
 
 def test_wait_for_ssh_on_a_blackholed_host_stops_at_the_deadline(sshd_host, scratch, make_proxy):
