@@ -5,18 +5,20 @@ rate-limited: at most one every `step_interval` seconds, plus the last step of e
 Every MaxText subprocess's full raw log stays in `<work>/logs/`. All events carry `event` and `t` (Unix
 time, seconds); the others:
 
-    {"event": "phase", "phase": P, "status": "start"}
+    {"event": "phase", "phase": P, "status": "start", "reason": "not done yet" | "its inputs changed" | …}
     {"event": "phase", "phase": P, "status": "done", "seconds": S, ...step facts}
     {"event": "phase", "phase": P, "status": "skipped", "reason": "done with the same inputs", ...step facts}
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed them
+     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed
+                                                                them; null when not finite (NaN/inf loss)
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 
-P is one of assets (tiny profile only), convert, train, export, verify, keep. Lines are at most a few KB:
-the tail is capped in lines and characters.
+P is one of assets (tiny profile only), convert, train, export, verify, keep; an error before any step
+(bad settings, unreadable token file, work dir in use by another runner) has phase "setup". Lines are at
+most a few KB: the tail is capped in lines and characters.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ class StepProgress:
         for key in ("loss", "step_seconds", "tokens_per_s_per_device"):
             value = record.get(key)
             if value is not None:
-                fields[key] = value if math.isfinite(value) else str(value)
+                fields[key] = value if math.isfinite(value) else None  # JSON has no NaN; null says "not finite"
         seconds = record.get("step_seconds")
         if seconds is not None and not self._first_of_attempt:
             self._times.append(seconds)

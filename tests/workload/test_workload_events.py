@@ -35,10 +35,11 @@ def test_other_lines_are_not_steps():
     assert parse_step("completed step: x\n") is None
 
 
-def test_nan_loss_is_parsed_and_reported_as_text():
+def test_nan_loss_is_parsed_and_reported_as_null():
     record = parse_step("completed step: 3, seconds: 1.0, loss: nan, lm_loss: 0.000\n")
     assert record["step"] == 3 and record["loss"] != record["loss"]
-    assert StepProgress(10).fields(record)["loss"] == "nan"
+    fields = StepProgress(10).fields(record)
+    assert fields["loss"] is None and json.loads(json.dumps(fields, allow_nan=False))["step"] == 3
 
 
 def test_failure_cause_is_the_last_exception_line():
