@@ -81,7 +81,7 @@ def latest_checkpoint(layout: Layout) -> int | None:
         names = os.listdir(layout.checkpoints_dir)
     except FileNotFoundError:
         return None
-    steps = [int(n) for n in names if n.isdigit() and os.path.isdir(os.path.join(layout.trained_params(int(n))))]
+    steps = [int(n) for n in names if n.isdigit() and os.path.isdir(layout.trained_params(int(n)))]
     return max(steps, default=None)
 
 
