@@ -1,7 +1,8 @@
 """The runner's progress stream: one JSON object per stdout line, parsed from MaxText/Tunix output.
 
 A caller (the remote CLI over SSH, a Pulumi `local.Command`) keeps the whole stdout, so step events are
-rate-limited: at most one every `step_interval` seconds, plus the last step of each training attempt.
+bounded: at most one every `step_interval` seconds and one per 1% of the steps, plus the last step of each
+training attempt — a few hundred lines at most, however long the run.
 Every MaxText subprocess's full raw log stays in `<work>/logs/`. All events carry `event` and `t` (Unix
 time, seconds); the others:
 
@@ -110,6 +111,7 @@ class Events:
         self._interval = step_interval
         self._clock = clock
         self._last_step_at: float | None = None
+        self._last_step = 0
         self._pending: dict[str, Any] | None = None
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -118,10 +120,14 @@ class Events:
         self._out.flush()
 
     def step(self, phase: str, fields: dict[str, Any]) -> None:
-        """Emit now if the last step event is old enough; otherwise keep it for `flush_steps`."""
+        """Emit now if the last step event is old and far enough behind; otherwise keep it for
+        `flush_steps`. `fields` holds `step` and `steps` (the total)."""
         now = self._clock()
-        if self._last_step_at is None or now - self._last_step_at >= self._interval:
-            self._last_step_at = now
+        min_gap = math.ceil(fields["steps"] / 100)
+        if self._last_step_at is None or (
+            now - self._last_step_at >= self._interval and fields["step"] - self._last_step >= min_gap
+        ):
+            self._last_step_at, self._last_step = now, fields["step"]
             self._pending = None
             self.emit("step", phase=phase, **fields)
         else:
@@ -131,5 +137,5 @@ class Events:
         """The last step always reaches the stream (called when a training attempt ends)."""
         if self._pending is not None:
             pending, self._pending = self._pending, None
-            self._last_step_at = self._clock()
+            self._last_step_at, self._last_step = self._clock(), pending["step"]
             self.emit("step", **pending)

@@ -75,7 +75,7 @@ def test_step_events_are_rate_limited_and_the_last_step_is_always_emitted():
     events = Events(out, step_interval=5.0, clock=clock)
     for step in range(1, 101):
         clock.now = step * 0.5  # two steps a second for 50 s
-        events.step("train", {"step": step})
+        events.step("train", {"step": step, "steps": 100})
     events.flush_steps()
     steps = [json.loads(line)["step"] for line in out.getvalue().splitlines()]
     assert steps[0] == 1 and steps[-1] == 100
@@ -89,3 +89,14 @@ def test_every_event_is_one_json_object_per_line_with_event_and_time():
     (line,) = out.getvalue().splitlines()
     record = json.loads(line)
     assert record["event"] == "phase" and isinstance(record["t"], float)
+
+
+def test_a_long_run_emits_at_most_about_a_hundred_step_events():
+    out, clock = io.StringIO(), FakeClock()
+    events = Events(out, step_interval=5.0, clock=clock)
+    for step in range(1, 20_001):
+        clock.now = step * 10.0  # slow steps: the time bound alone would emit every one
+        events.step("train", {"step": step, "steps": 20_000})
+    events.flush_steps()
+    steps = [json.loads(line)["step"] for line in out.getvalue().splitlines()]
+    assert len(steps) <= 102 and steps[-1] == 20_000
