@@ -25,9 +25,6 @@ OWN_INPUTS: dict[str, tuple[str, ...]] = {
     "export": (),  # export, verify and keep read only what training produced
 }
 
-# The workload step each phase runs up to (`python -m workload run --until …`).
-WORKLOAD_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
-
 
 def phase_inputs(pipeline: PipelineConfig) -> dict[str, dict[str, Any]]:
     """For each phase, the settings whose change must re-run it, with their values."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from invoke.exceptions import UnexpectedExit
 
-from remote import group, jobs
+from remote import group, jobs, phase
 from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
 from remote.connection import connect, run
 from remote.errors import (
@@ -331,7 +331,48 @@ def _fetch(args) -> int:
     return EXIT_OK
 
 
-VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch)
+# ---- phase
+def _add_phase(verbs, common) -> None:
+    p = _verb(verbs, "phase", common, "Run one pipeline phase on the VM and follow it to the end.",
+              "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText; convert, train and export\n"
+              "(export includes verify and keep) ship workload/ to the host and run it as a detached job, printing\n"
+              "one line of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
+              "running the same phase again re-attaches to it, and a finished one is not run again.\n"
+              f"Needs ${phase.PIPELINE_ENV} (the pipeline settings as JSON) and the target; optional\n"
+              f"${phase.WORK_DIR_ENV} (default {phase.DEFAULT_WORK_DIR}), ${phase.OUTPUT_DIR_ENV} (default\n"
+              f"{phase.DEFAULT_OUTPUT_DIR}), ${phase.BOOTSTRAP_SPEC_ENV} (a bootstrap spec replacing the seed's\n"
+              "install), $HF_TOKEN (stored on the host in a 0600 file; never on a command line).\n"
+              "Leaves on the host: <state_dir>/code, jobs/, runs/, secrets/; the work and output directories.")
+    p.add_argument("phase", choices=phase.PHASES)
+    p.set_defaults(func=_phase)
+
+
+def _phase(args) -> int:
+    request = phase.PhaseRequest.from_env(args.phase, target_from(args), os.environ)
+    return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
+
+
+# ---- put-secret
+def _add_put_secret(verbs, common) -> None:
+    p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
+              "The value travels over SFTP only (never a command line, never a log) into\n"
+              "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
+    p.add_argument("name", choices=(phase.TOKEN_NAME,))
+    p.set_defaults(func=_put_secret)
+
+
+def _put_secret(args) -> int:
+    value = sys.stdin.read().strip()
+    if not value:
+        raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
+    with connect(target_from(args)) as conn:
+        path = phase.write_secret(conn, args.name, value)
+    print(f"stored {args.name} on {conn.host} at {path} (mode 0600)")
+    return EXIT_OK
+
+
+VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch,
+         _add_phase, _add_put_secret)
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The post-deploy tasks: one command per phase, chained, re-run exactly when their inputs change."""
 
 import json
+import socket
 
 import pytest
 
@@ -98,3 +99,30 @@ def _triggers(mock_stack, overrides):
 def test_change_table(mock_stack, change, rerun):
     before, after = _triggers(mock_stack, {}), _triggers(mock_stack, change)
     assert {phase for phase in PHASES if before[phase] != after[phase]} == rerun
+
+
+def test_unchanged_config_declares_identical_commands(mock_stack):
+    """Pulumi re-runs a command only when its inputs differ: same config, no phase runs, no SSH at all."""
+    first, second = phases(mock_stack()), phases(mock_stack())
+    for phase in PHASES:
+        assert first[phase].inputs == second[phase].inputs
+
+
+def test_preview_connects_to_nothing(mock_stack, monkeypatch):
+    attempts = []
+
+    def refuse(sock, address):
+        attempts.append(address)
+        raise OSError("no network in a preview")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    stack = mock_stack()
+    assert phases(stack)  # the whole program ran
+    assert attempts == []
+
+
+def test_phase_names_match_the_remote_cli():
+    from remote.phase import PHASES as REMOTE_PHASES
+
+    assert REMOTE_PHASES == PHASES

@@ -1,0 +1,81 @@
+"""python -m rehearsal: the whole `pulumi up` path on this machine, with a tiny model and no cloud.
+
+  1. evaluates the real Pulumi program with rehearsal/Pulumi.rehearsal.yaml under the Pulumi SDK's mock
+     engine, and takes the post-deploy commands it declares (what `pulumi up` would run);
+  2. starts a throwaway sshd on 127.0.0.1 as the VM, with its own host and user keys;
+  3. runs those commands in order as pulumi-command would: bootstrap → convert → train → export (export
+     includes verify and keep), printing their live progress;
+  4. prints where the model, the loss curve and the manifest are, stops the sshd and deletes its keys.
+
+Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/rehearse makes both.
+Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
+and logs); the sshd and its keys are gone.
+Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped.
+Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from rehearsal.local_host import MAXTEXT_VENV, LocalHost
+from rehearsal.run import execute, record
+from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
+
+CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path("runs/rehearsal"), help="where the run lives (default runs/rehearsal)")
+    parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
+    args = parser.parse_args(argv)
+    if not (MAXTEXT_VENV / "bin" / "python").exists():
+        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr)
+        return 2
+    if args.steps is not None and args.steps < 1:
+        print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
+        return 2
+    directory = args.dir.resolve()
+    started = time.monotonic()
+    host = LocalHost.start(directory / "vm")
+    try:
+        overrides = {"tpu-sft:sshUser": host.user, "tpu-sft:sshPublicKeyPath": str(host.public_key_path)}
+        if args.steps is not None:
+            overrides["tpu-sft:steps"] = str(args.steps)
+        _, commands = record(CONFIG, overrides)
+        extra_env = {
+            BOOTSTRAP_SPEC_ENV: host.bootstrap_spec(),
+            WORK_DIR_ENV: str(directory / "scratch"),
+            OUTPUT_DIR_ENV: str(directory / "disk"),
+        }
+        summary: dict = {}
+        for command in commands:
+            print(f"\n=== {command.name}: {command.create}", flush=True)
+            target = host.target(json.loads(command.environment["TPU_SFT_TARGET"]))
+            done = execute(command, {**extra_env, "TPU_SFT_TARGET": json.dumps(target)})
+            if done.returncode != 0:
+                print(f"\nrehearsal: {command.name} failed (exit {done.returncode}); its output is above. "
+                      f"Fix what it names and run the rehearsal again: finished work is not redone.", file=sys.stderr)
+                return 1
+            summary = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        host.stop()
+    print(f"\nrehearsal done in {time.monotonic() - started:.0f} s")
+    print(f"  model:      {summary.get('kept_dir')}")
+    print(f"  loss curve: {Path(summary.get('kept_dir', '')) / 'loss.png'}")
+    print(f"  manifest:   {summary.get('manifest')}")
+    verify = summary.get("verify") or {}
+    print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; "
+          f"verify {'passed' if verify.get('ok') else 'FAILED'}: {verify.get('model_class')} generated "
+          f"{json.dumps(verify.get('generated_text'))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

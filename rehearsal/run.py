@@ -1,0 +1,95 @@
+"""Record what `pulumi up` would run, then run it the way pulumi-command does.
+
+`record` evaluates the real program (__main__.py) under the Pulumi SDK's mock engine and returns its
+post-deploy commands in dependency order. `execute` runs one like pulumi-command's local provider:
+`/bin/sh -c CREATE` in the project directory, with this process's environment plus the command's own, the
+`stdin` piped in, stdout and stderr captured (and echoed live, as `pulumi up` shows them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rehearsal.engine import ROOT, Declared, Stack, run_program, stack_config
+
+COMMAND = "command:local:Command"
+
+
+@dataclass
+class Recorded:
+    name: str
+    create: str
+    environment: dict[str, str]
+    stdin: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, declared: Declared) -> "Recorded":
+        stdin = declared.inputs.get("stdin")
+        if isinstance(stdin, dict):  # a secret: the engine hands the provider its plain value
+            stdin = stdin["value"]
+        return cls(declared.name, declared.inputs["create"], dict(declared.inputs.get("environment", {})), stdin)
+
+
+@dataclass
+class Executed:
+    name: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def record(config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()) -> tuple[Stack, list[Recorded]]:
+    stack = run_program({**stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
+    commands = _in_dependency_order(stack.of_type(COMMAND))
+    return stack, [Recorded.of(c) for c in commands]
+
+
+def _in_dependency_order(commands: list[Declared]) -> list[Declared]:
+    by_urn = {c.urn: c for c in commands}
+    done: list[Declared] = []
+    while len(done) < len(commands):
+        ready = [c for c in commands if c not in done and all(d not in by_urn or by_urn[d] in done for d in c.dependencies)]
+        if not ready:
+            raise RuntimeError("the post-deploy commands depend on each other in a cycle")
+        done.extend(ready)
+    return done
+
+
+def start(command: Recorded, extra_env: dict[str, str]) -> subprocess.Popen:
+    """Launch `command` as pulumi-command does; its stdin is already written and closed."""
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", command.create], cwd=ROOT, env={**os.environ, **command.environment, **extra_env},
+        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    proc.stdin.write(command.stdin or "")
+    proc.stdin.close()
+    return proc
+
+
+def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) -> Executed:
+    """Run `command` to the end, echoing its output live as `pulumi up` shows it."""
+    started = time.monotonic()
+    proc = start(command, extra_env)
+    streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
+
+    def pump(name: str, source, sink) -> None:
+        for line in source:
+            streams[name].append(line)
+            if echo:
+                sink.write(line)
+                sink.flush()
+
+    pumps = [threading.Thread(target=pump, args=("stdout", proc.stdout, sys.stdout)),
+             threading.Thread(target=pump, args=("stderr", proc.stderr, sys.stderr))]
+    for t in pumps:
+        t.start()
+    for t in pumps:
+        t.join()
+    return Executed(command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]), time.monotonic() - started)

@@ -1,0 +1,148 @@
+"""A throwaway OpenSSH server on loopback: the rehearsal's stand-in for the VM, and the remote tests' host.
+
+Debian's /usr/sbin/sshd in the foreground with its own ed25519 host key and config in a private directory,
+on a port picked free at start (other servers may run on this machine), logging in whoever owns the
+authorised key file it is given. It dies with the thread that started it, so none outlives its user.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+SSHD = "/usr/sbin/sshd"
+
+
+def keygen(path: Path) -> Path:
+    for stale in (path, Path(f"{path}.pub")):
+        stale.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "tpu-sft-test", "-f", str(path)], check=True)
+    return path
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the starting thread ends (even killed), so no server outlives the
+    tests. Start servers from the main thread."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def free_port(address: str) -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class UserKey:
+    private: Path
+    authorized_keys: Path
+
+
+def make_user_key(directory: Path) -> UserKey:
+    directory.mkdir(parents=True, exist_ok=True)
+    private = keygen(directory / "id_ed25519")
+    authorized = directory / "authorized_keys"
+    authorized.write_text(Path(f"{private}.pub").read_text())
+    return UserKey(private, authorized)
+
+
+class Sshd:
+    """One sshd listening on `address`; `stop`/`start` keep the port, `kill_sessions` drops connections."""
+
+    def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1"):
+        if not os.path.exists(SSHD):
+            raise RuntimeError(f"{SSHD} is missing: run scripts/install-sshd (installs Debian's openssh-server)")
+        self.dir, self.user_key, self.address = directory, user_key, address
+        directory.mkdir(parents=True, exist_ok=True)
+        self.host_key = keygen(directory / "ssh_host_ed25519_key")
+        self.log_path = directory / "sshd.log"
+        self.port = 0
+        self.proc: subprocess.Popen | None = None
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
+
+    @property
+    def known_hosts_line(self) -> str:
+        kind, key = Path(f"{self.host_key}.pub").read_text().split()[:2]
+        return f"[{self.address}]:{self.port} {kind} {key}\n"
+
+    def _write_config(self) -> Path:
+        cfg = self.dir / "sshd_config"
+        cfg.write_text(
+            f"Port {self.port}\nListenAddress {self.address}\nHostKey {self.host_key}\nPidFile none\n"
+            f"AuthorizedKeysFile {self.user_key.authorized_keys}\nStrictModes no\nUsePAM no\nMaxStartups 200\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "PubkeyAuthentication yes\nSubsystem sftp internal-sftp\nPrintMotd no\nLogLevel INFO\n"
+        )
+        return cfg
+
+    def start(self, port: int | None = None) -> "Sshd":
+        """Start on `port`, on the port it had before, or on a free one (retrying if another process wins it)."""
+        if port or self.port:
+            self.port = port or self.port
+            if self._launch():
+                return self
+            raise RuntimeError(f"sshd would not start on {self.address}:{self.port}; see {self.log_path}")
+        for _ in range(10):
+            self.port = free_port(self.address)
+            if self._launch():
+                return self
+        raise RuntimeError(f"sshd would not start on {self.address}; see {self.log_path}")
+
+    def _launch(self) -> bool:
+        cfg = self._write_config()
+        log = open(self.log_path, "ab")
+        start_size = self.log_path.stat().st_size
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log,
+                                     preexec_fn=_die_with_parent)
+        log.close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            text = self.log_path.read_bytes()[start_size:].decode(errors="replace")
+            if f"Server listening on {self.address} port {self.port}" in text:
+                return True
+            if self.proc.poll() is not None:
+                return False
+            time.sleep(0.01)
+        self.proc.kill()
+        self.proc.wait()
+        return False
+
+    def session_pids(self) -> list[int]:
+        """The per-connection sshd processes (children of the listener)."""
+        if self.proc is None:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                    pids.append(int(entry))
+        return pids
+
+    def kill_sessions(self) -> int:
+        pids = self.session_pids()
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(pids)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill_sessions()
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")
