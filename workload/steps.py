@@ -13,13 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix
+from workload import commands, export_fix, hf_token
 from workload.accelerators import ACCELERATORS
 from workload.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
 from workload.fingerprint import manifest
 from workload.layout import Layout
 from workload.proc import StepFailed, run_logged
+from workload.tensorboard_redact import redact_event_files
 
 
 @dataclass
@@ -108,7 +109,10 @@ def train(ctx: Context) -> Outcome:
     if start_step != steps:
         if start_step is not None:
             ctx.events.emit("resume", phase="train", from_step=start_step)
-        _train_attempt(ctx)
+        try:
+            _train_attempt(ctx)
+        finally:  # a failed or killed attempt's event files too: the next step keeps them
+            redact_event_files(layout.tensorboard_dir, ctx.base_env.get(hf_token.ENV))
     final = latest_checkpoint(layout)
     if final != steps:
         raise StepFailed(f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
