@@ -1,0 +1,40 @@
+"""The one real `pulumi up` the end-to-end tests share (it runs the tiny pipeline: minutes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rehearsal.__main__ import CONFIG
+from rehearsal.local_host import MAXTEXT_VENV, LocalHost
+from rehearsal.run import execute, record
+from tests.e2e.pulumi_up import TOKEN, PsSampler, PulumiUp, kill_follower_mid_training
+
+
+@pytest.fixture(scope="session")
+def pulumi_up(tmp_path_factory) -> PulumiUp:
+    if not (MAXTEXT_VENV / "bin" / "python").exists():
+        pytest.fail(f"{MAXTEXT_VENV} is missing: run scripts/maxtext-venv (scripts/test does)")
+    directory = tmp_path_factory.mktemp("pulumi-up")
+    host = LocalHost.start(directory / "vm")
+    sampler = PsSampler()
+    sampler.start()
+    try:
+        overrides = {
+            "tpu-sft:sshUser": host.user,
+            "tpu-sft:sshPublicKeyPath": str(host.public_key_path),
+            "tpu-sft:hfToken": TOKEN,
+        }
+        stack, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfToken",))
+        up = PulumiUp(host, directory, stack, commands)
+        for command in commands:
+            if command.name == up.phase("train"):
+                kill_follower_mid_training(up, command)
+            done = execute(command, up.env(command), echo=False)
+            assert done.returncode == 0, f"{command.name}:\n{done.stdout}\n{done.stderr[-4000:]}"
+            up.first[command.name] = done
+        up.second = {c.name: execute(c, up.env(c), echo=False) for c in commands}
+    finally:
+        sampler.stop()
+        host.stop()
+    up.ps_samples = sampler.samples
+    return up

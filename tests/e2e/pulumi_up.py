@@ -1,0 +1,83 @@
+"""One `pulumi up`, for real: the post-deploy commands the program declares under the mock engine, executed in
+order against a throwaway local sshd with the tiny profile, exactly as pulumi-command runs them. The train
+phase's follower is killed mid-run and the same command run again (an interrupted `pulumi up`); then every
+command is run a second time (a `pulumi up` with nothing changed). A recognisable fake HF token is configured
+as a secret throughout, and `ps -eo args` is sampled all along."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rehearsal.engine import Stack
+from rehearsal.local_host import LocalHost
+from rehearsal.run import Executed, Recorded, start
+from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
+
+TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it should not be
+
+
+class PsSampler(threading.Thread):
+    """Every process's command line, sampled until stopped: where a secret on a command line would show."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.samples: list[str] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        while not self.halt.wait(0.2):
+            self.samples.append(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+
+
+@dataclass
+class PulumiUp:
+    host: LocalHost
+    directory: Path
+    stack: Stack
+    commands: list[Recorded]
+    first: dict[str, Executed] = field(default_factory=dict)
+    interrupted_output: str = ""
+    train_job_before_kill: str = ""
+    second: dict[str, Executed] = field(default_factory=dict)
+    ps_samples: list[str] = field(default_factory=list)
+
+    def phase(self, name: str) -> str:
+        return next(c.name for c in self.commands if c.name.endswith(f"-{name}"))
+
+    def env(self, command: Recorded) -> dict[str, str]:
+        target = self.host.target(json.loads(command.environment["TPU_SFT_TARGET"]))
+        return {
+            "TPU_SFT_TARGET": json.dumps(target),
+            BOOTSTRAP_SPEC_ENV: self.host.bootstrap_spec(),
+            WORK_DIR_ENV: str(self.directory / "scratch"),
+            OUTPUT_DIR_ENV: str(self.directory / "disk"),
+        }
+
+    def job_dirs(self) -> list[str]:
+        return sorted(p.name for p in (self.host.state_dir / "jobs").iterdir() if not p.name.startswith("."))
+
+
+def kill_follower_mid_training(up: PulumiUp, command: Recorded) -> None:
+    """Start the train command, and SIGKILL it (Ctrl-C, a laptop asleep) once training reports a step."""
+    proc = start(command, up.env(command))
+    drained: list[str] = []
+    threading.Thread(target=lambda: drained.extend(proc.stderr), daemon=True).start()
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("train: job "):
+            up.train_job_before_kill = line.split()[2]
+        if line.startswith("train step "):
+            proc.kill()
+            break
+    proc.wait()
+    up.interrupted_output = "".join(seen) + "".join(drained)
+    assert up.train_job_before_kill, up.interrupted_output

@@ -1,0 +1,81 @@
+"""What `pulumi up` would run actually runs, re-attaches after an interruption, redoes nothing the second
+time, and never shows the HF token."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from rehearsal.engine import plain
+from tests.e2e.pulumi_up import TOKEN
+
+
+def _summary(executed) -> dict:
+    return json.loads(executed.stdout.strip().splitlines()[-1])
+
+
+def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
+    names = [c.name.rsplit("-", 1)[1] for c in pulumi_up.commands]
+    assert names == ["token", "bootstrap", "convert", "train", "export"]
+    export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    assert export["ok"] is True
+    assert export["final_step"] == 20  # the rehearsal stack's steps
+    assert export["verify"]["ok"] is True
+    kept = Path(export["kept_dir"])
+    assert kept.is_relative_to(pulumi_up.directory / "disk")  # on the data disk, not the scratch
+    assert (kept / "loss.png").stat().st_size > 0
+    assert (kept / "hf-model" / "config.json").exists()
+
+
+def test_progress_is_shown_while_a_phase_runs(pulumi_up):
+    train = pulumi_up.first[pulumi_up.phase("train")].stdout
+    assert "▶ train" in train or "train step " in train
+    assert "train step " in pulumi_up.interrupted_output + train
+    assert "loss " in pulumi_up.interrupted_output + train
+
+
+def test_interrupted_train_is_reattached_not_restarted(pulumi_up):
+    job = pulumi_up.train_job_before_kill
+    resumed = pulumi_up.first[pulumi_up.phase("train")].stdout
+    assert f"train: job {job} on 127.0.0.1 (running)" in resumed
+    assert [d for d in pulumi_up.job_dirs() if d.startswith("train-")] == [job]
+    log = (pulumi_up.host.state_dir / "jobs" / job / "log").read_text()
+    starts = [e for e in map(json.loads, log.splitlines()) if e.get("phase") == "train" and e.get("status") == "start"]
+    assert len(starts) == 1  # one training run, followed twice
+
+
+def test_second_up_redoes_nothing(pulumi_up):
+    jobs_after_first = pulumi_up.job_dirs()
+    bootstrap = pulumi_up.second[pulumi_up.phase("bootstrap")]
+    assert "already installed" in bootstrap.stdout
+    for phase in ("convert", "train", "export"):
+        again = pulumi_up.second[pulumi_up.phase(phase)]
+        assert again.returncode == 0
+        assert f"{phase}: job {phase}-" in again.stdout and "on 127.0.0.1 (succeeded)" in again.stdout
+        assert _summary(again) == _summary(pulumi_up.first[pulumi_up.phase(phase)])
+        assert again.seconds < 30
+    assert pulumi_up.job_dirs() == jobs_after_first  # no new job was started
+
+
+def test_token_reaches_the_host_only_as_a_0600_file(pulumi_up):
+    secret = pulumi_up.host.state_dir / "secrets" / "hf_token"
+    assert secret.read_text() == TOKEN
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+
+
+def test_token_appears_nowhere_else(pulumi_up):
+    outputs = [pulumi_up.interrupted_output] + [
+        e.stdout + e.stderr for e in (*pulumi_up.first.values(), *pulumi_up.second.values())
+    ]
+    assert not [o for o in outputs if TOKEN in o], "a command printed the token"
+    assert not [s for s in pulumi_up.ps_samples if TOKEN in s], "the token was on a command line"
+    assert len(pulumi_up.ps_samples) > 100  # sampled all through the run
+    readable = [r.inputs for r in pulumi_up.stack.resources]
+    assert TOKEN not in json.dumps([plain(i) for i in readable]), "the token is in plain stack state"
+    files = [  # logs, job scripts, scratch, the kept model; not the linked MaxText venv
+        Path(root, name) for root, _, names in os.walk(pulumi_up.directory) for name in names if name != "hf_token"
+    ]
+    leaking = [p for p in files if p.is_file() and TOKEN.encode() in p.read_bytes()]
+    assert leaking == [], f"the token is in {leaking}"
