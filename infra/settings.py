@@ -8,7 +8,6 @@ naming the key, the problem and the fix.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from workload.config import (
     parse_int,
     parse_list,
     parse_pattern,
+    parse_structured,
     stack_key,
 )
 
@@ -116,14 +116,7 @@ def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
 def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     labels = {"app": "tpu-sft", "stack": stack.lower()}
     if raw is not None:
-        given = raw
-        if isinstance(raw, str):
-            try:
-                given = json.loads(raw)
-            except json.JSONDecodeError:
-                given = None
-        if not isinstance(given, dict):
-            raise ConfigError(stack_key("labels"), f"expected a JSON object, got {raw!r}", _fix("labels", "'{\"owner\": \"me\"}'"))
+        given = parse_structured("labels", raw, dict, '{"owner": "me"}')
         for k, v in given.items():
             if not _LABEL_KEY.match(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.match(v):
                 raise ConfigError(
@@ -147,8 +140,9 @@ def read_public_key(path_text: str) -> str:
             f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
             f"(or run `gcloud compute ssh` once), or {_fix('sshPublicKeyPath', '<path to a .pub>')}",
         )
-    text = path.read_text().strip()
-    if not path_text.endswith(".pub") or not _PUBLIC_KEY.match(text):
+    # Checked before reading: a private key given here by mistake is never read.
+    text = path.read_text().strip() if path_text.endswith(".pub") else ""
+    if not _PUBLIC_KEY.match(text):
         raise ConfigError(
             stack_key("sshPublicKeyPath"),
             f"{path} is not an OpenSSH public key (.pub)",

@@ -91,17 +91,22 @@ def parse_pattern(name: str, raw: Any, pattern: re.Pattern[str], what: str, exam
     return raw
 
 
-def parse_list(name: str, raw: Any, example: str) -> list[Any]:
-    """A list given natively or as JSON text (how `pulumi config set --path` and the CLI store it)."""
+def parse_structured(name: str, raw: Any, kind: type, example: str) -> Any:
+    """A list or object given natively or as JSON text (how the engine hands structured config to a program)."""
     value = raw
     if isinstance(raw, str):
         try:
             value = json.loads(raw)
         except json.JSONDecodeError:
             value = None
-    if not isinstance(value, list):
-        raise ConfigError(stack_key(name), f"expected a JSON list, got {raw!r}", _set_hint(name, f"'{example}'"))
+    if not isinstance(value, kind):
+        what = "list" if kind is list else "object"
+        raise ConfigError(stack_key(name), f"expected a JSON {what}, got {raw!r}", _set_hint(name, f"'{example}'"))
     return value
+
+
+def parse_list(name: str, raw: Any, example: str) -> list[Any]:
+    return parse_structured(name, raw, list, example)
 
 
 @dataclass(frozen=True)

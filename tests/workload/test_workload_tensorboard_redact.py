@@ -1,11 +1,8 @@
 """The HF token MaxText writes into TensorBoard event files is taken out, and the files stay readable."""
 
 import json
-import struct
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from workload.tensorboard_redact import crc32c, read_records, redact_event_files, write_record
 
