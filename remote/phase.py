@@ -28,7 +28,7 @@ from invoke.exceptions import UnexpectedExit
 
 from remote import jobs
 from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
-from remote.connection import Connection, connect, run
+from remote.connection import Connection, run
 from remote.errors import BadInput, RemoteError
 from remote.sync import push_tree
 from remote.target import Target
@@ -48,6 +48,7 @@ OUTPUT_DIR_ENV = "TPU_SFT_OUTPUT_DIR"
 DEFAULT_WORK_DIR = "/dev/shm/tpu-sft"  # fast scratch, as the seed; lost on reboot, hence the keep step
 DEFAULT_OUTPUT_DIR = "/mnt/tpu-sft-data/tpu-sft"  # the persistent data disk (infra/disk.py mounts it there)
 TOKEN_NAME = "hf_token"
+NEW_VM_DEADLINE_S = 600  # a VM just created by `pulumi up` may take minutes to answer SSH
 
 
 @dataclass(frozen=True)
@@ -95,10 +96,11 @@ class PhaseRequest:
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
     """Run one phase; progress lines then a JSON summary on `out`. Returns the exit code for the CLI."""
-    wait_for_ssh(request.target, deadline_s=600)
+    conn = wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S)
     if request.phase == "bootstrap":
+        conn.close()  # bootstrap connects to every host itself
         return _bootstrap(request, out)
-    with connect(request.target) as conn:
+    with conn:
         code_dir = f"{request.target.state_dir}/code"
         pushed = push_tree(conn, WORKLOAD_DIR, f"{code_dir}/workload")
         if pushed.uploaded:
