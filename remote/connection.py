@@ -70,6 +70,13 @@ class Connection(fabric.Connection):
                 "create it with the host's key (ssh-keyscan), or set trust_on_first_use where the link is already authenticated",
             )
 
+    def open_gateway(self):
+        """The ProxyCommand, with %h, %p, %r and %% expanded here: Fabric's own expansion parses a dummy
+        ssh_config without a Port line, so it turns %p into 22 whatever the target's port."""
+        tokens = {"h": self.host, "p": str(self.target.port), "r": self.target.user, "%": "%"}
+        command = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), self.target.gateway)
+        return paramiko.ProxyCommand(command)
+
     def open(self):
         if self.is_connected:
             return None

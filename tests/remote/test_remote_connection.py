@@ -1,7 +1,9 @@
 """Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
 
 import dataclasses
+import sys
 import time
+from pathlib import Path
 
 import paramiko
 import pytest
@@ -87,3 +89,19 @@ def test_command_timeout_on_a_link_that_dies_mid_session(target, make_proxy, tmp
     with pytest.raises(Unreachable):  # the channel-open timeout (1 s) or the command timeout (1.5 s)
         run(conn, "echo never")
     assert 0.9 < time.monotonic() - start < 4.0
+
+
+def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path, sshd_host):
+    """The IAP path: host is the instance name, which only the gateway command resolves (%h, %p)."""
+    record = tmp_path / "asked"
+    relay = Path(__file__).with_name("stdio_relay.py")
+    known = tmp_path / "known_hosts"
+    key_type, key = sshd_host.sshd.known_hosts_line.split()[1:3]
+    known.write_text(f"[tpu-sft-dev]:{target.port} {key_type} {key}\n")
+    via_gateway = dataclasses.replace(
+        target, host="tpu-sft-dev", known_hosts=str(known),
+        gateway=f"{sys.executable} {relay} {record} {sshd_host.sshd.address} %h %p",
+    )
+    with connect(via_gateway) as conn:
+        assert run(conn, "echo through the tunnel").stdout == "through the tunnel\n"
+    assert record.read_text() == f"tpu-sft-dev {target.port}\n"
