@@ -13,7 +13,7 @@ import os
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pulumi
 import yaml
@@ -72,6 +72,11 @@ class Stack:
 
 
 class _Mocks(pulumi.runtime.Mocks):
+    """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
+
+    def __init__(self, command_stdout: Mapping[str, str]):
+        self.command_stdout = command_stdout
+
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = dict(args.inputs)
         state.setdefault("name", args.name)
@@ -82,6 +87,8 @@ class _Mocks(pulumi.runtime.Mocks):
                     config["natIp"] = "203.0.113.7"
         if args.typ == "gcp:compute/disk:Disk":
             state["selfLink"] = f"https://compute/{args.name}"
+        if args.typ == "command:local:Command":
+            state["stdout"] = self.command_stdout.get(args.name.rsplit("-", 1)[1], "")
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
@@ -132,16 +139,19 @@ def run_program(
     stack: str = "dev",
     preview: bool = True,
     into: Stack | None = None,
+    command_stdout: Mapping[str, str] | None = None,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
+    `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports.
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    monitor = _RecordingMonitor(_Mocks(), recorded)
-    pulumi.runtime.set_mocks(_Mocks(), project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
+    mocks = _Mocks(command_stdout or {})
+    monitor = _RecordingMonitor(mocks, recorded)
+    pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.settings.set_root_resource(None)  # set_mocks made a finished one; run_in_stack makes ours
     runtime_config.set_all_config(dict(config), list(secret_keys))
     cwd = os.getcwd()

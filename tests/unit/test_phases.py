@@ -6,7 +6,7 @@ import socket
 import pytest
 
 from infra.phases import OWN_INPUTS, PHASES
-from rehearsal.engine import is_secret, plain
+from rehearsal.engine import is_secret, plain, run_program
 from workload.config import PipelineConfig
 
 COMMAND = "command:local:Command"
@@ -126,3 +126,18 @@ def test_phase_names_match_the_remote_cli():
     from remote.phase import PHASES as REMOTE_PHASES
 
     assert REMOTE_PHASES == PHASES
+
+
+def test_phase_summaries_become_stack_outputs(dev_config):
+    train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
+    export = {**train, "final_loss": 1.23, "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
+              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}}
+    stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train) + "\n",
+              "export": "✓ keep done in 3 s\n" + json.dumps(export) + "\n"}
+    outputs = run_program(dev_config, preview=False, command_stdout=stdout).outputs
+    assert outputs["finalStep"] == 1000
+    assert outputs["finalLoss"] == 1.23
+    assert outputs["trainedCheckpoint"] == "/dev/shm/ckpt/1000/model_params"
+    assert outputs["modelDir"] == "/mnt/tpu-sft-data/tpu-sft/run"
+    assert outputs["verify"] == {"ok": True}
+    assert outputs["chipHoursUsed"] == 1.37
