@@ -273,4 +273,16 @@ def from_pulumi() -> Settings:
 
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
-    return parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
+    settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
+    require_token_for_update(settings, is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
+    return settings
+
+
+def require_token_for_update(settings: Settings, *, is_update: bool, environ: Mapping[str, str]) -> None:
+    """Gemma is gated: an update that would train without a token fails here, before anything is created,
+    not at conversion time on a VM already billing. A preview needs none (CI previews have no token)."""
+    if is_update and settings.pipeline.profile == "full" and not settings.hf_token and not environ.get("HF_TOKEN"):
+        raise ConfigError(
+            stack_key("hfToken"), "is not set and $HF_TOKEN is empty, but the Gemma weights are gated",
+            "pulumi config set --secret tpu-sft:hfToken (or export HF_TOKEN before `pulumi up`)",
+        )

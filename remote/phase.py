@@ -106,6 +106,9 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
         if pushed.uploaded:
             print(f"shipped workload/ ({len(pushed.uploaded)} files changed)", file=out, flush=True)
         has_token = _place_token(conn, hf_token)
+        if not has_token and request.pipeline.profile == "full":
+            raise BadInput("no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
+                           "export HF_TOKEN, or pipe it into `python -m remote put-secret hf_token`")
         job_id, state = _claim(conn, request, code_dir, has_token)
     return _follow(request, job_id, state, out)
 

@@ -128,7 +128,8 @@ def test_phase_names_match_the_remote_cli():
     assert REMOTE_PHASES == PHASES
 
 
-def test_phase_summaries_become_stack_outputs(dev_config):
+def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/unit/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
     export = {**train, "final_loss": 1.23, "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
               "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}}

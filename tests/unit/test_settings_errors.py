@@ -86,3 +86,23 @@ def test_secret_token_is_accepted_and_only_travels_as_a_secret(mock_stack):
     assert TOKEN not in repr([plain(r.inputs) for r in stack.resources]) + repr(stack.outputs)
     (uploader,) = [r for r in stack.of_type("command:local:Command") if r.name.endswith("-hf-token")]
     assert is_secret(uploader.inputs["stdin"]) and uploader.inputs["stdin"]["value"] == TOKEN
+
+
+def test_an_update_without_any_token_stops_before_anything_is_created(dev_config, monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    declared = Stack()
+    with pytest.raises(RunError, match=r"^tpu-sft:hfToken: is not set and \$HF_TOKEN is empty"):
+        run_program(dev_config, preview=False, into=declared)
+    assert declared.resources == []
+    assert run_program(dev_config, preview=True).resources  # a preview (CI) needs no token
+
+
+@pytest.mark.parametrize("source", ["config", "environment"])
+def test_an_update_with_a_token_goes_ahead(dev_config, monkeypatch, source):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    if source == "environment":
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        stack = run_program(dev_config, preview=False)
+    else:
+        stack = run_program({**dev_config, SECRET: TOKEN}, secret_keys=(SECRET,), preview=False)
+    assert stack.of_type("gcp:compute/instance:Instance")
