@@ -13,7 +13,7 @@ from remote.errors import (
 )
 from ssh_testbed import free_port
 
-VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch")
+VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -108,3 +108,21 @@ def test_exit_codes(target, tmp_path, case, expected):
     result = cli(*args, target=t, env=env)
     assert result.returncode == expected, result.stderr
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_phase_without_a_token_stops_before_starting_a_job(target, scratch):
+    full = json.dumps({"profile": "full"})
+    result = cli("phase", "convert", target=target, env={"TPU_SFT_PIPELINE": full, "HF_TOKEN": ""})
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "no HF token on the host" in result.stderr and result.stderr.count("\n") <= 3
+    assert not (Path(target.state_dir) / "jobs").exists()
+
+
+def test_put_secret_stores_the_token_0600_without_printing_it(target, scratch):
+    token = "hf_" + "Cl1Put" * 6
+    stored = subprocess.run([sys.executable, "-m", "remote", "put-secret", "hf_token"], input=token, text=True,
+                            capture_output=True, cwd=REPO, env={**os.environ, "TPU_SFT_TARGET": target.to_json()})
+    assert stored.returncode == 0, stored.stderr
+    assert token not in stored.stdout + stored.stderr
+    secret = Path(target.state_dir) / "secrets" / "hf_token"
+    assert secret.read_text() == token and oct(secret.stat().st_mode & 0o777) == "0o600"
