@@ -110,7 +110,7 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
             raise BadInput("no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
                            "export HF_TOKEN, or pipe it into `python -m remote put-secret hf_token`")
         job_id, state = _claim(conn, request, code_dir, has_token)
-    return _follow(request, job_id, state, out)
+        return _follow(request, job_id, state, out, conn)
 
 
 def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
@@ -188,12 +188,12 @@ def _from_home(path: str) -> str:
     return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'
 
 
-def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO) -> int:
+def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO, conn: Connection) -> int:
     printer = ProgressPrinter(out, quiet=state.state == "succeeded")
     log_path = f"{jobs.job_dir(request.target, job_id)}/log"
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
           f"full log: {log_path if log_path.startswith('/') else '~/' + log_path}", file=out, flush=True)
-    code = jobs.follow(request.target, job_id, printer.line)
+    code = jobs.follow(request.target, job_id, printer.line, conn=conn)
     print(json.dumps(printer.summary or {"event": "summary", "ok": False, "error": "the job printed no summary"}),
           file=out, flush=True)
     return code
