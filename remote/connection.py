@@ -122,6 +122,8 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
                 "the link is already authenticated (IAP)"
             )
         line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        # The Pulumi program names a file per VM in a folder that may not exist yet.
+        os.makedirs(os.path.dirname(os.path.abspath(self.known_hosts)), mode=0o700, exist_ok=True)
         # Workers are reached in parallel: serialise appends so no line is torn or lost.
         with open(self.known_hosts, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)

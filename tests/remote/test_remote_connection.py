@@ -105,3 +105,11 @@ def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path
     with connect(via_gateway) as conn:
         assert run(conn, "echo through the tunnel").stdout == "through the tunnel\n"
     assert record.read_text() == f"tpu-sft-dev {target.port}\n"
+
+
+def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, sshd_host):
+    """What the Pulumi program asks for: a file per VM under .tpu-sft/known_hosts/, absent on a first `up`."""
+    known = tmp_path / ".tpu-sft" / "known_hosts" / "dev-1234567890"
+    with connect(dataclasses.replace(target, known_hosts=str(known), trust_on_first_use=True)) as conn:
+        run(conn, "true")
+    assert known.read_text() == sshd_host.sshd.known_hosts_line
