@@ -8,6 +8,7 @@ the CLI, except `state_dir`, which is on the host (relative paths are relative t
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
@@ -37,6 +38,11 @@ class Target:
 
     def __post_init__(self) -> None:
         _check_host("host", self.host)
+        # Local paths as a shell reads them: the Pulumi program passes "~/.ssh/…" so that stack state is the
+        # same on every machine, and neither paramiko nor open() expands "~".
+        for name in ("key_path", "known_hosts"):
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
         if not isinstance(self.user, str) or not _USER.match(self.user):
             raise TargetError("user", f"{self.user!r} is not a login name", 'set "user" to e.g. "ubuntu"')
         for name in ("key_path", "known_hosts"):

@@ -113,3 +113,17 @@ def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, ssh
     with connect(dataclasses.replace(target, known_hosts=str(known), trust_on_first_use=True)) as conn:
         run(conn, "true")
     assert known.read_text() == sshd_host.sshd.known_hosts_line
+
+
+def test_home_relative_key_and_known_hosts_paths(target, tmp_path, monkeypatch, sshd_host):
+    """The Pulumi program writes key_path as ~/.ssh/google_compute_engine: it must work as a shell would read it."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "google_compute_engine").write_bytes(Path(target.key_path).read_bytes())
+    (home / ".ssh" / "google_compute_engine").chmod(0o600)
+    (home / ".ssh" / "known").write_text(sshd_host.sshd.known_hosts_line)
+    monkeypatch.setenv("HOME", str(home))
+    tilde = dataclasses.replace(target, key_path="~/.ssh/google_compute_engine", known_hosts="~/.ssh/known")
+    assert tilde.key_path == f"{home}/.ssh/google_compute_engine"
+    with connect(tilde) as conn:
+        assert run(conn, "echo ok").stdout == "ok\n"
