@@ -46,7 +46,9 @@ BOOTSTRAP_SPEC_ENV = "TPU_SFT_BOOTSTRAP_SPEC"  # a BootstrapSpec JSON replacing 
 WORK_DIR_ENV = "TPU_SFT_WORK_DIR"
 OUTPUT_DIR_ENV = "TPU_SFT_OUTPUT_DIR"
 DEFAULT_WORK_DIR = "/dev/shm/tpu-sft"  # fast scratch, as the seed; lost on reboot, hence the keep step
-DEFAULT_OUTPUT_DIR = "/mnt/tpu-sft-data/tpu-sft"  # the persistent data disk (infra/disk.py mounts it there)
+DATA_DISK_MOUNT = "/mnt/tpu-sft-data"  # where the VM's startup script mounts the data disk (infra/disk.py)
+DEFAULT_OUTPUT_DIR = f"{DATA_DISK_MOUNT}/tpu-sft"
+MOUNT_WAIT_S = 300  # a first boot formats the disk before mounting it
 TOKEN_NAME = "hf_token"
 NEW_VM_DEADLINE_S = 600  # a VM just created by `pulumi up` may take minutes to answer SSH
 
@@ -109,6 +111,8 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
         if not has_token and request.pipeline.profile == "full":
             raise BadInput("no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
                            "export HF_TOKEN, or pipe it into `python -m remote put-secret hf_token`")
+        if request.phase == "export" and request.output_dir.startswith(DATA_DISK_MOUNT + "/"):
+            require_mounted(conn, DATA_DISK_MOUNT, MOUNT_WAIT_S)
         job_id, state = _claim(conn, request, code_dir, has_token)
         return _follow(request, job_id, state, out, conn)
 
@@ -131,6 +135,18 @@ def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
     }
     print(json.dumps(summary), file=out, flush=True)
     return 0 if not failed else 1
+
+
+def require_mounted(conn: Connection, path: str, wait_s: float) -> None:
+    """Keep writes to the data disk, not to the boot disk's empty mount point (lost with the VM): wait for
+    the startup script to mount it, or stop with what to check."""
+    polls = max(1, int(wait_s))
+    script = f"i=0; until mountpoint -q {shlex.quote(path)}; do [ $i -ge {polls} ] && exit 1; sleep 1; i=$((i+1)); done"
+    if run(conn, script, warn=True, timeout=wait_s + conn.target.command_timeout).exited != 0:
+        raise RemoteError(
+            f"{conn.host}: nothing is mounted at {path} after {wait_s:g} s, so the model would be kept on the "
+            "boot disk and lost with the VM; check the startup script (sudo journalctl -u google-startup-scripts)"
+        )
 
 
 def _place_token(conn: Connection, token: str | None) -> bool:

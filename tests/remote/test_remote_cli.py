@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,16 @@ def test_put_secret_stores_the_token_0600_without_printing_it(target, scratch):
     assert token not in stored.stdout + stored.stderr
     secret = Path(target.state_dir) / "secrets" / "hf_token"
     assert secret.read_text() == token and oct(secret.stat().st_mode & 0o777) == "0o600"
+
+
+def test_the_model_is_kept_only_on_a_mounted_data_disk(target, scratch):
+    from remote.connection import connect
+    from remote.errors import RemoteError
+    from remote.phase import require_mounted
+
+    with connect(target) as conn:
+        require_mounted(conn, "/proc", 1)  # a mount point: returns at once
+        started = time.monotonic()
+        with pytest.raises(RemoteError, match=f"nothing is mounted at {scratch} after 2 s"):
+            require_mounted(conn, str(scratch), 2)
+        assert 1.5 < time.monotonic() - started < 10

@@ -142,3 +142,10 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     assert outputs["modelDir"] == "/mnt/tpu-sft-data/tpu-sft/run"
     assert outputs["verify"] == {"ok": True}
     assert outputs["chipHoursUsed"] == 1.37
+
+
+def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
+    from infra.disk import MOUNT_POINT
+    from remote.phase import DATA_DISK_MOUNT, DEFAULT_OUTPUT_DIR
+
+    assert DATA_DISK_MOUNT == MOUNT_POINT and DEFAULT_OUTPUT_DIR.startswith(MOUNT_POINT + "/")
