@@ -71,7 +71,6 @@ class Settings:
     data_disk_size_gb: int = 100
     data_disk_type: str = "hyperdisk-balanced"
     keep_data_disk: bool = False
-    allow_data_disk_replace: bool = False  # read by the policy pack: a replaced data disk loses the kept model
     access: str = "iap"
     external_ip: bool = True  # as the seed: the VM's installs need egress; False needs Cloud NAT on the network
     ssh_source_ranges: tuple[str, ...] = (IAP_RANGE,)
@@ -217,8 +216,8 @@ def parse(
         values["data_disk_type"] = parse_choice("dataDiskType", get("dataDiskType"), DATA_DISK_TYPES)
     if get("keepDataDisk") is not None:
         values["keep_data_disk"] = parse_bool("keepDataDisk", get("keepDataDisk"))
-    if get("allowDataDiskReplace") is not None:
-        values["allow_data_disk_replace"] = parse_bool("allowDataDiskReplace", get("allowDataDiskReplace"))
+    if get("allowDataDiskReplace") is not None:  # validated here, read by the policy pack (policy/disk.py)
+        parse_bool("allowDataDiskReplace", get("allowDataDiskReplace"))
     if get("access") is not None:
         values["access"] = parse_choice("access", get("access"), ACCESS_PATHS)
     if get("externalIp") is not None:
