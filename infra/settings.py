@@ -27,6 +27,7 @@ from workload.config import (
     parse_list,
     parse_pattern,
     parse_structured,
+    set_hint,
     stack_key,
 )
 
@@ -87,21 +88,17 @@ class Settings:
         return self.ssh_public_key_path.removesuffix(".pub")
 
 
-def _fix(key: str, example: str) -> str:
-    return f"pulumi config set {stack_key(key)} {example}"
-
-
 def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
     key = "sshSourceRanges"
     ranges = parse_list(key, raw, f'["{IAP_RANGE}"]')
     if not ranges:
-        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", _fix(key, f"'[\"{IAP_RANGE}\"]'"))
+        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", set_hint(key, f"'[\"{IAP_RANGE}\"]'"))
     for cidr in ranges:
         try:
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
             raise ConfigError(
-                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", _fix(key, f"'[\"{IAP_RANGE}\"]'")
+                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", set_hint(key, f"'[\"{IAP_RANGE}\"]'")
             ) from None
         if network.prefixlen == 0 and not allow_anywhere:
             raise ConfigError(
@@ -137,7 +134,7 @@ def read_public_key(path_text: str) -> str:
             stack_key("sshPublicKeyPath"),
             f"{path} does not exist",
             f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
-            f"(or run `gcloud compute ssh` once), or {_fix('sshPublicKeyPath', '<path to a .pub>')}",
+            f"(or run `gcloud compute ssh` once), or {set_hint('sshPublicKeyPath', '<path to a .pub>')}",
         )
     # Checked before reading: a private key given here by mistake is never read.
     text = path.read_text().strip() if path_text.endswith(".pub") else ""
@@ -145,7 +142,7 @@ def read_public_key(path_text: str) -> str:
         raise ConfigError(
             stack_key("sshPublicKeyPath"),
             f"{path} is not an OpenSSH public key (.pub)",
-            _fix("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
+            set_hint("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
         )
     return text
 
@@ -198,7 +195,7 @@ def parse(
     if model == "RESERVATION_BOUND" and not reservation:
         raise ConfigError(
             stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
-            f"{_fix('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
+            f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
         )
     if model != "RESERVATION_BOUND" and reservation:
         raise ConfigError(
@@ -234,7 +231,7 @@ def parse(
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
     if not isinstance(key_path, str) or not key_path:
-        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}", _fix("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
+        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
     values["ssh_public_key_path"] = key_path
     if get("sshPublicKey") is not None:
         values["ssh_public_key"] = parse_pattern(
@@ -249,7 +246,7 @@ def parse(
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
     if model == "FLEX_START" and "max_run_hours" not in values:
         raise ConfigError(
-            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)", _fix("maxRunHours", "4")
+            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)", set_hint("maxRunHours", "4")
         )
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:

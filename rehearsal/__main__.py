@@ -24,7 +24,7 @@ from pathlib import Path
 
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import execute, record
-from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
+from infra.tasks import last_json_line
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
@@ -45,25 +45,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     host = LocalHost.start(directory / "vm")
     try:
-        overrides = {"tpu-sft:sshUser": host.user, "tpu-sft:sshPublicKeyPath": str(host.public_key_path)}
+        overrides = host.config_overrides()
         if args.steps is not None:
             overrides["tpu-sft:steps"] = str(args.steps)
         _, commands = record(CONFIG, overrides)
-        extra_env = {
-            BOOTSTRAP_SPEC_ENV: host.bootstrap_spec(),
-            WORK_DIR_ENV: str(directory / "scratch"),
-            OUTPUT_DIR_ENV: str(directory / "disk"),
-        }
         summary: dict = {}
         for command in commands:
             print(f"\n=== {command.name}: {command.create}", flush=True)
-            target = host.target(json.loads(command.environment["TPU_SFT_TARGET"]))
-            done = execute(command, {**extra_env, "TPU_SFT_TARGET": json.dumps(target)})
+            done = execute(command, host.environment(command.environment, directory))
             if done.returncode != 0:
                 print(f"\nrehearsal: {command.name} failed (exit {done.returncode}); its output is above. "
                       f"Fix what it names and run the rehearsal again: finished work is not redone.", file=sys.stderr)
                 return 1
-            summary = json.loads(done.stdout.strip().splitlines()[-1])
+            summary = last_json_line(done.stdout)
     finally:
         host.stop()
     print(f"\nrehearsal done in {time.monotonic() - started:.0f} s")

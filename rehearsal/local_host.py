@@ -13,8 +13,10 @@ import shlex
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from rehearsal.sshd import Sshd, make_user_key
+from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 MAXTEXT_VENV = REPO / ".maxtext-venv"
@@ -43,19 +45,30 @@ class LocalHost:
     def public_key_path(self) -> Path:
         return Path(f"{self.sshd.user_key.private}.pub")
 
-    def target(self, recorded: dict) -> dict:
-        """The recorded target, pointed at this sshd: the one thing that differs from a real VM."""
-        return {
-            **recorded,
+    def config_overrides(self) -> dict[str, str]:
+        """Stack settings that make the program's commands log in to this host, as the current user."""
+        return {"tpu-sft:sshUser": self.user, "tpu-sft:sshPublicKeyPath": str(self.public_key_path)}
+
+    def environment(self, recorded: Mapping[str, str], run_dir: Path) -> dict[str, str]:
+        """What a recorded command's environment gets on top to run here: its target pointed at this sshd (the
+        one thing that differs from a real VM), the local bootstrap, and scratch and data-disk folders."""
+        target = {
+            **json.loads(recorded["TPU_SFT_TARGET"]),
             "host": self.sshd.address,
             "port": self.sshd.port,
             "gateway": None,
             "known_hosts": str(self.directory / "known_hosts"),
-            "trust_on_first_use": False,  # pinned above: the rehearsal knows its host key
+            "trust_on_first_use": False,  # pinned at start: the rehearsal knows its host key
             "state_dir": str(self.state_dir),
         }
+        return {
+            "TPU_SFT_TARGET": json.dumps(target),
+            BOOTSTRAP_SPEC_ENV: self._bootstrap_spec(),
+            WORK_DIR_ENV: str(run_dir / "scratch"),
+            OUTPUT_DIR_ENV: str(run_dir / "disk"),
+        }
 
-    def bootstrap_spec(self) -> str:
+    def _bootstrap_spec(self) -> str:
         """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own."""
         venv = f"{self.state_dir}/maxtext_venv"
         command = f"mkdir -p {shlex.quote(str(self.state_dir))} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"

@@ -39,21 +39,22 @@ def stack_key(name: str) -> str:
     return name if ":" in name else f"{NAMESPACE}:{name}"
 
 
-def _set_hint(name: str, example: str) -> str:
+def set_hint(name: str, example: str) -> str:
+    """The command that sets `name` to `example`: the fix half of most errors."""
     return f"pulumi config set {stack_key(name)} {example}"
 
 
 def parse_int(name: str, raw: Any, *, minimum: int, example: str) -> int:
     if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise ConfigError(stack_key(name), f"expected a whole number, got {raw!r}", _set_hint(name, example))
+        raise ConfigError(stack_key(name), f"expected a whole number, got {raw!r}", set_hint(name, example))
     try:
         value = int(raw)
     except ValueError:
         raise ConfigError(
-            stack_key(name), f"expected a whole number, got {raw!r}", _set_hint(name, example)
+            stack_key(name), f"expected a whole number, got {raw!r}", set_hint(name, example)
         ) from None
     if value < minimum:
-        raise ConfigError(stack_key(name), f"must be at least {minimum}, got {value}", _set_hint(name, example))
+        raise ConfigError(stack_key(name), f"must be at least {minimum}, got {value}", set_hint(name, example))
     return value
 
 
@@ -63,7 +64,7 @@ def parse_float(name: str, raw: Any, *, example: str) -> float:
     except (TypeError, ValueError):
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", _set_hint(name, example))
+        raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", set_hint(name, example))
     return value
 
 
@@ -72,7 +73,7 @@ def parse_bool(name: str, raw: Any) -> bool:
         return raw
     if isinstance(raw, str) and raw.lower() in ("true", "false"):
         return raw.lower() == "true"
-    raise ConfigError(stack_key(name), f"expected true or false, got {raw!r}", _set_hint(name, "true"))
+    raise ConfigError(stack_key(name), f"expected true or false, got {raw!r}", set_hint(name, "true"))
 
 
 def parse_choice(name: str, raw: Any, choices: tuple[str, ...] | list[str]) -> str:
@@ -80,14 +81,14 @@ def parse_choice(name: str, raw: Any, choices: tuple[str, ...] | list[str]) -> s
         raise ConfigError(
             stack_key(name),
             f"{raw!r} is not one of {', '.join(choices)}",
-            _set_hint(name, choices[0]),
+            set_hint(name, choices[0]),
         )
     return raw
 
 
 def parse_pattern(name: str, raw: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
     if not isinstance(raw, str) or not pattern.match(raw):
-        raise ConfigError(stack_key(name), f"{raw!r} is not {what}", _set_hint(name, example))
+        raise ConfigError(stack_key(name), f"{raw!r} is not {what}", set_hint(name, example))
     return raw
 
 
@@ -101,7 +102,7 @@ def parse_structured(name: str, raw: Any, kind: type, example: str) -> Any:
             value = None
     if not isinstance(value, kind):
         what = "list" if kind is list else "object"
-        raise ConfigError(stack_key(name), f"expected a JSON {what}, got {raw!r}", _set_hint(name, f"'{example}'"))
+        raise ConfigError(stack_key(name), f"expected a JSON {what}, got {raw!r}", set_hint(name, f"'{example}'"))
     return value
 
 
@@ -183,7 +184,7 @@ class PipelineConfig:
             if not columns:
                 raise ConfigError(
                     stack_key(k["train_data_columns"]), "must name at least one column",
-                    _set_hint(k["train_data_columns"], "'[\"messages\"]'"),
+                    set_hint(k["train_data_columns"], "'[\"messages\"]'"),
                 )
             for column in columns:
                 parse_pattern(k["train_data_columns"], column, _COLUMN, "a column name", "'[\"messages\"]'")

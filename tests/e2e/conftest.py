@@ -19,11 +19,7 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
     sampler = PsSampler()
     sampler.start()
     try:
-        overrides = {
-            "tpu-sft:sshUser": host.user,
-            "tpu-sft:sshPublicKeyPath": str(host.public_key_path),
-            "tpu-sft:hfToken": TOKEN,
-        }
+        overrides = {**host.config_overrides(), "tpu-sft:hfToken": TOKEN}
         stack, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfToken",))
         up = PulumiUp(host, directory, stack, commands)
         for command in commands:

@@ -6,7 +6,6 @@ as a secret throughout, and `ps -eo args` is sampled all along."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -15,7 +14,6 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
-from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
 
 TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it should not be
 
@@ -53,13 +51,7 @@ class PulumiUp:
         return next(c.name for c in self.commands if c.name.endswith(f"-{name}"))
 
     def env(self, command: Recorded) -> dict[str, str]:
-        target = self.host.target(json.loads(command.environment["TPU_SFT_TARGET"]))
-        return {
-            "TPU_SFT_TARGET": json.dumps(target),
-            BOOTSTRAP_SPEC_ENV: self.host.bootstrap_spec(),
-            WORK_DIR_ENV: str(self.directory / "scratch"),
-            OUTPUT_DIR_ENV: str(self.directory / "disk"),
-        }
+        return self.host.environment(command.environment, self.directory)
 
     def job_dirs(self) -> list[str]:
         return sorted(p.name for p in (self.host.state_dir / "jobs").iterdir() if not p.name.startswith("."))

@@ -8,12 +8,13 @@ import os
 import stat
 from pathlib import Path
 
+from infra.tasks import last_json_line
 from rehearsal.engine import plain
 from tests.e2e.pulumi_up import TOKEN
 
 
 def _summary(executed) -> dict:
-    return json.loads(executed.stdout.strip().splitlines()[-1])
+    return last_json_line(executed.stdout)
 
 
 def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
