@@ -16,31 +16,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from infra.cost import estimate
 from infra.phases import PHASES, phase_inputs
 from infra.settings import Settings, parse
+from infra.stack_file import read_stack_config
 from workload.config import ConfigError
 
 
 def load(path: Path, stack: str) -> Settings:
-    try:
-        document = yaml.safe_load(path.read_text()) or {}
-    except OSError as error:
-        raise ConfigError(str(path), f"cannot be read ({error.strerror})", "pass an existing Pulumi.<stack>.yaml") from None
-    except yaml.YAMLError as error:
-        where = getattr(error, "problem_mark", None)
-        line = f" at line {where.line + 1}" if where else ""
-        raise ConfigError(str(path), f"is not valid YAML{line}", "fix the file, or pass another Pulumi.<stack>.yaml") from None
-    if not isinstance(document, dict):
-        raise ConfigError(str(path), "is not a stack config file (no mapping at the top)", "pass a Pulumi.<stack>.yaml")
-    raw = {
-        k: v if isinstance(v, str) else json.dumps(v)
-        for k, v in (document.get("config") or {}).items()
-        if not (isinstance(v, dict) and "secure" in v)  # encrypted secrets: never read, never compared
-    }
-    return parse(raw, stack=stack, public_key_reader=lambda _path: "")
+    return parse(read_stack_config(path), stack=stack, public_key_reader=lambda _path: "")
 
 
 def vm_identity(s: Settings) -> dict[str, Any]:

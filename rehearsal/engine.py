@@ -8,7 +8,6 @@ dependencies, protect/retainOnDelete, …), and the stack's exported outputs —
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import runpy
 from dataclasses import dataclass, field
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import pulumi
-import yaml
 from google.protobuf import json_format
 from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
@@ -124,12 +122,6 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         if request.urn.split("::")[2] == "pulumi:pulumi:Stack":  # the root stack itself, not a child of it
             self.stack.outputs = json_format.MessageToDict(request.outputs)
         return super().RegisterResourceOutputs(request)
-
-
-def stack_config(path: Path) -> dict[str, str]:
-    """A stack file's config as the engine hands it to the program: objects as JSON text, scalars as text."""
-    raw = yaml.safe_load(path.read_text())["config"]
-    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
 
 
 def run_program(

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rehearsal.engine import ROOT, Declared, Stack, run_program, stack_config
+from infra.stack_file import read_stack_config
+from rehearsal.engine import ROOT, Declared, Stack, run_program
 
 COMMAND = "command:local:Command"
 
@@ -46,7 +47,7 @@ class Executed:
 
 
 def record(config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()) -> tuple[Stack, list[Recorded]]:
-    stack = run_program({**stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
+    stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
     commands = _in_dependency_order(stack.of_type(COMMAND))
     return stack, [Recorded.of(c) for c in commands]
 

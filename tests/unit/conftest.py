@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal.engine import ROOT, run_program, stack_config
+from infra.stack_file import read_stack_config
+from rehearsal.engine import ROOT, run_program
 
 DEV_STACK = ROOT / "Pulumi.dev.yaml"
 
@@ -27,7 +28,7 @@ def _home(gcloud_home, monkeypatch):
 
 @pytest.fixture
 def dev_config() -> dict[str, str]:
-    return stack_config(DEV_STACK)
+    return read_stack_config(DEV_STACK)
 
 
 @pytest.fixture
