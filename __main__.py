@@ -9,11 +9,12 @@ import pulumi
 from infra import settings as stack_settings
 from infra.access import gcloud_ssh_command, ssh_command
 from infra.cost import estimate
-from infra.disk import MOUNT_POINT, DataDisk, DataDiskArgs
+from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
 from infra.tasks import PostDeployTasks, TasksArgs
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
+from workload.contract import MOUNT_POINT
 
 try:
     settings = stack_settings.from_pulumi()

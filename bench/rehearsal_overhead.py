@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 from infra.stack_file import read_stack_config  # noqa: E402
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost  # noqa: E402
 from rehearsal.__main__ import CONFIG  # noqa: E402
-from workload.config import PipelineConfig  # noqa: E402
+from workload.config import BY_KEY, PipelineConfig  # noqa: E402
 
 
 def _pipeline_json() -> str:
     raw = {k.split(":", 1)[1]: v for k, v in read_stack_config(CONFIG).items() if k.startswith("tpu-sft:")}
-    return json.dumps(PipelineConfig.from_mapping({k: v for k, v in raw.items() if k in PipelineConfig.KEYS.values()}).to_mapping())
+    return json.dumps(PipelineConfig.from_mapping({k: v for k, v in raw.items() if k in BY_KEY}).to_mapping())
 
 
 def by_hand(directory: Path) -> float:

@@ -1,37 +1,22 @@
-"""The post-deploy pipeline as phases, and exactly which settings each one depends on.
+"""Which settings each post-deploy phase depends on: derived from the settings table (workload/config.py).
 
-`phase_inputs` is the one source of truth for both `__main__.py` (each phase's pulumi-command `triggers`)
-and `python -m infra.plan` (which phases a config change re-runs, and why). A phase depends on its own
-settings and on everything the phases before it depend on, so a change re-runs its phase and the ones
-after it, never the ones before.
+`phase_inputs` feeds both `infra/tasks.py` (each phase's environment and `triggers`) and `python -m infra.plan`
+(which phases a config change re-runs, and why). A phase depends on its own settings and on everything the
+phases before it depend on, so a change re-runs its phase and the ones after it, never the ones before. The VM
+fingerprints its steps from the same `phase_settings`, so it re-runs exactly what this says.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from workload.config import PipelineConfig
-
-PHASES = ("bootstrap", "convert", "train", "export")
+from workload.config import SETTINGS, PipelineConfig
+from workload.contract import PHASES
 
 # The pipeline settings each phase reads itself (stack keys without the namespace).
-OWN_INPUTS: dict[str, tuple[str, ...]] = {
-    "bootstrap": ("maxtextVersion", "installPostTrainExtras", "torchBackend"),
-    "convert": ("model", "profile"),
-    "train": (
-        "steps", "perDeviceBatchSize", "dataset", "trainSplit", "trainDataColumns", "learningRate",
-        "maxTargetLength", "checkpointPeriod", "runName", "acceleratorType",
-    ),
-    "export": (),  # export, verify and keep read only what training produced
-}
+OWN_INPUTS: dict[str, tuple[str, ...]] = {phase: tuple(s.key for s in SETTINGS if s.phase == phase) for phase in PHASES}
 
 
 def phase_inputs(pipeline: PipelineConfig) -> dict[str, dict[str, Any]]:
     """For each phase, the settings whose change must re-run it, with their values."""
-    values = pipeline.to_mapping()
-    inputs: dict[str, dict[str, Any]] = {}
-    accumulated: dict[str, Any] = {}
-    for phase in PHASES:
-        accumulated = {**accumulated, **{key: values[key] for key in OWN_INPUTS[phase]}}
-        inputs[phase] = dict(sorted(accumulated.items()))
-    return inputs
+    return {phase: dict(sorted(pipeline.phase_settings(phase).items())) for phase in PHASES}

@@ -5,7 +5,7 @@
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
 `__main__.py`, so it is what `pulumi up` will do. Nothing is contacted; no key or secret is read.
-Exit status: 0 printed a plan, 2 a config file or setting is invalid.
+Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or setting is invalid.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from infra.cost import estimate
-from infra.phases import PHASES, phase_inputs
+from infra.phases import phase_inputs
 from infra.settings import Settings, parse
 from infra.stack_file import read_stack_config
 from workload.config import ConfigError
+from workload.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
@@ -43,6 +43,16 @@ def vm_identity(s: Settings) -> dict[str, Any]:
     }
 
 
+def reach(s: Settings) -> dict[str, Any]:
+    """The settings feeding the target every phase is handed (infra/tasks.py): a new way to reach the VM changes
+    every phase's inputs, so every phase re-runs."""
+    return {
+        "tpu-sft:access": s.access,
+        "tpu-sft:sshUser": s.ssh_user,
+        "tpu-sft:sshPublicKeyPath": s.ssh_public_key_path,
+    }
+
+
 def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
     return [f"`{k}`: {json.dumps(base.get(k))} → {json.dumps(head.get(k))}" for k in sorted(set(base) | set(head)) if base.get(k) != head.get(k)]
 
@@ -50,11 +60,15 @@ def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
 def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     """(phase, re-runs?, why) for each phase, in order."""
     vm_changes = _changes(vm_identity(base), vm_identity(head))
+    reach_changes = _changes(reach(base), reach(head))
     before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
     rows = []
     for phase in PHASES:
         if vm_changes:
             rows.append((phase, True, "the VM is replaced: " + ", ".join(vm_changes)))
+            continue
+        if reach_changes:
+            rows.append((phase, True, "the VM is reached differently: " + ", ".join(reach_changes)))
             continue
         changed = _changes(before[phase], after[phase])
         rows.append((phase, bool(changed), ", ".join(changed)))
@@ -87,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         base, head = load(args.base, args.stack), load(args.head, args.stack)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     print(render(base, head))
     return 0
 

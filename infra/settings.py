@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra.cost import PRICE_TABLE
 from workload.accelerators import ACCELERATORS, Accelerator
+from workload.config import BY_KEY as PIPELINE_SETTINGS
 from workload.config import (
     NAMESPACE,
     ConfigError,
@@ -166,7 +167,7 @@ def parse(
                 f"remove it and run `pulumi config set --secret {stack_key('hfToken')}` instead",
             )
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
-    pipeline_keys = set(PipelineConfig.KEYS.values())
+    pipeline_keys = set(PIPELINE_SETTINGS)
     unknown = sorted(set(ours) - pipeline_keys - set(INFRA_KEYS))
     if unknown:
         raise ConfigError(

@@ -1,9 +1,10 @@
 """The post-deploy tasks: one pulumi-command `local.Command` per pipeline phase, each running the project's
 own CLI (`python -m remote phase …`) against the VM.
 
-`triggers` are exactly the VM's identity plus the phase's inputs (infra/phases.py), so `pulumi preview`
-shows which phase would re-run and why, and a `pulumi up` with nothing changed runs nothing (no SSH at
-all). The HF token never enters a phase's environment (that would make every phase's output secret): a
+pulumi-command re-runs `create` when any input changes, not only `triggers`. So each phase's inputs are the
+target (which names the VM instance) and only the settings that phase depends on (infra/phases.py), in both
+`environment` and `triggers`: `pulumi preview` shows which phase would re-run and why, and a `pulumi up` with
+nothing changed runs nothing (no SSH at all). The HF token never enters a phase's environment (that would make every phase's output secret): a
 separate task pipes it over stdin into a 0600 file on the VM.
 """
 
@@ -17,11 +18,12 @@ import pulumi
 from pulumi_command import local
 
 from infra.access import iap_proxy_command, ssh_host
-from infra.phases import PHASES, phase_inputs
+from infra.phases import phase_inputs
 from infra.settings import Settings
+from remote.profile import VM
+from workload.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
-PYTHON = ".venv/bin/python"
 KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
 
 
@@ -45,6 +47,7 @@ def target(s: Settings, instance_name: str, instance_id: str, external_ip: str |
         "known_hosts": f"{KNOWN_HOSTS_DIR}/{s.stack}-{instance_id}",
         "gateway": iap_proxy_command(s, "%h", "%p") if s.access == "iap" else None,
         "trust_on_first_use": True,
+        "profile": VM.to_mapping(),
     }
 
 
@@ -66,14 +69,13 @@ class PostDeployTasks(pulumi.ComponentResource):
         target_json = pulumi.Output.all(args.instance_name, args.instance_id, args.external_ip).apply(
             lambda a: json.dumps(target(s, *a), sort_keys=True)
         )
-        environment = {"TPU_SFT_TARGET": target_json, "TPU_SFT_PIPELINE": json.dumps(s.pipeline.to_mapping(), sort_keys=True)}
         previous: list[pulumi.Resource] = list(args.after)
         if args.hf_token is not None:
             token = local.Command(
                 f"{name}-hf-token",
-                create=f"{PYTHON} -m remote put-secret hf_token",
+                create=put_secret_command(HF_TOKEN_SECRET),
                 stdin=args.hf_token,
-                environment={"TPU_SFT_TARGET": target_json},
+                environment={TARGET_ENV: target_json},
                 triggers=[args.instance_id, args.hf_token],
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
@@ -84,8 +86,8 @@ class PostDeployTasks(pulumi.ComponentResource):
         for phase in PHASES:
             command = local.Command(
                 f"{name}-{phase}",
-                create=f"{PYTHON} -m remote phase {phase}",
-                environment=environment,
+                create=phase_command(phase),
+                environment={TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True)},
                 triggers=[args.instance_id, inputs[phase]],
                 # The previous run's whole stdout would come back as one environment variable: unbounded.
                 add_previous_output_in_env=False,

@@ -11,7 +11,7 @@ Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/re
 Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
 and logs); the sshd and its keys are gone.
 Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped.
-Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input.
+Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here).
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from infra.tasks import last_json_line
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import execute, record
-from infra.tasks import last_json_line
+from workload.contract import EXIT_BAD_INPUT
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
@@ -37,10 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not (MAXTEXT_VENV / "bin" / "python").exists():
         print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     if args.steps is not None and args.steps < 1:
         print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     directory = args.dir.resolve()
     started = time.monotonic()
     host = LocalHost.start(directory / "vm")

@@ -1,8 +1,9 @@
 """The rehearsal's stand-in for the VM: a throwaway sshd on 127.0.0.1 that the current user logs in to.
 
-It gets its own host key, user key and known_hosts in a private directory, a free port, and a bootstrap
-that links the locally built MaxText venv instead of installing one from the internet (this machine
-reaches only package registries, and the seed's bootstrap would upgrade this machine's own packages).
+It gets its own host key, user key and known_hosts in a private directory, a free port, and its own host
+profile (remote/profile.py): a bootstrap that links the locally built MaxText venv instead of installing one
+from the internet (this machine reaches only package registries, and the seed's bootstrap would upgrade this
+machine's own packages), scratch and "data disk" folders under the run directory, and no mount to wait for.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Mapping
 
 from rehearsal.sshd import Sshd, make_user_key
-from remote.phase import BOOTSTRAP_SPEC_ENV, OUTPUT_DIR_ENV, WORK_DIR_ENV
+from remote.bootstrap import BootstrapSpec, Step
+from remote.profile import HostProfile
+from workload.contract import TARGET_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 MAXTEXT_VENV = REPO / ".maxtext-venv"
@@ -50,29 +53,34 @@ class LocalHost:
         return {"tpu-sft:sshUser": self.user, "tpu-sft:sshPublicKeyPath": str(self.public_key_path)}
 
     def environment(self, recorded: Mapping[str, str], run_dir: Path) -> dict[str, str]:
-        """What a recorded command's environment gets on top to run here: its target pointed at this sshd (the
-        one thing that differs from a real VM), the local bootstrap, and scratch and data-disk folders."""
+        """What a recorded command's environment gets on top to run here: its target pointed at this sshd, with
+        this host's profile in place of the VM's."""
         target = {
-            **json.loads(recorded["TPU_SFT_TARGET"]),
+            **json.loads(recorded[TARGET_ENV]),
             "host": self.sshd.address,
             "port": self.sshd.port,
             "gateway": None,
             "known_hosts": str(self.directory / "known_hosts"),
             "trust_on_first_use": False,  # pinned at start: the rehearsal knows its host key
             "state_dir": str(self.state_dir),
+            "profile": self.profile(run_dir).to_mapping(),
         }
-        return {
-            "TPU_SFT_TARGET": json.dumps(target),
-            BOOTSTRAP_SPEC_ENV: self._bootstrap_spec(),
-            WORK_DIR_ENV: str(run_dir / "scratch"),
-            OUTPUT_DIR_ENV: str(run_dir / "disk"),
-        }
+        return {TARGET_ENV: json.dumps(target)}
 
-    def _bootstrap_spec(self) -> str:
+    def profile(self, run_dir: Path) -> HostProfile:
+        return HostProfile(
+            name="local",
+            scratch_dir=str(run_dir / "scratch"),
+            kept_dir=str(run_dir / "disk"),
+            required_mount=None,
+            bootstrap=self._bootstrap_spec().to_mapping(),
+        )
+
+    def _bootstrap_spec(self) -> BootstrapSpec:
         """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own."""
         venv = f"{self.state_dir}/maxtext_venv"
         command = f"mkdir -p {shlex.quote(str(self.state_dir))} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
-        return json.dumps({"steps": [{"name": "link-maxtext-venv", "command": command, "timeout_s": 60}], "env": {}})
+        return BootstrapSpec((Step("link-maxtext-venv", command, 60),))
 
     def stop(self) -> None:
         """Stop the sshd and delete its keys; the host's state (jobs, logs) stays for a re-run to find."""

@@ -18,13 +18,12 @@ import logging
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
-from invoke.exceptions import UnexpectedExit
 from workload.config import PipelineConfig
 
 from remote.connection import Connection, connect, run
-from remote.errors import BadInput, RemoteError
+from remote.errors import BadInput, CommandFailed, RemoteError
 from remote.target import Target
 
 log = logging.getLogger("remote")
@@ -32,6 +31,7 @@ log = logging.getLogger("remote")
 UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
+_SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …}], "env": {…}}'
 
 
 @dataclass(frozen=True)
@@ -69,15 +69,22 @@ class BootstrapSpec:
     def from_json(cls, text: str) -> "BootstrapSpec":
         try:
             raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"bootstrap spec is not valid JSON ({e.msg}); expected {_SPEC_SHAPE}") from None
+        return cls.from_mapping(raw)
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> "BootstrapSpec":
+        try:
             return cls(tuple(Step(**s) for s in raw["steps"]), dict(raw.get("env", {})))
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise BadInput(
-                f"bootstrap spec is not valid ({type(e).__name__}: {e}); expected "
-                '{"steps": [{"name": …, "command": …, "timeout_s": …}], "env": {…}}'
-            ) from None
+        except (KeyError, TypeError, AttributeError) as e:
+            raise BadInput(f"bootstrap spec is not valid ({type(e).__name__}: {e}); expected {_SPEC_SHAPE}") from None
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"steps": [vars(s) for s in self.steps], "env": self.env}
 
     def to_json(self) -> str:
-        return json.dumps({"steps": [vars(s) for s in self.steps], "env": self.env}, indent=2)
+        return json.dumps(self.to_mapping(), indent=2)
 
 
 @dataclass(frozen=True)
@@ -119,7 +126,7 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
 def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
     done, in order, then the fingerprint. Step output goes to `stream` as it arrives, if given. A failing
-    step raises `invoke.UnexpectedExit` (a timeout `Unreachable`) and leaves no fingerprint."""
+    step raises `CommandFailed` naming it (a timeout `Unreachable`) and leaves no fingerprint."""
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
         return BootstrapResult(conn.host, False, (), spec.fingerprint)
@@ -135,7 +142,10 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
             f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi"
         )
         log.info("%s: bootstrap step %s", conn.host, step.name)
-        result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
+        try:
+            result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
+        except CommandFailed as failed:
+            raise CommandFailed(failed.host, failed.exited, failed.tail, what=f"bootstrap step {step.name}") from None
         if _SKIPPED not in result.stdout:
             ran.append(step.name)
     fp = shlex.quote(f"{base}/fingerprint")
@@ -145,14 +155,14 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
 
 
 def bootstrap_all(target: Target, spec: BootstrapSpec, *,
-                  stream: TextIO | None = None) -> dict[str, BootstrapResult | RemoteError | UnexpectedExit]:
+                  stream: TextIO | None = None) -> dict[str, BootstrapResult | RemoteError]:
     """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it."""
 
     def one(host: str):
         try:
             with connect(target, host) as conn:
                 return bootstrap(conn, spec, stream=stream)
-        except (RemoteError, UnexpectedExit) as e:
+        except RemoteError as e:
             return e
 
     with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:

@@ -15,21 +15,20 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from invoke.exceptions import UnexpectedExit
-
 from remote import group, jobs, phase
 from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
 from remote.connection import connect, run
 from remote.errors import (
-    EXIT_AUTH, EXIT_BAD_INPUT, EXIT_HOST_KEY, EXIT_JOB_LOST, EXIT_NOT_FOUND, EXIT_OK, EXIT_SOME_HOSTS_FAILED,
-    EXIT_UNREACHABLE, EXIT_VERIFY, BadInput, JobNotFound, RemoteError,
+    EXIT_AUTH, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOST_KEY, EXIT_JOB_LOST, EXIT_NOT_FOUND, EXIT_OK, EXIT_SOME_HOSTS_FAILED,
+    EXIT_UNREACHABLE, EXIT_VERIFY, BadInput, JobNotFound, RemoteError, describe,
 )
+from remote.phase_request import PhaseRequest
+from remote.secrets import write_secret
 from remote.sync import fetch
-from remote.target import ENV_VAR, Target
+from remote.target import Target
 from remote.wait import wait_for_ssh
 from workload.config import ConfigError, PipelineConfig
-
-EXIT_FAILED = 1  # a remote command or bootstrap step exited non-zero
+from workload.contract import HF_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 
 EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_OK}   done
@@ -44,7 +43,7 @@ EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap`: some hosts failed (each is named on stderr)
   `follow` otherwise exits with the job's own exit code."""
 
-TARGET_HELP = f"""The target comes from ${ENV_VAR} (JSON with the fields host, user, key_path, known_hosts, port,
+TARGET_HELP = f"""The target comes from ${TARGET_ENV} (JSON with the fields host, user, key_path, known_hosts, port,
 gateway, trust_on_first_use, workers, connect_timeout, command_timeout, keepalive_s, state_dir), and
 any target flag overrides the field of the same name."""
 
@@ -65,9 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except UnexpectedExit as e:
-        print(f"error: {e.result.connection.host}: remote command exited {e.result.exited}", file=sys.stderr)
-        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted (remote jobs keep running; `follow` them again)", file=sys.stderr)
         return 130
@@ -97,7 +93,7 @@ def _verb(verbs, name: str, common, summary: str, details: str) -> argparse.Argu
 def _common_flags() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
-    t = common.add_argument_group("target (override $" + ENV_VAR + ")")
+    t = common.add_argument_group("target (override $" + TARGET_ENV + ")")
     t.add_argument("--host", help="address, or instance name when --gateway is an IAP tunnel")
     t.add_argument("--port", type=int)
     t.add_argument("--user")
@@ -114,7 +110,7 @@ def _common_flags() -> argparse.ArgumentParser:
 
 
 def target_from(args) -> Target:
-    raw = os.environ.get(ENV_VAR)
+    raw = os.environ.get(TARGET_ENV)
     fields = Target.from_json(raw).__dict__.copy() if raw else {}
     for name in ("host", "port", "user", "key_path", "known_hosts", "gateway", "trust_on_first_use", "workers",
                  "connect_timeout", "command_timeout", "state_dir"):
@@ -171,8 +167,8 @@ def _bootstrap(args) -> int:
     for host, result in results.items():
         if isinstance(result, BaseException):
             failed.append(host)
-            print(f"error: {host}: {_one_line(result)}", file=sys.stderr)
-            summary[host] = {"error": _one_line(result)}
+            print(f"error: {describe(result, host)}", file=sys.stderr)
+            summary[host] = {"error": describe(result, host)}
         else:
             summary[host] = {"installed": result.installed, "steps_run": list(result.steps_run)}
     _print_json({"fingerprint": spec.fingerprint, "hosts": summary})
@@ -338,17 +334,17 @@ def _add_phase(verbs, common) -> None:
               "(export includes verify and keep) ship workload/ to the host and run it as a detached job, printing\n"
               "one line of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
               "running the same phase again re-attaches to it, and a finished one is not run again.\n"
-              f"Needs ${phase.PIPELINE_ENV} (the pipeline settings as JSON) and the target; optional\n"
-              f"${phase.WORK_DIR_ENV} (default {phase.DEFAULT_WORK_DIR}), ${phase.OUTPUT_DIR_ENV} (default\n"
-              f"{phase.DEFAULT_OUTPUT_DIR}), ${phase.BOOTSTRAP_SPEC_ENV} (a bootstrap spec replacing the seed's\n"
-              "install), $HF_TOKEN (stored on the host in a 0600 file; never on a command line).\n"
+              f"Needs ${PIPELINE_ENV} (the settings this phase depends on, as JSON) and the target, whose\n"
+              "profile says where scratch and kept outputs go and how to install (default: a GCE VM, the seed's\n"
+              f"install, {SCRATCH_DIR}, {KEPT_DIR} once {MOUNT_POINT} is mounted); optional $HF_TOKEN\n"
+              "(stored on the host in a 0600 file; never on a command line).\n"
               "Leaves on the host: <state_dir>/code, jobs/, runs/, secrets/; the work and output directories.")
-    p.add_argument("phase", choices=phase.PHASES)
+    p.add_argument("phase", choices=PHASES)
     p.set_defaults(func=_phase)
 
 
 def _phase(args) -> int:
-    request = phase.PhaseRequest.from_env(args.phase, target_from(args), os.environ)
+    request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
     return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
 
 
@@ -357,7 +353,7 @@ def _add_put_secret(verbs, common) -> None:
     p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
               "The value travels over SFTP only (never a command line, never a log) into\n"
               "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
-    p.add_argument("name", choices=(phase.TOKEN_NAME,))
+    p.add_argument("name", choices=(HF_TOKEN_SECRET,))
     p.set_defaults(func=_put_secret)
 
 
@@ -366,7 +362,7 @@ def _put_secret(args) -> int:
     if not value:
         raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
     with connect(target_from(args)) as conn:
-        path = phase.write_secret(conn, args.name, value)
+        path = write_secret(conn, args.name, value)
     print(f"stored {args.name} on {conn.host} at {path} (mode 0600)")
     return EXIT_OK
 
@@ -397,9 +393,3 @@ def _read_json(path: Path):
         return json.loads(_read(path))
     except json.JSONDecodeError as e:
         raise BadInput(f"{path} is not valid JSON ({e.msg}, line {e.lineno})") from None
-
-
-def _one_line(error: BaseException) -> str:
-    if isinstance(error, UnexpectedExit):
-        return f"a step exited {error.result.exited}"
-    return str(error)

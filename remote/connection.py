@@ -19,7 +19,7 @@ import fabric
 import paramiko
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
-from remote.errors import AuthError, BadInput, HostKeyError, TargetError, Unreachable
+from remote.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
 from remote.target import Target
 
 log = logging.getLogger("remote")
@@ -28,6 +28,7 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # What a broken or unresponsive link raises from paramiko and the socket layer.
 NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException, socket.timeout)
+OUTPUT_TAIL_LINES = 20  # of a failed command's output, kept in its CommandFailed
 
 
 class Connection(fabric.Connection):
@@ -103,7 +104,7 @@ class Connection(fabric.Connection):
             ) from None
         except NETWORK_ERRORS as e:
             self.client.close()
-            raise Unreachable(self.host, f"cannot connect to port {self.port}: {_describe(e)}") from None
+            raise Unreachable(self.host, f"cannot connect to port {self.port}: {describe(e)}") from None
         self.transport.set_keepalive(self.target.keepalive_s)
         return result
 
@@ -157,7 +158,7 @@ def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
     """Run `command` under /bin/sh on the host; network failures and timeouts become `Unreachable`.
 
     Output is captured in the returned invoke `Result`, and also written as it arrives to `stream` (stdout)
-    and `err_stream` (stderr; default: `stream`) if given. A non-zero exit raises `UnexpectedExit` unless `warn`.
+    and `err_stream` (stderr; default: `stream`) if given. A non-zero exit raises `CommandFailed` unless `warn`.
     """
     output = {"hide": True} if stream is None else {
         "hide": False, "out_stream": stream, "err_stream": err_stream or stream}
@@ -167,17 +168,13 @@ def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
     except CommandTimedOut as e:
         conn.close()
         raise Unreachable(conn.host, f"no answer within {e.timeout:g} s (command timeout)") from None
-    except UnexpectedExit:
-        raise
+    except UnexpectedExit as e:
+        tail = (e.result.stdout + e.result.stderr).splitlines()[-OUTPUT_TAIL_LINES:]
+        raise CommandFailed(conn.host, e.result.exited, tuple(tail)) from None
     except NETWORK_ERRORS as e:
         conn.close()
-        raise Unreachable(conn.host, f"connection lost: {_describe(e)}") from None
+        raise Unreachable(conn.host, f"connection lost: {describe(e)}") from None
 
 
 def _known_hosts_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
-
-
-def _describe(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__

@@ -6,8 +6,11 @@ host, what happened and what to do about it.
 
 from __future__ import annotations
 
+from workload.contract import EXIT_BAD_INPUT
+
 EXIT_OK = 0
-EXIT_BAD_INPUT = 64  # the target, a flag or a job id is invalid
+EXIT_FAILED = 1  # a remote command or bootstrap step exited non-zero
+# EXIT_BAD_INPUT (2, every CLI's): the target, a flag, a job id or a setting is invalid
 EXIT_HOST_KEY = 65  # host key unknown (and trust-on-first-use off) or changed
 EXIT_NOT_FOUND = 66  # no such job, or a remote file to fetch is missing
 EXIT_AUTH = 67  # the server refused the key
@@ -19,6 +22,18 @@ EXIT_SOME_HOSTS_FAILED = 73  # `run --all-hosts`: at least one host failed; each
 
 class RemoteError(Exception):
     exit_code = 1
+
+
+class CommandFailed(RemoteError):
+    """A command on the host exited non-zero: the one translation of Invoke's `UnexpectedExit`. The message
+    names the host and the exit code only (a command line may hold what must not be logged); `tail` keeps the
+    last lines of its output for a caller that shows them."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, host: str, exited: int, tail: tuple[str, ...], what: str = "a command"):
+        self.host, self.exited, self.tail = host, exited, tail
+        super().__init__(f"{host}: {what} exited {exited}")
 
 
 class TargetError(RemoteError, ValueError):
@@ -71,3 +86,14 @@ class FetchError(RemoteError):
 
 class RemoteFileMissing(RemoteError):
     exit_code = EXIT_NOT_FOUND
+
+
+def describe(error: BaseException, host: str | None = None) -> str:
+    """One line for any failure, naming `host` once if given: ours as written, anyone else's as its type and
+    first line (paramiko's messages run to several)."""
+    if isinstance(error, RemoteError):
+        line = str(error)
+    else:
+        text = str(error).strip().splitlines()
+        line = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    return line if host is None or line.startswith(f"{host}: ") else f"{host}: {line}"

@@ -10,7 +10,7 @@ from fabric.exceptions import GroupException
 from invoke.exceptions import CommandTimedOut
 
 from remote.connection import NETWORK_ERRORS, Connection, env_prefix
-from remote.errors import RemoteError
+from remote.errors import describe
 from remote.target import Target
 
 
@@ -45,17 +45,15 @@ def run_all(target: Target, command: str, *, env: Mapping[str, str] | None = Non
     results = {}
     for conn, value in outcome.items():
         if isinstance(value, BaseException):
-            results[conn.host] = HostResult(conn.host, None, error=_describe(conn, value))
+            results[conn.host] = HostResult(conn.host, None, error=_failure_line(conn, value))
         else:
             results[conn.host] = HostResult(conn.host, value.exited, value.stdout, value.stderr)
     return {host: results[host] for host in target.hosts}
 
 
-def _describe(conn: Connection, error: BaseException) -> str:
-    if isinstance(error, RemoteError):
-        return str(error)
+def _failure_line(conn: Connection, error: BaseException) -> str:
     if isinstance(error, CommandTimedOut):
         return f"{conn.host}: no answer within {error.timeout:g} s (command timeout)"
     if isinstance(error, NETWORK_ERRORS):
-        return f"{conn.host}: connection lost: {type(error).__name__}"
-    return f"{conn.host}: {type(error).__name__}: {error}"
+        return f"{conn.host}: connection lost: {describe(error)}"
+    return describe(error, conn.host)

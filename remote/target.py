@@ -14,8 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 from remote.errors import TargetError
-
-ENV_VAR = "TPU_SFT_TARGET"
+from remote.profile import VM, HostProfile
 
 _HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")  # hostnames, IPv4/IPv6 literals, GCE instance names
 _USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
@@ -35,6 +34,7 @@ class Target:
     command_timeout: float = 120.0  # any short control command; long installs set their own
     keepalive_s: int = 15  # SSH keepalive interval, so NATs and IAP do not drop an idle follow
     state_dir: str = ".tpu-sft"  # on the host: jobs/ and bootstrap/ live here
+    profile: HostProfile = VM  # what kind of host it is (remote/profile.py)
 
     def __post_init__(self) -> None:
         _check_host("host", self.host)
@@ -59,6 +59,8 @@ class Target:
             raise TargetError("workers", f"{self.workers!r} is not a list", 'give "workers" as a JSON list of hosts')
         for worker in self.workers:
             _check_host("workers", worker)
+        if not isinstance(self.profile, HostProfile):
+            raise TargetError("profile", f"{self.profile!r} is not a host profile", 'give "profile" as a JSON object')
         if len(set(self.hosts)) != len(self.hosts):
             raise TargetError("workers", "lists a host twice", "list each worker once, without the main host")
         for name in ("connect_timeout", "command_timeout"):
@@ -90,6 +92,8 @@ class Target:
         if missing:
             raise TargetError(missing[0], "is missing", f'add "{missing[0]}" to the target')
         values = {k: v for k, v in raw.items() if v is not None}
+        if isinstance(values.get("profile"), Mapping):
+            values["profile"] = HostProfile.from_mapping(values["profile"])
         if isinstance(values.get("workers"), list):
             values["workers"] = tuple(values["workers"])
         return cls(**values)

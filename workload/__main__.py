@@ -21,6 +21,7 @@ import sys
 
 from workload import commands
 from workload.config import ConfigError, PipelineConfig
+from workload.contract import EXIT_BAD_INPUT
 from workload.events import Events
 from workload.hf_token import TokenError, read_token, redactor
 from workload.layout import Layout
@@ -64,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (ConfigError, TokenError) as error:
         events.emit("error", phase="setup", cause=str(error), log=None, tail=[])
         events.emit("summary", ok=False, until=args.until, failed_step="setup", error=str(error), logs=[])
-        return 2
+        return EXIT_BAD_INPUT
     base_env = dict(os.environ)
     if token:
         base_env["HF_TOKEN"] = token
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except ConfigError as error:
         print(f"workload: {error}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

@@ -47,20 +47,7 @@ class Command:
 
 def training_inputs(config: PipelineConfig) -> dict:
     """What determines the trained weights; its fingerprint names a run when `runName` is unset."""
-    return {
-        "model": config.model,
-        "maxtext_version": config.maxtext_version,
-        "profile": config.profile,
-        "accelerator_type": config.accelerator_type,
-        "steps": config.steps,
-        "per_device_batch_size": config.per_device_batch_size,
-        "dataset": config.dataset,
-        "train_split": config.train_split,
-        "train_data_columns": list(config.train_data_columns),
-        "learning_rate": config.learning_rate,
-        "max_target_length": config.max_target_length,
-        "tiny_model": tiny.SPEC if config.profile == "tiny" else None,
-    }
+    return {**config.weight_inputs(), "tiny_model": tiny.SPEC if config.profile == "tiny" else None}
 
 
 def run_name(config: PipelineConfig) -> str:

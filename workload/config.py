@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
 
 from workload.accelerators import ACCELERATORS
+from workload.contract import PHASES
 
 NAMESPACE = "tpu-sft"
 
@@ -112,7 +113,8 @@ def parse_list(name: str, raw: Any, example: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly."""
+    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly; each field is a row of
+    SETTINGS below, which says how it is parsed and which phase it feeds."""
 
     model: str = "gemma3-4b"
     steps: int = 1000
@@ -130,102 +132,109 @@ class PipelineConfig:
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
 
-    # Stack key (without namespace) for each field; the JSON the CLI reads uses the same keys.
-    KEYS = {
-        "model": "model",
-        "steps": "steps",
-        "per_device_batch_size": "perDeviceBatchSize",
-        "dataset": "dataset",
-        "train_split": "trainSplit",
-        "train_data_columns": "trainDataColumns",
-        "maxtext_version": "maxtextVersion",
-        "accelerator_type": "acceleratorType",
-        "learning_rate": "learningRate",
-        "max_target_length": "maxTargetLength",
-        "checkpoint_period": "checkpointPeriod",
-        "run_name": "runName",
-        "install_post_train_extras": "installPostTrainExtras",
-        "torch_backend": "torchBackend",
-        "profile": "profile",
-    }
-
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
         """Validate stack-keyed values (strings or native JSON values); absent or None keys take defaults."""
-        unknown = sorted(set(raw) - set(cls.KEYS.values()))
+        unknown = sorted(set(raw) - set(BY_KEY))
         if unknown:
             raise ConfigError(
                 stack_key(unknown[0]),
                 "is not a pipeline setting",
-                f"remove it or use one of {', '.join(sorted(cls.KEYS.values()))}",
+                f"remove it or use one of {', '.join(sorted(BY_KEY))}",
             )
-        got = {field: raw[key] for field, key in cls.KEYS.items() if raw.get(key) is not None}
-        k = cls.KEYS
-        values: dict[str, Any] = {}
-        if "model" in got:
-            values["model"] = parse_choice(k["model"], got["model"], SUPPORTED_MODELS)
-        if "steps" in got:
-            values["steps"] = parse_int(k["steps"], got["steps"], minimum=1, example="1000")
-        if "per_device_batch_size" in got:
-            values["per_device_batch_size"] = parse_int(
-                k["per_device_batch_size"], got["per_device_batch_size"], minimum=1, example="1"
-            )
-        if "dataset" in got:
-            values["dataset"] = parse_pattern(
-                k["dataset"], got["dataset"], _HUB_ID, "a Hugging Face dataset id (owner/name)",
-                "HuggingFaceH4/ultrachat_200k",
-            )
-        if "train_split" in got:
-            values["train_split"] = parse_pattern(
-                k["train_split"], got["train_split"], _COLUMN, "a split name", "train_sft"
-            )
-        if "train_data_columns" in got:
-            columns = parse_list(k["train_data_columns"], got["train_data_columns"], '["messages"]')
-            if not columns:
-                raise ConfigError(
-                    stack_key(k["train_data_columns"]), "must name at least one column",
-                    set_hint(k["train_data_columns"], "'[\"messages\"]'"),
-                )
-            for column in columns:
-                parse_pattern(k["train_data_columns"], column, _COLUMN, "a column name", "'[\"messages\"]'")
-            values["train_data_columns"] = tuple(columns)
-        if "maxtext_version" in got:
-            values["maxtext_version"] = parse_pattern(
-                k["maxtext_version"], got["maxtext_version"], _VERSION, "a release version like 0.2.2", "0.2.2"
-            )
-        if "accelerator_type" in got:
-            values["accelerator_type"] = parse_choice(
-                k["accelerator_type"], got["accelerator_type"], tuple(ACCELERATORS)
-            )
-        if "learning_rate" in got:
-            values["learning_rate"] = parse_float(k["learning_rate"], got["learning_rate"], example="2e-5")
-        if "max_target_length" in got:
-            values["max_target_length"] = parse_int(
-                k["max_target_length"], got["max_target_length"], minimum=8, example="2048"
-            )
-        if "checkpoint_period" in got:
-            values["checkpoint_period"] = parse_int(
-                k["checkpoint_period"], got["checkpoint_period"], minimum=1, example="100"
-            )
-        if "run_name" in got:
-            values["run_name"] = parse_pattern(
-                k["run_name"], got["run_name"], _RUN_NAME,
-                "a run name (lower-case letters, digits, '.', '_', '-'; at most 63)", "gemma3-sft",
-            )
-        if "install_post_train_extras" in got:
-            values["install_post_train_extras"] = parse_bool(
-                k["install_post_train_extras"], got["install_post_train_extras"]
-            )
-        if "torch_backend" in got:
-            values["torch_backend"] = parse_choice(k["torch_backend"], got["torch_backend"], TORCH_BACKENDS)
-        if "profile" in got:
-            values["profile"] = parse_choice(k["profile"], got["profile"], PROFILES)
-        return cls(**values)
+        return cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
 
     def to_mapping(self) -> dict[str, Any]:
         """The stack-keyed JSON form; `from_mapping(to_mapping())` gives back an equal object."""
-        plain = asdict(self)
-        return {
-            self.KEYS[f.name]: list(plain[f.name]) if isinstance(plain[f.name], tuple) else plain[f.name]
-            for f in fields(self)
-        }
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS}
+
+    def phase_settings(self, phase: str) -> dict[str, Any]:
+        """The settings `phase` depends on, stack-keyed: its own and every earlier phase's. The one answer to
+        "does this change re-run that phase", for the Pulumi program (each phase's inputs), the plan command
+        and the VM (job identity and done-markers)."""
+        depth = PHASES.index(phase)
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if PHASES.index(s.phase) <= depth}
+
+    def weight_inputs(self) -> dict[str, Any]:
+        """The settings the trained weights depend on, by field name: what names a run."""
+        return {s.field: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One pipeline setting: its stack key (without the namespace) and PipelineConfig field, how a raw value
+    is parsed (key, raw, example → value, or ConfigError), an example for the fix in its errors, the first
+    phase that reads it (a change re-runs that phase and every later one), and whether the trained weights
+    depend on it (then it is part of what names a run)."""
+
+    key: str
+    field: str
+    parse: Callable[[str, Any, str], Any]
+    example: str
+    phase: str
+    names_run: bool = False
+
+    @property
+    def default(self) -> Any:
+        return next(f.default for f in fields(PipelineConfig) if f.name == self.field)
+
+
+def _int(minimum: int) -> Callable[[str, Any, str], int]:
+    return lambda key, raw, example: parse_int(key, raw, minimum=minimum, example=example)
+
+
+def _pattern(pattern: re.Pattern[str], what: str) -> Callable[[str, Any, str], str]:
+    return lambda key, raw, example: parse_pattern(key, raw, pattern, what, example)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, Any, str], str]:
+    return lambda key, raw, example: parse_choice(key, raw, choices)
+
+
+def _float(key: str, raw: Any, example: str) -> float:
+    return parse_float(key, raw, example=example)
+
+
+def _bool(key: str, raw: Any, example: str) -> bool:
+    return parse_bool(key, raw)
+
+
+def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
+    columns = parse_list(key, raw, example)
+    if not columns:
+        raise ConfigError(stack_key(key), "must name at least one column", set_hint(key, f"'{example}'"))
+    for column in columns:
+        parse_pattern(key, column, _COLUMN, "a column name", f"'{example}'")
+    return tuple(columns)
+
+
+# In the order of the phases they feed (workload/contract.py PHASES).
+SETTINGS: tuple[Setting, ...] = (
+    Setting("maxtextVersion", "maxtext_version", _pattern(_VERSION, "a release version like 0.2.2"), "0.2.2",
+            "bootstrap", names_run=True),
+    Setting("installPostTrainExtras", "install_post_train_extras", _bool, "true", "bootstrap"),
+    Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
+    Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "convert", names_run=True),
+    Setting("profile", "profile", _choice(PROFILES), "full", "convert", names_run=True),
+    Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
+    Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
+    Setting("dataset", "dataset", _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),
+            "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
+    Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
+    Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
+    Setting("learningRate", "learning_rate", _float, "2e-5", "train", names_run=True),
+    Setting("maxTargetLength", "max_target_length", _int(8), "2048", "train", names_run=True),
+    Setting("acceleratorType", "accelerator_type", _choice(tuple(ACCELERATORS)), "v6e-8", "train", names_run=True),
+    # How often a checkpoint is written changes no weight, so it names no run; but the train job must see a new
+    # value (a resumed attempt uses it), so like every row it re-runs its phase (a finished training is then a
+    # no-op that re-checks its checkpoint) on both sides.
+    Setting("checkpointPeriod", "checkpoint_period", _int(1), "100", "train"),
+    Setting("runName", "run_name",
+            _pattern(_RUN_NAME, "a run name (lower-case letters, digits, '.', '_', '-'; at most 63)"),
+            "gemma3-sft", "train"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}

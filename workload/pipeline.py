@@ -21,7 +21,7 @@ import fcntl
 import os
 import time
 
-from workload import commands, export_fix, markers, tiny, verify_hf
+from workload import export_fix, markers, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -35,12 +35,14 @@ def plan(profile: str, until: str) -> list[str]:
 
 
 def step_inputs(ctx: Context, step: str) -> dict:
-    """Each step's own inputs (paths excluded where the layout derives them from these same inputs)."""
+    """Each step's own inputs (paths excluded where the layout derives them from these same inputs). convert and
+    train depend on exactly the settings their phase does (PipelineConfig.phase_settings), so a change re-runs a
+    step on the VM exactly when the Pulumi program re-runs its phase."""
     config = ctx.config
     return {
         "assets": lambda: {"spec": tiny.SPEC, "chat_template": tiny.CHAT_TEMPLATE, "maxtext": config.maxtext_version},
-        "convert": lambda: {"model": config.model, "maxtext": config.maxtext_version, "profile": config.profile},
-        "train": lambda: {**commands.training_inputs(config), "run_name": ctx.layout.run_name},
+        "convert": lambda: config.phase_settings("convert"),
+        "train": lambda: {**config.phase_settings("train"), "run_name": ctx.layout.run_name},
         "export": lambda: {"fix": {export_fix.KEY: export_fix.RIGHT}},
         "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS},
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},

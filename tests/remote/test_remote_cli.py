@@ -132,7 +132,7 @@ def test_put_secret_stores_the_token_0600_without_printing_it(target, scratch):
 def test_the_model_is_kept_only_on_a_mounted_data_disk(target, scratch):
     from remote.connection import connect
     from remote.errors import RemoteError
-    from remote.phase import require_mounted
+    from remote.mount import require_mounted
 
     with connect(target) as conn:
         require_mounted(conn, "/proc", 1)  # a mount point: returns at once

@@ -4,10 +4,10 @@ import hashlib
 import subprocess
 
 import pytest
-from invoke.exceptions import UnexpectedExit
 
 from remote import jobs
 from remote.connection import connect
+from remote.errors import CommandFailed
 from ssh_testbed import wait_until
 
 TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
@@ -39,9 +39,10 @@ def test_secret_reaches_the_job_and_nothing_else(sshd_host, scratch, capfd, capl
 
 def test_secret_is_not_in_exception_text(sshd_host, scratch):
     unwritable = sshd_host.target("/proc/no-state-here")  # start fails on the host, after the secret was given
-    with connect(unwritable) as conn, pytest.raises(UnexpectedExit) as failed:
+    with connect(unwritable) as conn, pytest.raises(CommandFailed) as failed:
         jobs.start(conn, "x", "true", secret_env={"HF_TOKEN": TOKEN})
     assert TOKEN not in str(failed.value) and TOKEN not in repr(failed.value)
+    assert TOKEN not in "\n".join(failed.value.tail)
     with connect(sshd_host.target(scratch / "state")) as conn, pytest.raises(ValueError) as bad:
         jobs.start(conn, "x", "true", secret_env={"BAD NAME": TOKEN})
     assert TOKEN not in str(bad.value)

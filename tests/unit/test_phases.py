@@ -5,9 +5,11 @@ import socket
 
 import pytest
 
-from infra.phases import OWN_INPUTS, PHASES
+from infra.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
-from workload.config import PipelineConfig
+from remote.profile import VM
+from workload.config import SETTINGS, PipelineConfig
+from workload.contract import PHASES
 
 COMMAND = "command:local:Command"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -38,7 +40,7 @@ def test_phases_are_chained_after_the_vm(mock_stack):
 
 
 def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
-    for command in phases(mock_stack()).values():
+    for phase, command in phases(mock_stack()).items():
         env = command.inputs["environment"]
         assert set(env) == {"TPU_SFT_TARGET", "TPU_SFT_PIPELINE"}
         target = json.loads(env["TPU_SFT_TARGET"])
@@ -50,8 +52,12 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
             "gateway": "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b "
                        "--project=my-tpu-project --verbosity=warning",
             "trust_on_first_use": True,
+            "profile": VM.to_mapping(),  # the seed's install, /dev/shm scratch, kept on the mounted data disk
         }
-        pipeline = PipelineConfig.from_mapping(json.loads(env["TPU_SFT_PIPELINE"]))
+        settings = json.loads(env["TPU_SFT_PIPELINE"])
+        pipeline = PipelineConfig.from_mapping(settings)
+        assert pipeline.phase_settings(phase) == settings  # only what this phase depends on
+        assert {*OWN_INPUTS[phase]} <= set(settings)
         assert pipeline.steps == 1000 and pipeline.model == "gemma3-4b"
         assert not any(is_secret(v) for v in env.values())  # a secret here would make every output secret
 
@@ -74,9 +80,8 @@ def test_triggers_are_vm_identity_and_phase_inputs(mock_stack):
         assert set(OWN_INPUTS[phase]) <= set(inputs)
 
 
-def test_every_pipeline_setting_triggers_some_phase():
-    covered = {key for keys in OWN_INPUTS.values() for key in keys}
-    assert covered == set(PipelineConfig.KEYS.values())
+def test_every_pipeline_setting_feeds_a_phase():
+    assert all(setting.phase in PHASES for setting in SETTINGS)
 
 
 def _triggers(mock_stack, overrides):
@@ -122,12 +127,6 @@ def test_preview_connects_to_nothing(mock_stack, monkeypatch):
     assert attempts == []
 
 
-def test_phase_names_match_the_remote_cli():
-    from remote.phase import PHASES as REMOTE_PHASES
-
-    assert REMOTE_PHASES == PHASES
-
-
 def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/unit/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
@@ -145,7 +144,43 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
 
 
 def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
-    from infra.disk import MOUNT_POINT
-    from remote.phase import DATA_DISK_MOUNT, DEFAULT_OUTPUT_DIR
+    from infra.disk import mount_script
 
-    assert DATA_DISK_MOUNT == MOUNT_POINT and DEFAULT_OUTPUT_DIR.startswith(MOUNT_POINT + "/")
+    assert VM.required_mount is not None and VM.kept_dir.startswith(VM.required_mount + "/")
+    assert f"mountpoint -q {VM.required_mount} || mount" in mount_script()
+
+
+# One valid change of every pipeline setting, and of settings that reach the VM, rename it or change nothing.
+# (Other VM-replacing keys such as bootDiskSizeGb change the instance id only in a real engine, not the mock's.)
+KEY_CHANGES = [
+    ("tpu-sft:maxtextVersion", "0.2.3"), ("tpu-sft:installPostTrainExtras", "false"), ("tpu-sft:torchBackend", "auto"),
+    ("tpu-sft:model", "gemma3-12b"), ("tpu-sft:profile", "tiny"), ("tpu-sft:steps", "2000"),
+    ("tpu-sft:perDeviceBatchSize", "4"), ("tpu-sft:dataset", "someone/chats"), ("tpu-sft:trainSplit", "train_gen"),
+    ("tpu-sft:trainDataColumns", '["prompt"]'), ("tpu-sft:learningRate", "1e-4"), ("tpu-sft:maxTargetLength", "1024"),
+    ("tpu-sft:acceleratorType", "v6e-4"), ("tpu-sft:checkpointPeriod", "50"), ("tpu-sft:runName", "my-run"),
+    ("tpu-sft:instanceName", "tpu-sft-other"), ("tpu-sft:access", "direct"),
+    ("tpu-sft:sshUser", "someone"), ("tpu-sft:labels", '{"owner": "someone-else"}'),
+    ("tpu-sft:pricePerChipHour", "3.1"), ("tpu-sft:dataDiskSizeGb", "200"), ("tpu-sft:keepDataDisk", "true"),
+]
+
+
+def _recorded_inputs(stack):
+    """What pulumi-command compares to decide whether a phase's `create` runs again: every input."""
+    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")} for phase, c in phases(stack).items()}
+
+
+@pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
+def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config, key, value):
+    from infra.plan import plan
+    from infra.settings import parse
+
+    assert dev_config.get(key) != value
+    before, after = _recorded_inputs(mock_stack()), _recorded_inputs(mock_stack({key: value}))
+    recorded = {phase for phase in PHASES if before[phase] != after[phase]}
+    settings = [parse({**dev_config, **change}, stack="dev", public_key_reader=lambda _: "") for change in ({}, {key: value})]
+    planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
+    assert recorded == planned
+
+
+def test_every_pipeline_setting_is_in_the_change_table():
+    assert set(PipelineConfig().to_mapping()) <= {key.split(":", 1)[1] for key, _ in KEY_CHANGES}

@@ -1,0 +1,53 @@
+"""What differs between kinds of host, as one value carried inside the target (remote/target.py).
+
+The real VM and the rehearsal's local sshd run the same phases; they differ only in these facts: how MaxText
+gets installed, where scratch and kept outputs go, and whether a data disk must be mounted before anything is
+kept. How to reach the host (address, port, `gateway`) is the target's own business. Standard library only:
+the Pulumi program builds the VM's profile without importing Fabric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+from remote.errors import TargetError
+from workload.contract import KEPT_DIR, MOUNT_POINT, SCRATCH_DIR
+
+
+@dataclass(frozen=True)
+class HostProfile:
+    name: str = "vm"
+    scratch_dir: str = SCRATCH_DIR  # the workload's --work-dir
+    kept_dir: str = KEPT_DIR  # the workload's --output-dir: what outlives the host
+    required_mount: str | None = MOUNT_POINT  # kept outputs wait until this is mounted; None: nothing to wait for
+    # A bootstrap spec (remote.bootstrap.BootstrapSpec JSON form) replacing the seed's install; None: the seed's.
+    bootstrap: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("name", "scratch_dir", "kept_dir"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise TargetError(f"profile.{name}", f"{value!r} is empty or not text", f'set "{name}" in the profile')
+        if self.required_mount is not None and not str(self.required_mount).startswith("/"):
+            raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
+                              'give an absolute mount point, or null when no disk must be mounted')
+        if self.bootstrap is not None and not isinstance(self.bootstrap, Mapping):
+            raise TargetError("profile.bootstrap", "is not a JSON object", 'give {"steps": [...], "env": {...}} or null')
+
+    @classmethod
+    def from_mapping(cls, raw: Any) -> "HostProfile":
+        if not isinstance(raw, Mapping):
+            raise TargetError("profile", f"expected a JSON object, got {type(raw).__name__}", "give a JSON object")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise TargetError(f"profile.{unknown[0]}", "is not a profile field", f"use only {', '.join(sorted(known))}")
+        return cls(**raw)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# A Compute Engine VM made by the Pulumi program: the seed's install, /dev/shm scratch, the data disk.
+VM = HostProfile()

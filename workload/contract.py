@@ -1,0 +1,40 @@
+"""The names that cross layers. The Pulumi program (infra/), the SSH layer (remote/), the rehearsal and the
+workload on the VM import them from here, so no layer holds a copy that a test must keep equal.
+
+Standard library only, and nothing imported: this module is shipped to the VM with the rest of workload/.
+"""
+
+from __future__ import annotations
+
+# The post-deploy pipeline as `pulumi up` runs it: one pulumi-command task per phase, in this order.
+PHASES = ("bootstrap", "convert", "train", "export")
+# The workload step (workload/pipeline.py ORDER) each phase runs up to; bootstrap runs no workload step.
+PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
+
+# Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
+MOUNT_POINT = "/mnt/tpu-sft-data"
+KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
+# Fast scratch, as the seed; lost on reboot, hence the keep step.
+SCRATCH_DIR = "/dev/shm/tpu-sft"
+
+# Environment variables of each phase's command: where to connect, and the settings that phase depends on.
+TARGET_ENV = "TPU_SFT_TARGET"  # remote.target.Target JSON
+PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workload/config.py)
+
+HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
+
+# Relative to the project directory, where `pulumi up` runs: the same state on every machine.
+PROJECT_PYTHON = ".venv/bin/python"
+
+# Exit status of bad input (a setting, flag, target or file) in every CLI: the code argparse itself uses.
+EXIT_BAD_INPUT = 2
+
+
+def phase_command(phase: str) -> str:
+    """The command a phase's pulumi-command task runs."""
+    return f"{PROJECT_PYTHON} -m remote phase {phase}"
+
+
+def put_secret_command(name: str) -> str:
+    """The command that stores a secret piped into its stdin on the host."""
+    return f"{PROJECT_PYTHON} -m remote put-secret {name}"
