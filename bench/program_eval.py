@@ -4,7 +4,7 @@ Each sample is a fresh interpreter (imports dominate, and a warm one would hide 
 cases so machine noise hits both alike. The program runs under the Pulumi SDK's mock engine with the shipped
 Pulumi.dev.yaml, with every socket connect attempt recorded: the run must open no network connection.
 
-    .venv/bin/python bench/program_eval.py [--samples 5]
+    .venv/bin/python -m bench.program_eval [--samples 5]
 
 Target: ratio ≤ 1.5.
 """
@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 # Loading the classes, not just the lazy package: `import pulumi_gcp.compute` alone defers the real work.
-BARE_IMPORT = "import pulumi; from pulumi_gcp.compute import Disk, Firewall, Instance; from pulumi_command.local import Command"
+BARE_IMPORT = (
+    "import pulumi; from pulumi_gcp.compute import Disk, Firewall, Instance; from pulumi_command.local import Command"
+)
 
 PROGRAM = """
 import json, os, socket, sys
@@ -45,7 +47,8 @@ print(json.dumps({{"resources": len(stack.resources), "outputs": len(stack.outpu
 def _timed(code: str, home: str) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"HOME": home, "PATH": "/usr/bin:/bin"}
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"HOME": home,
+                                                                                       "PATH": "/usr/bin:/bin"}
     )
     return time.perf_counter() - start, done.stdout
 
@@ -56,7 +59,8 @@ def main() -> int:
     samples = parser.parse_args().samples
     with tempfile.TemporaryDirectory() as home:
         Path(home, ".ssh").mkdir()
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{home}/.ssh/google_compute_engine"], check=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{home}/.ssh/google_compute_engine"],
+                       check=True)
         program = PROGRAM.format(root=str(ROOT))
         bare, full, report = [], [], {}
         for _ in range(samples):
@@ -66,7 +70,8 @@ def main() -> int:
             report = json.loads(out.strip().splitlines()[-1])
     b, f = statistics.median(bare), statistics.median(full)
     print(f"bare import of provider SDKs   median {b:6.2f} s  ({samples} samples)")
-    print(f"program evaluation under mocks median {f:6.2f} s  ({report['resources']} resources, {report['outputs']} outputs)")
+    print(f"program evaluation under mocks median {f:6.2f} s  "
+          f"({report['resources']} resources, {report['outputs']} outputs)")
     print(f"ratio                          {f / b:6.2f}   (target ≤ 1.5)")
     print(f"network connections attempted  {len(report['connects'])}")
     return 0 if f / b <= 1.5 and not report["connects"] else 1

@@ -1,7 +1,7 @@
 """What tpu-sft's machinery costs on top of the work itself: the rehearsal's wall time against the same
 MaxText commands typed by hand over plain `ssh` to the same local sshd, as a ratio from one run.
 
-    .venv/bin/python bench/rehearsal_overhead.py
+    .venv/bin/python -m bench.rehearsal_overhead
 
 By hand: `python -m workload commands` prints the copy-pasteable commands for the rehearsal's settings; each
 (the tiny assets, to_maxtext, train_sft, to_huggingface) runs in one `ssh` call, in a fresh work directory.
@@ -20,13 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from infra.stack_file import read_stack_config
+from rehearsal.__main__ import CONFIG
+from rehearsal.local_host import MAXTEXT_VENV, LocalHost
+from workload.config import BY_KEY, PipelineConfig
 
-from infra.stack_file import read_stack_config  # noqa: E402
-from rehearsal.local_host import MAXTEXT_VENV, LocalHost  # noqa: E402
-from rehearsal.__main__ import CONFIG  # noqa: E402
-from workload.config import BY_KEY, PipelineConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pipeline_json() -> str:

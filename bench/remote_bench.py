@@ -4,7 +4,7 @@
   bootstrap re-check `bootstrap_all` with the real seed spec on a host that already holds it, 3 hosts
   follow latency     from a line being written on the host to `follow` handing it over
 
-Run: .venv/bin/python bench/remote_bench.py   (prints one small table; not a test)
+Run: .venv/bin/python -m bench.remote_bench   (prints one small table; not a test)
 """
 
 from __future__ import annotations
@@ -12,23 +12,21 @@ from __future__ import annotations
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+import paramiko
+
+from remote import jobs
+from remote.bootstrap import BootstrapResult, bootstrap_all, spec_for
+from remote.connection import connect
+from remote.target import Target
+from tests.remote.ssh_testbed import REMOTE_USER, Sshd, ensure_remote_user, free_port, make_user_key, wait_until
+from workload.config import PipelineConfig
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "remote")]
-
-import paramiko  # noqa: E402
-from ssh_testbed import REMOTE_USER, Sshd, ensure_remote_user, free_port, make_user_key, wait_until  # noqa: E402
-
-from remote import jobs  # noqa: E402
-from remote.bootstrap import bootstrap_all, spec_for  # noqa: E402
-from remote.connection import connect  # noqa: E402
-from remote.target import Target  # noqa: E402
-from workload.config import PipelineConfig  # noqa: E402
 
 SAMPLES = 10
 
@@ -89,7 +87,7 @@ def bootstrap_recheck(target: Target, state: Path):
         elapsed = time.perf_counter() - start
     finally:
         paramiko.Transport.open_session = original
-    assert all(not r.installed for r in results.values()), results
+    assert all(isinstance(r, BootstrapResult) and not r.installed for r in results.values()), results
     return [
         ("no-op bootstrap re-check, 3 hosts", f"{ms(elapsed)} incl. connecting", "< 3 s"),
         ("round trips per host", ", ".join(f"{h}: {n}" for h, n in sorted(channels.items())), "≤ 1"),
@@ -111,7 +109,7 @@ def follow_latency(target: Target, state: Path):
         time.sleep(0.3)  # let follow settle into its long poll, as it would between training log lines
         written = time.perf_counter()
         Path(f"{go}.{i}").touch()
-        wait_until(lambda: i in arrived, timeout=5, what=f"line {i}")
+        wait_until(lambda sample=i: sample in arrived, timeout=5, what=f"line {i}")
         latencies.append(arrived[i] - written)
     follower.join()
     return ("follow latency (write → on_line)",

@@ -8,8 +8,9 @@ reservations' own billing: override with `tpu-sft:pricePerChipHour`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-PRICE_TABLE = {"v6e": {"usd_per_chip_hour": 2.70, "region": "us-east5", "as_of": "2024"}}
+PRICE_TABLE: dict[str, dict[str, Any]] = {"v6e": {"usd_per_chip_hour": 2.70, "region": "us-east5", "as_of": "2024"}}
 
 # Wall-time model of one run on v6e-8, from the seed tutorial's own figures: conversion ~5 min, 1,000 SFT
 # steps ~10 min; bootstrap and export measured as minutes each. Training scales with steps × batch.

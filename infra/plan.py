@@ -54,7 +54,8 @@ def reach(s: Settings) -> dict[str, Any]:
 
 
 def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
-    return [f"`{k}`: {json.dumps(base.get(k))} → {json.dumps(head.get(k))}" for k in sorted(set(base) | set(head)) if base.get(k) != head.get(k)]
+    return [f"`{k}`: {json.dumps(base.get(k))} → {json.dumps(head.get(k))}"
+            for k in sorted(set(base) | set(head)) if base.get(k) != head.get(k)]
 
 
 def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:

@@ -93,13 +93,15 @@ def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
     key = "sshSourceRanges"
     ranges = parse_list(key, raw, f'["{IAP_RANGE}"]')
     if not ranges:
-        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", set_hint(key, f"'[\"{IAP_RANGE}\"]'"))
+        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", set_hint(key,
+                                                                                              f"'[\"{IAP_RANGE}\"]'"))
     for cidr in ranges:
         try:
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
             raise ConfigError(
-                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", set_hint(key, f"'[\"{IAP_RANGE}\"]'")
+                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", set_hint(key,
+                                                                                              f"'[\"{IAP_RANGE}\"]'")
             ) from None
         if network.prefixlen == 0 and not allow_anywhere:
             raise ConfigError(
@@ -232,11 +234,13 @@ def parse(
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
     if not isinstance(key_path, str) or not key_path:
-        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
+        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}",
+                          set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
     values["ssh_public_key_path"] = key_path
     if get("sshPublicKey") is not None:
         values["ssh_public_key"] = parse_pattern(
-            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", "\"$(cat ~/.ssh/id_ed25519.pub)\""
+            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key",
+            "\"$(cat ~/.ssh/id_ed25519.pub)\"",
         )
     else:
         values["ssh_public_key"] = public_key_reader(key_path)
@@ -247,7 +251,8 @@ def parse(
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
     if model == "FLEX_START" and "max_run_hours" not in values:
         raise ConfigError(
-            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)", set_hint("maxRunHours", "4")
+            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)",
+            set_hint("maxRunHours", "4"),
         )
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:

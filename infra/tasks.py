@@ -4,8 +4,8 @@ own CLI (`python -m remote phase …`) against the VM.
 pulumi-command re-runs `create` when any input changes, not only `triggers`. So each phase's inputs are the
 target (which names the VM instance) and only the settings that phase depends on (infra/phases.py), in both
 `environment` and `triggers`: `pulumi preview` shows which phase would re-run and why, and a `pulumi up` with
-nothing changed runs nothing (no SSH at all). The HF token never enters a phase's environment (that would make every phase's output secret): a
-separate task pipes it over stdin into a 0600 file on the VM.
+nothing changed runs nothing (no SSH at all). The HF token never enters a phase's environment (that would make
+every phase's output secret): a separate task pipes it over stdin into a 0600 file on the VM.
 """
 
 from __future__ import annotations
@@ -84,14 +84,18 @@ class PostDeployTasks(pulumi.ComponentResource):
         inputs = phase_inputs(s.pipeline)
         self.phases: dict[str, local.Command] = {}
         for phase in PHASES:
+            environment: dict[str, pulumi.Input[str]] = {
+                TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True),
+            }
+            triggers: list[Any] = [args.instance_id, inputs[phase]]
             command = local.Command(
                 f"{name}-{phase}",
                 create=phase_command(phase),
-                environment={TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True)},
-                triggers=[args.instance_id, inputs[phase]],
+                environment=environment,
+                triggers=triggers,
                 # The previous run's whole stdout would come back as one environment variable: unbounded.
                 add_previous_output_in_env=False,
-                logging="stdoutAndStderr",
+                logging=local.Logging.STDOUT_AND_STDERR,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
             self.phases[phase] = command

@@ -43,7 +43,7 @@ def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinity
     return gcp.compute.InstanceReservationAffinityArgs(
         type="SPECIFIC_RESERVATION",
         specific_reservation=gcp.compute.InstanceReservationAffinitySpecificReservationArgs(
-            key=RESERVATION_KEY, values=[s.reservation]
+            key=RESERVATION_KEY, values=[s.reservation or ""]
         ),
     )
 
@@ -62,7 +62,8 @@ class TpuVm(pulumi.ComponentResource):
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 # No labels here: every boot_disk field is ForceNew, so a label edit would replace the VM.
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(image=IMAGE, size=s.boot_disk_size_gb),
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(image=IMAGE,
+                                                                                   size=s.boot_disk_size_gb),
             ),
             attached_disks=[
                 gcp.compute.InstanceAttachedDiskArgs(

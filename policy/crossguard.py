@@ -7,6 +7,7 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
+    Policy,
     PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
@@ -35,7 +36,8 @@ def _metadata(rule: ResourceRule | StackRule) -> dict[str, Any]:
         "name": rule.name,
         "description": rule.description,
         "enforcement_level": EnforcementLevel(rule.level),
-        "config_schema": PolicyConfigSchema(properties=dict(rule.config)) if rule.config else None,
+        "config_schema": PolicyConfigSchema(properties={k: dict(v) for k,
+                                                        v in rule.config.items()}) if rule.config else None,
     }
 
 
@@ -62,7 +64,7 @@ def _stack_policy(rule: StackRule, stack_config: StackConfig) -> StackValidation
     return StackValidationPolicy(validate=validate, **_metadata(rule))
 
 
-def policies(stack_config: StackConfig) -> list[ResourceValidationPolicy | StackValidationPolicy]:
+def policies(stack_config: StackConfig) -> list[Policy]:
     """Every rule as a CrossGuard policy; `stack_config` is the stack's config as the engine passed it."""
     return [_resource_policy(rule, stack_config) for rule in RESOURCE_RULES] + [
         _stack_policy(rule, stack_config) for rule in STACK_RULES

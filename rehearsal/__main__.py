@@ -32,12 +32,15 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=Path("runs/rehearsal"), help="where the run lives (default runs/rehearsal)")
+                                     epilog=__doc__.split("\n\n",
+                                                          1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path("runs/rehearsal"),
+                        help="where the run lives (default runs/rehearsal)")
     parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
     args = parser.parse_args(argv)
     if not (MAXTEXT_VENV / "bin" / "python").exists():
-        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr)
+        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)",
+              file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.steps is not None and args.steps < 1:
         print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)

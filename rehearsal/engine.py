@@ -124,6 +124,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         return super().RegisterResourceOutputs(request)
 
 
+def _run_main() -> None:
+    runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+
+
 def run_program(
     config: dict[str, str],
     *,
@@ -144,12 +148,13 @@ def run_program(
     mocks = _Mocks(command_stdout or {})
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
-    pulumi.runtime.settings.set_root_resource(None)  # set_mocks made a finished one; run_in_stack makes ours
+    # set_mocks made a finished root resource; run_in_stack makes ours
+    pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
     runtime_config.set_all_config(dict(config), list(secret_keys))
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        loop.run_until_complete(run_in_stack(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")))
+        loop.run_until_complete(run_in_stack(lambda: _run_main()))
     finally:
         loop.close()
         os.chdir(cwd)

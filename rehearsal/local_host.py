@@ -79,7 +79,8 @@ class LocalHost:
     def _bootstrap_spec(self) -> BootstrapSpec:
         """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own."""
         venv = f"{self.state_dir}/maxtext_venv"
-        command = f"mkdir -p {shlex.quote(str(self.state_dir))} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
+        state_dir = shlex.quote(str(self.state_dir))
+        command = f"mkdir -p {state_dir} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
         return BootstrapSpec((Step("link-maxtext-venv", command, 60),))
 
     def stop(self) -> None:

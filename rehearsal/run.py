@@ -46,7 +46,8 @@ class Executed:
     seconds: float
 
 
-def record(config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()) -> tuple[Stack, list[Recorded]]:
+def record(config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()) -> tuple[Stack,
+                                                                                                        list[Recorded]]:
     stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
     commands = _in_dependency_order(stack.of_type(COMMAND))
     return stack, [Recorded.of(c) for c in commands]
@@ -56,7 +57,8 @@ def _in_dependency_order(commands: list[Declared]) -> list[Declared]:
     by_urn = {c.urn: c for c in commands}
     done: list[Declared] = []
     while len(done) < len(commands):
-        ready = [c for c in commands if c not in done and all(d not in by_urn or by_urn[d] in done for d in c.dependencies)]
+        ready = [c for c in commands
+                 if c not in done and all(d not in by_urn or by_urn[d] in done for d in c.dependencies)]
         if not ready:
             raise RuntimeError("the post-deploy commands depend on each other in a cycle")
         done.extend(ready)
@@ -69,6 +71,7 @@ def start(command: Recorded, extra_env: dict[str, str]) -> subprocess.Popen:
         ["/bin/sh", "-c", command.create], cwd=ROOT, env={**os.environ, **command.environment, **extra_env},
         text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
+    assert proc.stdin is not None  # stdin=PIPE
     proc.stdin.write(command.stdin or "")
     proc.stdin.close()
     return proc
@@ -93,4 +96,5 @@ def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) 
         t.start()
     for t in pumps:
         t.join()
-    return Executed(command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]), time.monotonic() - started)
+    return Executed(command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]),
+                    time.monotonic() - started)

@@ -20,11 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from workload.config import PipelineConfig
-
 from remote.connection import Connection, connect, run
 from remote.errors import BadInput, CommandFailed, RemoteError
 from remote.target import Target
+from workload.config import PipelineConfig
 
 log = logging.getLogger("remote")
 
@@ -134,7 +133,7 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
     q_base = shlex.quote(base)
     run(conn, f"mkdir -p -- {q_base}/done")
     ran = []
-    for step, digest in zip(spec.steps, spec.step_hashes()):
+    for step, digest in zip(spec.steps, spec.step_hashes(), strict=True):
         marker = shlex.quote(f"{base}/done/{digest}")
         # The check is inside the lock: the leftovers of an interrupted run may still be finishing this step.
         script = (
@@ -166,4 +165,4 @@ def bootstrap_all(target: Target, spec: BootstrapSpec, *,
             return e
 
     with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:
-        return dict(zip(target.hosts, pool.map(one, target.hosts)))
+        return dict(zip(target.hosts, pool.map(one, target.hosts), strict=True))

@@ -19,8 +19,20 @@ from remote import group, jobs, phase
 from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
 from remote.connection import connect, run
 from remote.errors import (
-    EXIT_AUTH, EXIT_BAD_INPUT, EXIT_FAILED, EXIT_HOST_KEY, EXIT_JOB_LOST, EXIT_NOT_FOUND, EXIT_OK, EXIT_SOME_HOSTS_FAILED,
-    EXIT_UNREACHABLE, EXIT_VERIFY, BadInput, JobNotFound, RemoteError, describe,
+    EXIT_AUTH,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_HOST_KEY,
+    EXIT_JOB_LOST,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_SOME_HOSTS_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_VERIFY,
+    BadInput,
+    JobNotFound,
+    RemoteError,
+    describe,
 )
 from remote.phase_request import PhaseRequest
 from remote.secrets import write_secret
@@ -87,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _verb(verbs, name: str, common, summary: str, details: str) -> argparse.ArgumentParser:
     return verbs.add_parser(name, parents=[common], help=summary, description=f"{summary}\n\n{details}",
-                            epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}", formatter_class=argparse.RawDescriptionHelpFormatter)
+                            epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}",
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _common_flags() -> argparse.ArgumentParser:
@@ -99,7 +112,8 @@ def _common_flags() -> argparse.ArgumentParser:
     t.add_argument("--user")
     t.add_argument("--key", dest="key_path", metavar="PATH", help="private key file")
     t.add_argument("--known-hosts", metavar="PATH", help="file with the pinned host keys")
-    t.add_argument("--gateway", metavar="PROXYCOMMAND", help="e.g. gcloud compute start-iap-tunnel %%h %%p --listen-on-stdin …")
+    t.add_argument("--gateway", metavar="PROXYCOMMAND",
+                   help="e.g. gcloud compute start-iap-tunnel %%h %%p --listen-on-stdin …")
     t.add_argument("--trust-on-first-use", action="store_true", default=None,
                    help="record an unknown host key instead of refusing it (only over an authenticated link)")
     t.add_argument("--worker", dest="workers", action="append", metavar="HOST", help="another host (repeat)")
@@ -163,7 +177,8 @@ def _bootstrap(args) -> int:
     else:
         spec = spec_for(PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig())
     results = bootstrap_all(target, spec, stream=sys.stderr)
-    summary, failed = {}, []
+    summary: dict[str, dict[str, object]] = {}
+    failed: list[str] = []
     for host, result in results.items():
         if isinstance(result, BaseException):
             failed.append(host)

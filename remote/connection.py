@@ -1,6 +1,6 @@
 """Fabric connections with every safety setting explicit: pinned host keys, timeouts, keepalive.
 
-Fabric's defaults are unsafe for unattended use (DESIGN.md, "Remote layer"): it accepts any host key, reads
+Fabric's defaults are unsafe for unattended use: it accepts any host key, reads
 ~/.ssh/config, lets a dead link hang for an hour and pastes `env=` values unquoted. Everything here is set
 at construction, and `run` is the one way the rest of the package executes a command.
 """
@@ -68,7 +68,8 @@ class Connection(fabric.Connection):
         elif not target.trust_on_first_use:
             raise TargetError(
                 "known_hosts", f"{target.known_hosts} does not exist",
-                "create it with the host's key (ssh-keyscan), or set trust_on_first_use where the link is already authenticated",
+                "create it with the host's key (ssh-keyscan), "
+                "or set trust_on_first_use where the link is already authenticated",
             )
 
     def open_gateway(self):
@@ -130,7 +131,8 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
             fcntl.flock(f, fcntl.LOCK_EX)
             f.write(line)
         client.get_host_keys().add(hostname, key.get_name(), key)
-        log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint, self.known_hosts)
+        log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint,
+                    self.known_hosts)
 
 
 def connect(target: Target, host: str | None = None) -> Connection:

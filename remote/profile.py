@@ -33,7 +33,8 @@ class HostProfile:
             raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
                               'give an absolute mount point, or null when no disk must be mounted')
         if self.bootstrap is not None and not isinstance(self.bootstrap, Mapping):
-            raise TargetError("profile.bootstrap", "is not a JSON object", 'give {"steps": [...], "env": {...}} or null')
+            raise TargetError("profile.bootstrap", "is not a JSON object",
+                              'give {"steps": [...], "env": {...}} or null')
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "HostProfile":

@@ -90,7 +90,7 @@ def _run(ctx: Context, until: str) -> int:
         marker_path = ctx.layout.marker(step)
         marker = markers.read(marker_path)
         reason = markers.why_not_done(marker, current, ctx.layout.work_dir)
-        if reason is None:
+        if reason is None and marker is not None:
             previous = _handed_on(current, marker)
             ctx.events.emit("phase", phase=step, status="skipped", reason="done with the same inputs",
                             **marker["facts"])

@@ -4,7 +4,8 @@ MaxText 0.2.2 copies `$HF_TOKEN` into its config (pyconfig infers `hf_access_tok
 config into TensorBoard as text summaries (`maxtext_utils.add_config_to_summary_writer`), so the event
 files the pipeline keeps would hold the secret. Here each TFRecord holding it gets the token's bytes
 replaced by as many '*' (protobuf lengths stay valid) and its checksums recomputed; the incomplete last record
-a killed writer leaves is masked too. Files are rewritten atomically. TFRecord: uint64 length, uint32 masked crc32c(length), data, uint32 masked crc32c(data).
+a killed writer leaves is masked too. Files are rewritten atomically.
+TFRecord: uint64 length, uint32 masked crc32c(length), data, uint32 masked crc32c(data).
 """
 
 from __future__ import annotations

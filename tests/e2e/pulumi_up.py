@@ -60,8 +60,10 @@ class PulumiUp:
 def kill_follower_mid_training(up: PulumiUp, command: Recorded) -> None:
     """Start the train command, and SIGKILL it (Ctrl-C, a laptop asleep) once training reports a step."""
     proc = start(command, up.env(command))
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
     drained: list[str] = []
-    threading.Thread(target=lambda: drained.extend(proc.stderr), daemon=True).start()
+    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
     seen = []
     for line in proc.stdout:
         seen.append(line)

@@ -12,12 +12,13 @@ import pwd
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import pytest
 
 from remote.target import Target
-from ssh_testbed import REMOTE_USER, Sshd, TcpProxy, ensure_remote_user, free_port, make_user_key
+from tests.remote.ssh_testbed import REMOTE_USER, Sshd, TcpProxy, ensure_remote_user, free_port, make_user_key
 
 FAST = dict(connect_timeout=3.0, command_timeout=10.0)
 
@@ -33,7 +34,7 @@ class Host:
             f.write(self.sshd.known_hosts_line)
 
     def target(self, state_dir: Path, **overrides) -> Target:
-        fields = dict(
+        fields: dict[str, Any] = dict(
             host=self.sshd.address, port=self.sshd.port, user=REMOTE_USER, key_path=str(self.sshd.user_key.private),
             known_hosts=str(self.known_hosts), state_dir=str(state_dir), **FAST,
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from remote.bootstrap import BootstrapResult, BootstrapSpec, Step, bootstrap, bootstrap_all, spec_for
 from remote.connection import connect
-from ssh_testbed import wait_until
+from tests.remote.ssh_testbed import wait_until
 from workload.config import PipelineConfig
 
 UV = str(Path(sys.executable).parent / "uv")
@@ -20,7 +20,8 @@ HOLD = ('if [ ! -e "$COUNTS/held-once" ]; then : > "$COUNTS/held-once"; echo $$ 
 def six_spec(scratch: Path, six: str = "1.16.0", hold: bool = False) -> BootstrapSpec:
     env = {"COUNTS": str(scratch / "counts"), "VENV": str(scratch / "venv"), "UV": UV, "UV_PYTHON_DOWNLOADS": "never",
            # The host is this machine: reach PyPI the way this machine does (e.g. through a TLS-inspecting proxy).
-           **{k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy") if k in os.environ}}
+           **{k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY",
+                                         "https_proxy") if k in os.environ}}
     return BootstrapSpec((
         Step("packages", 'mkdir -p "$COUNTS" && echo x >> "$COUNTS/packages"'),
         Step("venv", 'echo x >> "$COUNTS/venv" && "$UV" venv --quiet --python python3 --allow-existing "$VENV"'),

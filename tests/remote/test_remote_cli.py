@@ -10,9 +10,14 @@ from pathlib import Path
 import pytest
 
 from remote.errors import (
-    EXIT_BAD_INPUT, EXIT_HOST_KEY, EXIT_JOB_LOST, EXIT_NOT_FOUND, EXIT_SOME_HOSTS_FAILED, EXIT_UNREACHABLE,
+    EXIT_BAD_INPUT,
+    EXIT_HOST_KEY,
+    EXIT_JOB_LOST,
+    EXIT_NOT_FOUND,
+    EXIT_SOME_HOSTS_FAILED,
+    EXIT_UNREACHABLE,
 )
-from ssh_testbed import free_port
+from tests.remote.ssh_testbed import free_port
 
 VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
 REPO = Path(__file__).resolve().parents[2]

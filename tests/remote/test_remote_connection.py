@@ -10,7 +10,7 @@ import pytest
 
 from remote.connection import connect, run
 from remote.errors import AuthError, HostKeyError, Unreachable
-from ssh_testbed import free_port, make_user_key
+from tests.remote.ssh_testbed import free_port, make_user_key
 
 
 def test_connects_with_pinned_key_and_keepalive(target):

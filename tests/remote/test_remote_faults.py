@@ -11,7 +11,7 @@ from remote import jobs
 from remote.connection import connect
 from remote.errors import Unreachable
 from remote.wait import wait_for_ssh
-from ssh_testbed import wait_until
+from tests.remote.ssh_testbed import wait_until
 
 LINES = 40
 

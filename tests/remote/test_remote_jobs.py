@@ -10,7 +10,7 @@ import pytest
 from remote import jobs
 from remote.connection import connect
 from remote.errors import BadInput, JobLost, JobNotFound
-from ssh_testbed import wait_until
+from tests.remote.ssh_testbed import wait_until
 
 
 def job_path(state_dir: Path, job_id: str) -> Path:

@@ -8,7 +8,7 @@ import pytest
 from remote import jobs
 from remote.connection import connect
 from remote.errors import CommandFailed
-from ssh_testbed import wait_until
+from tests.remote.ssh_testbed import wait_until
 
 TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
 

@@ -15,7 +15,8 @@ def gcloud_home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("home")
     (home / ".ssh").mkdir()
     subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "me@laptop", "-f", str(home / ".ssh/google_compute_engine")],
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "me@laptop", "-f",
+         str(home / ".ssh/google_compute_engine")],
         check=True,
     )
     return home
@@ -35,7 +36,8 @@ def dev_config() -> dict[str, str]:
 def mock_stack(dev_config):
     """Runs `__main__.py` under the mock engine with the dev stack plus overrides; returns what it declared."""
 
-    def run(overrides: dict[str, str] | None = None, *, remove: tuple[str, ...] = (), secret_keys: tuple[str, ...] = ()):
+    def run(overrides: dict[str, str] | None = None, *, remove: tuple[str, ...] = (), secret_keys: tuple[str,
+                                                                                                         ...] = ()):
         config = {k: v for k, v in {**dev_config, **(overrides or {})}.items() if k not in remove}
         return run_program(config, secret_keys=secret_keys)
 

@@ -35,7 +35,7 @@ def test_phases_are_chained_after_the_vm(mock_stack):
     firewall = stack.one("gcp:compute/firewall:Firewall")
     assert vm.urn in steps["bootstrap"].dependencies or any("TpuVm" in d for d in steps["bootstrap"].dependencies)
     assert any("SshFirewall" in d or d == firewall.urn for d in steps["bootstrap"].dependencies)
-    for before, after in zip(PHASES, PHASES[1:]):
+    for before, after in zip(PHASES, PHASES[1:], strict=False):
         assert steps[before].urn in steps[after].dependencies
 
 
@@ -166,7 +166,8 @@ KEY_CHANGES = [
 
 def _recorded_inputs(stack):
     """What pulumi-command compares to decide whether a phase's `create` runs again: every input."""
-    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")} for phase, c in phases(stack).items()}
+    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")} for phase,
+            c in phases(stack).items()}
 
 
 @pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
@@ -177,7 +178,8 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     assert dev_config.get(key) != value
     before, after = _recorded_inputs(mock_stack()), _recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
-    settings = [parse({**dev_config, **change}, stack="dev", public_key_reader=lambda _: "") for change in ({}, {key: value})]
+    settings = [parse({**dev_config, **change}, stack="dev", public_key_reader=lambda _: "")
+                for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     assert recorded == planned
 

@@ -62,7 +62,8 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "remove", "secret_keys", "key"), MALFORMED, ids=[f"{i}-{m[3]}" for i, m in enumerate(MALFORMED)])
+@pytest.mark.parametrize(("overrides", "remove", "secret_keys", "key"), MALFORMED, ids=[f"{i}-{m[3]}" for i,
+                                                                                        m in enumerate(MALFORMED)])
 def test_malformed_setting_declares_nothing(dev_config, overrides, remove, secret_keys, key):
     config = {k: v for k, v in {**dev_config, **overrides}.items() if k not in remove}
     declared = Stack()

@@ -75,8 +75,12 @@ def test_startup_script_mounts_the_data_disk(vm):
 @pytest.mark.parametrize(
     ("model", "extra", "expected"),
     [
-        ("SPOT", {}, {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE", "automaticRestart": False, "preemptible": True}),
-        ("FLEX_START", {"tpu-sft:maxRunHours": "4"}, {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE", "automaticRestart": False, "maxRunDuration": {"seconds": 14400}}),
+        ("SPOT", {}, {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
+                      "instanceTerminationAction": "DELETE", "automaticRestart": False, "preemptible": True}),
+        ("FLEX_START", {"tpu-sft:maxRunHours": "4"}, {"provisioningModel": "FLEX_START",
+                                                      "onHostMaintenance": "TERMINATE",
+                                                      "instanceTerminationAction": "DELETE", "automaticRestart": False,
+                                                      "maxRunDuration": {"seconds": 14400}}),
         ("STANDARD", {}, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}),
     ],
 )

@@ -24,12 +24,12 @@ jobs:
 
 
 def actionlint(*paths: Path) -> subprocess.CompletedProcess:
-    command = [BIN / "actionlint", "-no-color", "-shellcheck", BIN / "shellcheck", *paths]
+    command: list[str | Path] = [BIN / "actionlint", "-no-color", "-shellcheck", BIN / "shellcheck", *paths]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
 def zizmor(*paths: Path) -> subprocess.CompletedProcess:
-    command = [BIN / "zizmor", "--offline", "--no-progress", "--color=never", *paths]
+    command: list[str | Path] = [BIN / "zizmor", "--offline", "--no-progress", "--color=never", *paths]
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 

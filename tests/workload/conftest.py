@@ -8,7 +8,14 @@ import os
 import sys
 
 import pytest
-from tiny_run import MAXTEXT_PYTHON, TINY_SETTINGS, TinyPipeline, run_workload, start_and_kill_after_checkpoint
+
+from tests.workload.tiny_run import (
+    MAXTEXT_PYTHON,
+    TINY_SETTINGS,
+    TinyPipeline,
+    run_workload,
+    start_and_kill_after_checkpoint,
+)
 
 
 @pytest.fixture(scope="session")

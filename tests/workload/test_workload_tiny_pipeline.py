@@ -9,8 +9,7 @@ import re
 import shutil
 import subprocess
 
-from tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
-
+from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
 from workload import commands
 from workload.config import PipelineConfig
 from workload.layout import Layout

@@ -15,9 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
-# Tiny settings: a learning rate high enough that 30 steps visibly move bf16 weights (DESIGN.md), and a
-# checkpoint every 10 steps so an interruption after step 10 leaves something to resume from.
-TINY_SETTINGS = {"profile": "tiny", "steps": 30, "checkpointPeriod": 10, "learningRate": 0.001}
+# Tiny settings: a learning rate high enough that 30 steps visibly move bf16 weights (at the default 2e-5 they
+# may not), and a checkpoint every 10 steps so an interruption after step 10 leaves something to resume from.
+CHECKPOINT_PERIOD = 10
+TINY_SETTINGS = {"profile": "tiny", "steps": 30, "checkpointPeriod": CHECKPOINT_PERIOD, "learningRate": 0.001}
 STEP_LIMIT_S = 900  # one runner invocation; the whole tiny pipeline takes ~5 min here
 
 
@@ -78,7 +79,7 @@ def start_and_kill_after_checkpoint(python: str, config: Path, work: Path, out: 
     process = subprocess.Popen(workload_argv(python, config, work, out), cwd=REPO, stdout=stdout,
                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        while (checkpoint := latest_checkpoint(work)) is None or checkpoint < TINY_SETTINGS["checkpointPeriod"]:
+        while (checkpoint := latest_checkpoint(work)) is None or checkpoint < CHECKPOINT_PERIOD:
             if process.poll() is not None:
                 stdout.seek(0)
                 pytest.fail(f"the pipeline ended (exit {process.returncode}) before a checkpoint:\n{stdout.read()}")
