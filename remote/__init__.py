@@ -4,4 +4,6 @@ target      where to connect (JSON in $TPU_SFT_TARGET)      connection  pinned, 
 wait        wait_for_ssh for a fresh VM                      bootstrap   fingerprinted, resumable install
 jobs        detached jobs: start, status, follow, cancel    sync        push_tree and fetch, sha256-verified
 group       one command on every host                        cli         `python -m remote VERB`
+profile     what kind of host (VM, local rehearsal)          errors      one failure type, the exit codes
+phase       one pipeline phase: phase_request → secrets → mount → claim → follow
 """
