@@ -195,16 +195,6 @@ def parse(
     reservation = get("reservation")
     if reservation is not None:
         parse_pattern("reservation", reservation, _RESERVATION, "a reservation name", "my-v6e-reservation")
-    if model == "RESERVATION_BOUND" and not reservation:
-        raise ConfigError(
-            stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
-            f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
-        )
-    if model != "RESERVATION_BOUND" and reservation:
-        raise ConfigError(
-            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {model}",
-            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
-        )
     for key, attr in (("instanceName", "instance_name"), ("network", "network"), ("subnetwork", "subnetwork")):
         if get(key) is not None:
             values[attr] = parse_pattern(key, get(key), _RESOURCE_NAME, "a Compute Engine resource name", "tpu-sft")
@@ -222,11 +212,6 @@ def parse(
         values["access"] = parse_choice("access", get("access"), ACCESS_PATHS)
     if get("externalIp") is not None:
         values["external_ip"] = parse_bool("externalIp", get("externalIp"))
-    if values.get("access") == "direct" and not values.get("external_ip", True):
-        raise ConfigError(
-            stack_key("externalIp"), "is false, but tpu-sft:access direct needs the VM's external IP",
-            "pulumi config set tpu-sft:access iap, or pulumi config set tpu-sft:externalIp true",
-        )
     anywhere = parse_bool("dangerouslyAllowSshFromAnywhere", get("dangerouslyAllowSshFromAnywhere", "false"))
     if get("sshSourceRanges") is not None:
         values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
@@ -249,11 +234,6 @@ def parse(
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
     if get("maxRunHours") is not None:
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
-    if model == "FLEX_START" and "max_run_hours" not in values:
-        raise ConfigError(
-            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)",
-            set_hint("maxRunHours", "4"),
-        )
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:
             raise ConfigError(
@@ -262,14 +242,56 @@ def parse(
             )
         values["hf_token"] = get("hfToken")
 
-    return Settings(
+    settings = Settings(
         project=project, zone=zone, stack=stack, pipeline=pipeline,
         accelerator=ACCELERATORS[pipeline.accelerator_type], reservation=reservation, **values,
     )
+    for rule in CROSS_KEY_RULES:
+        rule(settings)
+    return settings
+
+
+def reservation_matches_model(s: Settings) -> None:
+    """A RESERVATION_BOUND VM names its reservation; no other model takes one."""
+    if s.provisioning_model == "RESERVATION_BOUND" and not s.reservation:
+        raise ConfigError(
+            stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
+            f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
+        )
+    if s.provisioning_model != "RESERVATION_BOUND" and s.reservation:
+        raise ConfigError(
+            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {s.provisioning_model}",
+            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
+        )
+
+
+def direct_access_needs_external_ip(s: Settings) -> None:
+    if s.access == "direct" and not s.external_ip:
+        raise ConfigError(
+            stack_key("externalIp"), "is false, but tpu-sft:access direct needs the VM's external IP",
+            "pulumi config set tpu-sft:access iap, or pulumi config set tpu-sft:externalIp true",
+        )
+
+
+def flex_start_needs_run_cap(s: Settings) -> None:
+    if s.provisioning_model == "FLEX_START" and s.max_run_hours is None:
+        raise ConfigError(
+            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)",
+            set_hint("maxRunHours", "4"),
+        )
+
+
+# Rules across keys, checked in this order once every key is valid on its own.
+CROSS_KEY_RULES = (reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap)
 
 
 def from_pulumi() -> Settings:
-    """The current stack's settings, from the config the engine handed this program."""
+    """The current stack's settings, from the config the engine handed this program.
+
+    Read through `pulumi.runtime.config`, not `pulumi.Config`, on purpose: `pulumi.Config` can neither list the
+    keys a stack sets (so a typo such as `tpu-sft:step` would pass silently) nor say synchronously which values
+    are stored as secrets (so a token in plain text would pass too); both checks are tested under the mock
+    engine (tests/unit/test_settings_errors.py). Only this function touches the runtime."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 
