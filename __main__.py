@@ -1,4 +1,4 @@
-"""tpu-sft: a reserved TPU VM, its SSH firewall and data disk, and the fine-tuning run on it.
+"""tpu-sft: a reserved TPU VM, its SSH firewall, data disk and checkpoint bucket, and the fine-tuning run on it.
 
 Wiring only: settings → infrastructure → post-deploy tasks → exports. Each piece lives in infra/; the tasks
 run the remote CLI (`python -m remote phase …`), which ships workload/ to the VM.
@@ -8,13 +8,14 @@ import pulumi
 
 from infra import settings as stack_settings
 from infra.access import gcloud_ssh_command, ssh_command
+from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
 from infra.tasks import PostDeployTasks, TasksArgs
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
-from workload.contract import MOUNT_POINT
+from workload.contract import MOUNT_POINT, RUNS_PREFIX
 
 try:
     settings = stack_settings.from_pulumi()
@@ -41,6 +42,19 @@ vm = TpuVm(
     settings.instance_name,
     TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
 )
+checkpoints = Bucket(
+    f"{settings.instance_name}-runs",
+    BucketArgs(
+        name=settings.checkpoint_bucket,
+        location=region_of(settings.zone),
+        labels={**labels, "tpu-sft-role": "checkpoints"},
+        expire_prefixes=[f"{RUNS_PREFIX}/"],
+        expire_after_days=settings.checkpoint_retention_days,
+        force_destroy=settings.bucket_force_destroy,
+        keep_on_destroy=settings.keep_data_disk,
+        object_users=[vm.service_account_email.apply(lambda email: f"serviceAccount:{email}")],
+    ),
+)
 tasks = PostDeployTasks(
     f"{settings.instance_name}-pipeline",
     TasksArgs(
@@ -48,8 +62,9 @@ tasks = PostDeployTasks(
         instance_name=vm.name,
         instance_id=vm.instance_id,
         external_ip=vm.external_ip,
+        runs_url=checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"),
         hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
-        after=[vm, firewall, data_disk],
+        after=[vm, firewall, data_disk, checkpoints],
     ),
 )
 cost = estimate(
@@ -65,6 +80,7 @@ pulumi.export("sshCommand", pulumi.Output.all(vm.name, vm.external_ip).apply(lam
 pulumi.export("gcloudSshCommand", vm.name.apply(lambda name: gcloud_ssh_command(settings, name)))
 pulumi.export("dataDiskName", data_disk.name)
 pulumi.export("dataDiskMountPoint", MOUNT_POINT)
+pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
 pulumi.export("hourlyCostUsd", cost.hourly_usd)
 pulumi.export("estimatedRunHours", cost.run_hours)
 pulumi.export("estimatedRunCostUsd", cost.run_usd)

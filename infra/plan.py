@@ -44,9 +44,10 @@ def vm_identity(s: Settings) -> dict[str, Any]:
 
 
 def reach(s: Settings) -> dict[str, Any]:
-    """The settings feeding the target every phase is handed (infra/tasks.py): a new way to reach the VM changes
-    every phase's inputs, so every phase re-runs."""
+    """The settings feeding the target every phase is handed (infra/tasks.py): a new way to reach the VM, or a new
+    place for its checkpoints, changes every phase's inputs, so every phase re-runs."""
     return {
+        "tpu-sft:checkpointBucket": s.checkpoint_bucket,
         "tpu-sft:access": s.access,
         "tpu-sft:sshUser": s.ssh_user,
         "tpu-sft:sshPublicKeyPath": s.ssh_public_key_path,

@@ -45,6 +45,9 @@ _RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
+# Cloud Storage bucket names without dots (dotted names need domain verification): 3-63 characters.
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -52,7 +55,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken",
+    "maxRunHours", "hfToken", "serviceAccount", "checkpointBucket", "checkpointRetentionDays", "bucketForceDestroy",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -83,6 +86,10 @@ class Settings:
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
     max_run_hours: int | None = None
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+    service_account: str | None = None  # the VM's identity; None: the project's default compute service account
+    checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name
+    checkpoint_retention_days: int = 30
+    bucket_force_destroy: bool = False
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -148,6 +155,18 @@ def read_public_key(path_text: str) -> str:
             set_hint("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
         )
     return text
+
+
+def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str:
+    """The given name, or one derived from the project id (globally unique) and the instance name."""
+    if raw is not None:
+        return parse_pattern("checkpointBucket", raw, _BUCKET, "a bucket name (3-63 of a-z, 0-9, '-', '_')",
+                             f"{project}-tpu-sft-runs")
+    name = f"{project}-{instance_name or Settings.instance_name}-runs"
+    if not _BUCKET.match(name):
+        raise ConfigError(stack_key("checkpointBucket"), f"the derived bucket name {name!r} is longer than 63 characters",
+                          set_hint("checkpointBucket", f"{project[:40]}-runs"))
+    return name
 
 
 def parse(
@@ -234,6 +253,17 @@ def parse(
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
     if get("maxRunHours") is not None:
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    if get("serviceAccount") is not None:
+        values["service_account"] = parse_pattern(
+            "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
+            "tpu-sft-vm@my-project.iam.gserviceaccount.com",
+        )
+    values["checkpoint_bucket"] = _checkpoint_bucket(get("checkpointBucket"), project, values.get("instance_name"))
+    if get("checkpointRetentionDays") is not None:
+        values["checkpoint_retention_days"] = parse_int(
+            "checkpointRetentionDays", get("checkpointRetentionDays"), minimum=1, example="30")
+    if get("bucketForceDestroy") is not None:
+        values["bucket_force_destroy"] = parse_bool("bucketForceDestroy", get("bucketForceDestroy"))
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:
             raise ConfigError(

@@ -11,7 +11,7 @@ every phase's output secret): a separate task pipes it over stdin into a 0600 fi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import pulumi
@@ -33,11 +33,12 @@ class TasksArgs:
     instance_name: pulumi.Output[str]
     instance_id: pulumi.Output[str]
     external_ip: pulumi.Output[str | None]
+    runs_url: pulumi.Output[str]  # the workload's --runs-dir: gs://<checkpoint bucket>/runs
     hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
     after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM, its firewall)
 
 
-def target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None) -> dict[str, Any]:
+def target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None, runs_url: str) -> dict[str, Any]:
     """remote.target JSON. Host keys are pinned per instance id: a replaced VM is a new host, not a changed key.
     The first contact records the key: over IAP the tunnel itself is authenticated by Google."""
     return {
@@ -47,7 +48,7 @@ def target(s: Settings, instance_name: str, instance_id: str, external_ip: str |
         "known_hosts": f"{KNOWN_HOSTS_DIR}/{s.stack}-{instance_id}",
         "gateway": iap_proxy_command(s, "%h", "%p") if s.access == "iap" else None,
         "trust_on_first_use": True,
-        "profile": VM.to_mapping(),
+        "profile": replace(VM, runs_dir=runs_url).to_mapping(),
     }
 
 
@@ -66,7 +67,7 @@ class PostDeployTasks(pulumi.ComponentResource):
     def __init__(self, name: str, args: TasksArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:PostDeployTasks", name, None, opts)
         s = args.settings
-        target_json = pulumi.Output.all(args.instance_name, args.instance_id, args.external_ip).apply(
+        target_json = pulumi.Output.all(args.instance_name, args.instance_id, args.external_ip, args.runs_url).apply(
             lambda a: json.dumps(target(s, *a), sort_keys=True)
         )
         previous: list[pulumi.Resource] = list(args.after)

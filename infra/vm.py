@@ -11,6 +11,9 @@ from infra.disk import DEVICE_NAME, mount_script
 from infra.settings import IMAGE, Settings
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The workload's Google APIs (Cloud Storage, logging) are then governed by the service account's IAM roles alone,
+# as Google recommends; the seed's `gcloud compute instances create` attaches the default compute account too.
+SERVICE_ACCOUNT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,9 @@ class TpuVm(pulumi.ComponentResource):
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if s.external_ip else [],
                 )
             ],
+            service_account=gcp.compute.InstanceServiceAccountArgs(
+                email=s.service_account, scopes=list(SERVICE_ACCOUNT_SCOPES)
+            ),
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
             metadata={
@@ -91,6 +97,12 @@ class TpuVm(pulumi.ComponentResource):
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id
         self.external_ip = self.instance.network_interfaces.apply(_external_ip)
+        # Unset in the settings, Google attaches the project's default compute account: known once the VM exists.
+        self.service_account_email = (
+            pulumi.Output.from_input(s.service_account)
+            if s.service_account
+            else self.instance.service_account.apply(lambda account: account.email if account else None)
+        )
         self.register_outputs({"name": self.name, "instance_id": self.instance_id})
 
 

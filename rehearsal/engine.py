@@ -80,6 +80,9 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("name", args.name)
         if args.typ == "gcp:compute/instance:Instance":
             state["instanceId"] = f"{args.name}-id"
+            # Without an e-mail in the request, Google attaches the project's default compute service account.
+            account = state.setdefault("serviceAccount", {})
+            account.setdefault("email", "123456789-compute@developer.gserviceaccount.com")
             for nic in state.get("networkInterfaces", []):
                 for config in nic.get("accessConfigs", []):
                     config["natIp"] = "203.0.113.7"

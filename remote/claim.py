@@ -36,6 +36,8 @@ def claim(conn: Connection, request: PhaseRequest, code_dir: str, has_token: boo
         "-m", "workload", "run", "--config", f"../runs/{prefix}.json", "--work-dir", request.work_dir,
         "--output-dir", request.output_dir, "--until", PHASE_UNTIL[request.phase],
     ]
+    if request.target.profile.runs_dir is not None:
+        argv += ["--runs-dir", request.target.profile.runs_dir]
     if has_token:
         argv += ["--hf-token-file", f"../secrets/{HF_TOKEN_SECRET}"]
     # A job starts in its own directory: reach the code and the venv from the home directory.

@@ -1,8 +1,8 @@
 """What differs between kinds of host, as one value carried inside the target (remote/target.py).
 
 The real VM and the rehearsal's local sshd run the same phases; they differ only in these facts: how MaxText
-gets installed, where scratch and kept outputs go, and whether a data disk must be mounted before anything is
-kept. How to reach the host (address, port, `gateway`) is the target's own business. Standard library only:
+gets installed, where scratch, training runs and kept outputs go, and whether a data disk must be mounted before
+anything is kept. How to reach the host (address, port, `gateway`) is the target's own business. Standard library only:
 the Pulumi program builds the VM's profile without importing Fabric.
 """
 
@@ -20,6 +20,8 @@ class HostProfile:
     name: str = "vm"
     scratch_dir: str = SCRATCH_DIR  # the workload's --work-dir
     kept_dir: str = KEPT_DIR  # the workload's --output-dir: what outlives the host
+    # The workload's --runs-dir: checkpoints that outlive the host (gs://bucket/prefix or a path); None: scratch.
+    runs_dir: str | None = None
     required_mount: str | None = MOUNT_POINT  # kept outputs wait until this is mounted; None: nothing to wait for
     # A bootstrap spec (remote.bootstrap.BootstrapSpec JSON form) replacing the seed's install; None: the seed's.
     bootstrap: Mapping[str, Any] | None = None
@@ -29,6 +31,9 @@ class HostProfile:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise TargetError(f"profile.{name}", f"{value!r} is empty or not text", f'set "{name}" in the profile')
+        if self.runs_dir is not None and not (str(self.runs_dir).startswith(("gs://", "/")) and len(self.runs_dir) > 5):
+            raise TargetError("profile.runs_dir", f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
+                              'give "gs://<bucket>/<prefix>", an absolute path, or null')
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
             raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
                               'give an absolute mount point, or null when no disk must be mounted')

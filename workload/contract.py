@@ -14,6 +14,9 @@ PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
 # Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
 MOUNT_POINT = "/mnt/tpu-sft-data"
 KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
+# The object prefix, in the stack's checkpoint bucket (infra/bucket.py), of the workload's --runs-dir: training
+# checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
+RUNS_PREFIX = "runs"
 # Fast scratch, as the seed; lost on reboot, hence the keep step.
 SCRATCH_DIR = "/dev/shm/tpu-sft"
 

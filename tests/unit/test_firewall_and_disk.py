@@ -66,8 +66,11 @@ def test_components_and_parents(mock_stack):
     stack = mock_stack()
     components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
     assert set(components) == {
-        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks"
+        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks",
+        "tpu-sft:infra:Bucket",
     }
+    for bucket_part in stack.of_type("gcp:storage/bucket:Bucket") + stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
+        assert bucket_part.parent == components["tpu-sft:infra:Bucket"].urn
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
     assert stack.one(FIREWALL).parent == components["tpu-sft:infra:SshFirewall"].urn
     assert stack.one(INSTANCE).parent == components["tpu-sft:infra:TpuVm"].urn

@@ -35,6 +35,9 @@ def test_phases_are_chained_after_the_vm(mock_stack):
     firewall = stack.one("gcp:compute/firewall:Firewall")
     assert vm.urn in steps["bootstrap"].dependencies or any("TpuVm" in d for d in steps["bootstrap"].dependencies)
     assert any("SshFirewall" in d or d == firewall.urn for d in steps["bootstrap"].dependencies)
+    # Nothing trains before the checkpoint bucket and the VM's grant on it exist.
+    assert stack.one("gcp:storage/bucket:Bucket").urn in steps["bootstrap"].dependencies
+    assert stack.one("gcp:storage/bucketIAMMember:BucketIAMMember").urn in steps["bootstrap"].dependencies
     for before, after in zip(PHASES, PHASES[1:], strict=False):
         assert steps[before].urn in steps[after].dependencies
 
@@ -52,7 +55,8 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
             "gateway": "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b "
                        "--project=my-tpu-project --verbosity=warning",
             "trust_on_first_use": True,
-            "profile": VM.to_mapping(),  # the seed's install, /dev/shm scratch, kept on the mounted data disk
+            # the seed's install, /dev/shm scratch, kept on the mounted data disk, checkpoints in the bucket
+            "profile": {**VM.to_mapping(), "runs_dir": "gs://my-tpu-project-tpu-sft-dev-runs/runs"},
         }
         settings = json.loads(env["TPU_SFT_PIPELINE"])
         pipeline = PipelineConfig.from_mapping(settings)

@@ -1,0 +1,71 @@
+"""A Cloud Storage bucket that outlives the VM, and the one identity allowed to use it.
+
+General on purpose (the training checkpoints use one; publishing may use another): uniform bucket-level access
+with public access prevented, the stack's labels, a lifecycle rule that deletes objects under given prefixes after
+some days, `force_destroy` only when asked, and `roles/storage.objectUser` on this bucket alone for each member —
+the smallest predefined role that lets orbax and tensorstore create, read, list and delete objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import pulumi
+import pulumi_gcp as gcp
+
+OBJECT_USER = "roles/storage.objectUser"
+
+
+@dataclass(frozen=True)
+class BucketArgs:
+    name: str
+    location: str  # the VM's region: no cross-region transfer, no dual-region price
+    labels: dict[str, str]
+    expire_prefixes: Sequence[str]  # objects under these prefixes are deleted `expire_after_days` after creation
+    expire_after_days: int
+    force_destroy: bool  # `pulumi destroy` deletes a bucket that still holds objects
+    keep_on_destroy: bool  # `pulumi destroy` forgets the bucket instead of deleting it
+    object_users: Sequence[pulumi.Input[str]]  # IAM members ("serviceAccount:…") that read and write objects
+
+
+class Bucket(pulumi.ComponentResource):
+    def __init__(self, name: str, args: BucketArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-sft:infra:Bucket", name, None, opts)
+        self.bucket = gcp.storage.Bucket(
+            name,
+            name=args.name,
+            location=args.location,
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            labels=dict(args.labels),
+            force_destroy=args.force_destroy,
+            lifecycle_rules=[
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(
+                        age=args.expire_after_days, matches_prefixes=list(args.expire_prefixes)
+                    ),
+                )
+            ],
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_on_destroy),
+        )
+        self.members = [
+            gcp.storage.BucketIAMMember(
+                f"{name}-object-user-{index}",
+                bucket=self.bucket.name,
+                role=OBJECT_USER,
+                member=member,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for index, member in enumerate(args.object_users)
+        ]
+        self.name = self.bucket.name
+        self.url = self.bucket.name.apply(lambda bucket: f"gs://{bucket}")
+        self.register_outputs({"name": self.name, "url": self.url})
+
+
+def region_of(zone: str) -> str:
+    """us-east5-b → us-east5: the bucket lives where the VM runs."""
+    return zone.rsplit("-", 1)[0].upper()
