@@ -7,7 +7,8 @@
 `run` needs the MaxText venv's Python (it starts MaxText with the interpreter it runs under). CFG.json is
 `PipelineConfig.to_mapping()` JSON (stack keys without the `tpu-sft:` prefix). The HF token comes from
 --hf-token-file (mode 0600) or HF_TOKEN, and reaches MaxText only through its environment.
-It leaves: scratch outputs, logs and done-markers in WORK; the kept model, metrics, TensorBoard logs,
+It leaves: scratch outputs, logs and done-markers in WORK; checkpoints and TensorBoard logs in RUNS (--runs-dir,
+default WORK); the kept model, metrics, TensorBoard logs,
 loss curve and manifest in OUTPUT/<run name>/.
 """
 
@@ -19,7 +20,7 @@ import os
 import socket
 import sys
 
-from workload import commands
+from workload import commands, storage
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import EXIT_BAD_INPUT
 from workload.events import Events
@@ -28,6 +29,8 @@ from workload.layout import Layout
 from workload.pipeline import ORDER, run
 from workload.steps import Context
 
+RUNS_DIR_HELP = ("where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "
+                 "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)")
 DEFAULT_WORK_DIR = "/dev/shm"  # the seed's scratch: fast, and lost on reboot (hence `keep`)
 
 
@@ -44,13 +47,14 @@ def load_config(path: str) -> PipelineConfig:
     return PipelineConfig.from_mapping(raw)
 
 
-def _layout(config: PipelineConfig, work_dir: str, output_dir: str) -> Layout:
-    return Layout(os.path.abspath(work_dir), os.path.abspath(output_dir), config.model, commands.run_name(config))
+def _layout(config: PipelineConfig, work_dir: str, output_dir: str, runs_dir: str | None = None) -> Layout:
+    runs = runs_dir if runs_dir is None or storage.is_remote(runs_dir) else os.path.abspath(runs_dir)
+    return Layout(os.path.abspath(work_dir), os.path.abspath(output_dir), config.model, commands.run_name(config), runs)
 
 
 def cmd_commands(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    layout = _layout(config, args.work_dir, args.output_dir)
+    layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
     for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname):
         print(commands.render(command), end="\n\n")
@@ -71,7 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_env["HF_TOKEN"] = token
     context = Context(
         config=config,
-        layout=_layout(config, args.work_dir, args.output_dir),
+        layout=_layout(config, args.work_dir, args.output_dir, args.runs_dir),
         events=events,
         python=sys.executable,
         hostname=socket.gethostname(),
@@ -91,6 +95,7 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("--config", required=True, help="settings JSON (PipelineConfig.to_mapping())")
     show.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"scratch dir (default {DEFAULT_WORK_DIR})")
     show.add_argument("--output-dir", default="output", help="persistent dir for what is kept")
+    show.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     show.add_argument("--python", default="python3", help="interpreter shown in the commands (default python3)")
     show.add_argument("--hostname", help="TPU_NAME (default: this machine's hostname)")
     show.set_defaults(handler=cmd_commands)
@@ -99,6 +104,7 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--config", required=True, help="settings JSON (PipelineConfig.to_mapping())")
     go.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"scratch dir (default {DEFAULT_WORK_DIR})")
     go.add_argument("--output-dir", required=True, help="persistent dir; the run is kept in OUTPUT/<run name>/")
+    go.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
     go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
     go.set_defaults(handler=cmd_run)

@@ -10,7 +10,8 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "done", "seconds": S, ...step facts}
     {"event": "phase", "phase": P, "status": "skipped", "reason": "done with the same inputs", ...step facts}
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
-    {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
+    {"event": "resume", "phase": "train", "from_step": N, "checkpoints": URL, "data": WHY}
+                                                           training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
      "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed
                                                                 them; null when not finite (NaN/inf loss)

@@ -1,22 +1,27 @@
 """Where every step reads and writes. The scratch (work) directory mirrors the seed's /dev/shm layout:
 
     <work>/<model>/mt-format/0/items                        converted checkpoint (seed step 4)
-    <work>/<model>/post-train/<run>/checkpoints/<step>/     SFT checkpoints (seed step 5)
-    <work>/<model>/post-train/<run>/{tensorboard,metrics}/
+    <runs>/<model>/post-train/<run>/checkpoints/<step>/     SFT checkpoints (seed step 5)
+    <runs>/<model>/post-train/<run>/{tensorboard,metrics}/  (MaxText's own; the runner's metrics are copied
+                                                            to .../train-metrics/)
     <work>/<model>/hf-trained/                              the export (seed step 6)
     <work>/hf-home/          HF_HOME (the seed puts the HF cache on /dev/shm too)
+    <work>/train-metrics/<run>/  every training step the runner parsed, and each attempt's start and end
     <work>/logs/             the full raw log of every MaxText subprocess
     <work>/markers/          one done-marker per step
     <work>/results/          verify.json, export-fixes.json, loss.png
     <work>/tiny/             the tiny profile's model and dataset
 
-and what is kept lands in `<output>/<run>/`.
+and what is kept lands in `<output>/<run>/`. `<runs>` is where training outlives the VM (workload/storage.py):
+a gs:// prefix in a bucket or a directory on the data disk; without one, the work dir (the seed's layout).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from workload import storage
 
 
 @dataclass(frozen=True)
@@ -25,6 +30,7 @@ class Layout:
     output_dir: str
     model: str
     run_name: str
+    runs_dir: str | None = None  # a local path or gs:// URL; None: the work dir
 
     def _model(self, *parts: str) -> str:
         return os.path.join(self.work_dir, self.model, *parts)
@@ -61,31 +67,48 @@ class Layout:
 
     @property
     def post_train_base(self) -> str:
-        return self._model("post-train")
+        """train_sft's base_output_directory: a local path or a gs:// URL."""
+        if self.runs_dir is None:
+            return self._model("post-train")
+        return storage.join(self.runs_dir, self.model, "post-train")
 
     @property
     def run_dir(self) -> str:
-        return os.path.join(self.post_train_base, self.run_name)
+        return storage.join(self.post_train_base, self.run_name)
 
     @property
     def checkpoints_dir(self) -> str:
-        return os.path.join(self.run_dir, "checkpoints")
+        return storage.join(self.run_dir, "checkpoints")
 
     def checkpoint(self, step: int) -> str:
-        return os.path.join(self.checkpoints_dir, str(step))
+        return storage.join(self.checkpoints_dir, str(step))
 
     def trained_params(self, step: int) -> str:
         """What to_huggingface loads (the seed's POST_TRAIN_PATH)."""
-        return os.path.join(self.checkpoint(step), "model_params")
+        return storage.join(self.checkpoint(step), "model_params")
 
     @property
     def tensorboard_dir(self) -> str:
-        return os.path.join(self.run_dir, "tensorboard")
+        return storage.join(self.run_dir, "tensorboard")
+
+    @property
+    def train_metrics_dir(self) -> str:
+        """The runner's own training records, on local disk: appended one line per step."""
+        return os.path.join(self.work_dir, "train-metrics", self.run_name)
 
     @property
     def metrics_file(self) -> str:
         """Every training step the runner parsed from the log (the event stream is rate-limited)."""
-        return os.path.join(self.run_dir, "metrics", "train_steps.jsonl")
+        return os.path.join(self.train_metrics_dir, "train_steps.jsonl")
+
+    @property
+    def attempts_file(self) -> str:
+        return os.path.join(self.train_metrics_dir, "attempts.jsonl")
+
+    @property
+    def persisted_metrics_dir(self) -> str:
+        """Where the runner's records are copied beside the checkpoints, so a new VM continues the loss curve."""
+        return storage.join(self.run_dir, "train-metrics")
 
     @property
     def export_dir(self) -> str:

@@ -21,7 +21,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, markers, tiny, verify_hf
+from workload import export_fix, kept, markers, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -81,7 +81,30 @@ def run(ctx: Context, until: str = "keep") -> int:
         return 2
 
 
+def run_identity(ctx: Context) -> str:
+    """What a kept model must have been made from to be reused: every step's own inputs."""
+    return fingerprint({step: step_inputs(ctx, step) for step in plan(ctx.config.profile, "keep")})
+
+
+def _reuse_kept(ctx: Context, until: str) -> bool:
+    """A model kept for exactly these inputs (by another VM, before this one): verify it and report it."""
+    found, _ = kept.verified(ctx.layout.kept_dir, ctx.identity)
+    if found is None:
+        return False
+    reason = f"the model kept in {ctx.layout.kept_dir} has these inputs and matches its manifest"
+    for step in plan(ctx.config.profile, until):
+        ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
+    ctx.events.emit("summary", ok=True, until=until, run_name=ctx.layout.run_name, failed_step=None, error=None,
+                    **found["facts"], kept_dir=ctx.layout.kept_dir,
+                    manifest=os.path.join(ctx.layout.kept_dir, kept.MANIFEST), kept_files=len(found["files"]),
+                    kept_bytes=sum(e["size"] for e in found["files"]), reused_kept_model=True, logs=[])
+    return True
+
+
 def _run(ctx: Context, until: str) -> int:
+    ctx.identity = run_identity(ctx)
+    if _reuse_kept(ctx, until):
+        return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
     previous = ""

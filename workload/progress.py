@@ -42,7 +42,8 @@ def render(e: dict[str, Any]) -> str | None:
         if status == "failed":
             return f"✗ {phase} failed after {e.get('seconds', 0):.0f} s: {e.get('cause', '')}"
     if kind == "resume":
-        return f"↻ {phase} resumes from step {e.get('from_step')}"
+        data = f"; data {e['data']}" if e.get("data") else ""
+        return f"↻ {phase} resumes from checkpoint {e.get('from_step')} in {e.get('checkpoints', '?')}{data}"
     if kind == "step":
         parts = [f"{phase} step {e.get('step')}/{e.get('steps')}"]
         if e.get("loss") is not None:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, hf_token
+from workload import commands, export_fix, hf_token, kept, markers, storage, train_metrics
 from workload.accelerators import ACCELERATORS
 from workload.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
@@ -21,6 +21,8 @@ from workload.fingerprint import manifest
 from workload.layout import Layout
 from workload.proc import StepFailed, run_logged
 from workload.tensorboard_redact import redact_event_files
+
+ORBAX_COMMIT_FILE = "commit_success.txt"  # orbax's atomicity_types.COMMIT_SUCCESS_FILE
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Context:
     base_env: dict[str, str]  # the environment children start from (HF_TOKEN included when given)
     scrub: Callable[[str], str]
     package_root: str  # where `workload` is importable from (the tiny launcher and helpers need it)
+    identity: str = ""  # the fingerprint of every step's inputs (workload/pipeline.py), recorded with what is kept
     log_paths: list[str] = field(default_factory=list)
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
@@ -77,12 +80,15 @@ def convert(ctx: Context) -> Outcome:
 
 
 def latest_checkpoint(layout: Layout) -> int | None:
-    """The highest finished checkpoint step (orbax writes to `<step>.orbax-checkpoint-tmp-*` first)."""
-    try:
-        names = os.listdir(layout.checkpoints_dir)
-    except FileNotFoundError:
-        return None
-    steps = [int(n) for n in names if n.isdigit() and os.path.isdir(layout.trained_params(int(n)))]
+    """The highest finished checkpoint step, locally or in a bucket. orbax marks a finished step the way its
+    atomicity_defaults choose by path: locally it writes `<step>.orbax-checkpoint-tmp-*` and renames it; on
+    Cloud Storage, which cannot rename, it writes `<step>/` in place and adds `commit_success.txt` last."""
+    def finished(step: str) -> bool:
+        if storage.is_remote(layout.checkpoints_dir):
+            return storage.read_text(storage.join(layout.checkpoint(int(step)), ORBAX_COMMIT_FILE)) is not None
+        return storage.is_dir(layout.trained_params(int(step)))
+
+    steps = [int(n) for n in storage.list_dirs(layout.checkpoints_dir) if n.isdigit() and finished(n)]
     return max(steps, default=None)
 
 
@@ -106,13 +112,17 @@ def train(ctx: Context) -> Outcome:
     if start_step is not None and start_step > steps:
         raise StepFailed(f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; "
                          "set another runName")
+    train_metrics.restore(layout)
     if start_step != steps:
         if start_step is not None:
-            ctx.events.emit("resume", phase="train", from_step=start_step)
+            # Tunix restores the weights only: the data iterator and the optimizer state start afresh.
+            ctx.events.emit("resume", phase="train", from_step=start_step, checkpoints=layout.checkpoints_dir,
+                            data="restarts from the first example (MaxText does not checkpoint the data iterator)")
         try:
             _train_attempt(ctx)
         finally:  # a failed or killed attempt's event files too: the next step keeps them
             redact_event_files(layout.tensorboard_dir, ctx.base_env.get(hf_token.ENV))
+            train_metrics.persist(layout)
     final = latest_checkpoint(layout)
     if final != steps:
         raise StepFailed(f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
@@ -121,9 +131,12 @@ def train(ctx: Context) -> Outcome:
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
         raise StepFailed(f"final training loss is {final_loss}, not a finite number")
-    wall = training_wall_seconds(_read_jsonl(_attempts_file(layout)), _read_jsonl(layout.metrics_file))
+    wall = training_wall_seconds(_read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file))
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
-    return Outcome(layout.checkpoint(steps), {
+    receipt = layout.result("trained-checkpoint.json")
+    with open(receipt, "w", encoding="utf-8") as f:  # what the done-marker checks: the checkpoint may be remote
+        json.dump({"checkpoint": layout.checkpoint(steps), "files": storage.files(layout.checkpoint(steps))}, f)
+    return Outcome(receipt, {
         "trained_checkpoint": layout.trained_params(steps),
         "run_name": layout.run_name,
         "final_step": final,
@@ -132,10 +145,6 @@ def train(ctx: Context) -> Outcome:
         "chips": chips,
         "chip_hours": round(wall * chips / 3600, 3),
     })
-
-
-def _attempts_file(layout: Layout) -> str:
-    return os.path.join(os.path.dirname(layout.metrics_file), "attempts.jsonl")
 
 
 def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
@@ -153,13 +162,16 @@ def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
 def _train_attempt(ctx: Context) -> None:
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
-    _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt})
+    _append_jsonl(ctx.layout.attempts_file, {"attempt": attempt})
+    persisting = train_metrics.Cadence()
 
     def on_line(line: str) -> None:
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
             ctx.events.step("train", progress.fields(record))
+            if persisting.due():
+                train_metrics.persist(ctx.layout)
 
     command = ctx.command(commands.train_sft)
     clock = time.monotonic()
@@ -167,7 +179,7 @@ def _train_attempt(ctx: Context) -> None:
         ctx.run("train", command.argv, command.env, on_line)
     finally:
         ctx.events.flush_steps()
-        _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1)})
+        _append_jsonl(ctx.layout.attempts_file, {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1)})
 
 
 def export(ctx: Context) -> Outcome:
@@ -204,8 +216,8 @@ def keep(ctx: Context) -> Outcome:
                            "--title", f"{layout.run_name}: SFT training loss"])
     items = {
         "hf-model": layout.export_dir,
-        "metrics": os.path.dirname(layout.metrics_file),
-        "tensorboard": layout.tensorboard_dir,
+        "metrics": layout.train_metrics_dir,
+        "tensorboard": _local_copy(layout.tensorboard_dir, layout.result("tensorboard")),
         "loss.png": png,
         "verify.json": layout.result("verify.json"),
         "export-fixes.json": layout.result("export-fixes.json"),
@@ -221,17 +233,28 @@ def keep(ctx: Context) -> Outcome:
         else:
             raise StepFailed(f"nothing to keep at {source}")
     files = manifest(partial, hashes=True)
-    with open(os.path.join(partial, "manifest.json"), "w", encoding="utf-8") as f:
-        json.dump({"run_name": layout.run_name, "files": files}, f, indent=1)
+    facts = {k: v for step in ("train", "export", "verify") for k, v in (markers.read(layout.marker(step)) or {}).get(
+        "facts", {}).items()}
+    with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
+        json.dump({"run_name": layout.run_name, "identity": ctx.identity, "facts": facts, "files": files}, f, indent=1)
     # Swap in whole: a reader of the output dir never sees a half-copied model.
     _fresh(layout.kept_dir)
     os.replace(partial, layout.kept_dir)
     return Outcome(layout.kept_dir, {
         "kept_dir": layout.kept_dir,
-        "manifest": os.path.join(layout.kept_dir, "manifest.json"),
+        "manifest": os.path.join(layout.kept_dir, kept.MANIFEST),
         "kept_files": len(files),
         "kept_bytes": sum(e["size"] for e in files),
     })
+
+
+def _local_copy(url: str, local_dir: str) -> str:
+    """A local copy of a tree that may be in a bucket, to keep on the data disk."""
+    if not storage.is_remote(url):
+        return url
+    _fresh(local_dir)
+    storage.download(url, local_dir)
+    return local_dir
 
 
 STEPS: dict[str, Callable[[Context], Outcome]] = {

@@ -10,8 +10,9 @@ TFRecord: uint64 length, uint32 masked crc32c(length), data, uint32 masked crc32
 
 from __future__ import annotations
 
-import os
 import struct
+
+from workload import storage
 
 
 def _crc32c_table() -> list[int]:
@@ -57,25 +58,19 @@ def write_record(data: bytes) -> bytes:
     return header + struct.pack("<I", masked_crc32c(header)) + data + struct.pack("<I", masked_crc32c(data))
 
 
+def redact(blob: bytes, token: str) -> bytes | None:
+    """The event file `blob` with the token masked, or None when it does not hold the token."""
+    secret = token.encode()
+    if secret not in blob:
+        return None
+    records, tail = read_records(blob)
+    mask = b"*" * len(secret)
+    return b"".join(write_record(r.replace(secret, mask)) for r in records) + tail.replace(secret, mask)
+
+
 def redact_event_files(directory: str, token: str | None) -> list[str]:
-    """Rewrite every `events.out.tfevents*` under `directory` that holds `token`; returns their paths."""
-    if not token or not os.path.isdir(directory):
+    """Rewrite every `events.out.tfevents*` under `directory` (a local path or a gs:// URL) that holds `token`;
+    returns their paths. Each file is replaced whole (workload/storage.py)."""
+    if not token:
         return []
-    secret, changed = token.encode(), []
-    for root, _, names in os.walk(directory):
-        for name in names:
-            path = os.path.join(root, name)
-            if not name.startswith("events.out.tfevents"):
-                continue
-            with open(path, "rb") as f:
-                blob = f.read()
-            if secret not in blob:
-                continue
-            records, tail = read_records(blob)
-            mask = b"*" * len(secret)
-            cleaned = b"".join(write_record(r.replace(secret, mask)) for r in records) + tail.replace(secret, mask)
-            with open(path + ".redacting", "wb") as f:
-                f.write(cleaned)
-            os.replace(path + ".redacting", path)
-            changed.append(path)
-    return changed
+    return storage.rewrite_files(directory, "events.out.tfevents", lambda blob: redact(blob, token))

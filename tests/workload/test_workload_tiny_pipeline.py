@@ -40,19 +40,32 @@ def test_pipeline_reaches_the_requested_step_with_a_finite_falling_loss(tiny_pip
     assert summary["chips"] == 0 and summary["train_wall_s"] > 0
 
 
-def test_an_interrupted_training_resumes_from_its_checkpoint_not_from_step_zero(tiny_pipeline):
+def test_an_interrupted_training_resumes_from_its_checkpoint_in_the_bucket_not_from_step_zero(tiny_pipeline):
     killed_at = tiny_pipeline.killed_at_checkpoint
     assert TINY_SETTINGS["checkpointPeriod"] <= killed_at < STEPS
     assert tiny_pipeline.interrupted.phases("done") == ["assets", "convert"]
     run = tiny_pipeline.finished
     assert run.phases("skipped") == ["assets", "convert"]
-    assert {"event": "resume", "phase": "train", "from_step": killed_at} in [
-        {k: v for k, v in e.items() if k != "t"} for e in run.events]
+    (resume,) = [e for e in run.events if e["event"] == "resume"]
+    assert resume["from_step"] == killed_at
+    assert resume["checkpoints"].startswith(f"{tiny_pipeline.runs_url}/gemma3-4b/post-train/")
+    assert "data iterator" in resume["data"]  # the replayed data is said, not hidden
     (train_log,) = [p for p in run.summary["logs"] if "/train-" in p]
     assert first_logged_step(train_log) == killed_at + 1
-    # Chip time counts the killed attempt too, up to its last logged step.
+    # Chip time counts the killed attempt too, up to its last logged step: its records came back from the bucket.
     (train_done,) = [e for e in run.events if e["event"] == "phase" and e["phase"] == "train" and e["status"] == "done"]
     assert run.summary["train_wall_s"] > train_done["seconds"]
+
+
+def test_checkpoints_and_tensorboard_are_in_the_bucket_not_on_scratch(tiny_pipeline):
+    objects = tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix)
+    run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
+    for step in (tiny_pipeline.killed_at_checkpoint, STEPS):
+        assert f"{run}/checkpoints/{step}/commit_success.txt" in objects
+        assert any(n.startswith(f"{run}/checkpoints/{step}/model_params/") for n in objects)
+    assert any(n.startswith(f"{run}/tensorboard/") and "events.out.tfevents" in n for n in objects)
+    assert f"{run}/train-metrics/train_steps.jsonl" in objects
+    assert not list(tiny_pipeline.work.glob("gemma3-4b/post-train"))
 
 
 def test_progress_is_a_bounded_stream_of_steps_ending_with_the_last(tiny_pipeline):
@@ -119,7 +132,8 @@ def test_kept_files_match_their_manifest(tiny_pipeline):
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):
     logs_before = sorted((tiny_pipeline.work / "logs").iterdir())
-    run = run_workload(maxtext_python, tiny_pipeline.config, tiny_pipeline.work, tiny_pipeline.out)
+    run = run_workload(maxtext_python, tiny_pipeline.config, tiny_pipeline.work, tiny_pipeline.out,
+                       "--runs-dir", tiny_pipeline.runs_url)
     assert run.returncode == 0
     assert run.phases("skipped") == ALL_PHASES and run.phases("start") == []
     assert sorted((tiny_pipeline.work / "logs").iterdir()) == logs_before  # no subprocess was started
@@ -127,16 +141,36 @@ def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, max
     assert run.summary["final_step"] == STEPS and run.summary["verify"]["ok"]
 
 
+def test_a_new_vm_with_the_kept_model_verifies_it_and_trains_nothing(tiny_pipeline, maxtext_python, tmp_path):
+    """A new host: empty scratch, the same data disk (out) and bucket. Nothing is converted or trained."""
+    objects_before = tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix)
+    fresh = tmp_path / "new-vm-scratch"
+    run = run_workload(maxtext_python, tiny_pipeline.config, fresh, tiny_pipeline.out, "--runs-dir",
+                       tiny_pipeline.runs_url)
+    assert run.returncode == 0 and run.phases("start") == []
+    assert run.phases("skipped") == ALL_PHASES
+    assert all("has these inputs and matches its manifest" in e["reason"] for e in run.events if e["event"] == "phase")
+    assert run.summary["reused_kept_model"] is True
+    finished = tiny_pipeline.finished.summary
+    for fact in ("final_step", "final_loss", "verify", "kept_dir", "trained_checkpoint"):
+        assert run.summary[fact] == finished[fact], fact
+    assert not (fresh / "logs").exists()  # no MaxText subprocess at all
+    assert tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix) == objects_before
+
+
 def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outputs(tiny_pipeline, maxtext_python,
                                                                                    tmp_path):
     work = tmp_path / "work"
     shutil.copytree(tiny_pipeline.work, work, symlinks=True)
     (work / "markers" / "export.json").unlink()  # as if the export had never run
-    data = list(work.glob(f"gemma3-4b/post-train/*/checkpoints/{STEPS}/model_params/ocdbt.process_0/d/*"))
+    runs = tmp_path / "runs"  # a copy of the bucket's run, so the shared one stays intact
+    tiny_pipeline.gcs.download(tiny_pipeline.runs_prefix, runs)
+    data = list(runs.glob(f"gemma3-4b/post-train/*/checkpoints/{STEPS}/model_params/ocdbt.process_0/d/*"))
     assert data
     for path in data:  # same sizes, garbage bytes: only reading the checkpoint can tell
         path.write_bytes(b"\0" * path.stat().st_size)
-    run = run_workload(maxtext_python, tiny_pipeline.config, work, tmp_path / "out", "--until", "export")
+    run = run_workload(maxtext_python, tiny_pipeline.config, work, tmp_path / "out", "--until", "export",
+                       "--runs-dir", str(runs))
     assert run.returncode == 1
     summary = run.summary
     assert summary["ok"] is False and summary["failed_step"] == "export"
@@ -145,5 +179,5 @@ def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outpu
     assert error["cause"] == summary["error"] and error["tail"] and error["log"].startswith(str(work / "logs"))
     assert run.phases("skipped") == ["assets", "convert", "train"]
     assert not (work / "markers" / "export.json").exists()
-    assert (work / "markers" / "train.json").exists() and latest_checkpoint(work) == STEPS
+    assert (work / "markers" / "train.json").exists() and latest_checkpoint(runs) == STEPS
     assert (work / "gemma3-4b" / "mt-format" / "0" / "items").is_dir()

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.workload.gcs_emulator import GcsEmulator
 
 REPO = Path(__file__).resolve().parents[2]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
@@ -55,9 +56,18 @@ def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str) 
     return Run(done.returncode, parse_events(done.stdout), time.monotonic() - started, done.stderr)
 
 
-def latest_checkpoint(work: Path) -> int | None:
-    steps = [int(p.parent.name) for p in work.glob("gemma3-4b/post-train/*/checkpoints/*/model_params")
+def latest_checkpoint(runs: Path) -> int | None:
+    """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
+    steps = [int(p.parent.name) for p in runs.glob("gemma3-4b/post-train/*/checkpoints/*/model_params")
              if p.parent.name.isdigit()]
+    return max(steps, default=None)
+
+
+def latest_checkpoint_in_bucket(gcs: GcsEmulator, prefix: str) -> int | None:
+    """The last finished checkpoint under a gs:// runs prefix: on Cloud Storage orbax writes `commit_success.txt`
+    into a step's directory when the step is complete."""
+    steps = [int(parts[-2]) for parts in (name.split("/") for name in gcs.objects(prefix))
+             if parts[-1] == "commit_success.txt" and parts[-3] == "checkpoints" and parts[-2].isdigit()]
     return max(steps, default=None)
 
 
@@ -66,26 +76,34 @@ class TinyPipeline:
     config: Path
     work: Path
     out: Path
+    gcs: GcsEmulator
+    runs_prefix: str  # the object prefix of --runs-dir in the emulated bucket
     interrupted: Run  # the first invocation, killed during training
     killed_at_checkpoint: int
-    finished: Run  # the second invocation, which resumed and went to the end
+    finished: Run  # the second invocation, which resumed from the bucket and went to the end
+
+    @property
+    def runs_url(self) -> str:
+        return self.gcs.gs(self.runs_prefix)
 
 
-def start_and_kill_after_checkpoint(python: str, config: Path, work: Path, out: Path, tmp: Path) -> tuple[Run, int]:
+def start_and_kill_after_checkpoint(python: str, config: Path, work: Path, out: Path, tmp: Path, gcs: GcsEmulator,
+                                    runs_prefix: str) -> tuple[Run, int]:
     """Starts the pipeline and SIGKILLs its process group once training has written a checkpoint at
-    `checkpointPeriod` or later — as a preempted VM or a lost SSH session would."""
+    `checkpointPeriod` or later into the bucket — as a preempted VM or a lost SSH session would."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
-    process = subprocess.Popen(workload_argv(python, config, work, out), cwd=REPO, stdout=stdout,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
+    process = subprocess.Popen(argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                               start_new_session=True)
     try:
-        while (checkpoint := latest_checkpoint(work)) is None or checkpoint < CHECKPOINT_PERIOD:
+        while (checkpoint := latest_checkpoint_in_bucket(gcs, runs_prefix)) is None or checkpoint < CHECKPOINT_PERIOD:
             if process.poll() is not None:
                 stdout.seek(0)
                 pytest.fail(f"the pipeline ended (exit {process.returncode}) before a checkpoint:\n{stdout.read()}")
             if time.monotonic() - started > STEP_LIMIT_S:
                 pytest.fail("no training checkpoint within the time limit")
-            time.sleep(0.1)
+            time.sleep(0.5)
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()

@@ -1,0 +1,90 @@
+"""A real Cloud Storage JSON API on 127.0.0.1: `gcp-storage-emulator` (PyPI, pinned in requirements.txt), started
+as its own process. MaxText's gs:// paths reach it through the variables each client reads: tensorstore (orbax
+checkpoints) TENSORSTORE_GCS_HTTP_URL; gcsfs and google-cloud-storage STORAGE_EMULATOR_HOST. The test reads the
+bucket over the same HTTP API, with the standard library only."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class GcsEmulator:
+    process: subprocess.Popen
+    url: str
+    bucket: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "STORAGE_EMULATOR_HOST": self.url,
+            "TENSORSTORE_GCS_HTTP_URL": self.url,
+            # gcsfs otherwise probes each bucket for hierarchical namespaces and stalls ~60 s (DESIGN.md).
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+            "FSSPEC_GCS_TOKEN": "anon",
+        }
+
+    def gs(self, *parts: str) -> str:
+        return "/".join([f"gs://{self.bucket}", *parts])
+
+    def objects(self, prefix: str = "") -> dict[str, int]:
+        """Object name → size under `prefix`, every page."""
+        found, token = {}, None
+        while True:
+            query = {"prefix": prefix, **({"pageToken": token} if token else {})}
+            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o?{urllib.parse.urlencode(query)}",
+                                        timeout=30) as response:
+                page = json.load(response)
+            found.update({item["name"]: int(item["size"]) for item in page.get("items", [])})
+            token = page.get("nextPageToken")
+            if not token:
+                return found
+
+    def download(self, prefix: str, dest: Path) -> None:
+        """Every object under `prefix` into `dest`, as files named by the rest of the object name."""
+        for name in self.objects(prefix):
+            quoted = urllib.parse.quote(name, safe="")
+            target = dest / name[len(prefix):].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o/{quoted}?alt=media",
+                                        timeout=60) as response:
+                target.write_bytes(response.read())
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def start(bucket: str, log_path: Path) -> GcsEmulator:
+    port = free_port()
+    log = open(log_path, "w")
+    process = subprocess.Popen([str(EMULATOR), "start", "--host", "127.0.0.1", "--port", str(port),
+                                "--default-bucket", bucket, "--in-memory"], stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    emulator = GcsEmulator(process, f"http://127.0.0.1:{port}", bucket)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            emulator.objects()
+            return emulator
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                emulator.stop()
+                raise RuntimeError(f"gcp-storage-emulator did not answer on {emulator.url}: see {log_path}") from None
+            time.sleep(0.2)
