@@ -7,6 +7,8 @@ first, and that update must be cheap: it flips the flag on the data disk and the
 
 import json
 
+import pytest
+
 from infra.plan import load, plan
 from rehearsal.engine import ROOT
 
@@ -25,16 +27,23 @@ def test_keep_then_up_records_the_retain_flag_for_destroy(mock_stack):
     assert after.one(BUCKET).inputs == before.one(BUCKET).inputs
 
 
-def test_that_up_reruns_no_phase(mock_stack):
+def test_force_destroy_then_up_records_it_for_destroy(mock_stack):
+    assert mock_stack().one(BUCKET).inputs["forceDestroy"] is False
+    assert mock_stack({"tpu-sft:bucketForceDestroy": "true"}).one(BUCKET).inputs["forceDestroy"] is True
+
+
+@pytest.mark.parametrize("key", ["tpu-sft:keepDataDisk", "tpu-sft:bucketForceDestroy"])
+def test_that_up_reruns_no_phase(mock_stack, key):
     before = {c.name: c.inputs for c in mock_stack().of_type(COMMAND)}
-    after = {c.name: c.inputs for c in mock_stack({"tpu-sft:keepDataDisk": "true"}).of_type(COMMAND)}
+    after = {c.name: c.inputs for c in mock_stack({key: "true"}).of_type(COMMAND)}
     assert before == after  # pulumi-command re-runs a command only when an input changes
 
 
-def test_the_pull_request_plan_agrees(tmp_path):
+@pytest.mark.parametrize("key", ["tpu-sft:keepDataDisk", "tpu-sft:bucketForceDestroy"])
+def test_the_pull_request_plan_agrees(tmp_path, key):
     dev = (ROOT / "Pulumi.dev.yaml").read_text()
-    assert 'tpu-sft:keepDataDisk: "false"' in dev
+    assert f'{key}: "false"' in dev
     head = tmp_path / "head.yaml"
-    head.write_text(dev.replace('tpu-sft:keepDataDisk: "false"', 'tpu-sft:keepDataDisk: "true"'))
+    head.write_text(dev.replace(f'{key}: "false"', f'{key}: "true"'))
     rows = plan(load(ROOT / "Pulumi.dev.yaml", "dev"), load(head, "dev"))
     assert [rerun for _, rerun, _ in rows] == [False] * len(rows), json.dumps(rows)
