@@ -1,0 +1,78 @@
+"""One storage interface for a run's outputs, local or gs://: the same calls give the same answers on a
+directory and on a real Cloud Storage API (gcp-storage-emulator), through gcsfs in the MaxText venv."""
+
+import json
+import subprocess
+
+import pytest
+from tiny_run import REPO
+
+from workload import storage, train_metrics
+from workload.layout import Layout
+
+EXERCISE = r"""
+import json, os, sys, tempfile
+from workload import storage as s
+root = sys.argv[1]
+s.write_text(s.join(root, "run", "checkpoints", "10", "commit_success.txt"), "done")
+s.write_text(s.join(root, "run", "checkpoints", "20", "model_params", "a"), "0123456789")
+s.write_text(s.join(root, "run", "tensorboard", "events.out.tfevents.1"), "has SECRET in it")
+local = tempfile.mkdtemp()
+s.download(s.join(root, "run", "checkpoints"), local)
+print(json.dumps({
+    "dirs": s.list_dirs(s.join(root, "run", "checkpoints")),
+    "missing_dirs": s.list_dirs(s.join(root, "nothing")),
+    "read": s.read_text(s.join(root, "run", "checkpoints", "10", "commit_success.txt")),
+    "read_missing": s.read_text(s.join(root, "run", "nope")),
+    "files": s.files(s.join(root, "run")),
+    "is_dir": [s.is_dir(s.join(root, "run", "checkpoints", "20")), s.is_dir(s.join(root, "run", "nope"))],
+    "downloaded": sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs),
+    "rewritten": len(s.rewrite_files(s.join(root, "run"), "events.out", lambda b: b.replace(b"SECRET", b"******"))),
+    "after": s.read_text(s.join(root, "run", "tensorboard", "events.out.tfevents.1")),
+}))
+"""
+
+
+def exercise(python: str, root: str) -> dict:
+    done = subprocess.run([python, "-c", EXERCISE, root], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_directory_and_a_bucket_answer_alike(maxtext_python, gcs, tmp_path):
+    on_disk = exercise(maxtext_python, str(tmp_path / "runs"))
+    in_bucket = exercise(maxtext_python, gcs.gs("storage-test"))
+    assert on_disk == in_bucket
+    assert on_disk["dirs"] == ["10", "20"] and on_disk["missing_dirs"] == []
+    assert on_disk["read"] == "done" and on_disk["read_missing"] is None
+    assert on_disk["files"]["checkpoints/20/model_params/a"] == 10
+    assert on_disk["is_dir"] == [True, False]
+    assert on_disk["downloaded"] == ["10/commit_success.txt", "20/model_params/a"]
+    assert on_disk["rewritten"] == 1 and on_disk["after"] == "has ****** in it"
+    assert gcs.objects("storage-test/run/checkpoints/20/") == {"storage-test/run/checkpoints/20/model_params/a": 10}
+
+
+def test_step_records_persist_and_come_back_on_a_host_without_them(tmp_path):
+    old_vm = Layout(str(tmp_path / "vm1"), str(tmp_path / "out"), "gemma3-4b", "run", runs_dir=str(tmp_path / "runs"))
+    new_vm = Layout(str(tmp_path / "vm2"), str(tmp_path / "out"), "gemma3-4b", "run", runs_dir=str(tmp_path / "runs"))
+    assert train_metrics.restore(new_vm) is False  # nothing persisted yet
+    (tmp_path / "vm1" / "train-metrics" / "run").mkdir(parents=True)
+    with open(old_vm.metrics_file, "w") as f:
+        f.write('{"step": 1, "loss": 12.5}\n{"step": 2, "loss": 12.4}\n')
+    with open(old_vm.attempts_file, "w") as f:
+        f.write('{"attempt": 100.0}\n')
+    train_metrics.persist(old_vm)
+    assert storage.read_text(storage.join(old_vm.persisted_metrics_dir, "train_steps.jsonl")).count("\n") == 2
+    assert train_metrics.restore(new_vm) is True
+    with open(new_vm.metrics_file) as f:
+        assert [json.loads(line)["step"] for line in f] == [1, 2]
+    assert train_metrics.restore(new_vm) is False  # a host with its own records keeps them
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("gs://b/runs", "gs://b/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
+    ("/mnt/disk/runs", "/mnt/disk/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
+])
+def test_maxtext_is_given_the_runs_url_as_is(url, expected):
+    assert Layout("/dev/shm/w", "/out", "gemma3-4b", "r", runs_dir=url).trained_params(7) == expected
