@@ -30,7 +30,14 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
             up.first[command.name] = done
         up.second = {c.name: execute(c, up.env(c), echo=False) for c in commands}
     finally:
-        sampler.stop()
         host.stop()
+    # A new VM after the first was lost: another host, empty state and scratch, the same data disk.
+    new_vm = LocalHost.start(directory / "new-vm")
+    try:
+        up.new_vm_host = new_vm
+        up.new_vm = {c.name: execute(c, up.new_vm_env(c), echo=False) for c in commands}
+    finally:
+        sampler.stop()
+        new_vm.stop()
     up.ps_samples = sampler.samples
     return up

@@ -1,11 +1,13 @@
 """One `pulumi up`, for real: the post-deploy commands the program declares under the mock engine, executed in
 order against a throwaway local sshd with the tiny profile, exactly as pulumi-command runs them. The train
 phase's follower is killed mid-run and the same command run again (an interrupted `pulumi up`); then every
-command is run a second time (a `pulumi up` with nothing changed). A recognisable fake HF token is configured
+command is run a second time (a `pulumi up` with nothing changed), and a third time on a new host with the same
+data disk (the VM lost after the model was kept). A recognisable fake HF token is configured
 as a secret throughout, and `ps -eo args` is sampled all along."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -14,6 +16,7 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
+from workload.contract import TARGET_ENV
 
 TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it should not be
 
@@ -45,6 +48,8 @@ class PulumiUp:
     interrupted_output: str = ""
     train_job_before_kill: str = ""
     second: dict[str, Executed] = field(default_factory=dict)
+    new_vm_host: LocalHost | None = None
+    new_vm: dict[str, Executed] = field(default_factory=dict)  # every command again, on a new host
     ps_samples: list[str] = field(default_factory=list)
 
     def phase(self, name: str) -> str:
@@ -52,6 +57,13 @@ class PulumiUp:
 
     def env(self, command: Recorded) -> dict[str, str]:
         return self.host.environment(command.environment, self.directory)
+
+    def new_vm_env(self, command: Recorded) -> dict[str, str]:
+        """The new host's target: its own sshd, state and scratch; the data disk of the first."""
+        env = self.new_vm_host.environment(command.environment, self.directory)
+        target = json.loads(env[TARGET_ENV])
+        target["profile"]["scratch_dir"] = str(self.new_vm_host.directory / "scratch")
+        return {TARGET_ENV: json.dumps(target)}
 
     def job_dirs(self) -> list[str]:
         return sorted(p.name for p in (self.host.state_dir / "jobs").iterdir() if not p.name.startswith("."))

@@ -60,6 +60,18 @@ def test_second_up_redoes_nothing(pulumi_up):
     assert pulumi_up.job_dirs() == jobs_after_first  # no new job was started
 
 
+def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
+    first_export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    for phase in ("convert", "train", "export"):
+        run = pulumi_up.new_vm[pulumi_up.phase(phase)]
+        assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+        assert f"skipped: the model kept in {first_export['kept_dir']} has these inputs and matches its manifest" in run.stdout
+        summary = _summary(run)
+        assert summary["reused_kept_model"] is True and summary["logs"] == []
+        assert (summary["final_step"], summary["final_loss"]) == (first_export["final_step"], first_export["final_loss"])
+    assert not (pulumi_up.new_vm_host.directory / "scratch" / "logs").exists()  # no MaxText process ran there
+
+
 def test_token_reaches_the_host_only_as_a_0600_file(pulumi_up):
     secret = pulumi_up.host.state_dir / "secrets" / "hf_token"
     assert secret.read_text() == TOKEN
@@ -68,7 +80,7 @@ def test_token_reaches_the_host_only_as_a_0600_file(pulumi_up):
 
 def test_token_appears_nowhere_else(pulumi_up):
     outputs = [pulumi_up.interrupted_output] + [
-        e.stdout + e.stderr for e in (*pulumi_up.first.values(), *pulumi_up.second.values())
+        e.stdout + e.stderr for e in (*pulumi_up.first.values(), *pulumi_up.second.values(), *pulumi_up.new_vm.values())
     ]
     assert not [o for o in outputs if TOKEN in o], "a command printed the token"
     assert not [s for s in pulumi_up.ps_samples if TOKEN in s], "the token was on a command line"
