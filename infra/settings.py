@@ -164,7 +164,8 @@ def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str
                              f"{project}-tpu-sft-runs")
     name = f"{project}-{instance_name or Settings.instance_name}-runs"
     if not _BUCKET.match(name):
-        raise ConfigError(stack_key("checkpointBucket"), f"the derived bucket name {name!r} is longer than 63 characters",
+        raise ConfigError(stack_key("checkpointBucket"),
+                          f"the derived bucket name {name!r} is longer than 63 characters",
                           set_hint("checkpointBucket", f"{project[:40]}-runs"))
     return name
 

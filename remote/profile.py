@@ -32,7 +32,8 @@ class HostProfile:
             if not isinstance(value, str) or not value.strip():
                 raise TargetError(f"profile.{name}", f"{value!r} is empty or not text", f'set "{name}" in the profile')
         if self.runs_dir is not None and not (str(self.runs_dir).startswith(("gs://", "/")) and len(self.runs_dir) > 5):
-            raise TargetError("profile.runs_dir", f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
+            raise TargetError("profile.runs_dir",
+                              f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
                               'give "gs://<bucket>/<prefix>", an absolute path, or null')
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
             raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",

@@ -15,7 +15,7 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from workload import tiny
+from workload import storage, tiny
 from workload.config import PipelineConfig
 from workload.fingerprint import fingerprint
 from workload.layout import Layout
@@ -69,7 +69,7 @@ def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *,
 
 
 def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool) -> dict[str, str]:
-    env = hf_env(layout.hf_home)
+    env = {**hf_env(layout.hf_home), **storage.client_env(layout.post_train_base)}
     if config.profile == "tiny":
         env.update(cpu_env())
     elif tpu:

@@ -17,6 +17,16 @@ from typing import Callable
 GCS_SCHEME = "gs://"
 
 
+def client_env(url: str) -> dict[str, str]:
+    """What MaxText's own clients need to reach `url`. orbax walks directories through etils.epath, which picks
+    TensorFlow's tf.io.gfile for gs:// whenever TensorFlow is installed (MaxText's venv has it), unless
+    EPATH_USE_TF is false; gfile's Cloud Storage client ignores STORAGE_EMULATOR_HOST and always calls
+    www.googleapis.com. With it false, epath uses fsspec (gcsfs) — the same client as this module — while the
+    array data goes through tensorstore and TensorBoard through google-cloud-storage either way. Set on the VM
+    too, so the path the tests take on a local Cloud Storage API is the path a real run takes."""
+    return {"EPATH_USE_TF": "false"} if is_remote(url) else {}
+
+
 def is_remote(url: str) -> bool:
     return url.startswith(GCS_SCHEME)
 

@@ -60,6 +60,7 @@ class PulumiUp:
 
     def new_vm_env(self, command: Recorded) -> dict[str, str]:
         """The new host's target: its own sshd, state and scratch; the data disk of the first."""
+        assert self.new_vm_host is not None, "start the new host first"
         env = self.new_vm_host.environment(command.environment, self.directory)
         target = json.loads(env[TARGET_ENV])
         target["profile"]["scratch_dir"] = str(self.new_vm_host.directory / "scratch")

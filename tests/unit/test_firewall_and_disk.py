@@ -69,7 +69,8 @@ def test_components_and_parents(mock_stack):
         "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks",
         "tpu-sft:infra:Bucket",
     }
-    for bucket_part in stack.of_type("gcp:storage/bucket:Bucket") + stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
+    for bucket_part in [*stack.of_type("gcp:storage/bucket:Bucket"),
+                        *stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]:
         assert bucket_part.parent == components["tpu-sft:infra:Bucket"].urn
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
     assert stack.one(FIREWALL).parent == components["tpu-sft:infra:SshFirewall"].urn

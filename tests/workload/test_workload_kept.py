@@ -12,7 +12,8 @@ def keep(tmp_path, identity="run-a"):
     (kept_dir / "hf-model" / "model.safetensors").write_bytes(b"weights")
     (kept_dir / "loss.png").write_bytes(b"png")
     files = manifest(str(kept_dir), hashes=True)
-    (kept_dir / kept.MANIFEST).write_text(json.dumps({"identity": identity, "facts": {"final_step": 3}, "files": files}))
+    record = {"identity": identity, "facts": {"final_step": 3}, "files": files}
+    (kept_dir / kept.MANIFEST).write_text(json.dumps(record))
     return kept_dir
 
 
@@ -29,7 +30,8 @@ def test_a_changed_file_of_the_same_size_is_not_reused(tmp_path):
     kept_dir = keep(tmp_path)
     (kept_dir / "hf-model" / "model.safetensors").write_bytes(b"WEIGHTS")
     found, why = kept.verified(str(kept_dir), "run-a")
-    assert found is None and why == "the kept model differs from its manifest (hf-model/model.safetensors: sha256 differs)"
+    assert found is None
+    assert why == "the kept model differs from its manifest (hf-model/model.safetensors: sha256 differs)"
 
 
 def test_a_missing_file_or_manifest_is_not_reused(tmp_path):

@@ -5,8 +5,8 @@ import json
 import subprocess
 
 import pytest
-from tiny_run import REPO
 
+from tests.workload.tiny_run import REPO
 from workload import storage, train_metrics
 from workload.layout import Layout
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tests.workload.gcs_emulator import GcsEmulator
 
 REPO = Path(__file__).resolve().parents[2]
