@@ -4,6 +4,7 @@ import io
 import json
 
 from workload.events import Events, StepProgress, failure_cause, parse_step
+from workload.progress import render
 
 # Captured from train_sft (MaxText 0.2.2, tiny profile): tqdm's bar and the step line share a line.
 STEP_LINE = (
@@ -100,3 +101,10 @@ def test_a_long_run_emits_at_most_about_a_hundred_step_events():
     events.flush_steps()
     steps = [json.loads(line)["step"] for line in out.getvalue().splitlines()]
     assert len(steps) <= 102 and steps[-1] == 20_000
+
+
+def test_a_resume_says_from_which_checkpoint_where_and_that_the_data_restarts():
+    line = render({"event": "resume", "phase": "train", "from_step": 250, "checkpoints": "gs://b/runs/m/post-train/r/checkpoints",
+                   "data": "restarts from the first example (MaxText does not checkpoint the data iterator)"})
+    assert line == ("↻ train resumes from checkpoint 250 in gs://b/runs/m/post-train/r/checkpoints; data restarts from "
+                    "the first example (MaxText does not checkpoint the data iterator)")
