@@ -101,9 +101,10 @@ def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3
 
 
 def _profiles(config: PipelineConfig, layout: Layout) -> bool:
-    """The seed's xplane trace (MaxText's default is none), except for the tiny profile writing to a bucket: XLA's profiler writes its trace
-    through TSL's C++ file system, whose Cloud Storage client reaches only storage.googleapis.com, so on a local
-    Cloud Storage API (the tests) it fails the run. A real VM writes the trace to the real bucket."""
+    """The seed's xplane trace (MaxText's default is none), except for the tiny profile writing to a bucket:
+    XLA's profiler writes its trace through TSL's C++ file system, whose Cloud Storage client reaches only
+    storage.googleapis.com, so on a local Cloud Storage API (the tests) it fails the run. A real VM writes the
+    trace to the real bucket."""
     return not (config.profile == "tiny" and storage.is_remote(layout.post_train_base))
 
 

@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from workload import pipeline
+from workload import kept, pipeline
 from workload.config import PipelineConfig
 from workload.events import Events
+from workload.fingerprint import manifest
 from workload.hf_token import REDACTED, TokenError, read_token, redactor
 from workload.layout import Layout
 from workload.proc import StepFailed
@@ -176,3 +177,42 @@ def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step()
     metrics = [{"step": 1, "attempt": 100.0, "t": 130.0}, {"step": 9, "attempt": 100.0, "t": 190.0},
                {"step": 10, "attempt": 500.0, "t": 550.0}]
     assert training_wall_seconds(attempts, metrics) == 90.0 + 60.0
+
+
+def keep_model_as_the_keep_step_would(ctx, facts):
+    """A kept run dir with a manifest carrying the run's identity (workload/steps.py keep)."""
+    os.makedirs(os.path.join(ctx.layout.kept_dir, "hf-model"))
+    with open(os.path.join(ctx.layout.kept_dir, "hf-model", "model.safetensors"), "wb") as f:
+        f.write(b"weights")
+    files = manifest(ctx.layout.kept_dir, hashes=True)
+    with open(os.path.join(ctx.layout.kept_dir, kept.MANIFEST), "w") as f:
+        json.dump({"run_name": ctx.layout.run_name, "identity": pipeline.run_identity(ctx), "facts": facts,
+                   "files": files}, f)
+
+
+def test_a_new_host_with_this_runs_kept_model_runs_no_step(tmp_path, fake_steps):
+    config = PipelineConfig()
+    lost_vm, _ = make_context(tmp_path / "lost", config)
+    new_vm, out = make_context(tmp_path / "new", config)
+    new_vm.layout = Layout(str(tmp_path / "new" / "work"), lost_vm.layout.output_dir, config.model, "run")
+    keep_model_as_the_keep_step_would(lost_vm, {"final_step": 1000, "final_loss": 1.25})
+    assert pipeline.run(new_vm, "convert") == 0
+    assert fake_steps == []
+    events = events_of(out)
+    assert [e["phase"] for e in events if e["event"] == "phase"] == ["convert"]
+    assert all(e["status"] == "skipped" and "has these inputs and matches its manifest" in e["reason"]
+               for e in events if e["event"] == "phase")
+    summary = events[-1]
+    assert summary["reused_kept_model"] is True and summary["ok"] is True
+    assert (summary["final_step"], summary["final_loss"]) == (1000, 1.25)
+
+
+def test_a_kept_model_from_other_inputs_is_not_reused(tmp_path, fake_steps):
+    lost_vm, _ = make_context(tmp_path / "lost", PipelineConfig())
+    keep_model_as_the_keep_step_would(lost_vm, {"final_step": 1000})
+    other = PipelineConfig(steps=2000)
+    new_vm, out = make_context(tmp_path / "new", other)
+    new_vm.layout = Layout(str(tmp_path / "new" / "work"), lost_vm.layout.output_dir, other.model, "run")
+    assert pipeline.run(new_vm, "convert") == 0
+    assert fake_steps == ["convert"]
+    assert "reused_kept_model" not in events_of(out)[-1]

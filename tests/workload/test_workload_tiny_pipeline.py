@@ -9,8 +9,9 @@ import re
 import shutil
 import subprocess
 
+from bench.checkpoint_cost import FLOAT32_BYTES, parameter_count
 from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
-from workload import commands
+from workload import commands, tiny
 from workload.config import PipelineConfig
 from workload.layout import Layout
 
@@ -128,6 +129,21 @@ def test_kept_files_match_their_manifest(tiny_pipeline):
     steps = [json.loads(line)["step"] for line in (kept / "metrics" / "train_steps.jsonl").read_text().splitlines()]
     # A kill between saving checkpoint N and logging step N loses only that step's line.
     assert set(range(1, STEPS + 1)) - set(steps) <= {tiny_pipeline.killed_at_checkpoint} and max(steps) == STEPS
+
+
+def checkpoint_data_bytes(objects: dict[str, int], run_prefix: str, step: int) -> int:
+    """The bytes of a checkpoint's array data: ocdbt's data files, without its metadata and manifests."""
+    data = f"{run_prefix}/checkpoints/{step}/model_params/ocdbt.process_0/d/"
+    return sum(size for name, size in objects.items() if name.startswith(data))
+
+
+def test_a_checkpoint_holds_the_parameters_in_float32_and_nothing_more(tiny_pipeline):
+    """bench/checkpoint_cost.py's size formula (parameters × 4 bytes, no optimizer state), checked on the tiny
+    model's real checkpoint: Adam's mu and nu would triple it."""
+    run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
+    stored = checkpoint_data_bytes(tiny_pipeline.gcs.objects(run), run, STEPS)
+    expected = parameter_count(tiny.SPEC) * FLOAT32_BYTES
+    assert 0.98 * expected <= stored <= 1.02 * expected, (stored, expected)
 
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):
