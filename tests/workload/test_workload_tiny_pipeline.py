@@ -139,11 +139,12 @@ def checkpoint_data_bytes(objects: dict[str, int], run_prefix: str, step: int) -
 
 def test_a_checkpoint_holds_the_parameters_in_float32_and_nothing_more(tiny_pipeline):
     """bench/checkpoint_cost.py's size formula (parameters × 4 bytes, no optimizer state), checked on the tiny
-    model's real checkpoint: Adam's mu and nu would triple it."""
+    model's real checkpoint: Adam's mu and nu would triple it. orbax compresses the stored arrays a little (a
+    manual run here stored 62,899,677 bytes for 68,000,768 computed: 0.925), so the formula is an upper bound."""
     run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
     stored = checkpoint_data_bytes(tiny_pipeline.gcs.objects(run), run, STEPS)
     expected = parameter_count(tiny.SPEC) * FLOAT32_BYTES
-    assert 0.98 * expected <= stored <= 1.02 * expected, (stored, expected)
+    assert 0.85 * expected <= stored <= expected, (stored, expected)
 
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):
