@@ -163,14 +163,14 @@ def _train_attempt(ctx: Context) -> None:
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
     _append_jsonl(ctx.layout.attempts_file, {"attempt": attempt})
-    persisting = train_metrics.Cadence()
+    persisting = train_metrics.Cadence(ctx.config.checkpoint_period)
 
     def on_line(line: str) -> None:
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
             ctx.events.step("train", progress.fields(record))
-            if persisting.due():
+            if persisting.due(record["step"]):
                 train_metrics.persist(ctx.layout)
 
     command = ctx.command(commands.train_sft)

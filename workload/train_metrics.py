@@ -15,12 +15,17 @@ PERSIST_EVERY_S = 30.0  # one small object rewrite per 30 s: far below Cloud Sto
 
 
 class Cadence:
-    def __init__(self, every_s: float = PERSIST_EVERY_S):
-        self.every_s, self.last = every_s, time.monotonic()
+    """When to copy the records: every PERSIST_EVERY_S, and at the two steps around each checkpoint (the step
+    before it and its own), so a VM lost after checkpoint N loses at most step N's line — later steps are
+    trained again anyway."""
 
-    def due(self) -> bool:
+    def __init__(self, checkpoint_period: int | None, every_s: float = PERSIST_EVERY_S):
+        self.period, self.every_s, self.last = checkpoint_period, every_s, time.monotonic()
+
+    def due(self, step: int) -> bool:
         now = time.monotonic()
-        if now - self.last < self.every_s:
+        at_checkpoint = self.period is not None and (step + 1) % self.period in (0, 1)
+        if not at_checkpoint and now - self.last < self.every_s:
             return False
         self.last = now
         return True

@@ -76,3 +76,10 @@ def test_step_records_persist_and_come_back_on_a_host_without_them(tmp_path):
 ])
 def test_maxtext_is_given_the_runs_url_as_is(url, expected):
     assert Layout("/dev/shm/w", "/out", "gemma3-4b", "r", runs_dir=url).trained_params(7) == expected
+
+
+def test_records_are_copied_around_each_checkpoint_and_every_30_s():
+    cadence = train_metrics.Cadence(checkpoint_period=10, every_s=3600)
+    assert [step for step in range(1, 31) if cadence.due(step)] == [9, 10, 19, 20, 29, 30]
+    assert train_metrics.Cadence(checkpoint_period=None, every_s=0).due(7) is True
+    assert train_metrics.Cadence(checkpoint_period=None, every_s=3600).due(7) is False
