@@ -64,6 +64,7 @@ class PulumiUp:
         env = self.new_vm_host.environment(command.environment, self.directory)
         target = json.loads(env[TARGET_ENV])
         target["profile"]["scratch_dir"] = str(self.new_vm_host.directory / "scratch")
+        target["key_path"] = str(self.new_vm_host.sshd.user_key.private)  # the recording names the first host's
         return {TARGET_ENV: json.dumps(target)}
 
     def job_dirs(self) -> list[str]:
