@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from remote.connection import Connection, connect, run
 from remote.errors import BadInput, CommandFailed, RemoteError
 from remote.target import Target
+from remote.wait import wait_for_ssh
 from workload.config import PipelineConfig
 
 log = logging.getLogger("remote")
@@ -153,13 +154,14 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
     return BootstrapResult(conn.host, True, tuple(ran), spec.fingerprint)
 
 
-def bootstrap_all(target: Target, spec: BootstrapSpec, *,
-                  stream: TextIO | None = None) -> dict[str, BootstrapResult | RemoteError]:
-    """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it."""
+def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None,
+                  deadline_s: float = 0.0) -> dict[str, BootstrapResult | RemoteError]:
+    """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
+    With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too)."""
 
     def one(host: str):
         try:
-            with connect(target, host) as conn:
+            with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
                 return bootstrap(conn, spec, stream=stream)
         except RemoteError as e:
             return e

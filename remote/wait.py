@@ -12,6 +12,8 @@ from remote.target import Target
 
 log = logging.getLogger("remote")
 
+NEW_VM_DEADLINE_S = 600.0  # a VM `pulumi up` just created may take minutes to answer SSH and accept the key
+
 
 def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = None, *,
                  first_backoff_s: float = 0.5, max_backoff_s: float = 10.0) -> Connection:
