@@ -20,6 +20,7 @@ import paramiko
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
 from remote.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
+from remote.gateway import GatewayProcess
 from remote.target import Target
 
 log = logging.getLogger("remote")
@@ -62,6 +63,7 @@ class Connection(fabric.Connection):
             },
         )
         self.target = target
+        self.gateway_process: GatewayProcess | None = None
         self.pinning = _PinningPolicy(target.known_hosts, target.trust_on_first_use)
         self.client.set_missing_host_key_policy(self.pinning)
         if os.path.exists(target.known_hosts):
@@ -78,7 +80,8 @@ class Connection(fabric.Connection):
         ssh_config without a Port line, so it turns %p into 22 whatever the target's port."""
         tokens = {"h": self.host, "p": str(self.target.port), "r": self.target.user, "%": "%"}
         command = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), self.target.gateway)
-        return paramiko.ProxyCommand(command)
+        self.gateway_process = GatewayProcess(command)
+        return self.gateway_process
 
     def open(self):
         if self.is_connected:
@@ -105,8 +108,12 @@ class Connection(fabric.Connection):
                 "check that its public key is in the VM's authorized keys (instance metadata ssh-keys)"
             ) from None
         except NETWORK_ERRORS as e:
+            said = self.gateway_process.stderr_tail() if self.gateway_process else ""
             self.client.close()
-            raise Unreachable(self.host, f"cannot connect to port {self.port}: {describe(e)}") from None
+            reason = f"cannot connect to port {self.port}: {describe(e)}"
+            if said and said not in reason:
+                reason += f"; the gateway said: {said}"
+            raise Unreachable(self.host, reason) from None
         # Only now, with the login accepted: a new VM's first-boot host key may still be replaced before its
         # guest agent has created the user, and recording that key would refuse the real one for good.
         self.pinning.record_accepted()
