@@ -11,10 +11,10 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 from infra.cost import PRICE_TABLE
+from infra.ssh_identity import require_private_key
 from workload.accelerators import ACCELERATORS, Accelerator
 from workload.config import BY_KEY as PIPELINE_SETTINGS
 from workload.config import (
@@ -135,38 +135,14 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
 _PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
 
 
-def read_public_key(path_text: str) -> str:
-    path = Path(os.path.expanduser(path_text))
-    if not path.is_file():
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} does not exist",
-            f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
-            f"(or run `gcloud compute ssh` once), or {set_hint('sshPublicKeyPath', '<path to a .pub>')}",
-        )
-    # Checked before reading: a private key given here by mistake is never read.
-    text = path.read_text().strip() if path_text.endswith(".pub") else ""
-    if not _PUBLIC_KEY.match(text):
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} is not an OpenSSH public key (.pub)",
-            set_hint("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
-        )
-    return text
-
-
 def parse(
     raw: Mapping[str, Any],
     *,
     stack: str,
     secret_keys: frozenset[str] = frozenset(),
-    public_key_reader: Callable[[str], str] = read_public_key,
 ) -> Settings:
     """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values.
-
-    `public_key_reader` turns tpu-sft:sshPublicKeyPath into the key; a caller that compares configs
-    without deploying them (the plan command) passes one that reads nothing.
-    """
+    Reads no file: the same config gives the same settings on every machine."""
     for key, value in raw.items():
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
@@ -223,17 +199,21 @@ def parse(
     if get("sshUser") is not None:
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
-    if not isinstance(key_path, str) or not key_path:
-        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}",
-                          set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
-    values["ssh_public_key_path"] = key_path
-    if get("sshPublicKey") is not None:
-        values["ssh_public_key"] = parse_pattern(
-            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key",
-            "\"$(cat ~/.ssh/id_ed25519.pub)\"",
+    if not isinstance(key_path, str) or not key_path.endswith(".pub") or key_path == ".pub":
+        raise ConfigError(
+            stack_key("sshPublicKeyPath"), f"expected the path of a public key file (.pub), got {key_path!r}; "
+            "its private key is the same path without .pub", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY),
         )
-    else:
-        values["ssh_public_key"] = public_key_reader(key_path)
+    values["ssh_public_key_path"] = key_path
+    if get("sshPublicKey") is None:
+        raise ConfigError(
+            stack_key("sshPublicKey"),
+            "is not set; the VM's SSH key must come from the stack, not from the machine that runs pulumi",
+            f"pulumi config set {stack_key('sshPublicKey')} \"$(cat {DEFAULT_PUBLIC_KEY})\"",
+        )
+    values["ssh_public_key"] = parse_pattern(
+        "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", f"\"$(cat {DEFAULT_PUBLIC_KEY})\""
+    )
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
@@ -310,7 +290,9 @@ def from_pulumi() -> Settings:
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
-    require_token_for_update(settings, is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
+    is_update = not pulumi.runtime.is_dry_run()
+    require_token_for_update(settings, is_update=is_update, environ=os.environ)
+    require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
     return settings
 
 

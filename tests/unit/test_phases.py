@@ -178,7 +178,7 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     assert dev_config.get(key) != value
     before, after = _recorded_inputs(mock_stack()), _recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
-    settings = [parse({**dev_config, **change}, stack="dev", public_key_reader=lambda _: "")
+    settings = [parse({**dev_config, **change}, stack="dev")
                 for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     assert recorded == planned
