@@ -11,9 +11,10 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from infra.cost import PRICE_TABLE
+from infra.ssh_access import ACCESS_MODES, os_login_user
 from infra.ssh_identity import require_private_key
 from workload.accelerators import ACCELERATORS, Accelerator
 from workload.config import BY_KEY as PIPELINE_SETTINGS
@@ -48,6 +49,7 @@ _RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
 _SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
@@ -56,7 +58,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount",
+    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -88,6 +90,8 @@ class Settings:
     max_run_hours: int | None = None
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's identity; None: the project's default compute service account
+    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_access.py)
+    os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -133,6 +137,31 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
 
 
 _PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
+
+
+def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
+    """tpu-sft:sshAccess and, for OS Login, the account and the POSIX user Google gives it."""
+    mode = parse_choice("sshAccess", get("sshAccess") or "metadata", ACCESS_MODES)
+    account = get("osLoginAccount")
+    if mode != "oslogin":
+        if account is not None:
+            raise ConfigError(stack_key("osLoginAccount"), "is only used with tpu-sft:sshAccess oslogin",
+                              "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
+        return {"ssh_access": mode}
+    if account is None:
+        raise ConfigError(stack_key("osLoginAccount"), "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
+                          "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
+    parse_pattern("osLoginAccount", account, _ACCOUNT, "a Google account e-mail", "me@example.com")
+    values = {"ssh_access": mode, "os_login_account": account}
+    if get("sshUser") is None:
+        user = os_login_user(account)
+        if user is None:
+            raise ConfigError(
+                stack_key("sshUser"), f"cannot be derived from {account} (a service account, or a name over 32 characters)",
+                "pulumi config set tpu-sft:sshUser <its POSIX name: gcloud compute os-login describe-profile>",
+            )
+        values["ssh_user"] = user
+    return values
 
 
 def parse(
@@ -198,6 +227,7 @@ def parse(
         values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
     if get("sshUser") is not None:
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
+    values.update(_os_login(get))
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
     if not isinstance(key_path, str) or not key_path.endswith(".pub") or key_path == ".pub":
         raise ConfigError(

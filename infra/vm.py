@@ -9,6 +9,7 @@ import pulumi_gcp as gcp
 
 from infra.disk import DEVICE_NAME, mount_script
 from infra.settings import IMAGE, Settings
+from infra.ssh_access import ssh_metadata
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
@@ -90,8 +91,7 @@ class TpuVm(pulumi.ComponentResource):
             reservation_affinity=reservation_affinity(s),
             metadata={
                 # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
-                "ssh-keys": f"{s.ssh_user}:{s.ssh_public_key}",
-                "enable-oslogin": "FALSE",  # OS Login would ignore the key above
+                **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
                 "startup-script": mount_script(),
             },
             allow_stopping_for_update=True,
