@@ -32,8 +32,11 @@ UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
 UV_VERSION = "0.13.9"  # the uv this project's own venv pins (requirements.txt)
 UV_INSTALLER = f"https://astral.sh/uv/{UV_VERSION}/install.sh"  # astral's installer for exactly that version
 # A first boot's apt-daily / unattended-upgrades hold dpkg's lock for minutes: wait for it instead of failing,
-# and never stop at a prompt (a changed config file keeps the local version, or the package default).
-APT_GET = ("sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q", "-o", "DPkg::Lock::Timeout=900",
+# and never stop at a prompt (a changed config file keeps the local version, or the package default). LC_ALL=C:
+# the lock message `apt_update` looks for is apt's English one.
+APT_LOCK_WAIT_S = 900
+APT_GET = ("sudo", "env", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q",
+           "-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}",
            "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
@@ -108,8 +111,8 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
-        Step("apt", f"{apt} update && {apt} upgrade -y --fix-missing && "
-                    f"{apt} install -y build-essential cmake ninja-build", 1800),
+        Step("apt", f"{apt_update(apt)} && {apt} upgrade -y --fix-missing && "
+                    f"{apt} install -y build-essential cmake ninja-build", 1800 + APT_LOCK_WAIT_S),
         Step("uv", download_and_run(UV_INSTALLER), 600),
         Step("python", f"{UV} python install 3.12", 600),
         Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600),
@@ -121,6 +124,16 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     if config.install_post_train_extras:
         steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600))
     return BootstrapSpec(tuple(steps))
+
+
+def apt_update(apt: str) -> str:
+    """`apt update`, retried every 5 s while another apt holds the package lists' lock (apt-daily on a first
+    boot): DPkg::Lock::Timeout covers dpkg's own lock only, and `update` fails at once on the lists' lock."""
+    return (
+        f'tries=0; until out=$({apt} update 2>&1); do '
+        f'echo "$out" | grep -q "Could not get lock" && [ $tries -lt {APT_LOCK_WAIT_S // 5} ] '
+        '|| { echo "$out" >&2; exit 1; }; tries=$((tries+1)); sleep 5; done; echo "$out"'
+    )
 
 
 def download_and_run(url: str) -> str:

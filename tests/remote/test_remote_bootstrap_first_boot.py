@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import APT_GET, UV_VERSION, BootstrapSpec, Step, StepFailed, bootstrap, spec_for
+from remote.bootstrap import APT_GET, UV_VERSION, BootstrapSpec, Step, StepFailed, apt_update, bootstrap, spec_for
 from remote.connection import connect
 from workload.config import PipelineConfig
 
@@ -83,6 +83,7 @@ def test_uv_is_pinned():
 def test_apt_never_prompts_and_waits_for_the_dpkg_lock():
     [apt] = [s for s in spec_for(PipelineConfig()).steps if s.name == "apt"]
     assert apt.command.count(shlex.join(APT_GET)) == 3  # update, upgrade, install
+    assert apt_update(shlex.join(APT_GET)) in apt.command
     never_prompt = {"DEBIAN_FRONTEND=noninteractive", "Dpkg::Options::=--force-confdef",
                     "Dpkg::Options::=--force-confold"}
     assert never_prompt <= set(APT_GET)
@@ -96,20 +97,16 @@ def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
     admin = tmp_path / "dpkg"
     admin.mkdir()
     (admin / "status").write_bytes(Path("/var/lib/dpkg/status").read_bytes())
-    fd = os.open(admin / "lock-frontend", os.O_RDWR | os.O_CREAT, 0o640)
-    fcntl.lockf(fd, fcntl.LOCK_EX)
     held_s = 2.0
-    releaser = threading.Timer(held_s, lambda: fcntl.lockf(fd, fcntl.LOCK_UN))
-    apt_get = [arg for arg in APT_GET if arg not in ("sudo", "env")]  # already root here
+    apt_get = [arg for arg in APT_GET if arg != "sudo"]  # already root here
+    releaser = _held(admin / "lock-frontend", held_s)
     try:
-        releaser.start()
         started = time.monotonic()
-        waited = subprocess.run(["env", *apt_get, "-o", f"Dir::State::status={admin}/status", "install", "-y"],
+        waited = subprocess.run([*apt_get, "-o", f"Dir::State::status={admin}/status", "install", "-y"],
                                 capture_output=True, text=True, timeout=120)
         elapsed = time.monotonic() - started
     finally:
         releaser.join()
-        os.close(fd)
     assert waited.returncode == 0, waited.stderr
     assert "Waiting for cache lock: Could not get lock" in waited.stdout and elapsed >= held_s
 
@@ -121,3 +118,40 @@ def test_a_failing_step_names_itself_and_its_last_words(target, scratch):
         bootstrap(conn, spec)
     assert str(failed.value).startswith(
         f"{target.host}: bootstrap step 'apt' failed (exit 100): E: Unable to locate package cmake. Fix")
+
+
+def _held(lock_file: Path, seconds: float) -> threading.Timer:
+    """Hold an fcntl lock on `lock_file` (as apt does) for `seconds`, from this process."""
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o640)
+    fcntl.lockf(fd, fcntl.LOCK_EX)
+
+    def release():
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    timer = threading.Timer(seconds, release)
+    timer.start()
+    return timer
+
+
+def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
+    """Real `apt-get update` through the spec's own retry, as root on this machine, on a lists directory of its
+    own with no sources (nothing is downloaded); this test holds its lock as apt-daily would on a first boot.
+    `apt-get update` alone fails at once on that lock, DPkg::Lock::Timeout or not."""
+    lists = tmp_path / "lists"
+    (lists / "partial").mkdir(parents=True)
+    apt_get = [arg for arg in APT_GET if arg != "sudo"] + [
+        "-o", f"Dir::State::Lists={lists}", "-o", "Dir::Etc::sourcelist=/dev/null",
+        "-o", f"Dir::Etc::sourceparts={tmp_path}/none"]
+    releaser = _held(lists / "lock", 3.0)
+    try:
+        alone = subprocess.run(apt_get + ["update"], capture_output=True, text=True, timeout=60)
+        started = time.monotonic()
+        retried = subprocess.run(["sh", "-c", apt_update(shlex.join(apt_get))], capture_output=True, text=True,
+                                 timeout=120)
+        elapsed = time.monotonic() - started
+    finally:
+        releaser.join()
+    assert alone.returncode != 0 and "Could not get lock" in alone.stderr
+    assert retried.returncode == 0, retried.stderr
+    assert elapsed >= 2.0
