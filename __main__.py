@@ -40,7 +40,8 @@ firewall = SshFirewall(
 )
 access_key = (
     [OsLoginKey(f"{settings.instance_name}-oslogin-key",
-                OsLoginKeyArgs(project=settings.project, account=settings.os_login_account, public_key=settings.ssh_public_key))]
+                OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
+                               public_key=settings.ssh_public_key))]
     if settings.ssh_access == "oslogin" else []
 )
 vm = TpuVm(

@@ -149,7 +149,8 @@ def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
                               "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
         return {"ssh_access": mode}
     if account is None:
-        raise ConfigError(stack_key("osLoginAccount"), "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
+        raise ConfigError(stack_key("osLoginAccount"),
+                          "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
                           "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
     parse_pattern("osLoginAccount", account, _ACCOUNT, "a Google account e-mail", "me@example.com")
     values = {"ssh_access": mode, "os_login_account": account}
@@ -157,7 +158,8 @@ def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
         user = os_login_user(account)
         if user is None:
             raise ConfigError(
-                stack_key("sshUser"), f"cannot be derived from {account} (a service account, or a name over 32 characters)",
+                stack_key("sshUser"),
+                f"cannot be derived from {account} (a service account, or a name over 32 characters)",
                 "pulumi config set tpu-sft:sshUser <its POSIX name: gcloud compute os-login describe-profile>",
             )
         values["ssh_user"] = user
