@@ -148,7 +148,7 @@ def download_and_run(url: str) -> str:
     )
 
 
-class StepFailed(CommandFailed):
+class BootstrapStepFailed(CommandFailed):
     """A bootstrap step exited non-zero: which step on which host, its exit code and its last line of output
     (what apt, curl or uv said; unlike an arbitrary command line, install output holds nothing secret)."""
 
@@ -170,7 +170,7 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
 def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
     done, in order, then the fingerprint. Step output goes to `stream` as it arrives, if given. A failing
-    step raises `StepFailed`, a `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done
+    step raises `BootstrapStepFailed`, a `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done
     and leaves no fingerprint."""
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
@@ -190,7 +190,7 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
         try:
             result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
         except CommandFailed as failed:
-            raise StepFailed(failed.host, step.name, failed.exited, failed.tail) from None
+            raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
         if _SKIPPED not in result.stdout:
             ran.append(step.name)
     fp = shlex.quote(f"{base}/fingerprint")

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import APT_GET, UV_VERSION, BootstrapSpec, Step, StepFailed, apt_update, bootstrap, spec_for
+from remote.bootstrap import (
+    APT_GET,
+    UV_VERSION,
+    BootstrapSpec,
+    BootstrapStepFailed,
+    Step,
+    apt_update,
+    bootstrap,
+    spec_for,
+)
 from remote.connection import connect
 from workload.config import PipelineConfig
 
@@ -59,7 +68,7 @@ def _seed_uv_step(base_url: str, kind: str) -> BootstrapSpec:
 @pytest.mark.parametrize(("kind", "why"), [("missing", "404"), ("empty", "downloaded an empty file")])
 def test_a_failed_download_fails_its_step_and_is_not_marked_done(target, scratch, installers, kind, why):
     spec = _seed_uv_step(installers, kind)
-    with connect(target) as conn, pytest.raises(StepFailed) as failed:
+    with connect(target) as conn, pytest.raises(BootstrapStepFailed) as failed:
         bootstrap(conn, spec)
     message = str(failed.value)
     assert "bootstrap step 'uv' failed" in message and why in message and "\n" not in message
@@ -114,7 +123,7 @@ def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
 def test_a_failing_step_names_itself_and_its_last_words(target, scratch):
     fails = "echo 'Reading package lists...'; echo 'E: Unable to locate package cmake' >&2; exit 100"
     spec = BootstrapSpec((Step("apt", fails),))
-    with connect(target) as conn, pytest.raises(StepFailed) as failed:
+    with connect(target) as conn, pytest.raises(BootstrapStepFailed) as failed:
         bootstrap(conn, spec)
     assert str(failed.value).startswith(
         f"{target.host}: bootstrap step 'apt' failed (exit 100): E: Unable to locate package cmake. Fix")
