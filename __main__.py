@@ -11,6 +11,7 @@ from infra.access import gcloud_ssh_command, ssh_command
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
+from infra.ssh_access import OsLoginKey, OsLoginKeyArgs
 from infra.tasks import PostDeployTasks, TasksArgs
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
@@ -37,6 +38,12 @@ firewall = SshFirewall(
     f"{settings.instance_name}-ssh",
     SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
 )
+access_key = (
+    [OsLoginKey(f"{settings.instance_name}-oslogin-key",
+                OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
+                               public_key=settings.ssh_public_key))]
+    if settings.ssh_access == "oslogin" else []
+)
 vm = TpuVm(
     settings.instance_name,
     TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
@@ -49,7 +56,7 @@ tasks = PostDeployTasks(
         instance_id=vm.instance_id,
         external_ip=vm.external_ip,
         hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
-        after=[vm, firewall, data_disk],
+        after=[vm, firewall, data_disk, *access_key],
     ),
 )
 cost = estimate(

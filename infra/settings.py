@@ -11,10 +11,11 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from infra.cost import PRICE_TABLE
+from infra.ssh_access import ACCESS_MODES, os_login_user
+from infra.ssh_identity import require_private_key
 from workload.accelerators import ACCELERATORS, Accelerator
 from workload.config import BY_KEY as PIPELINE_SETTINGS
 from workload.config import (
@@ -37,6 +38,9 @@ ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or st
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+# Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
+# (future) reservation. Spot and flex-start VMs consume none.
+RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
@@ -45,6 +49,8 @@ _RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_ACCOUNT = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+_SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -52,7 +58,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken",
+    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -83,6 +89,9 @@ class Settings:
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
     max_run_hours: int | None = None
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+    service_account: str | None = None  # the VM's identity; None: the project's default compute service account
+    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_access.py)
+    os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -130,24 +139,31 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
 _PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
 
 
-def read_public_key(path_text: str) -> str:
-    path = Path(os.path.expanduser(path_text))
-    if not path.is_file():
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} does not exist",
-            f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
-            f"(or run `gcloud compute ssh` once), or {set_hint('sshPublicKeyPath', '<path to a .pub>')}",
-        )
-    # Checked before reading: a private key given here by mistake is never read.
-    text = path.read_text().strip() if path_text.endswith(".pub") else ""
-    if not _PUBLIC_KEY.match(text):
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} is not an OpenSSH public key (.pub)",
-            set_hint("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
-        )
-    return text
+def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
+    """tpu-sft:sshAccess and, for OS Login, the account and the POSIX user Google gives it."""
+    mode = parse_choice("sshAccess", get("sshAccess") or "metadata", ACCESS_MODES)
+    account = get("osLoginAccount")
+    if mode != "oslogin":
+        if account is not None:
+            raise ConfigError(stack_key("osLoginAccount"), "is only used with tpu-sft:sshAccess oslogin",
+                              "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
+        return {"ssh_access": mode}
+    if account is None:
+        raise ConfigError(stack_key("osLoginAccount"),
+                          "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
+                          "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
+    parse_pattern("osLoginAccount", account, _ACCOUNT, "a Google account e-mail", "me@example.com")
+    values = {"ssh_access": mode, "os_login_account": account}
+    if get("sshUser") is None:
+        user = os_login_user(account)
+        if user is None:
+            raise ConfigError(
+                stack_key("sshUser"),
+                f"cannot be derived from {account} (a service account, or a name over 32 characters)",
+                "pulumi config set tpu-sft:sshUser <its POSIX name: gcloud compute os-login describe-profile>",
+            )
+        values["ssh_user"] = user
+    return values
 
 
 def parse(
@@ -155,13 +171,9 @@ def parse(
     *,
     stack: str,
     secret_keys: frozenset[str] = frozenset(),
-    public_key_reader: Callable[[str], str] = read_public_key,
 ) -> Settings:
     """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values.
-
-    `public_key_reader` turns tpu-sft:sshPublicKeyPath into the key; a caller that compares configs
-    without deploying them (the plan command) passes one that reads nothing.
-    """
+    Reads no file: the same config gives the same settings on every machine."""
     for key, value in raw.items():
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
@@ -217,23 +229,33 @@ def parse(
         values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
     if get("sshUser") is not None:
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
+    values.update(_os_login(get))
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
-    if not isinstance(key_path, str) or not key_path:
-        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}",
-                          set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
-    values["ssh_public_key_path"] = key_path
-    if get("sshPublicKey") is not None:
-        values["ssh_public_key"] = parse_pattern(
-            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key",
-            "\"$(cat ~/.ssh/id_ed25519.pub)\"",
+    if not isinstance(key_path, str) or not key_path.endswith(".pub") or key_path == ".pub":
+        raise ConfigError(
+            stack_key("sshPublicKeyPath"), f"expected the path of a public key file (.pub), got {key_path!r}; "
+            "its private key is the same path without .pub", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY),
         )
-    else:
-        values["ssh_public_key"] = public_key_reader(key_path)
+    values["ssh_public_key_path"] = key_path
+    if get("sshPublicKey") is None:
+        raise ConfigError(
+            stack_key("sshPublicKey"),
+            "is not set; the VM's SSH key must come from the stack, not from the machine that runs pulumi",
+            f"pulumi config set {stack_key('sshPublicKey')} \"$(cat {DEFAULT_PUBLIC_KEY})\"",
+        )
+    values["ssh_public_key"] = parse_pattern(
+        "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", f"\"$(cat {DEFAULT_PUBLIC_KEY})\""
+    )
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
     if get("maxRunHours") is not None:
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    if get("serviceAccount") is not None:
+        values["service_account"] = parse_pattern(
+            "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
+            "tpu-sft-vm@my-project.iam.gserviceaccount.com",
+        )
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:
             raise ConfigError(
@@ -252,16 +274,18 @@ def parse(
 
 
 def reservation_matches_model(s: Settings) -> None:
-    """A RESERVATION_BOUND VM names its reservation; no other model takes one."""
+    """A RESERVATION_BOUND VM names its (calendar-mode) reservation; a STANDARD one may name an ordinary one;
+    SPOT and FLEX_START VMs consume none."""
     if s.provisioning_model == "RESERVATION_BOUND" and not s.reservation:
         raise ConfigError(
             stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
             f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
         )
-    if s.provisioning_model != "RESERVATION_BOUND" and s.reservation:
+    if s.provisioning_model not in RESERVATION_MODELS and s.reservation:
         raise ConfigError(
-            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {s.provisioning_model}",
-            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
+            stack_key("reservation"), f"cannot be consumed by a {s.provisioning_model} VM",
+            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel STANDARD (an ordinary "
+            "reservation) or RESERVATION_BOUND (a calendar-mode one)",
         )
 
 
@@ -298,7 +322,9 @@ def from_pulumi() -> Settings:
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
-    require_token_for_update(settings, is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
+    is_update = not pulumi.runtime.is_dry_run()
+    require_token_for_update(settings, is_update=is_update, environ=os.environ)
+    require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
     return settings
 
 

@@ -38,7 +38,7 @@ from remote.phase_request import PhaseRequest
 from remote.secrets import write_secret
 from remote.sync import fetch
 from remote.target import Target
-from remote.wait import wait_for_ssh
+from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import HF_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 
@@ -165,6 +165,7 @@ def _add_bootstrap(verbs, common) -> None:
               "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.")
     p.add_argument("--config", type=Path, metavar="JSON", help="pipeline settings (stack keys, as in Pulumi config)")
     p.add_argument("--spec", type=Path, metavar="JSON", help="explicit install steps instead of --config")
+    _add_deadline(p)
     p.set_defaults(func=_bootstrap)
 
 
@@ -176,7 +177,7 @@ def _bootstrap(args) -> int:
         spec = BootstrapSpec.from_json(_read(args.spec))
     else:
         spec = spec_for(PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig())
-    results = bootstrap_all(target, spec, stream=sys.stderr)
+    results = bootstrap_all(target, spec, stream=sys.stderr, deadline_s=args.deadline)
     summary: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     for host, result in results.items():
@@ -369,6 +370,7 @@ def _add_put_secret(verbs, common) -> None:
               "The value travels over SFTP only (never a command line, never a log) into\n"
               "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
     p.add_argument("name", choices=(HF_TOKEN_SECRET,))
+    _add_deadline(p)
     p.set_defaults(func=_put_secret)
 
 
@@ -376,7 +378,7 @@ def _put_secret(args) -> int:
     value = sys.stdin.read().strip()
     if not value:
         raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
-    with connect(target_from(args)) as conn:
+    with wait_for_ssh(target_from(args), args.deadline) as conn:
         path = write_secret(conn, args.name, value)
     print(f"stored {args.name} on {conn.host} at {path} (mode 0600)")
     return EXIT_OK
@@ -384,6 +386,13 @@ def _put_secret(args) -> int:
 
 VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch,
          _add_phase, _add_put_secret)
+
+
+def _add_deadline(p: argparse.ArgumentParser) -> None:
+    """For verbs that can be the first contact with a VM `pulumi up` has just created."""
+    p.add_argument("--deadline", type=float, default=NEW_VM_DEADLINE_S, metavar="S",
+                   help="wait up to S seconds for each host to answer SSH and accept the key "
+                        f"(default {NEW_VM_DEADLINE_S:g})")
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ import paramiko
 from invoke.exceptions import CommandTimedOut, UnexpectedExit
 
 from remote.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
+from remote.gateway import GatewayProcess
 from remote.target import Target
 
 log = logging.getLogger("remote")
@@ -62,7 +63,9 @@ class Connection(fabric.Connection):
             },
         )
         self.target = target
-        self.client.set_missing_host_key_policy(_PinningPolicy(target.known_hosts, target.trust_on_first_use))
+        self.gateway_process: GatewayProcess | None = None
+        self.pinning = _PinningPolicy(target.known_hosts, target.trust_on_first_use)
+        self.client.set_missing_host_key_policy(self.pinning)
         if os.path.exists(target.known_hosts):
             self.client.load_host_keys(target.known_hosts)
         elif not target.trust_on_first_use:
@@ -77,7 +80,8 @@ class Connection(fabric.Connection):
         ssh_config without a Port line, so it turns %p into 22 whatever the target's port."""
         tokens = {"h": self.host, "p": str(self.target.port), "r": self.target.user, "%": "%"}
         command = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), self.target.gateway)
-        return paramiko.ProxyCommand(command)
+        self.gateway_process = GatewayProcess(command)
+        return self.gateway_process
 
     def open(self):
         if self.is_connected:
@@ -104,17 +108,26 @@ class Connection(fabric.Connection):
                 "check that its public key is in the VM's authorized keys (instance metadata ssh-keys)"
             ) from None
         except NETWORK_ERRORS as e:
+            said = self.gateway_process.stderr_tail() if self.gateway_process else ""
             self.client.close()
-            raise Unreachable(self.host, f"cannot connect to port {self.port}: {describe(e)}") from None
+            reason = f"cannot connect to port {self.port}: {describe(e)}"
+            if said and said not in reason:
+                reason += f"; the gateway said: {said}"
+            raise Unreachable(self.host, reason) from None
+        # Only now, with the login accepted: a new VM's first-boot host key may still be replaced before its
+        # guest agent has created the user, and recording that key would refuse the real one for good.
+        self.pinning.record_accepted()
         self.transport.set_keepalive(self.target.keepalive_s)
         return result
 
 
 class _PinningPolicy(paramiko.MissingHostKeyPolicy):
-    """Unknown host key: refuse, or (trust-on-first-use) append it to known_hosts under a file lock."""
+    """Unknown host key: refuse, or (trust-on-first-use) accept it for this connection and append it to
+    known_hosts, under a file lock, once authentication has succeeded (`record_accepted`)."""
 
     def __init__(self, known_hosts: str, trust_on_first_use: bool):
         self.known_hosts, self.trust = known_hosts, trust_on_first_use
+        self.accepted: tuple[str, paramiko.PKey] | None = None
 
     def missing_host_key(self, client, hostname, key):
         if not self.trust:
@@ -123,14 +136,20 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
                 f"to connect. Add the host's key to that file (ssh-keyscan), or set trust_on_first_use only where "
                 "the link is already authenticated (IAP)"
             )
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.accepted = (hostname, key)
+
+    def record_accepted(self) -> None:
+        if self.accepted is None:
+            return
+        hostname, key = self.accepted
+        self.accepted = None
         # The Pulumi program names a file per VM in a folder that may not exist yet.
         os.makedirs(os.path.dirname(os.path.abspath(self.known_hosts)), mode=0o700, exist_ok=True)
         # Workers are reached in parallel: serialise appends so no line is torn or lost.
         with open(self.known_hosts, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            f.write(line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint,
                     self.known_hosts)
 

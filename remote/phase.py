@@ -29,12 +29,11 @@ from remote.mount import MOUNT_WAIT_S, require_mounted
 from remote.phase_request import PhaseRequest
 from remote.secrets import place_secret
 from remote.sync import push_tree
-from remote.wait import wait_for_ssh
+from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.contract import HF_TOKEN_SECRET
 from workload.progress import ProgressPrinter
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
-NEW_VM_DEADLINE_S = 600  # a VM just created by `pulumi up` may take minutes to answer SSH
 
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
@@ -63,7 +62,7 @@ def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
     spec = request.bootstrap_spec()
     print(f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
           f"MaxText {request.pipeline.maxtext_version}", file=out, flush=True)
-    results = bootstrap_all(request.target, spec, stream=sys.stderr)
+    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S)
     failed = {h: r for h, r in results.items() if isinstance(r, RemoteError)}
     for host, result in results.items():
         if isinstance(result, RemoteError):

@@ -8,9 +8,12 @@ import time
 
 from remote.connection import Connection, connect
 from remote.errors import AuthError, Unreachable
+from remote.gateway import check_gcloud
 from remote.target import Target
 
 log = logging.getLogger("remote")
+
+NEW_VM_DEADLINE_S = 600.0  # a VM `pulumi up` just created may take minutes to answer SSH and accept the key
 
 
 def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = None, *,
@@ -18,10 +21,12 @@ def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = N
     """Connect to `host` (default: the main host), retrying with exponential backoff for up to `deadline_s`.
 
     Retries while the host does not answer or refuses the key: a new GCE VM answers SSH before its guest
-    agent has installed the metadata keys. A refused host key is never retried. Returns the open connection;
+    agent has installed the metadata keys. A refused host key is never retried, nor a gateway (gcloud) that is
+    missing or not logged in. Returns the open connection;
     raises `Unreachable` at the deadline, naming the last failure.
     """
     host = host or target.host
+    check_gcloud(target.gateway)  # a missing or logged-out gcloud would fail every attempt until the deadline
     start = time.monotonic()
     backoff, attempts = first_backoff_s, 0
     while True:
