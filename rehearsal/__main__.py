@@ -13,7 +13,7 @@ and logs); the sshd and its keys are gone.
 Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped.
 Only one rehearsal at a time may use a DIR (a lock file in it says which process holds it).
 Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here),
-3 DIR is in use by another rehearsal.
+3 DIR is in use by another rehearsal or cannot be created.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from infra.tasks import last_json_line
-from rehearsal.dir_lock import DirectoryBusy, exclusive
+from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import execute, record
 from workload.contract import EXIT_BAD_INPUT
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with exclusive(directory):
             return _rehearse(directory, args.steps)
-    except DirectoryBusy as busy:
-        print(f"error: {busy}", file=sys.stderr)
+    except DirectoryUnusable as unusable:
+        print(f"error: {unusable}", file=sys.stderr)
         return 3
 
 

@@ -32,6 +32,18 @@ NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException, socket.timeout)
 OUTPUT_TAIL_LINES = 20  # of a failed command's output, kept in its CommandFailed
 
 
+class _QuietlyKilledRemote(fabric.runners.Remote):
+    """Invoke's timeout thread kills a command by closing its channel; when our side has meanwhile closed the
+    connection (the timeout already reported), that close fails in the timer thread, and Python prints the
+    traceback to stderr. The channel is gone, which is all `kill` wanted."""
+
+    def kill(self) -> None:
+        try:
+            super().kill()
+        except NETWORK_ERRORS:
+            pass
+
+
 class Connection(fabric.Connection):
     """A `fabric.Connection` bound to a `Target`: opens pinned, times out, keeps alive."""
 
@@ -41,6 +53,7 @@ class Connection(fabric.Connection):
             overrides={
                 "load_ssh_configs": False,
                 "run": {"in_stream": False, "hide": True},
+                "runners": {"remote": _QuietlyKilledRemote},
                 "timeouts": {"command": target.command_timeout},
             },
         )
