@@ -41,7 +41,16 @@ from remote.target import Target
 from remote.wait import wait_for_ssh
 from workload import last_resort
 from workload.config import ConfigError, PipelineConfig
-from workload.contract import HF_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
+from workload.contract import (
+    EXIT_UNEXPECTED,
+    HF_TOKEN_SECRET,
+    KEPT_DIR,
+    MOUNT_POINT,
+    PHASES,
+    PIPELINE_ENV,
+    SCRATCH_DIR,
+    TARGET_ENV,
+)
 from workload.one_line_parser import OneLineParser
 
 EXIT_CODES = f"""exit codes (the same for every verb):
@@ -55,7 +64,7 @@ EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_JOB_LOST}  `follow`: the job ended without an exit code (killed, host rebooted, cancelled)
   {EXIT_VERIFY}  `fetch`: a file's size or sha256 did not match
   {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap`: some hosts failed (each is named on stderr)
-  {last_resort.EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback
+  {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback
   130 interrupted (Ctrl-C)
   `follow` otherwise exits with the job's own exit code."""
 
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
         print(f"error: {last_resort.report('remote', error, _secrets(args))}", file=sys.stderr)
-        return last_resort.EXIT_UNEXPECTED
+        return EXIT_UNEXPECTED
 
 
 def _secrets(args) -> list[str | None]:
@@ -160,7 +169,8 @@ def _add_wait(verbs, common) -> None:
     p = _verb(verbs, "wait", common, "Wait until every host answers SSH.",
               "Retries with backoff (a new VM first refuses connections, then keys) until --deadline. Needs the\n"
               "target. Leaves nothing on the hosts.")
-    p.add_argument("--deadline", type=flags.positive_seconds, default=300.0, metavar="S", help="give up after S seconds (default 300)")
+    p.add_argument("--deadline", type=flags.positive_seconds, default=300.0, metavar="S",
+                   help="give up after S seconds (default 300)")
     p.set_defaults(func=_wait)
 
 

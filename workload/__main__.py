@@ -21,7 +21,7 @@ import sys
 
 from workload import commands, last_resort
 from workload.config import ConfigError, PipelineConfig
-from workload.contract import EXIT_BAD_INPUT
+from workload.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.events import Events
 from workload.hf_token import TokenError, read_token, redactor
 from workload.layout import Layout
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":  # the summary stays the last stdout line, whatever happened
             Events().emit("summary", ok=False, until=args.until, failed_step=None, error=line, logs=[])
         print(f"workload: {line}", file=sys.stderr)
-        return last_resort.EXIT_UNEXPECTED
+        return EXIT_UNEXPECTED
 
 
 def _token_in(args: argparse.Namespace) -> str | None:

@@ -60,7 +60,8 @@ def parse_int(name: str, raw: Any, *, minimum: int, example: str) -> int:
 
 
 def parse_float(name: str, raw: Any, *, example: str) -> float:
-    number = (isinstance(raw, (int, float)) and not isinstance(raw, bool)) or (isinstance(raw, str) and _FLOAT.fullmatch(raw))
+    native = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    number = native or (isinstance(raw, str) and _FLOAT.fullmatch(raw))
     value = float(raw) if number else float("nan")
     if not value > 0 or value == float("inf"):
         raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", set_hint(name, example))

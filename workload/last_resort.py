@@ -11,7 +11,6 @@ import tempfile
 import traceback
 from typing import Iterable
 
-EXIT_UNEXPECTED = 76  # an internal error (a bug): the message names the log holding the traceback
 REDACTED = "[REDACTED]"
 _MESSAGE_CHARS = 200
 

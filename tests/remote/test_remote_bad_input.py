@@ -24,7 +24,7 @@ class Case:
     id: str
     argv: tuple[str, ...]
     expect: str  # a part of the one error line that names the problem
-    target: dict | str | None = field(default_factory=dict)  # merged into the good target; a str replaces it whole
+    target: dict | str = field(default_factory=dict)  # merged into the good target; a str replaces it whole
     env: dict = field(default_factory=dict)
     stdin: bytes = b""
 
@@ -150,13 +150,16 @@ CASES = [
     c("phase-settings-not-json", "phase train", "is not valid JSON", env={"TPU_SFT_PIPELINE": "{steps"}),
     c("phase-settings-steps-newline", "phase train", "tpu-sft:steps", env={"TPU_SFT_PIPELINE": '{"steps": "5\\n"}'}),
     c("phase-run-name-newline", "phase train", "tpu-sft:runName", env={"TPU_SFT_PIPELINE": '{"runName": "a\\n"}'}),
-    c("phase-spec-steps-number", "phase bootstrap", "steps must be a non-empty list",
-      env={**PHASE_ENV, "TPU_SFT_BOOTSTRAP_SPEC": '{"steps": 5}'}),
-    c("phase-spec-env-string", "phase bootstrap", "env must be an object",
-      env={**PHASE_ENV, "TPU_SFT_BOOTSTRAP_SPEC": '{"steps": [{"name": "a", "command": "true"}], "env": "x"}'}),
-    c("phase-work-dir-relative", "phase train", "is not an absolute path", env={**PHASE_ENV, "TPU_SFT_WORK_DIR": "w"}),
-    c("phase-output-dir-newline", "phase train", "is not an absolute path",
-      env={**PHASE_ENV, "TPU_SFT_OUTPUT_DIR": "/o\n"}),
+    c("phase-profile-spec-steps-number", "phase bootstrap", "steps must be a non-empty list", env=PHASE_ENV,
+      target={"profile": {"bootstrap": {"steps": 5}}}),
+    c("phase-profile-spec-env-string", "phase train", "env must be an object", env=PHASE_ENV,
+      target={"profile": {"bootstrap": {"steps": [{"name": "a", "command": "true"}], "env": "x"}}}),
+    c("phase-profile-scratch-relative", "phase train", "target.profile.scratch_dir", env=PHASE_ENV,
+      target={"profile": {"scratch_dir": "w"}}),
+    c("phase-profile-kept-dir-newline", "phase train", "target.profile.kept_dir", env=PHASE_ENV,
+      target={"profile": {"kept_dir": "/o\n"}}),
+    c("phase-profile-list", "phase train", "target.profile: [] is not a host profile", env=PHASE_ENV,
+      target={"profile": []}),
     c("phase-host-does-not-resolve", "phase train", "does not resolve", env=PHASE_ENV,
       target={"host": "no-such-host.invalid"}),
     # the command line itself
@@ -203,7 +206,8 @@ def _run(case: Case, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
     if isinstance(case.target, str):
         target = case.target
     else:
-        merged = {**good, **{k: v.replace("{tmp}", str(tmp)) if isinstance(v, str) else v for k, v in case.target.items()}}
+        given = {k: v.replace("{tmp}", str(tmp)) if isinstance(v, str) else v for k, v in case.target.items()}
+        merged = {**good, **given}
         target = json.dumps({k: v for k, v in merged.items() if v is not None})
     env = {k: v for k, v in os.environ.items() if not k.startswith("TPU_SFT_") and k != "HF_TOKEN"}
     env.update(TPU_SFT_TARGET=target, **case.env)
@@ -213,7 +217,7 @@ def _run(case: Case, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
         done = subprocess.run([sys.executable, "-m", "remote", *argv], input=case.stdin, capture_output=True,
                               env=env, cwd=REPO, timeout=60)
     except subprocess.TimeoutExpired as e:  # that case fails, the others still run
-        done = subprocess.CompletedProcess(e.cmd, None, b"", b"(still running after 60 s)")
+        done = subprocess.CompletedProcess(e.cmd, -1, b"", b"(still running after 60 s)")
     return done, time.monotonic() - started
 
 
@@ -223,7 +227,7 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, f
     tmp = tmp_path_factory.mktemp("bad-input")
     _write_inputs(tmp)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip((case.id for case in CASES), pool.map(lambda case: _run(case, tmp), CASES)))
+        return dict(zip((case.id for case in CASES), pool.map(lambda case: _run(case, tmp), CASES), strict=True))
 
 
 def test_the_table_covers_every_class_of_bad_input():

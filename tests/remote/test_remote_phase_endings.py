@@ -14,8 +14,8 @@ from remote import cli, jobs, phase
 from remote.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost
 from remote.phase_outcome import INTERRUPTED
 from remote.target import Target
-from workload import last_resort
 from workload.config import PipelineConfig
+from workload.contract import EXIT_UNEXPECTED
 
 TOKEN = "hf_PhaseEndingCanary" + "x" * 20
 
@@ -55,7 +55,8 @@ def test_a_job_lost_on_the_host(phase_env, capsys, monkeypatch):
     monkeypatch.setattr(phase, "run_phase", lost)
     code, summary, errors = run_phase_cli(capsys)
     assert code == EXIT_JOB_LOST
-    assert summary["ok"] is False and summary["error"] == "job train-abc-1 died without an exit code: process 4242 is gone"
+    assert summary["ok"] is False
+    assert summary["error"] == "job train-abc-1 died without an exit code: process 4242 is gone"
     assert len(errors) == 1
 
 
@@ -76,7 +77,7 @@ def test_an_unexpected_error_is_one_line_and_a_log_without_the_token(phase_env, 
 
     monkeypatch.setattr(phase, "run_phase", broken)
     code, summary, errors = run_phase_cli(capsys)
-    assert code == last_resort.EXIT_UNEXPECTED
+    assert code == EXIT_UNEXPECTED
     assert summary["ok"] is False and summary["error"] == "unexpected error (RuntimeError); see stderr"
     (line,) = errors
     assert line.startswith("error: unexpected error (RuntimeError: boom near [REDACTED]), a bug in tpu-sft")
@@ -92,7 +93,7 @@ def test_an_unexpected_error_in_any_verb_is_one_line(phase_env, capsys, monkeypa
         raise ZeroDivisionError("division by zero")
 
     monkeypatch.setattr(cli, "target_from", broken)
-    assert cli.main(["status", "some-job"]) == last_resort.EXIT_UNEXPECTED
+    assert cli.main(["status", "some-job"]) == EXIT_UNEXPECTED
     out, err = capsys.readouterr()
     (line,) = err.strip().splitlines()
     assert line.startswith("error: unexpected error (ZeroDivisionError: division by zero)") and "Traceback" not in err

@@ -108,7 +108,7 @@ def _run(case: Case, tmp: Path) -> subprocess.CompletedProcess:
 def outcomes(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     tmp = tmp_path_factory.mktemp("workload-bad-input")
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip((case.id for case in CASES), pool.map(lambda case: _run(case, tmp), CASES)))
+        return dict(zip((case.id for case in CASES), pool.map(lambda case: _run(case, tmp), CASES), strict=True))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])

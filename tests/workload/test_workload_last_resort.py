@@ -5,7 +5,7 @@ import json
 import os
 
 import workload.__main__ as workload_cli
-from workload import last_resort
+from workload.contract import EXIT_UNEXPECTED
 
 TOKEN = "hf_LastResortCanary" + "y" * 20
 
@@ -20,7 +20,7 @@ def test_an_unexpected_error_in_run_ends_with_the_summary_and_one_line(tmp_path,
     code = workload_cli.main(["run", "--config", str(tmp_path / "settings.json"), "--work-dir", str(tmp_path / "w"),
                               "--output-dir", str(tmp_path / "o")])
     out, err = capsys.readouterr()
-    assert code == last_resort.EXIT_UNEXPECTED
+    assert code == EXIT_UNEXPECTED
     summary = json.loads(out.splitlines()[-1])
     assert summary["event"] == "summary" and summary["ok"] is False and "KeyError" in summary["error"]
     (line,) = err.strip().splitlines()

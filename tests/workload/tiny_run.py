@@ -139,5 +139,7 @@ def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Pat
     lines = stdout.read().splitlines()
     events = [json.loads(line) for line in lines if line.startswith("{")]
     # Read after the kill: a checkpoint finished between the poll above and the kill counts too.
-    return (Run(process.returncode, events, time.monotonic() - started, ""), latest_checkpoint(work),
+    final_checkpoint = latest_checkpoint(work)
+    assert final_checkpoint is not None
+    return (Run(process.returncode, events, time.monotonic() - started, ""), final_checkpoint,
             TrainerKill(children, ended_after, left))
