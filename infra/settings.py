@@ -42,15 +42,16 @@ DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can att
 # (future) reservation. Spot and flex-start VMs consume none.
 RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
 
-_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
-_RESOURCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_ACCOUNT = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
-_SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
+# Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only.
+_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+_RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_RESERVATION = re.compile(r"(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_ACCOUNT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -106,6 +107,8 @@ def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
                                                                                               f"'[\"{IAP_RANGE}\"]'"))
     for cidr in ranges:
         try:
+            if not isinstance(cidr, str) or not cidr.isascii():  # ip_network(5) is 0.0.0.5/32
+                raise TypeError(cidr)
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
             raise ConfigError(
@@ -126,7 +129,7 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     if raw is not None:
         given = parse_structured("labels", raw, dict, '{"owner": "me"}')
         for k, v in given.items():
-            if not _LABEL_KEY.match(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.match(v):
+            if not _LABEL_KEY.fullmatch(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.fullmatch(v):
                 raise ConfigError(
                     stack_key("labels"),
                     f"label {k}={v!r} is not valid (lower-case letters, digits, '_' and '-'; keys start with a letter)",
@@ -136,7 +139,8 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-_PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
+# One key on one line (a newline would smuggle a second key into the VM's ssh-keys metadata), comment optional.
+_PUBLIC_KEY = re.compile(r"(ssh-(ed25519|rsa)|ecdsa-sha2-[A-Za-z0-9-]+) [A-Za-z0-9+/=]+( [^\r\n]*)?")
 
 
 def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from remote.connection import Connection, connect, run
+from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError
 from remote.target import Target
 from remote.wait import wait_for_ssh
@@ -84,16 +85,38 @@ class BootstrapSpec:
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "BootstrapSpec":
-        try:
-            return cls(tuple(Step(**s) for s in raw["steps"]), dict(raw.get("env", {})))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise BadInput(f"bootstrap spec is not valid ({type(e).__name__}: {e}); expected {_SPEC_SHAPE}") from None
+        if not isinstance(raw, dict) or set(raw) - {"steps", "env"}:
+            raise BadInput(f"bootstrap spec must be a JSON object with only steps and env; expected {_SPEC_SHAPE}")
+        steps = raw.get("steps")
+        if not isinstance(steps, list) or not steps:
+            raise BadInput(f"bootstrap spec: steps must be a non-empty list; expected {_SPEC_SHAPE}")
+        env = raw.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise BadInput(f"bootstrap spec: env must be an object of names to string values; expected {_SPEC_SHAPE}")
+        env_prefix(env)  # names a shell accepts
+        return cls(tuple(_step(number, step) for number, step in enumerate(steps, 1)), env)
 
     def to_mapping(self) -> dict[str, Any]:
         return {"steps": [vars(s) for s in self.steps], "env": self.env}
 
     def to_json(self) -> str:
         return json.dumps(self.to_mapping(), indent=2)
+
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _step(number: int, raw: object) -> Step:
+    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s"}:
+        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command and timeout_s")
+    name, command, timeout = raw.get("name"), raw.get("command"), raw.get("timeout_s", 3600.0)
+    if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
+        raise BadInput(f"bootstrap spec: step {number}'s name {name!r} is not 1–64 letters, digits, '.', '_', '-'")
+    if not isinstance(command, str) or not command.strip():
+        raise BadInput(f"bootstrap spec: step {name}'s command must be a non-empty string")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
+        raise BadInput(f"bootstrap spec: step {name}'s timeout_s {timeout!r} is not a number of seconds in (0, 86400]")
+    return Step(name, command, float(timeout))
 
 
 @dataclass(frozen=True)

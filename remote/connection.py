@@ -13,11 +13,12 @@ import os
 import re
 import shlex
 import socket
+import time
 from typing import Mapping, TextIO
 
 import fabric
 import paramiko
-from invoke.exceptions import CommandTimedOut, UnexpectedExit
+from invoke.exceptions import CommandTimedOut, ThreadException, UnexpectedExit
 
 from remote.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
 from remote.gateway import GatewayProcess
@@ -25,11 +26,23 @@ from remote.target import Target
 
 log = logging.getLogger("remote")
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # What a broken or unresponsive link raises from paramiko and the socket layer.
 NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException, socket.timeout)
 OUTPUT_TAIL_LINES = 20  # of a failed command's output, kept in its CommandFailed
+
+
+class _QuietlyKilledRemote(fabric.runners.Remote):
+    """Invoke's timeout thread kills a command by closing its channel; when our side has meanwhile closed the
+    connection (the timeout already reported), that close fails in the timer thread, and Python prints the
+    traceback to stderr. The channel is gone, which is all `kill` wanted."""
+
+    def kill(self) -> None:
+        try:
+            super().kill()
+        except NETWORK_ERRORS:
+            pass
 
 
 class Connection(fabric.Connection):
@@ -41,6 +54,7 @@ class Connection(fabric.Connection):
             overrides={
                 "load_ssh_configs": False,
                 "run": {"in_stream": False, "hide": True},
+                "runners": {"remote": _QuietlyKilledRemote},
                 "timeouts": {"command": target.command_timeout},
             },
         )
@@ -67,7 +81,7 @@ class Connection(fabric.Connection):
         self.pinning = _PinningPolicy(target.known_hosts, target.trust_on_first_use)
         self.client.set_missing_host_key_policy(self.pinning)
         if os.path.exists(target.known_hosts):
-            self.client.load_host_keys(target.known_hosts)
+            _load_known_hosts(self.client, target.known_hosts)
         elif not target.trust_on_first_use:
             raise TargetError(
                 "known_hosts", f"{target.known_hosts} does not exist",
@@ -154,6 +168,17 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
                     self.known_hosts)
 
 
+def _load_known_hosts(client: paramiko.SSHClient, path: str) -> None:
+    try:
+        client.load_host_keys(path)
+    except UnicodeDecodeError:
+        raise TargetError("known_hosts", f"{path} is not a text file (not UTF-8)",
+                          "point known_hosts at an OpenSSH known_hosts file, or remove the file to start one") from None
+    except (OSError, paramiko.SSHException) as e:
+        raise TargetError("known_hosts", f"{path} cannot be read as a known_hosts file ({describe(e)})",
+                          "point known_hosts at an OpenSSH known_hosts file") from None
+
+
 def connect(target: Target, host: str | None = None) -> Connection:
     """A connection to `host` (default: the target's main host), opened now so failures surface here."""
     conn = Connection(target, host or target.host)
@@ -166,7 +191,7 @@ def env_prefix(env: Mapping[str, str] | None) -> str:
     if not env:
         return ""
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise BadInput(f"environment variable name {name!r} is not valid; use letters, digits and _")
         if not isinstance(value, str):
             raise BadInput(f"environment variable {name} must be a string, got {type(value).__name__}")
@@ -183,18 +208,42 @@ def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
     """
     output = {"hide": True} if stream is None else {
         "hide": False, "out_stream": stream, "err_stream": err_stream or stream}
+    limit = timeout or conn.target.command_timeout
+    started = time.monotonic()
     try:
-        return conn.run(env_prefix(env) + command, timeout=timeout or conn.target.command_timeout,
-                        warn=warn, in_stream=False, **output)
-    except CommandTimedOut as e:
+        result = conn.run(env_prefix(env) + command, timeout=limit, warn=warn, in_stream=False, **output)
+    except CommandTimedOut:
         conn.close()
-        raise Unreachable(conn.host, f"no answer within {e.timeout:g} s (command timeout)") from None
+        raise _timed_out(conn, limit) from None
     except UnexpectedExit as e:
+        if _cut_by_timeout(e.result, started, limit):
+            conn.close()
+            raise _timed_out(conn, limit) from None
         tail = (e.result.stdout + e.result.stderr).splitlines()[-OUTPUT_TAIL_LINES:]
         raise CommandFailed(conn.host, e.result.exited, tuple(tail)) from None
+    except ThreadException as e:
+        # Invoke's timeout thread closes the channel while the output threads still read it: they fail first.
+        conn.close()
+        if time.monotonic() - started >= limit:
+            raise _timed_out(conn, limit) from None
+        raise Unreachable(conn.host, f"connection lost: {describe(e.exceptions[0].value)}") from None
     except NETWORK_ERRORS as e:
         conn.close()
         raise Unreachable(conn.host, f"connection lost: {describe(e)}") from None
+    if _cut_by_timeout(result, started, limit):
+        conn.close()
+        raise _timed_out(conn, limit)
+    return result
+
+
+def _cut_by_timeout(result, started: float, limit: float) -> bool:
+    """Invoke decides "timed out" by whether its timer thread has finished; a check that runs while the timer is
+    still closing the channel sees a command without an exit status (-1) instead."""
+    return result.exited == -1 and time.monotonic() - started >= limit
+
+
+def _timed_out(conn: Connection, limit: float) -> Unreachable:
+    return Unreachable(conn.host, f"no answer within {limit:g} s (command timeout)")
 
 
 def _known_hosts_name(host: str, port: int) -> str:

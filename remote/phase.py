@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from remote import jobs
+from remote import jobs, phase_outcome
 from remote.bootstrap import bootstrap_all
 from remote.claim import claim
 from remote.connection import Connection
@@ -85,6 +85,7 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
           f"full log: {log_path if log_path.startswith('/') else '~/' + log_path}", file=out, flush=True)
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
-    print(json.dumps(printer.summary or {"event": "summary", "ok": False, "error": "the job printed no summary"}),
-          file=out, flush=True)
+    fallback = phase_outcome.failed(request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); "
+                                                   f"its log: {log_path}")
+    print(json.dumps(printer.summary or fallback), file=out, flush=True)
     return code

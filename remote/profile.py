@@ -29,6 +29,11 @@ class HostProfile:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise TargetError(f"profile.{name}", f"{value!r} is empty or not text", f'set "{name}" in the profile')
+        for name in ("scratch_dir", "kept_dir"):  # handed to the workload, which does not start in the home dir
+            value = getattr(self, name)
+            if not value.startswith("/") or not value.isprintable():
+                raise TargetError(f"profile.{name}", f"{value!r} is not an absolute path on the host",
+                                  f'set "{name}" to an absolute path, e.g. {SCRATCH_DIR}')
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
             raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
                               'give an absolute mount point, or null when no disk must be mounted')

@@ -28,6 +28,8 @@ PROJECT_PYTHON = ".venv/bin/python"
 
 # Exit status of bad input (a setting, flag, target or file) in every CLI: the code argparse itself uses.
 EXIT_BAD_INPUT = 2
+# Exit status of an unexpected error (a bug) in every CLI: one line names the log holding its traceback.
+EXIT_UNEXPECTED = 76
 
 
 def phase_command(phase: str) -> str:

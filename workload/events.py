@@ -33,6 +33,8 @@ import time
 from collections import deque
 from typing import Any, Callable, TextIO
 
+from workload import exit_reason
+
 # MaxText's MetricLogger: "completed step: 7, seconds: 0.912, TFLOP/s/device: …, Tokens/s/device: 140.3,
 # total_weights: 88, loss: 11.904, lm_loss: …"; tqdm's progress bar may precede it on the same line.
 _STEP = re.compile(r"completed step: (\d+)")
@@ -70,7 +72,7 @@ def failure_cause(tail: list[str], returncode: int) -> str:
         if _EXCEPTION.match(stripped):
             return stripped[:_TAIL_CHARS]
     if returncode < 0:
-        return f"killed by signal {-returncode}" + (" (out of memory?)" if returncode == -9 else "")
+        return exit_reason.describe(returncode)
     return f"exited with code {returncode} without an error message"
 
 

@@ -61,6 +61,21 @@ MALFORMED = [
     ({"tpu-sft:runName": TOKEN}, (), (), "tpu-sft:runName"),
     ({"tpu-sft:stepz": "10"}, (), (), "tpu-sft:stepz"),
     ({"tpu-sft:torchBackend": "cuda"}, (), (), "tpu-sft:torchBackend"),
+    # exact matches: a trailing newline, other scripts' digits and letters, a second line
+    ({"tpu-sft:steps": "10\n"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:steps": "١٠"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:learningRate": "nan"}, (), (), "tpu-sft:learningRate"),
+    ({"tpu-sft:maxtextVersion": "0.2.2\n"}, (), (), "tpu-sft:maxtextVersion"),
+    ({"tpu-sft:maxtextVersion": "0.2.٢"}, (), (), "tpu-sft:maxtextVersion"),
+    ({"tpu-sft:dataset": "owner/ｎame"}, (), (), "tpu-sft:dataset"),
+    ({"gcp:zone": "us-east5-b\n"}, (), (), "gcp:zone"),
+    ({"gcp:zone": "us-east٥-b"}, (), (), "gcp:zone"),
+    ({"gcp:project": "my-project\n"}, (), (), "gcp:project"),
+    ({"tpu-sft:instanceName": "tpu-sft\n"}, (), (), "tpu-sft:instanceName"),
+    ({"tpu-sft:sshUser": "tpu-sft\n"}, (), (), "tpu-sft:sshUser"),
+    ({"tpu-sft:labels": '{"owner": "me\\n"}'}, (), (), "tpu-sft:labels"),
+    ({"tpu-sft:sshSourceRanges": "[5]"}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me\nssh-ed25519 BBBB intruder"}, (), (), "tpu-sft:sshPublicKey"),
     ({"tpu-sft:installPostTrainExtras": "1"}, (), (), "tpu-sft:installPostTrainExtras"),
 ]
 

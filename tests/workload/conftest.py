@@ -1,5 +1,5 @@
 """Fixtures for the real-MaxText tests: the MaxText venv, and ONE tiny pipeline per session (≈ 5 min on
-2 cores), interrupted once during training and resumed, that the tests then inspect."""
+2 cores), whose trainer is kill -9'd once after a checkpoint, then resumed, that the tests then inspect."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.workload.tiny_run import (
     TINY_SETTINGS,
     TinyPipeline,
     run_workload,
-    start_and_kill_after_checkpoint,
+    start_and_kill_trainer_after_checkpoint,
 )
 
 
@@ -30,9 +30,9 @@ def tiny_pipeline(maxtext_python, tmp_path_factory) -> TinyPipeline:
     tmp = tmp_path_factory.mktemp("tiny-pipeline")
     config, work, out = tmp / "settings.json", tmp / "work", tmp / "out"
     config.write_text(json.dumps(TINY_SETTINGS))
-    interrupted, checkpoint = start_and_kill_after_checkpoint(maxtext_python, config, work, out, tmp)
+    interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(maxtext_python, config, work, out, tmp)
     finished = run_workload(maxtext_python, config, work, out)
     assert finished.returncode == 0, f"{finished.summary}\n{finished.stderr[-3000:]}"
     print(f"\ntiny pipeline: interrupted run {interrupted.seconds:.0f} s, resumed run {finished.seconds:.0f} s",
           file=sys.stderr)
-    return TinyPipeline(config, work, out, interrupted, checkpoint, finished)
+    return TinyPipeline(config, work, out, interrupted, checkpoint, kill, finished)

@@ -49,7 +49,7 @@ def test_failure_cause_is_the_last_exception_line():
 
 
 def test_failure_cause_without_a_traceback_says_how_it_exited():
-    assert failure_cause(["plain output\n"], -9) == "killed by signal 9 (out of memory?)"
+    assert failure_cause(["plain output\n"], -9) == "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"
     assert failure_cause([], 3) == "exited with code 3 without an error message"
 
 
