@@ -199,8 +199,14 @@ def verify(ctx: Context) -> Outcome:
     # The export is a local directory: nothing to fetch, so nothing may be fetched.
     offline = {"HF_HOME": ctx.layout.hf_home, "HF_HUB_OFFLINE": "1"}
     ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
+    parity = ctx.command(commands.logit_parity)
+    ctx.run("logit-parity", parity.argv, {**parity.env, **offline})
     with open(result_path, encoding="utf-8") as f:
         result = json.load(f)
+    with open(ctx.layout.result("logit-parity.json"), encoding="utf-8") as f:
+        result.update({k: v for k, v in json.load(f).items() if k not in ("ok", "problems")})
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
     return Outcome(result_path, {"verify": result}, hashes=True)
 
 
