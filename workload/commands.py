@@ -151,8 +151,8 @@ def to_huggingface(
 
 
 def logit_parity(
-    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "", export_dir: str | None = None,
-    result: str | None = None,
+    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
+    export_dir: str | None = None, result: str | None = None,
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""

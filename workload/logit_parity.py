@@ -102,7 +102,7 @@ def compare(export_dir: str, maxtext_args: list[str], max_kl: float) -> dict:
     reference = hf_logits(export_dir, token_ids)
     candidate = maxtext_logits(maxtext_args, token_ids)
     kl, top1_same = [], 0
-    for hf, mt in zip(reference, candidate):
+    for hf, mt in zip(reference, candidate, strict=True):
         vocab = min(hf.shape[-1], mt.shape[-1])  # MaxText may pad the vocabulary
         kl.extend(kl_per_position(hf[:, :vocab], mt[:, :vocab]).tolist())
         top1_same += int((hf[:, :vocab].argmax(-1) == mt[:, :vocab].argmax(-1)).sum())

@@ -40,7 +40,8 @@ def verify(export_dir: str) -> dict:
     problems += [f"generated {len(new_tokens)} tokens, expected {NEW_TOKENS}"] if len(new_tokens) != NEW_TOKENS else []
     activation = model.config.text_config.hidden_activation
     if activation != export_fix.RIGHT:  # too small to see in the logits of a random tiny model
-        problems.append(f"hidden_activation is {activation!r}, not {export_fix.RIGHT!r} ({export_fix.WHY.split(':')[0]}); "
+        issue = export_fix.WHY.split(":")[0]
+        problems.append(f"hidden_activation is {activation!r}, not {export_fix.RIGHT!r} ({issue}); "
                         "re-run the export, which corrects it")
     return {
         "ok": not problems,

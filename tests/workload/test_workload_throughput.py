@@ -108,9 +108,10 @@ def test_the_tiny_run_reports_real_rates_and_no_made_up_mfu(tiny_pipeline):
     assert (summary["backend"], summary["devices"]) == ("cpu", 1)
     assert summary["mfu"] is None and summary["mfu_reason"] == "no peak FLOP/s known for cpu"
     assert summary["tflops_per_device"] > 0 and summary["tokens_per_s"] == summary["tokens_per_s_per_device"] > 0
-    # MaxText counts ~6 FLOPs per parameter per token for training: its two rates agree with the model's size
-    flops_per_token = summary["tflops_per_device"] * 1e12 / summary["tokens_per_s_per_device"]
-    assert flops_per_token == pytest.approx(6 * summary["verify"]["parameters"], rel=0.15)
+    # MaxText counts ~6 FLOPs per parameter per token for training: its two rates agree with the model's size,
+    # within the 3 decimals MaxText prints TFLOP/s/device with (0.003 on a busy 2-core machine)
+    expected = summary["tokens_per_s_per_device"] * 6 * summary["verify"]["parameters"] / 1e12
+    assert abs(summary["tflops_per_device"] - expected) <= 0.0006 + 0.1 * expected
     assert 0 < summary["goodput"] < 1
     split = summary["time_split_s"]
     assert sum(split.values()) == pytest.approx(summary["train_wall_s"], abs=1.0)
