@@ -80,7 +80,7 @@ def _kept_steps(metrics: list[dict]) -> tuple[list[dict], list[dict]]:
     """The record that counts for each step (its last attempt), split into first-of-attempt steps (they
     carry the compilation) and the steady ones."""
     by_step = {r["step"]: r for r in metrics}
-    first_of = {}
+    first_of: dict[float | None, int] = {}
     for r in metrics:
         first_of[r.get("attempt")] = min(first_of.get(r.get("attempt"), r["step"]), r["step"])
     kept = sorted(by_step.values(), key=lambda r: r["step"])
@@ -92,7 +92,7 @@ def train_figures(config: PipelineConfig, attempts: list[dict], metrics: list[di
     """The train summary's throughput facts. Rates are medians over the steady steps (not the first step
     of an attempt); tokens/s is per device times MaxText's device count."""
     ended = [a for a in attempts if "seconds" in a]
-    latest = next((a for a in reversed(ended) if a.get("backend")), {})
+    latest: dict[str, Any] = next((a for a in reversed(ended) if a.get("backend")), {})
     backend, devices = latest.get("backend"), latest.get("devices")
     first, steady = _kept_steps(metrics)
     tflops = _finite(steady, "tflops_per_device")

@@ -6,8 +6,7 @@ import os
 import shutil
 import subprocess
 
-from tiny_run import REPO, TINY_SETTINGS
-
+from tests.workload.tiny_run import REPO, TINY_SETTINGS
 from workload import commands
 from workload.config import PipelineConfig
 from workload.events import failure_cause
