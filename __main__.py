@@ -82,4 +82,7 @@ pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
 pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
 pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
 pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
-pulumi.export("chipHoursUsed", tasks.summaries["train"].apply(lambda r: r.get("chip_hours")))
+trained_on = tasks.summaries["train"]
+pulumi.export("chipHoursUsed", trained_on.apply(lambda r: r.get("chip_hours")))
+pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))

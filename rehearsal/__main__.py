@@ -84,6 +84,11 @@ def _rehearse(directory: Path, steps: int | None) -> int:
     print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; "
           f"verify {'passed' if verify.get('ok') else 'FAILED'}: {verify.get('model_class')} generated "
           f"{json.dumps(verify.get('generated_text'))}")
+    print(f"  logits: max KL {verify.get('logits_kl_max', float('nan')):.2g} per position "
+          f"(bound {verify.get('kl_bound')}), top-1 agreement {verify.get('logits_top1_agreement')}")
+    mfu = summary.get("mfu")
+    print(f"  throughput: {summary.get('tokens_per_s')} tokens/s, {summary.get('tflops_per_device')} TFLOP/s/device, "
+          f"MFU {summary.get('mfu_reason') if mfu is None else format(mfu, '.1%')}, goodput {summary.get('goodput')}")
     return 0
 
 

@@ -12,8 +12,10 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed
-                                                                them; null when not finite (NaN/inf loss)
+     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E}
+                                                                loss/rate fields only when MaxText printed
+                                                                them; null when not finite (NaN/inf loss);
+                                                                mfu only where the peak is known (TPU)
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 
@@ -41,6 +43,7 @@ _STEP = re.compile(r"completed step: (\d+)")
 _FIELDS = {
     "step_seconds": re.compile(r"\bseconds: ([-+\w.]+)"),
     "tokens_per_s_per_device": re.compile(r"Tokens/s/device: ([-+\w.]+)"),
+    "tflops_per_device": re.compile(r"TFLOP/s/device: ([-+\w.]+)"),
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
 # The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
@@ -83,19 +86,22 @@ def cap_tail(lines: list[str]) -> list[str]:
 class StepProgress:
     """Turns one training attempt's step records into step events: ETA from the median of recent step
     times, skipping the attempt's first step, which carries the compilation (minutes on CPU, while later
-    steps take a second)."""
+    steps take a second). MFU is MaxText's model TFLOP/s per device over the device's peak, when known."""
 
-    def __init__(self, total_steps: int):
+    def __init__(self, total_steps: int, peak_tflops_per_device: float | None = None):
         self.total_steps = total_steps
+        self.peak_tflops_per_device = peak_tflops_per_device
         self._times: deque[float] = deque(maxlen=20)
         self._first_of_attempt = True
 
     def fields(self, record: dict[str, Any]) -> dict[str, Any]:
         fields = {"step": record["step"], "steps": self.total_steps}
-        for key in ("loss", "step_seconds", "tokens_per_s_per_device"):
+        for key in ("loss", "step_seconds", "tokens_per_s_per_device", "tflops_per_device"):
             value = record.get(key)
             if value is not None:
                 fields[key] = value if math.isfinite(value) else None  # JSON has no NaN; null says "not finite"
+        if self.peak_tflops_per_device and fields.get("tflops_per_device") is not None:
+            fields["mfu"] = round(fields["tflops_per_device"] / self.peak_tflops_per_device, 4)
         seconds = record.get("step_seconds")
         if seconds is not None and not self._first_of_attempt:
             self._times.append(seconds)

@@ -8,10 +8,13 @@ The last stdout line is always the summary:
 
     {"event": "summary", "ok": bool, "until": STEP, "run_name": …, "checkpoint": converted checkpoint,
      "trained_checkpoint": …, "final_step": N, "final_loss": L, "export_dir": …, "config_fixes": [...],
-     "verify": {...}, "kept_dir": …, "manifest": …, "train_wall_s": S, "chips": C, "chip_hours": H,
+     "verify": {..., "logits_kl_max": K, "kl_bound": B, ...}, "kept_dir": …, "manifest": …,
+     "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
+     "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
      "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation]}
 
-Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU).
+Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
+workload/throughput.py's, the logit figures workload/logit_parity.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, markers, tiny, verify_hf
+from workload import export_fix, logit_parity, markers, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -44,7 +47,8 @@ def step_inputs(ctx: Context, step: str) -> dict:
         "convert": lambda: config.phase_settings("convert"),
         "train": lambda: {**config.phase_settings("train"), "run_name": ctx.layout.run_name},
         "export": lambda: {"fix": {export_fix.KEY: export_fix.RIGHT}},
-        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS},
+        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS,
+                           "logit_prompts": logit_parity.PROMPTS, "kl_bound": logit_parity.KL_BOUND[config.profile]},
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
     }[step]()
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, hf_token
+from workload import commands, export_fix, hf_token, throughput
 from workload.accelerators import ACCELERATORS
 from workload.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
@@ -121,7 +121,8 @@ def train(ctx: Context) -> Outcome:
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
         raise StepFailed(f"final training loss is {final_loss}, not a finite number")
-    wall = training_wall_seconds(_read_jsonl(_attempts_file(layout)), _read_jsonl(layout.metrics_file))
+    attempts, metrics = _read_jsonl(_attempts_file(layout)), _read_jsonl(layout.metrics_file)
+    wall = training_wall_seconds(attempts, metrics)
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
     return Outcome(layout.checkpoint(steps), {
         "trained_checkpoint": layout.trained_params(steps),
@@ -131,6 +132,7 @@ def train(ctx: Context) -> Outcome:
         "train_wall_s": round(wall, 1),
         "chips": chips,
         "chip_hours": round(wall * chips / 3600, 3),
+        **throughput.train_figures(ctx.config, attempts, metrics, wall),
     })
 
 
@@ -153,9 +155,13 @@ def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
 def _train_attempt(ctx: Context) -> None:
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
+    timeline = throughput.AttemptTimeline(attempt)
     _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt})
 
     def on_line(line: str) -> None:
+        timeline.observe(line, time.time())
+        if progress.peak_tflops_per_device is None and timeline.backend:
+            progress.peak_tflops_per_device = throughput.peak_tflops_per_device(ctx.config, timeline.backend)[0]
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
@@ -167,7 +173,8 @@ def _train_attempt(ctx: Context) -> None:
         ctx.run("train", command.argv, command.env, on_line)
     finally:
         ctx.events.flush_steps()
-        _append_jsonl(_attempts_file(ctx.layout), {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1)})
+        _append_jsonl(_attempts_file(ctx.layout),
+                      {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1), **timeline.facts})
 
 
 def export(ctx: Context) -> Outcome:
@@ -192,8 +199,14 @@ def verify(ctx: Context) -> Outcome:
     # The export is a local directory: nothing to fetch, so nothing may be fetched.
     offline = {"HF_HOME": ctx.layout.hf_home, "HF_HUB_OFFLINE": "1"}
     ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
+    parity = ctx.command(commands.logit_parity)
+    ctx.run("logit-parity", parity.argv, {**parity.env, **offline})
     with open(result_path, encoding="utf-8") as f:
         result = json.load(f)
+    with open(ctx.layout.result("logit-parity.json"), encoding="utf-8") as f:
+        result.update({k: v for k, v in json.load(f).items() if k not in ("ok", "problems")})
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
     return Outcome(result_path, {"verify": result}, hashes=True)
 
 
@@ -201,7 +214,7 @@ def keep(ctx: Context) -> Outcome:
     layout = ctx.layout
     png = layout.result("loss.png")
     ctx.run("loss-curve", [ctx.python, "-m", "workload.loss_curve", layout.metrics_file, png,
-                           "--title", f"{layout.run_name}: SFT training loss"])
+                           "--title", f"{layout.run_name}: SFT training loss and throughput"])
     items = {
         "hf-model": layout.export_dir,
         "metrics": os.path.dirname(layout.metrics_file),

@@ -27,7 +27,8 @@ TRACEBACK_TAIL = [
 
 def test_step_line_gives_step_loss_time_and_rate_not_lm_loss():
     assert parse_step(STEP_LINE) == {
-        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "loss": 12.51}
+        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "tflops_per_device": 0.017,
+        "loss": 12.51}
 
 
 def test_other_lines_are_not_steps():
