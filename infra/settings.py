@@ -37,6 +37,9 @@ ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or st
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+# Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
+# (future) reservation. Spot and flex-start VMs consume none.
+RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
@@ -45,6 +48,7 @@ _RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -52,7 +56,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken",
+    "maxRunHours", "hfToken", "serviceAccount",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -83,6 +87,7 @@ class Settings:
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
     max_run_hours: int | None = None
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+    service_account: str | None = None  # the VM's identity; None: the project's default compute service account
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -234,6 +239,11 @@ def parse(
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
     if get("maxRunHours") is not None:
         values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    if get("serviceAccount") is not None:
+        values["service_account"] = parse_pattern(
+            "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
+            "tpu-sft-vm@my-project.iam.gserviceaccount.com",
+        )
     if get("hfToken") is not None:
         if stack_key("hfToken") not in secret_keys:
             raise ConfigError(
@@ -252,16 +262,18 @@ def parse(
 
 
 def reservation_matches_model(s: Settings) -> None:
-    """A RESERVATION_BOUND VM names its reservation; no other model takes one."""
+    """A RESERVATION_BOUND VM names its (calendar-mode) reservation; a STANDARD one may name an ordinary one;
+    SPOT and FLEX_START VMs consume none."""
     if s.provisioning_model == "RESERVATION_BOUND" and not s.reservation:
         raise ConfigError(
             stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
             f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
         )
-    if s.provisioning_model != "RESERVATION_BOUND" and s.reservation:
+    if s.provisioning_model not in RESERVATION_MODELS and s.reservation:
         raise ConfigError(
-            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {s.provisioning_model}",
-            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
+            stack_key("reservation"), f"cannot be consumed by a {s.provisioning_model} VM",
+            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel STANDARD (an ordinary "
+            "reservation) or RESERVATION_BOUND (a calendar-mode one)",
         )
 
 

@@ -11,6 +11,10 @@ from infra.disk import DEVICE_NAME, mount_script
 from infra.settings import IMAGE, Settings
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
+# The workload's Google APIs (Cloud Storage, logging) are then governed by the service account's IAM roles alone,
+# as Google recommends; the seed's `gcloud compute instances create` attaches the default compute account too.
+SERVICE_ACCOUNT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,8 @@ def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
 
 
 def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    if s.provisioning_model != "RESERVATION_BOUND":
+    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation."""
+    if not s.reservation:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
         type="SPECIFIC_RESERVATION",
@@ -62,8 +67,9 @@ class TpuVm(pulumi.ComponentResource):
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 # No labels here: every boot_disk field is ForceNew, so a label edit would replace the VM.
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(image=IMAGE,
-                                                                                   size=s.boot_disk_size_gb),
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=IMAGE, size=s.boot_disk_size_gb, type=BOOT_DISK_TYPE
+                ),
             ),
             attached_disks=[
                 gcp.compute.InstanceAttachedDiskArgs(
@@ -77,6 +83,9 @@ class TpuVm(pulumi.ComponentResource):
                     access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if s.external_ip else [],
                 )
             ],
+            service_account=gcp.compute.InstanceServiceAccountArgs(
+                email=s.service_account, scopes=list(SERVICE_ACCOUNT_SCOPES)
+            ),
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
             metadata={

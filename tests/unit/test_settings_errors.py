@@ -29,6 +29,8 @@ MALFORMED = [
     ({}, ("tpu-sft:reservation",), (), "tpu-sft:reservation"),
     ({"tpu-sft:reservation": "Bad_Name!"}, (), (), "tpu-sft:reservation"),
     ({"tpu-sft:provisioningModel": "SPOT"}, (), (), "tpu-sft:reservation"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, (), (), "tpu-sft:reservation"),
+    ({"tpu-sft:serviceAccount": "default"}, (), (), "tpu-sft:serviceAccount"),
     ({"tpu-sft:provisioningModel": "FLEX_START"}, ("tpu-sft:reservation",), (), "tpu-sft:maxRunHours"),
     ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),
     ({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'}, (), (), "tpu-sft:sshSourceRanges"),

@@ -22,6 +22,17 @@ def test_image_and_boot_disk(vm):
     assert boot["initializeParams"]["image"] == "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
     assert boot["initializeParams"]["size"] == 200  # --boot-disk-size=200GB
     assert boot["autoDelete"] is True
+    assert boot["initializeParams"]["type"] == "hyperdisk-balanced"  # v6e boots from Hyperdisk only
+
+
+def test_service_account_with_cloud_platform_scope(mock_stack):
+    """As the seed's gcloud: the project's default compute service account (no e-mail given), scope cloud-platform
+    so that its IAM roles alone decide what the workload may reach; or the stack's own account."""
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    assert mock_stack().one(INSTANCE).inputs["serviceAccount"] == {"scopes": scopes}
+    own = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
+    vm = mock_stack({"tpu-sft:serviceAccount": own}).one(INSTANCE)
+    assert vm.inputs["serviceAccount"] == {"email": own, "scopes": scopes}
 
 
 def test_scheduling_is_reservation_bound(vm):
@@ -30,6 +41,33 @@ def test_scheduling_is_reservation_bound(vm):
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
     }
+
+
+@pytest.mark.parametrize(
+    ("model", "reservation", "scheduling", "affinity"),
+    [
+        # A calendar-mode (future) reservation: the seed's --provisioning-model=RESERVATION_BOUND.
+        ("RESERVATION_BOUND", "my-v6e-reservation",
+         {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",
+          "instanceTerminationAction": "DELETE"},
+         {"type": "SPECIFIC_RESERVATION",
+          "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}),
+        # An ordinary specific reservation: consumed by a STANDARD VM with SPECIFIC_RESERVATION affinity.
+        ("STANDARD", "projects/other-project/reservations/v6e-shared",
+         {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"},
+         {"type": "SPECIFIC_RESERVATION",
+          "specificReservation": {"key": "compute.googleapis.com/reservation-name",
+                                  "values": ["projects/other-project/reservations/v6e-shared"]}}),
+        ("STANDARD", None, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}, None),
+    ],
+)
+def test_reservations_by_kind(mock_stack, model, reservation, scheduling, affinity):
+    overrides = {"tpu-sft:provisioningModel": model}
+    if reservation:
+        overrides["tpu-sft:reservation"] = reservation
+    vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
+    assert vm.inputs["scheduling"] == scheduling
+    assert vm.inputs.get("reservationAffinity") == affinity
 
 
 def test_reservation_affinity_is_specific(vm):
