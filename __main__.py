@@ -8,6 +8,7 @@ import pulumi
 
 from infra import settings as stack_settings
 from infra.access import gcloud_ssh_command, ssh_command
+from infra.autostop import AutostopAccess, AutostopAccessArgs
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
@@ -41,6 +42,18 @@ vm = TpuVm(
     settings.instance_name,
     TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
 )
+if settings.autostop != "off":
+    AutostopAccess(
+        f"{settings.instance_name}-autostop",
+        AutostopAccessArgs(
+            project=settings.project,
+            zone=settings.zone,
+            stack=settings.stack,
+            action=settings.autostop,
+            instance_name=vm.name,
+            service_account_email=vm.service_account_email,
+        ),
+    )
 tasks = PostDeployTasks(
     f"{settings.instance_name}-pipeline",
     TasksArgs(

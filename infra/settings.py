@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from infra.cost import PRICE_TABLE
+from infra.cost import PRICE_TABLE, estimate
+from infra.run_cap import default_max_run_hours
 from workload.accelerators import ACCELERATORS, Accelerator
 from workload.config import BY_KEY as PIPELINE_SETTINGS
 from workload.config import (
@@ -37,6 +38,7 @@ ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or st
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+AUTOSTOP_ACTIONS = ("stop", "delete", "off")  # what the VM does to itself once idle (workload/autostop.py)
 # Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
 # (future) reservation. Spot and flex-start VMs consume none.
 RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
@@ -56,7 +58,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount",
+    "maxRunHours", "hfToken", "serviceAccount", "autostop", "idleMinutes",
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -85,9 +87,11 @@ class Settings:
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
-    max_run_hours: int | None = None
+    max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's identity; None: the project's default compute service account
+    autostop: str = "stop"
+    idle_minutes: int = 30
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -237,8 +241,11 @@ def parse(
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
-    if get("maxRunHours") is not None:
-        values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    values["max_run_hours"] = _max_run_hours(get("maxRunHours"), pipeline)
+    if get("autostop") is not None:
+        values["autostop"] = parse_choice("autostop", get("autostop"), AUTOSTOP_ACTIONS)
+    if get("idleMinutes") is not None:
+        values["idle_minutes"] = parse_int("idleMinutes", get("idleMinutes"), minimum=1, example="30")
     if get("serviceAccount") is not None:
         values["service_account"] = parse_pattern(
             "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
@@ -295,6 +302,18 @@ def flex_start_needs_run_cap(s: Settings) -> None:
 
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap)
+
+
+def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
+    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
+    run's estimate (infra/run_cap.py) when unset."""
+    if raw is None:
+        run = estimate(ACCELERATORS[pipeline.accelerator_type].chips, PRICE_TABLE["v6e"]["usd_per_chip_hour"],
+                       pipeline.steps, pipeline.per_device_batch_size)
+        return default_max_run_hours(run)
+    if raw == "off":
+        return None
+    return parse_int("maxRunHours", raw, minimum=1, example="4")
 
 
 def from_pulumi() -> Settings:

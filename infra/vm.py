@@ -7,8 +7,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.disk import DEVICE_NAME, mount_script
+from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
+from infra.startup import metadata as autostop_metadata
+from infra.startup import startup_script
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
@@ -92,14 +94,19 @@ class TpuVm(pulumi.ComponentResource):
                 # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
                 "ssh-keys": f"{s.ssh_user}:{s.ssh_public_key}",
                 "enable-oslogin": "FALSE",  # OS Login would ignore the key above
-                "startup-script": mount_script(),
+                "startup-script": startup_script(s),
+                **autostop_metadata(s),
             },
+            # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
+            # VM's status; this says what it should be).
+            desired_status="RUNNING",
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id
         self.external_ip = self.instance.network_interfaces.apply(_external_ip)
+        self.service_account_email = self.instance.service_account.apply(lambda a: a.email)
         self.register_outputs({"name": self.name, "instance_id": self.instance_id})
 
 

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, JobLost, JobNotFound, Unreachable
 from remote.target import Target
+from workload.contract import JOBS_DIR
 
 log = logging.getLogger("remote")
 
@@ -93,7 +94,7 @@ class JobStatus:
 
 
 def jobs_root(target: Target) -> str:
-    return f"{target.state_dir}/jobs"
+    return f"{target.state_dir}/{JOBS_DIR}"
 
 
 def job_dir(target: Target, job_id: str) -> str:

@@ -21,6 +21,11 @@ SCRATCH_DIR = "/dev/shm/tpu-sft"
 TARGET_ENV = "TPU_SFT_TARGET"  # remote.target.Target JSON
 PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workload/config.py)
 
+# On the host, relative to the SSH user's home: everything tpu-sft keeps there (remote/target.py), and its
+# detached jobs (remote/jobs.py), which the VM's autostop (workload/autostop.py) watches.
+STATE_DIR = ".tpu-sft"
+JOBS_DIR = "jobs"
+
 HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
