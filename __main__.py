@@ -88,4 +88,10 @@ pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
 pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
 pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
 pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
-pulumi.export("chipHoursUsed", tasks.summaries["train"].apply(lambda r: r.get("chip_hours")))
+# Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
+bill = trained.apply(lambda r: r.get("bill") or {})
+pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
+pulumi.export(
+    "costUsd",
+    bill.apply(lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)),
+)

@@ -11,6 +11,7 @@ from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
 from infra.startup import metadata as autostop_metadata
 from infra.startup import startup_script
+from workload.bill import PRICE_KEY
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
@@ -96,6 +97,7 @@ class TpuVm(pulumi.ComponentResource):
                 "enable-oslogin": "FALSE",  # OS Login would ignore the key above
                 "startup-script": startup_script(s),
                 **autostop_metadata(s),
+                PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/bill.py)
             },
             # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
             # VM's status; this says what it should be).

@@ -20,6 +20,8 @@ import socket
 import sys
 
 from workload import commands
+from workload.accelerators import ACCELERATORS
+from workload.bill import Meter
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import EXIT_BAD_INPUT
 from workload.events import Events
@@ -78,6 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_env=base_env,
         scrub=redactor(token),
         package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        # The tiny profile runs on the CPU: no chips to bill.
+        meter=Meter(0 if config.profile == "tiny" else ACCELERATORS[config.accelerator_type].chips),
     )
     return run(context, args.until)
 

@@ -130,9 +130,9 @@ class Cloud:
     timeout_s: float = 10.0
 
     @classmethod
-    def from_env(cls, environ: dict[str, str]) -> "Cloud":
+    def from_env(cls, environ: dict[str, str], timeout_s: float = 10.0) -> "Cloud":
         return cls(environ.get("GCE_METADATA_HOST", DEFAULT_METADATA_HOST),
-                   environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"))
+                   environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"), timeout_s)
 
     def metadata(self, path: str) -> str | None:
         """One metadata value (None when the key is absent)."""

@@ -12,8 +12,9 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed
-                                                                them; null when not finite (NaN/inf loss)
+     "tokens_per_s_per_device": T, "eta_s": E, "cost_usd": C}   loss/rate fields only when MaxText printed
+                                                                them; null when not finite (NaN/inf loss);
+                                                                cost_usd: the VM's bill so far (bill.py), when known
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 

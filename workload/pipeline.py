@@ -9,7 +9,8 @@ The last stdout line is always the summary:
     {"event": "summary", "ok": bool, "until": STEP, "run_name": …, "checkpoint": converted checkpoint,
      "trained_checkpoint": …, "final_step": N, "final_loss": L, "export_dir": …, "config_fixes": [...],
      "verify": {...}, "kept_dir": …, "manifest": …, "train_wall_s": S, "chips": C, "chip_hours": H,
-     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation]}
+     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
+     "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"} (workload/bill.py; when measured)}
 
 Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU).
 """
@@ -116,5 +117,7 @@ def _run(ctx: Context, until: str) -> int:
         ctx.events.emit("phase", phase=step, status="done", seconds=seconds, **outcome.facts)
         summary.update(outcome.facts)
     summary["logs"] = ctx.log_paths
+    if ctx.meter is not None:
+        summary["bill"] = ctx.meter.reading()
     ctx.events.emit("summary", **summary)
     return 0 if summary["ok"] else 1

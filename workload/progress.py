@@ -53,6 +53,8 @@ def render(e: dict[str, Any]) -> str | None:
             parts.append(f"{e['tokens_per_s_per_device']:.0f} tokens/s/device")
         if e.get("eta_s") is not None:
             parts.append(f"ETA {duration(e['eta_s'])}")
+        if e.get("cost_usd") is not None:
+            parts.append(f"${e['cost_usd']:.2f} so far")
         return " · ".join(parts)
     if kind == "error":
         tail = "\n".join(f"    {line}" for line in e.get("tail", [])[-10:])
