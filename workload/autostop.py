@@ -228,9 +228,10 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
         try:
             policy = read_policy(cloud)
             action, now = watcher.poll(policy)
-            if now != doing:  # one line per change, not per poll
-                doing = now
-                log(f"{doing}; on idle: {policy.action} after {policy.idle_s / 60:g} min")
+            line = f"{now}; on idle: {policy.action} after {policy.idle_s / 60:g} min"
+            if line != doing:  # one line per change of activity or settings, not per poll
+                doing = line
+                log(line)
             if action is not None:
                 log(f"idle {policy.idle_s / 60:g} min, {last_job(watcher.jobs_root)}: asking the API to {action} this VM")
                 operation = cloud.terminate(action)
