@@ -12,7 +12,8 @@ from infra.autostop import AutostopAccess, AutostopAccessArgs
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
-from infra.tasks import PostDeployTasks, TasksArgs
+from infra.publish import PublishArgs, PublishTask
+from infra.tasks import PostDeployTasks, TasksArgs, last_json_line
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
 from workload.contract import MOUNT_POINT
@@ -95,3 +96,16 @@ pulumi.export(
     "costUsd",
     bill.apply(lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)),
 )
+
+if settings.publishes:
+    published = PublishTask(
+        f"{settings.instance_name}-pipeline-publish",
+        PublishArgs(
+            settings=settings,
+            target_json=tasks.target_json,
+            instance_id=vm.instance_id,
+            write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
+            export=tasks.phases["export"],
+        ),
+    )
+    pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from infra import publish_settings
 from infra.cost import PRICE_TABLE, estimate
 from infra.run_cap import default_max_run_hours
 from workload.accelerators import ACCELERATORS, Accelerator
@@ -58,7 +59,7 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount", "autostop", "idleMinutes",
+    "maxRunHours", "hfToken", "serviceAccount", "autostop", "idleMinutes", *publish_settings.KEYS,
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -92,6 +93,14 @@ class Settings:
     service_account: str | None = None  # the VM's identity; None: the project's default compute service account
     autostop: str = "stop"
     idle_minutes: int = 30
+    publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
+    publish_hub_repo: str | None = None
+    publish_hub_public: bool = False
+    hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+
+    @property
+    def publishes(self) -> bool:
+        return bool(self.publish_gcs_uri or self.publish_hub_repo)
 
     @property
     def ssh_private_key_path(self) -> str:
@@ -175,7 +184,8 @@ def parse(
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
                 key, "holds what looks like a Hugging Face token in plain text",
-                f"remove it and run `pulumi config set --secret {stack_key('hfToken')}` instead",
+                f"remove it and run `pulumi config set --secret {key if key.endswith('Token') else stack_key('hfToken')}` "
+                "instead",
             )
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
     pipeline_keys = set(PIPELINE_SETTINGS)
@@ -258,6 +268,7 @@ def parse(
                 "pulumi config rm tpu-sft:hfToken && pulumi config set --secret tpu-sft:hfToken <token>",
             )
         values["hf_token"] = get("hfToken")
+    values.update(publish_settings.parse(get, secret_keys))
 
     settings = Settings(
         project=project, zone=zone, stack=stack, pipeline=pipeline,
@@ -330,6 +341,8 @@ def from_pulumi() -> Settings:
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
     require_token_for_update(settings, is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
+    publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,
+                                         is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
     return settings
 
 

@@ -40,7 +40,9 @@ from remote.sync import fetch
 from remote.target import Target
 from remote.wait import wait_for_ssh
 from workload.config import ConfigError, PipelineConfig
-from workload.contract import HF_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
+from workload.contract import (
+    HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV,
+)
 
 EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_OK}   done
@@ -368,7 +370,7 @@ def _add_put_secret(verbs, common) -> None:
     p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
               "The value travels over SFTP only (never a command line, never a log) into\n"
               "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
-    p.add_argument("name", choices=(HF_TOKEN_SECRET,))
+    p.add_argument("name", choices=(HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET))
     p.set_defaults(func=_put_secret)
 
 
