@@ -92,10 +92,9 @@ pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
 # Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
 bill = trained.apply(lambda r: r.get("bill") or {})
 pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
-pulumi.export(
-    "costUsd",
-    bill.apply(lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)),
-)
+pulumi.export("costUsd", bill.apply(
+    lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+))
 
 if settings.publishes:
     published = PublishTask(

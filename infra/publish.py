@@ -18,7 +18,14 @@ from pulumi_command import local
 
 from infra.phases import phase_inputs
 from infra.settings import Settings
-from workload.contract import HF_WRITE_TOKEN_SECRET, PIPELINE_ENV, PUBLISH_ENV, TARGET_ENV, publish_command, put_secret_command
+from workload.contract import (
+    HF_WRITE_TOKEN_SECRET,
+    PIPELINE_ENV,
+    PUBLISH_ENV,
+    TARGET_ENV,
+    publish_command,
+    put_secret_command,
+)
 
 
 def destinations(s: Settings) -> dict[str, Any]:
@@ -56,7 +63,7 @@ class PublishTask(pulumi.ComponentResource):
             environment={TARGET_ENV: args.target_json, PIPELINE_ENV: pipeline, PUBLISH_ENV: where},
             triggers=[args.instance_id, pipeline, where],
             add_previous_output_in_env=False,
-            logging="stdoutAndStderr",
+            logging=local.Logging.STDOUT_AND_STDERR,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
         self.register_outputs({})

@@ -39,6 +39,7 @@ def require_write_token(hub_repo: str | None, write_token: str | None, *, is_upd
     """Publishing to the Hub needs a write token: an update without one fails before anything is created."""
     if is_update and hub_repo and not write_token and not environ.get("HF_WRITE_TOKEN"):
         raise ConfigError(
-            stack_key("hfWriteToken"), f"is not set and $HF_WRITE_TOKEN is empty, but tpu-sft:publishHubRepo is {hub_repo}",
+            stack_key("hfWriteToken"),
+            f"is not set and $HF_WRITE_TOKEN is empty, but tpu-sft:publishHubRepo is {hub_repo}",
             "pulumi config set --secret tpu-sft:hfWriteToken (a token with write access), or export HF_WRITE_TOKEN",
         )

@@ -107,6 +107,11 @@ class Settings:
         return self.ssh_public_key_path.removesuffix(".pub")
 
 
+def _secret_key(key: str) -> str:
+    """Where a token found in plain text belongs: its own key if it is a token setting, else tpu-sft:hfToken."""
+    return key if key.endswith("Token") else stack_key("hfToken")
+
+
 def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
     key = "sshSourceRanges"
     ranges = parse_list(key, raw, f'["{IAP_RANGE}"]')
@@ -184,8 +189,7 @@ def parse(
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
                 key, "holds what looks like a Hugging Face token in plain text",
-                f"remove it and run `pulumi config set --secret {key if key.endswith('Token') else stack_key('hfToken')}` "
-                "instead",
+                f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
             )
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
     pipeline_keys = set(PIPELINE_SETTINGS)

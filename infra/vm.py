@@ -108,10 +108,17 @@ class TpuVm(pulumi.ComponentResource):
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id
         self.external_ip = self.instance.network_interfaces.apply(_external_ip)
-        self.service_account_email = self.instance.service_account.apply(lambda a: a.email)
+        self.service_account_email = self.instance.service_account.apply(_service_account_email)
         self.register_outputs({"name": self.name, "instance_id": self.instance_id})
 
 
 def _external_ip(interfaces) -> str | None:
     configs = interfaces[0].access_configs if interfaces else None
     return configs[0].nat_ip if configs else None
+
+
+def _service_account_email(account) -> str:
+    """The VM's identity: the one named, or the default compute account the API attaches when none is."""
+    if account is None or not account.email:
+        raise ValueError("the VM reports no service account, which autostop needs: set tpu-sft:serviceAccount")
+    return account.email

@@ -41,7 +41,14 @@ from remote.target import Target
 from remote.wait import wait_for_ssh
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import (
-    HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV,
+    HF_TOKEN_SECRET,
+    HF_WRITE_TOKEN_SECRET,
+    KEPT_DIR,
+    MOUNT_POINT,
+    PHASES,
+    PIPELINE_ENV,
+    SCRATCH_DIR,
+    TARGET_ENV,
 )
 
 EXIT_CODES = f"""exit codes (the same for every verb):

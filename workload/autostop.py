@@ -233,7 +233,8 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
                 doing = line
                 log(line)
             if action is not None:
-                log(f"idle {policy.idle_s / 60:g} min, {last_job(watcher.jobs_root)}: asking the API to {action} this VM")
+                idle = f"idle {policy.idle_s / 60:g} min, {last_job(watcher.jobs_root)}"
+                log(f"{idle}: asking the API to {action} this VM")
                 operation = cloud.terminate(action)
                 log(f"{action} requested (operation {operation})")
                 return 0

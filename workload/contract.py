@@ -26,9 +26,9 @@ PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workloa
 STATE_DIR = ".tpu-sft"
 JOBS_DIR = "jobs"
 
-HF_TOKEN_SECRET = "hf_token"
+HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
 HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish.py)
-PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/publish.py)  # the secret's file name on the host, and the `put-secret` verb's argument
+PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/publish.py)
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
 PROJECT_PYTHON = ".venv/bin/python"

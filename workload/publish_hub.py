@@ -20,7 +20,7 @@ def git_blob_id(data: bytes) -> str:
 
 
 class HubDestination:
-    def __init__(self, repo: str, *, token: str, private: bool):
+    def __init__(self, repo: str, *, token: str | None, private: bool):
         from huggingface_hub import HfApi  # the MaxText venv has it; the Pulumi program never imports this module
 
         self.repo = repo

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from gce_standin import TOKEN, GceStandin
 from remote import jobs
 from remote.connection import connect
-from ssh_testbed import wait_until
+from tests.remote.gce_standin import TOKEN, GceStandin
+from tests.remote.ssh_testbed import wait_until
 from workload import autostop
 
 WATCHER = Path(autostop.__file__)

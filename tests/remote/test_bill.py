@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from gce_standin import GceStandin
 from remote import jobs
 from remote.connection import connect
 from remote.phase import _follow
 from remote.phase_request import PhaseRequest
+from tests.remote.gce_standin import GceStandin
 from workload.autostop import Cloud
 from workload.bill import PRICE_KEY, Meter, describe
 from workload.config import PipelineConfig

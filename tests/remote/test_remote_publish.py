@@ -92,7 +92,8 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     assert "✓ published to hf://team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
     with urllib.request.urlopen(f"{gcs}/storage/v1/b/models/o") as response:
         stored = {o["name"] for o in json.load(response)["items"]}
-    assert stored == {f"team/gemma-sft/{p}" for p in ("manifest.json", "hf-model/config.json", "hf-model/model.safetensors")}
+    paths = ("manifest.json", "hf-model/config.json", "hf-model/model.safetensors")
+    assert stored == {f"team/gemma-sft/{p}" for p in paths}
     assert hub.repos["team/gemma-sft"]["private"] is True
     assert hub.content("team/gemma-sft", "manifest.json") == (kept / "manifest.json").read_bytes()
 

@@ -131,7 +131,7 @@ class HubStandin:
 
             def _commit(self, repo: str, body: bytes) -> None:
                 if hub.refuse_commits_after is not None and len(hub.commits) >= hub.refuse_commits_after:
-                    return self._reply(500, {"error": "Internal Error - We're working hard to fix this as soon as possible!"})
+                    return self._reply(500, {"error": "Internal Error"})
                 files, paths = hub.repos[repo]["files"], []
                 for line in body.decode().splitlines():
                     item = json.loads(line)

@@ -1,5 +1,5 @@
-"""Publishing a kept model to Cloud Storage and the Hugging Face Hub: verified against its manifest, a re-publish of the same model sends
-nothing, an interrupted upload resumes without sending again what arrived.
+"""Publishing a kept model to Cloud Storage and the Hugging Face Hub: verified against its manifest, a re-publish
+of the same model sends nothing, an interrupted upload resumes without sending again what arrived.
 
 Against gcp-storage-emulator (PyPI): a real local server of the Cloud Storage JSON API, reached by the MaxText
 venv's google-cloud-storage through STORAGE_EMULATOR_HOST, as `python -m workload.publish` runs on the VM. The
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hub_standin import HubStandin
 from rehearsal.sshd import free_port
+from tests.workload.hub_standin import HubStandin
 from workload.fingerprint import manifest
 
 EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
@@ -143,7 +143,8 @@ def test_a_model_that_no_longer_matches_its_manifest_is_not_published(maxtext_py
     (kept / "loss.png").write_bytes(b"changed after keep")
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 2
-    assert summary["error"].endswith("no longer matches its manifest (loss.png: size 18 != 2000); run the keep step again")
+    assert summary["error"].endswith(
+        "no longer matches its manifest (loss.png: size 18 != 2000); run the keep step again")
     assert objects(gcs) == {}
 
 
@@ -211,7 +212,8 @@ def test_hub_publish_creates_a_private_repo_and_sends_every_file_manifest_last(m
     # the Hub, and carry none), never in a URL or a body.
     for request in hub.requests:
         presigned = request["path"].startswith("/lfs-upload/")
-        assert request["headers"].get("authorization") == (None if presigned else f"Bearer {WRITE_TOKEN}"), request["path"]
+        expected = None if presigned else f"Bearer {WRITE_TOKEN}"
+        assert request["headers"].get("authorization") == expected, request["path"]
         assert WRITE_TOKEN not in request["path"] + request["body"]
 
 
