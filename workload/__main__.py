@@ -80,8 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_env=base_env,
         scrub=redactor(token),
         package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        # The tiny profile runs on the CPU: no chips to bill.
-        meter=Meter(0 if config.profile == "tiny" else ACCELERATORS[config.accelerator_type].chips),
+        # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
+        meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
     )
     return run(context, args.until)
 
