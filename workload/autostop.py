@@ -41,6 +41,7 @@ DEFAULT_METADATA_HOST = "metadata.google.internal"
 DEFAULT_COMPUTE_API = "https://compute.googleapis.com"
 ESTABLISHED = "01"  # the st column of /proc/net/tcp
 PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
+STARTING_S = 60  # how long a job without a recorded pid counts as starting
 
 
 def ssh_sessions(port: int, tables: tuple[str, ...] = PROC_NET_TCP) -> int:
@@ -92,8 +93,9 @@ def running_jobs(jobs_root: str) -> list[str]:
         if os.path.exists(os.path.join(job, "exit")) or _read(os.path.join(job, "boot_id")) != boot_id:
             continue
         pid_line = _read(os.path.join(job, "pid"))
-        # A job appears a moment before its wrapper records its pid: count it as starting.
-        if pid_line is None or _alive(pid_line):
+        # A job appears a moment before its wrapper records its pid: count it as starting, for a while only (one
+        # whose wrapper never started must not hold the VM up).
+        if (_alive(pid_line) if pid_line is not None else time.time() - os.path.getmtime(job) < STARTING_S):
             running.append(name)
     return running
 

@@ -145,3 +145,16 @@ def test_a_refused_request_is_reported_in_one_line_and_retried(host_target, clou
     text = log.read_text()
     assert "Compute Engine API answered 403 to POST" in text and "lacks the tpu-sft autostop role" in text
     assert "trying again in 0.2 s" in text and TOKEN not in text
+
+
+def test_a_job_whose_wrapper_never_recorded_its_pid_counts_as_starting_for_a_minute_only(tmp_path):
+    job = tmp_path / "jobs" / "export-0123456789abcdef-1"
+    job.mkdir(parents=True)
+    (job / "boot_id").write_text(Path("/proc/sys/kernel/random/boot_id").read_text())
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == [job.name]
+    old = time.time() - autostop.STARTING_S - 1
+    os.utime(job, (old, old))
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == []
+    (job / "boot_id").write_text("an earlier boot")  # and a job of an earlier boot died with it
+    os.utime(job, None)
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == []
