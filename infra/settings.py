@@ -13,7 +13,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from infra.cost import PRICE_TABLE
+from infra import publish_settings
+from infra.cost import PRICE_TABLE, estimate
+from infra.run_cap import default_max_run_hours
 from infra.ssh_access import ACCESS_MODES, os_login_user
 from infra.ssh_identity import require_private_key
 from workload.accelerators import ACCELERATORS, Accelerator
@@ -38,6 +40,7 @@ ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or st
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+AUTOSTOP_ACTIONS = ("stop", "delete", "off")  # what the VM does to itself once idle (workload/autostop.py)
 # Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
 # (future) reservation. Spot and flex-start VMs consume none.
 RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
@@ -59,7 +62,8 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount",
+    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount", "autostop", "idleMinutes",
+    *publish_settings.KEYS,
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -88,15 +92,30 @@ class Settings:
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
-    max_run_hours: int | None = None
+    max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's identity; None: the project's default compute service account
     ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_access.py)
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
+    autostop: str = "stop"
+    idle_minutes: int = 30
+    publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
+    publish_hub_repo: str | None = None
+    publish_hub_public: bool = False
+    hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+
+    @property
+    def publishes(self) -> bool:
+        return bool(self.publish_gcs_uri or self.publish_hub_repo)
 
     @property
     def ssh_private_key_path(self) -> str:
         return self.ssh_public_key_path.removesuffix(".pub")
+
+
+def _secret_key(key: str) -> str:
+    """Where a token found in plain text belongs: its own key if it is a token setting, else tpu-sft:hfToken."""
+    return key if key.endswith("Token") else stack_key("hfToken")
 
 
 def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
@@ -182,7 +201,7 @@ def parse(
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
                 key, "holds what looks like a Hugging Face token in plain text",
-                f"remove it and run `pulumi config set --secret {stack_key('hfToken')}` instead",
+                f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
             )
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
     pipeline_keys = set(PIPELINE_SETTINGS)
@@ -253,8 +272,11 @@ def parse(
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
-    if get("maxRunHours") is not None:
-        values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    values["max_run_hours"] = _max_run_hours(get("maxRunHours"), pipeline)
+    if get("autostop") is not None:
+        values["autostop"] = parse_choice("autostop", get("autostop"), AUTOSTOP_ACTIONS)
+    if get("idleMinutes") is not None:
+        values["idle_minutes"] = parse_int("idleMinutes", get("idleMinutes"), minimum=1, example="30")
     if get("serviceAccount") is not None:
         values["service_account"] = parse_pattern(
             "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
@@ -267,6 +289,7 @@ def parse(
                 "pulumi config rm tpu-sft:hfToken && pulumi config set --secret tpu-sft:hfToken <token>",
             )
         values["hf_token"] = get("hfToken")
+    values.update(publish_settings.parse(get, secret_keys))
 
     settings = Settings(
         project=project, zone=zone, stack=stack, pipeline=pipeline,
@@ -313,6 +336,18 @@ def flex_start_needs_run_cap(s: Settings) -> None:
 CROSS_KEY_RULES = (reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap)
 
 
+def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
+    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
+    run's estimate (infra/run_cap.py) when unset."""
+    if raw is None:
+        run = estimate(ACCELERATORS[pipeline.accelerator_type].chips, PRICE_TABLE["v6e"]["usd_per_chip_hour"],
+                       pipeline.steps, pipeline.per_device_batch_size)
+        return default_max_run_hours(run)
+    if raw == "off":
+        return None
+    return parse_int("maxRunHours", raw, minimum=1, example="4")
+
+
 def from_pulumi() -> Settings:
     """The current stack's settings, from the config the engine handed this program.
 
@@ -329,6 +364,8 @@ def from_pulumi() -> Settings:
     is_update = not pulumi.runtime.is_dry_run()
     require_token_for_update(settings, is_update=is_update, environ=os.environ)
     require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
+    publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,
+                                         is_update=is_update, environ=os.environ)
     return settings
 
 

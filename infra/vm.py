@@ -7,9 +7,12 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.disk import DEVICE_NAME, mount_script
+from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
 from infra.ssh_access import ssh_metadata
+from infra.startup import metadata as autostop_metadata
+from infra.startup import startup_script
+from workload.bill import PRICE_KEY
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
@@ -92,17 +95,30 @@ class TpuVm(pulumi.ComponentResource):
             metadata={
                 # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
                 **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
-                "startup-script": mount_script(),
+                "startup-script": startup_script(s),
+                **autostop_metadata(s),
+                PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/bill.py)
             },
+            # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
+            # VM's status; this says what it should be).
+            desired_status="RUNNING",
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id
         self.external_ip = self.instance.network_interfaces.apply(_external_ip)
+        self.service_account_email = self.instance.service_account.apply(_service_account_email)
         self.register_outputs({"name": self.name, "instance_id": self.instance_id})
 
 
 def _external_ip(interfaces) -> str | None:
     configs = interfaces[0].access_configs if interfaces else None
     return configs[0].nat_ip if configs else None
+
+
+def _service_account_email(account) -> str:
+    """The VM's identity: the one named, or the default compute account the API attaches when none is."""
+    if account is None or not account.email:
+        raise ValueError("the VM reports no service account, which autostop needs: set tpu-sft:serviceAccount")
+    return account.email

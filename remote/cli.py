@@ -44,6 +44,7 @@ from workload.config import ConfigError, PipelineConfig
 from workload.contract import (
     EXIT_UNEXPECTED,
     HF_TOKEN_SECRET,
+    HF_WRITE_TOKEN_SECRET,
     KEPT_DIR,
     MOUNT_POINT,
     PHASES,
@@ -407,7 +408,7 @@ def _add_put_secret(verbs, common) -> None:
     p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
               "The value travels over SFTP only (never a command line, never a log) into\n"
               "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
-    p.add_argument("name", choices=(HF_TOKEN_SECRET,))
+    p.add_argument("name", choices=(HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET))
     _add_deadline(p)
     p.set_defaults(func=_put_secret)
 

@@ -30,6 +30,7 @@ from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, JobLost, JobNotFound, Unreachable
 from remote.target import Target
 from workload import exit_reason
+from workload.contract import JOBS_DIR
 
 log = logging.getLogger("remote")
 
@@ -116,7 +117,7 @@ def exit_detail(code: int) -> str:
 
 
 def jobs_root(target: Target) -> str:
-    return f"{target.state_dir}/jobs"
+    return f"{target.state_dir}/{JOBS_DIR}"
 
 
 def job_dir(target: Target, job_id: str) -> str:

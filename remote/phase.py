@@ -30,6 +30,7 @@ from remote.phase_request import PhaseRequest
 from remote.secrets import place_secret
 from remote.sync import push_tree
 from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
+from workload.bill import describe as describe_bill
 from workload.contract import HF_TOKEN_SECRET
 from workload.progress import ProgressPrinter
 
@@ -85,6 +86,8 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
           f"full log: {log_path if log_path.startswith('/') else '~/' + log_path}", file=out, flush=True)
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
+    if printer.summary and printer.summary.get("bill"):
+        print(describe_bill(printer.summary["bill"]), file=out, flush=True)
     fallback = phase_outcome.failed(request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); "
                                                    f"its log: {log_path}")
     print(json.dumps(printer.summary or fallback), file=out, flush=True)

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from remote.errors import TargetError
 from remote.profile import VM, HostProfile
+from workload.contract import STATE_DIR
 
 _HOST = re.compile(r"[A-Za-z0-9_.:-]{1,253}")  # hostnames, IPv4/IPv6 literals, GCE instance names
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
@@ -33,7 +34,7 @@ class Target:
     connect_timeout: float = 10.0  # TCP connect, SSH banner and authentication, each
     command_timeout: float = 120.0  # any short control command; long installs set their own
     keepalive_s: int = 15  # SSH keepalive interval, so NATs and IAP do not drop an idle follow
-    state_dir: str = ".tpu-sft"  # on the host: jobs/ and bootstrap/ live here
+    state_dir: str = STATE_DIR  # on the host: jobs/ and bootstrap/ live here
     profile: HostProfile = VM  # what kind of host it is (remote/profile.py)
 
     def __post_init__(self) -> None:

@@ -20,6 +20,8 @@ import socket
 import sys
 
 from workload import commands, last_resort
+from workload.accelerators import ACCELERATORS
+from workload.bill import Meter
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.events import Events
@@ -96,6 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_env=base_env,
         scrub=redactor(token),
         package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
+        meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
     )
     return run(context, args.until)
 

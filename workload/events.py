@@ -12,10 +12,11 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N}      training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E}
+     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C}
                                                                 loss/rate fields only when MaxText printed
                                                                 them; null when not finite (NaN/inf loss);
-                                                                mfu only where the peak is known (TPU)
+                                                                mfu only where the peak is known (TPU);
+                                                                cost_usd: the VM's bill so far (bill.py), when known
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 

@@ -11,7 +11,8 @@ The last stdout line is always the summary:
      "verify": {..., "logits_kl_max": K, "kl_bound": B, ...}, "kept_dir": …, "manifest": …,
      "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
      "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
-     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation]}
+     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
+     "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"} (workload/bill.py; when measured)}
 
 Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
 workload/throughput.py's, the logit figures workload/logit_parity.py's.
@@ -120,5 +121,7 @@ def _run(ctx: Context, until: str) -> int:
         ctx.events.emit("phase", phase=step, status="done", seconds=seconds, **outcome.facts)
         summary.update(outcome.facts)
     summary["logs"] = ctx.log_paths
+    if ctx.meter is not None:
+        summary["bill"] = ctx.meter.reading()
     ctx.events.emit("summary", **summary)
     return 0 if summary["ok"] else 1

@@ -57,6 +57,8 @@ def render(e: dict[str, Any]) -> str | None:
             parts.append(f"MFU {e['mfu']:.1%}")
         if e.get("eta_s") is not None:
             parts.append(f"ETA {duration(e['eta_s'])}")
+        if e.get("cost_usd") is not None:
+            parts.append(f"${e['cost_usd']:.2f} so far")
         return " · ".join(parts)
     if kind == "error":
         tail = "\n".join(f"    {line}" for line in e.get("tail", [])[-10:])

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from workload import commands, export_fix, hf_token, throughput
 from workload.accelerators import ACCELERATORS
+from workload.bill import Meter
 from workload.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
 from workload.fingerprint import manifest
@@ -34,6 +35,7 @@ class Context:
     scrub: Callable[[str], str]
     package_root: str  # where `workload` is importable from (the tiny launcher and helpers need it)
     log_paths: list[str] = field(default_factory=list)
+    meter: Meter | None = None  # the VM's bill so far (workload/bill.py); None: not measured
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
             on_line: Callable[[str], None] = lambda line: None) -> None:
@@ -165,7 +167,9 @@ def _train_attempt(ctx: Context) -> None:
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
-            ctx.events.step("train", progress.fields(record))
+            fields = progress.fields(record)
+            cost = ctx.meter.reading()["cost_usd"] if ctx.meter else None
+            ctx.events.step("train", fields if cost is None else {**fields, "cost_usd": cost})
 
     command = ctx.command(commands.train_sft)
     clock = time.monotonic()

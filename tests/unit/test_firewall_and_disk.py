@@ -89,7 +89,8 @@ def test_components_and_parents(mock_stack):
     stack = mock_stack()
     components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
     assert set(components) == {
-        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks"
+        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks",
+        "tpu-sft:infra:AutostopAccess",
     }
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
     assert {r.parent for r in stack.of_type(FIREWALL)} == {components["tpu-sft:infra:SshFirewall"].urn}

@@ -130,8 +130,9 @@ def test_preview_connects_to_nothing(mock_stack, monkeypatch):
 def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/unit/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
+    bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
     export = {**train, "final_loss": 1.23, "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
-              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}}
+              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}, "bill": bill}
     stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train) + "\n",
               "export": "✓ keep done in 3 s\n" + json.dumps(export) + "\n"}
     outputs = run_program(dev_config, preview=False, command_stdout=stdout).outputs
@@ -140,7 +141,10 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     assert outputs["trainedCheckpoint"] == "/dev/shm/ckpt/1000/model_params"
     assert outputs["modelDir"] == "/mnt/tpu-sft-data/tpu-sft/run"
     assert outputs["verify"] == {"ok": True}
-    assert outputs["chipHoursUsed"] == 1.37
+    # The bill is the VM's (its chips × its time since boot, measured at the end of the export job), not the
+    # training's 1.37; the cost is at the stack's price.
+    assert outputs["chipHoursUsed"] == 10.96
+    assert outputs["costUsd"] == round(10.96 * 2.70, 2)
 
 
 def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():

@@ -40,6 +40,7 @@ def test_scheduling_is_reservation_bound(vm):
         "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
+        "maxRunDuration": {"seconds": 4 * 3600},  # not in the seed: the default cap (tests/unit/test_run_cap.py)
     }
 
 
@@ -62,7 +63,7 @@ def test_scheduling_is_reservation_bound(vm):
     ],
 )
 def test_reservations_by_kind(mock_stack, model, reservation, scheduling, affinity):
-    overrides = {"tpu-sft:provisioningModel": model}
+    overrides = {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off"}  # caps: test_run_cap.py
     if reservation:
         overrides["tpu-sft:reservation"] = reservation
     vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
@@ -123,7 +124,8 @@ def test_startup_script_mounts_the_data_disk(vm):
     ],
 )
 def test_other_provisioning_models(mock_stack, model, extra, expected):
-    stack = mock_stack({"tpu-sft:provisioningModel": model, **extra}, remove=("tpu-sft:reservation",))
+    stack = mock_stack({"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", **extra},
+                       remove=("tpu-sft:reservation",))
     vm = stack.one(INSTANCE)
     assert vm.inputs["scheduling"] == expected
     assert "reservationAffinity" not in vm.inputs
