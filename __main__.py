@@ -102,6 +102,9 @@ pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
 pulumi.export("costUsd", bill.apply(
     lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
 ))
+trained_on = tasks.summaries["train"]
+pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
 
 if settings.publishes:
     published = PublishTask(
