@@ -46,3 +46,30 @@ def test_secret_is_not_in_exception_text(sshd_host, scratch):
     with connect(sshd_host.target(scratch / "state")) as conn, pytest.raises(ValueError) as bad:
         jobs.start(conn, "x", "true", secret_env={"BAD NAME": TOKEN})
     assert TOKEN not in str(bad.value)
+
+
+def test_secret_file_is_private_from_its_first_byte(sshd_host, scratch, monkeypatch):
+    """The job's secret.env lives on the host only until the job sources it; it is 0600 before any byte of the
+    secret reaches it, in a job directory only its owner can enter."""
+    mode_at_first_write = {}
+    target = sshd_host.target(scratch / "state")
+    with connect(target) as conn:
+        sftp = conn.sftp()
+        open_file = sftp.open
+
+        def watched_open(path, mode="r", *args, **kwargs):
+            handle = open_file(path, mode, *args, **kwargs)
+            write = handle.write
+
+            def watched_write(data):
+                mode_at_first_write.setdefault(path.rsplit("/", 1)[1], handle.stat().st_mode & 0o777)
+                return write(data)
+
+            handle.write = watched_write
+            return handle
+
+        monkeypatch.setattr(sftp, "open", watched_open)
+        jobs.start(conn, "private", "true", secret_env={"HF_TOKEN": TOKEN})
+        assert jobs.follow(target, "private", lambda line: None) == 0
+    assert oct(mode_at_first_write["secret.env"]) == "0o600"
+    assert oct((scratch / "state/jobs/private").stat().st_mode & 0o777) == "0o700"

@@ -17,6 +17,12 @@ def test_firewall_allows_ssh_from_iap_only(mock_stack):
     assert rule["targetTags"] == ["tpu-sft-dev"]
 
 
+def test_a_stack_that_lists_no_ranges_admits_iap_only(mock_stack):
+    # Google's published IAP range, spelled out: a changed constant must not pass as its own expectation.
+    rule = mock_stack(remove=("tpu-sft:sshSourceRanges",)).one(FIREWALL).inputs
+    assert rule["sourceRanges"] == ["35.235.240.0/20"]
+
+
 def test_firewall_targets_the_vm_tag(mock_stack):
     stack = mock_stack()
     assert stack.one(FIREWALL).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
