@@ -46,16 +46,31 @@ PROVIDER = "tpu-sft"
 @dataclass(frozen=True)
 class Target:
     tests: tuple[str, ...]  # the fast subset that covers the module
-    functions: tuple[str, ...] = ()  # mutate only inside these (by name); empty: the whole module
+    # The functions and classes that hold its protections ("<module>": its module-level code), where the
+    # module also holds other work (progress, polling and retry timing). Empty: the whole module.
+    scope: tuple[str, ...] = ()
+
+    def covers(self, definition: str | None) -> bool:
+        return not self.scope or (definition or "<module>") in self.scope
 
 
 MODULES = {
+    # every file mode of a job, its secret.env, the job id that becomes a path, and claiming (mv -T)
     "remote/jobs.py": Target(("tests/remote/test_remote_jobs.py", "tests/remote/test_remote_secrets.py",
-                              "tests/remote/test_remote_injection.py")),
+                              "tests/remote/test_remote_injection.py"),
+                             ("check_job_id", "job_dir", "jobs_root", "status", "start", "_parse_status")),
+    # host-key policy, what is offered and inherited, timeouts, environment quoting
     "remote/connection.py": Target(("tests/remote/test_remote_connection.py", "tests/remote/test_remote_injection.py")),
-    "remote/bootstrap.py": Target(("tests/remote/test_remote_bootstrap.py",)),
+    # the markers and fingerprint that make a bootstrap run each step once
+    "remote/bootstrap.py": Target(("tests/remote/test_remote_bootstrap.py",),
+                                  ("BootstrapSpec", "step_hashes", "fingerprint", "from_json", "__post_init__",
+                                   "is_current", "bootstrap")),
+    # modes kept on upload, downloads verified by size and sha256
     "remote/sync.py": Target(("tests/remote/test_remote_sync.py",)),
-    "remote/phase.py": Target(("tests/remote/test_remote_secrets.py",), ("write_secret", "_place_token")),
+    # the HF token: a 0600 file in a 0700 directory, written over SFTP
+    "remote/phase.py": Target(("tests/remote/test_remote_secrets.py",
+                               "tests/remote/test_remote_cli.py::test_put_secret_stores_the_token_0600_without_printing_it"),
+                              ("write_secret", "_place_token")),
     "infra/network.py": Target(("tests/unit/test_firewall_and_disk.py",)),
     "infra/vm.py": Target(("tests/unit/test_vm.py", "tests/unit/test_firewall_and_disk.py")),
     "infra/settings.py": Target(("tests/unit/test_settings_errors.py", "tests/unit/test_firewall_and_disk.py")),
@@ -131,7 +146,7 @@ def work_items(module: str, target: Target):
         positions = ((node, start, end) for node in ast_nodes(tree) for start, end in operator.mutation_positions(node))
         for occurrence, (node, start, end) in enumerate(positions):
             definition = ASTQuery(node).get_definition_name()
-            if _in_annotation(node) or (target.functions and definition not in target.functions):
+            if _in_annotation(node) or not target.covers(definition):
                 continue
             spec = MutationSpec(module_path=module, operator_name=name, occurrence=occurrence, start_pos=start,
                                 end_pos=end, definition_name=definition)

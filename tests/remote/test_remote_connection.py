@@ -1,6 +1,7 @@
 """Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
 
 import dataclasses
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,35 @@ def test_refused_key_is_an_auth_error(target, tmp_path):
         connect(dataclasses.replace(target, key_path=str(stranger)))
 
 
+def test_only_the_targets_own_key_is_offered(target, tmp_path, monkeypatch):
+    """A key the server accepts, in ~/.ssh and loaded in a running ssh-agent, does not stand in for a wrong
+    key_path: only the target's key is ever offered."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_bytes(Path(target.key_path).read_bytes())
+    (home / ".ssh" / "id_ed25519").chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        deadline = time.monotonic() + 5
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        subprocess.run(["ssh-add", "-q", target.key_path], check=True, capture_output=True)
+        stranger = make_user_key(tmp_path / "stranger").private
+        with pytest.raises(AuthError, match="refused key"):
+            connect(dataclasses.replace(target, key_path=str(stranger)))
+    finally:
+        agent.terminate()
+        agent.wait()
+
+
+def test_no_agent_is_forwarded_to_the_host(target):
+    with connect(target) as conn:
+        assert run(conn, 'echo "${SSH_AUTH_SOCK:-no agent}"').stdout == "no agent\n"
+
+
 def test_closed_port_fails_fast(target):
     start = time.monotonic()
     with pytest.raises(Unreachable, match="cannot connect"):
@@ -113,6 +143,7 @@ def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, ssh
     with connect(dataclasses.replace(target, known_hosts=str(known), trust_on_first_use=True)) as conn:
         run(conn, "true")
     assert known.read_text() == sshd_host.sshd.known_hosts_line
+    assert oct(known.parent.stat().st_mode & 0o777) == "0o700"  # the pins are this user's alone
 
 
 def test_home_relative_key_and_known_hosts_paths(target, tmp_path, monkeypatch, sshd_host):

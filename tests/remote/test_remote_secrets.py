@@ -7,7 +7,7 @@ import pytest
 
 from remote import jobs
 from remote.connection import connect
-from remote.errors import CommandFailed
+from remote.errors import CommandFailed, Unreachable
 from tests.remote.ssh_testbed import wait_until
 
 TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
@@ -73,3 +73,11 @@ def test_secret_file_is_private_from_its_first_byte(sshd_host, scratch, monkeypa
         assert jobs.follow(target, "private", lambda line: None) == 0
     assert oct(mode_at_first_write["secret.env"]) == "0o600"
     assert oct((scratch / "state/jobs/private").stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_failed_upload_names_the_job_not_the_secret(sshd_host, scratch):
+    state = scratch / "state"
+    (state / "jobs").mkdir(parents=True)  # made by this test (root): the remote user cannot stage a job in it
+    with connect(sshd_host.target(state)) as conn, pytest.raises(Unreachable, match="upload of job locked") as failed:
+        jobs.start(conn, "locked", "true", secret_env={"HF_TOKEN": TOKEN})
+    assert TOKEN not in str(failed.value)
