@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,9 +69,8 @@ MODULES = {
     # modes kept on upload, downloads verified by size and sha256
     "remote/sync.py": Target(("tests/remote/test_remote_sync.py",)),
     # the HF token: a 0600 file in a 0700 directory, written over SFTP
-    "remote/phase.py": Target(("tests/remote/test_remote_secrets.py",
-                               "tests/remote/test_remote_cli.py::test_put_secret_stores_the_token_0600_without_printing_it"),
-                              ("write_secret", "_place_token")),
+    "remote/secrets.py": Target(("tests/remote/test_remote_secrets.py",
+                                 "tests/remote/test_remote_cli.py::test_put_secret_stores_the_token_0600_without_printing_it")),
     "infra/network.py": Target(("tests/unit/test_firewall_and_disk.py",)),
     "infra/vm.py": Target(("tests/unit/test_vm.py", "tests/unit/test_firewall_and_disk.py")),
     "infra/settings.py": Target(("tests/unit/test_settings_errors.py", "tests/unit/test_firewall_and_disk.py")),
@@ -241,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", action="append", choices=sorted(MODULES),
                         help="mutate only this module (repeatable); default: every protection module")
     args = parser.parse_args(argv)
+    # A plain `kill` unwinds like Ctrl-C, so the scratch copy is removed.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     modules = args.module or list(MODULES)
     equivalents = read_equivalents()
     started = time.monotonic()
