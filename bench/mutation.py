@@ -64,7 +64,7 @@ MODULES = {
     "remote/connection.py": Target(("tests/remote/test_remote_connection.py", "tests/remote/test_remote_injection.py")),
     # the markers and fingerprint that make a bootstrap run each step once
     "remote/bootstrap.py": Target(("tests/remote/test_remote_bootstrap.py",),
-                                  ("BootstrapSpec", "step_hashes", "fingerprint", "from_json", "__post_init__",
+                                  ("BootstrapSpec", "step_hashes", "fingerprint", "from_json", "from_mapping", "__post_init__",
                                    "is_current", "bootstrap")),
     # modes kept on upload, downloads verified by size and sha256
     "remote/sync.py": Target(("tests/remote/test_remote_sync.py",)),
@@ -139,6 +139,11 @@ def _in_annotation(node) -> bool:
     return False
 
 
+def _parameter_marker(node) -> bool:
+    """cosmic-ray takes the bare `*` (and `/`) of a signature for an arithmetic operator: not an expression."""
+    return node.type == "operator" and node.value in ("*", "/") and node.parent.type in ("parameters", "typedargslist")
+
+
 def work_items(module: str, target: Target):
     tree = get_ast_from_path(Path(module))
     for name in operator_names():
@@ -146,7 +151,7 @@ def work_items(module: str, target: Target):
         positions = ((node, start, end) for node in ast_nodes(tree) for start, end in operator.mutation_positions(node))
         for occurrence, (node, start, end) in enumerate(positions):
             definition = ASTQuery(node).get_definition_name()
-            if _in_annotation(node) or not target.covers(definition):
+            if _in_annotation(node) or _parameter_marker(node) or not target.covers(definition):
                 continue
             spec = MutationSpec(module_path=module, operator_name=name, occurrence=occurrence, start_pos=start,
                                 end_pos=end, definition_name=definition)

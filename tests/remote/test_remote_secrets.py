@@ -106,3 +106,15 @@ def test_a_failed_upload_names_the_job_not_the_secret(sshd_host, scratch):
     with connect(sshd_host.target(state)) as conn, pytest.raises(Unreachable, match="upload of job locked") as failed:
         jobs.start(conn, "locked", "true", secret_env={"HF_TOKEN": TOKEN})
     assert TOKEN not in str(failed.value)
+
+
+def test_an_upload_cut_by_a_dropped_link_is_unreachable(sshd_host, scratch, monkeypatch):
+    with connect(sshd_host.target(scratch / "state")) as conn:
+        def dropped(*args, **kwargs):
+            raise EOFError  # what paramiko raises when the link goes mid-transfer
+
+        monkeypatch.setattr(conn.sftp(), "open", dropped)
+        with pytest.raises(Unreachable, match="upload of job cut") as failed:
+            jobs.start(conn, "cut", "true", secret_env={"HF_TOKEN": TOKEN})
+        assert not conn.is_connected  # closed: the next command reconnects instead of using a dead link
+    assert TOKEN not in str(failed.value)
