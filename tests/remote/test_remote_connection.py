@@ -1,6 +1,7 @@
 """Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
 
 import dataclasses
+import io
 import subprocess
 import sys
 import time
@@ -88,6 +89,23 @@ def test_only_the_targets_own_key_is_offered(target, tmp_path, monkeypatch):
 def test_no_agent_is_forwarded_to_the_host(target):
     with connect(target) as conn:
         assert run(conn, 'echo "${SSH_AUTH_SOCK:-no agent}"').stdout == "no agent\n"
+
+
+def test_output_is_captured_and_shown_only_where_asked(target, capfd):
+    shown = io.StringIO()
+    with connect(target) as conn:
+        assert run(conn, "echo quiet").stdout == "quiet\n"
+        assert run(conn, "echo shown; echo also >&2", stream=shown).stdout == "shown\n"
+    assert capfd.readouterr() == ("", "")  # a command's output is never printed here by itself
+    assert shown.getvalue() == "shown\nalso\n"
+
+
+def test_a_commands_own_timeout_wins_over_the_targets(target):
+    with connect(target) as conn:
+        start = time.monotonic()
+        with pytest.raises(Unreachable, match="within 0.5 s"):
+            run(conn, "sleep 5", timeout=0.5)
+    assert time.monotonic() - start < 3.0  # not the target's command_timeout (10 s)
 
 
 def test_closed_port_fails_fast(target):
