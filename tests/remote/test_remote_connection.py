@@ -10,8 +10,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from remote.connection import connect, run
-from remote.errors import AuthError, HostKeyError, Unreachable
+from remote.connection import _known_hosts_name, connect, run
+from remote.errors import AuthError, CommandFailed, HostKeyError, Unreachable
 from tests.remote.ssh_testbed import free_port, make_user_key
 
 
@@ -54,6 +54,20 @@ def test_changed_host_key_is_refused_with_the_fix(target, tmp_path):
     message = str(e.value)
     assert "CHANGED" in message and str(known) in message
     assert f"ssh-keygen -R '[{target.host}]:{target.port}' -f {known}" in message
+
+
+def test_the_fix_names_the_host_as_known_hosts_does():
+    """On port 22, the real VM's, known_hosts and `ssh-keygen -R` name a host without brackets."""
+    assert _known_hosts_name("tpu-sft-dev", 22) == "tpu-sft-dev"
+    assert _known_hosts_name("127.0.0.1", 2222) == "[127.0.0.1]:2222"
+
+
+def test_a_failed_command_keeps_its_output_tail_but_not_its_command_line(target):
+    with connect(target) as conn, pytest.raises(CommandFailed) as failed:
+        run(conn, ": hf_OnTheCommandLine0123456789; seq 1 25; echo err >&2; exit 3")
+    assert failed.value.exited == 3
+    assert failed.value.tail == (*(str(i) for i in range(7, 26)), "err")  # the last 20 lines
+    assert "hf_OnTheCommandLine" not in str(failed.value) + repr(failed.value)
 
 
 def test_refused_key_is_an_auth_error(target, tmp_path):
