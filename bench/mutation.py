@@ -1,7 +1,8 @@
 """Mutation testing of the protection modules: would a test notice if a protection were removed?
 
-Each module of MODULES is mutated with cosmic-ray, one mutant at a time, and only its own fast test subset runs
-against each mutant (a fresh pytest process: the remote tests start their own sshd servers). A mutant is
+Each module of [tool.mutation.modules] in pyproject.toml is mutated with cosmic-ray, one mutant at a time, and
+only its own fast test subset runs against each mutant (a fresh pytest process: the remote tests start their own
+sshd servers). A mutant is
   killed      a test failed
   survived    every test passed: a protection no test notices (or an equivalent mutant not yet listed)
   equivalent  listed in bench/mutation-equivalent.txt with the reason no behaviour can tell it apart
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,35 +49,19 @@ PROVIDER = "tpu-sft"
 @dataclass(frozen=True)
 class Target:
     tests: tuple[str, ...]  # the fast subset that covers the module
-    # The functions and classes that hold its protections ("<module>": its module-level code), where the
-    # module also holds other work (progress, polling and retry timing). Empty: the whole module.
-    scope: tuple[str, ...] = ()
+    scope: tuple[str, ...] = ()  # functions and classes to mutate ("<module>": module-level code); empty: all
 
     def covers(self, definition: str | None) -> bool:
         return not self.scope or (definition or "<module>") in self.scope
 
 
-MODULES = {
-    # every file mode of a job, its secret.env, the job id that becomes a path, and claiming (mv -T)
-    "remote/jobs.py": Target(("tests/remote/test_remote_jobs.py", "tests/remote/test_remote_secrets.py",
-                              "tests/remote/test_remote_injection.py"),
-                             ("check_job_id", "job_dir", "jobs_root", "status", "start", "_parse_status")),
-    # host-key policy, what is offered and inherited, timeouts, environment quoting
-    "remote/connection.py": Target(("tests/remote/test_remote_connection.py", "tests/remote/test_remote_injection.py")),
-    # the markers and fingerprint that make a bootstrap run each step once
-    "remote/bootstrap.py": Target(("tests/remote/test_remote_bootstrap.py",),
-                                  ("BootstrapSpec", "step_hashes", "fingerprint", "from_json", "from_mapping", "__post_init__",
-                                   "is_current", "bootstrap")),
-    # modes kept on upload, downloads verified by size and sha256
-    "remote/sync.py": Target(("tests/remote/test_remote_sync.py",)),
-    # the HF token: a 0600 file in a 0700 directory, written over SFTP
-    "remote/secrets.py": Target(("tests/remote/test_remote_secrets.py",
-                                 "tests/remote/test_remote_cli.py::test_put_secret_stores_the_token_0600_without_printing_it")),
-    "infra/network.py": Target(("tests/unit/test_firewall_and_disk.py",)),
-    "infra/vm.py": Target(("tests/unit/test_vm.py", "tests/unit/test_firewall_and_disk.py")),
-    "infra/settings.py": Target(("tests/unit/test_settings_errors.py", "tests/unit/test_firewall_and_disk.py")),
-    "workload/config.py": Target(("tests/unit/test_settings_errors.py",)),
-}
+def read_modules(path: Path = REPO / "pyproject.toml") -> dict[str, Target]:
+    """[tool.mutation.modules] of pyproject.toml: each protection module, its tests and its scope."""
+    table = tomllib.loads(path.read_text())["tool"]["mutation"]["modules"]
+    return {module: Target(tuple(entry["tests"]), tuple(entry.get("scope", ()))) for module, entry in table.items()}
+
+
+MODULES = read_modules()
 
 # cosmic-ray's core operators, with one replacement per arithmetic and comparison operator (its inverse or its
 # boundary) instead of all eleven: in this code the others are killed by the same tests (strings and paths
@@ -176,8 +162,24 @@ def _test_command(target: Target) -> str:
     return f"{REPO / '.venv/bin/python'} -m pytest -x -q -p no:cacheprovider " + " ".join(target.tests)
 
 
-def run_module(module: str, equivalents: list[Equivalent], out=sys.stdout) -> dict[str, list]:
-    """Mutate one module in a scratch copy; its outcomes: killed/survived/equivalent/timeout/error → items."""
+@dataclass(frozen=True)
+class Mutant:
+    operator: str
+    line_no: int
+    line: str  # the source line it changes, stripped
+    diff: str
+    output: str  # the tests' output, or why it is equivalent
+
+
+OUTCOMES = ("killed", "survived", "equivalent", "timeout", "error")
+
+
+def _equivalent(equivalents: list[Equivalent], module: str, operator: str, line: str) -> Equivalent | None:
+    return next((e for e in equivalents if (e.module, e.operator, e.line) == (module, operator, line)), None)
+
+
+def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mutant]]:
+    """Mutate one module in a scratch copy, each mutant against the module's tests; the mutants by outcome."""
     target = MODULES[module]
     SESSIONS.mkdir(parents=True, exist_ok=True)
     session = SESSIONS / (module.replace("/", "_").removesuffix(".py") + ".sqlite")
@@ -196,49 +198,57 @@ def run_module(module: str, equivalents: list[Equivalent], out=sys.stdout) -> di
         with use_db(str(session), WorkDB.Mode.create) as db:
             db.clear()
             db.add_work_items(work_items(module, target))
-            items = list(db.pending_work_items)
-            print(f"{module}: {len(items)} mutants, tests {' '.join(target.tests)} ({baseline:.0f} s unmutated)",
-                  file=out, flush=True)
+            items = db.pending_work_items
+            print(f"{module}: {len(items)} mutants against {' '.join(target.tests)} ({baseline:.0f} s unmutated)",
+                  flush=True)
             for n, item in enumerate(items, 1):
                 spec = item.mutations[0]
                 line = lines[spec.start_pos[0] - 1].strip()
-                match = next((e for e in equivalents if (e.module, e.operator, e.line) == (module, spec.operator_name, line)), None)
+                match = _equivalent(equivalents, module, spec.operator_name, line)
                 if match:
-                    db.set_result(item.job_id, WorkResult(WorkerOutcome.SKIPPED, output=f"equivalent: {match.reason}"))
+                    db.set_result(item.job_id, WorkResult(WorkerOutcome.SKIPPED, output=match.reason))
                     continue
                 result = mutate_and_test(item.mutations, _test_command(target), timeout)
                 db.set_result(item.job_id, result)
                 if not result.is_killed:
-                    print(f"  [{n}/{len(items)}] SURVIVED {spec.operator_name} line {spec.start_pos[0]}: {line}",
-                          file=out, flush=True)
-            return _outcomes(module, db, lines)
+                    print(f"  [{n}/{len(items)}] survived: {spec.operator_name} line {spec.start_pos[0]}: {line}",
+                          flush=True)
+            return _by_outcome(db, lines)
     finally:
         os.chdir(here)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _outcomes(module: str, db: WorkDB, lines: list[str]) -> dict[str, list]:
-    outcomes: dict[str, list] = {k: [] for k in ("killed", "survived", "equivalent", "timeout", "error")}
+def _by_outcome(db: WorkDB, lines: list[str]) -> dict[str, list[Mutant]]:
+    outcomes: dict[str, list[Mutant]] = {k: [] for k in OUTCOMES}
     for item, result in db.completed_work_items:
         spec = item.mutations[0]
-        entry = (spec.operator_name, spec.start_pos[0], lines[spec.start_pos[0] - 1].strip(), result.diff or "")
+        mutant = Mutant(spec.operator_name, spec.start_pos[0], lines[spec.start_pos[0] - 1].strip(),
+                        result.diff or "", result.output or "")
         if result.worker_outcome == WorkerOutcome.SKIPPED:
-            outcomes["equivalent"].append(entry)
+            outcomes["equivalent"].append(mutant)
         elif result.worker_outcome != WorkerOutcome.NORMAL:
-            outcomes["error"].append(entry + (result.output or "",))
-        elif result.output == "timeout":
-            outcomes["timeout"].append(entry)
-        elif result.is_killed:
-            outcomes["killed"].append(entry)
+            outcomes["error"].append(mutant)
+        elif result.output == "timeout":  # cosmic-ray counts a timeout as killed; shown apart here
+            outcomes["timeout"].append(mutant)
         else:
-            outcomes["survived"].append(entry)
+            outcomes["killed" if result.is_killed else "survived"].append(mutant)
     return outcomes
 
 
-def _unused(equivalents: list[Equivalent], modules: list[str], seen: dict[str, dict[str, list]]) -> list[Equivalent]:
-    """Listed equivalents that match no mutant any more: the code changed under them."""
-    matched = {(m, op, line) for m in modules for op, _, line, _ in seen[m]["equivalent"]}
-    return [e for e in equivalents if e.module in modules and (e.module, e.operator, e.line) not in matched]
+def _stale(equivalents: list[Equivalent], results: dict[str, dict[str, list[Mutant]]]) -> list[Equivalent]:
+    """Listed equivalents of the modules just run that matched no mutant: the code changed under them."""
+    matched = {(module, m.operator, m.line) for module, o in results.items() for m in o["equivalent"]}
+    return [e for e in equivalents if e.module in results and (e.module, e.operator, e.line) not in matched]
+
+
+def print_scores(results: dict[str, dict[str, list[Mutant]]]) -> None:
+    print(f"\n| module | {' | '.join(OUTCOMES)} | score |\n|---|{'---:|' * len(OUTCOMES)}---:|")
+    for module, outcomes in results.items():
+        counts = {k: len(v) for k, v in outcomes.items()}
+        judged = counts["killed"] + counts["timeout"] + counts["survived"]
+        score = f"{100 * (judged - counts['survived']) / judged:.0f}%" if judged else "-"
+        print(f"| {module} | {' | '.join(str(counts[k]) for k in OUTCOMES)} | {score} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,29 +258,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # A plain `kill` unwinds like Ctrl-C, so the scratch copy is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    modules = args.module or list(MODULES)
     equivalents = read_equivalents()
     started = time.monotonic()
     results = {}
-    for module in modules:
+    for module in args.module or list(MODULES):
         module_started = time.monotonic()
         results[module] = run_module(module, equivalents)
-        counts = {k: len(v) for k, v in results[module].items()}
-        print(f"{module}: {counts} in {time.monotonic() - module_started:.0f} s", flush=True)
-    print(f"\n{'module':24} {'killed':>7} {'survived':>9} {'equivalent':>11} {'timeout':>8} {'error':>6}  score")
+        print(f"{module}: done in {time.monotonic() - module_started:.0f} s", flush=True)
+    print_scores(results)
+    print(f"\ntotal time {time.monotonic() - started:.0f} s")
     for module, outcomes in results.items():
-        c = {k: len(v) for k, v in outcomes.items()}
-        judged = c["killed"] + c["timeout"] + c["survived"]
-        score = f"{100 * (c['killed'] + c['timeout']) / judged:.0f}%" if judged else "-"
-        print(f"{module:24} {c['killed']:7} {c['survived']:9} {c['equivalent']:11} {c['timeout']:8} {c['error']:6}  {score}")
-    print(f"total time {time.monotonic() - started:.0f} s")
-    for module, outcomes in results.items():
-        for operator, line_no, line, diff in outcomes["survived"]:
-            print(f"\nSURVIVED {module}:{line_no} {operator}: {line}\n{diff}")
-        for operator, line_no, line, _, output in outcomes["error"]:
-            print(f"\nERROR {module}:{line_no} {operator}: {line}\n{output[-2000:]}")
-    for e in _unused(equivalents, modules, results):
-        print(f"\nstale entry in {EQUIVALENT_FILE.name} (no such mutant any more): {e.module} | {e.operator} | {e.line}")
+        for kind in ("survived", "error"):
+            for m in outcomes[kind]:
+                print(f"\n{kind.upper()} {module}:{m.line_no} {m.operator}: {m.line}\n{m.diff or m.output[-2000:]}")
+    for e in _stale(equivalents, results):
+        print(f"\nstale entry in {EQUIVALENT_FILE.name} (matches no mutant): {e.module} | {e.operator} | {e.line}")
     return 1 if any(o["survived"] or o["error"] for o in results.values()) else 0
 
 

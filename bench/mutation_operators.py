@@ -16,8 +16,8 @@ import ipaddress
 import re
 
 import parso
-from parso.python.tree import FStringString, Number, String
 from cosmic_ray.operators.operator import Example, Operator
+from parso.python.tree import FStringString, Number, String
 
 _CHMOD = re.compile(r"\bchmod ([0-7]{3,4})\b")
 _PROTECTIVE_CALLS = {"chmod", "fchmod", "flock", "load_host_keys", "set_missing_host_key_policy"}
@@ -33,7 +33,8 @@ class WidenFileMode(Operator):
     """A private file or directory mode made readable by everyone."""
 
     def mutation_positions(self, node):
-        if isinstance(node, Number) and node.value.lower().startswith("0o") and _widened(node.value[2:]) != node.value[2:]:
+        octal = isinstance(node, Number) and node.value.lower().startswith("0o")
+        if octal and _widened(node.value[2:]) != node.value[2:]:
             yield node.start_pos, node.end_pos
         elif isinstance(node, (String, FStringString)) and any(
                 _widened(m.group(1)) != m.group(1) for m in _CHMOD.finditer(node.value)):

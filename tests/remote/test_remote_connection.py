@@ -76,6 +76,14 @@ def test_refused_key_is_an_auth_error(target, tmp_path):
         connect(dataclasses.replace(target, key_path=str(stranger)))
 
 
+def test_fabric_settings_files_are_not_read(target, tmp_path, monkeypatch):
+    """A ~/.fabric.yml (here: an environment for every command) changes nothing."""
+    (tmp_path / ".fabric.yml").write_text("run:\n  env:\n    FROM_FILE: leaked\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with connect(target) as conn:
+        assert run(conn, 'echo "${FROM_FILE:-unset}"').stdout == "unset\n"
+
+
 def test_only_the_targets_own_key_is_offered(target, tmp_path, monkeypatch):
     """A key the server accepts, in ~/.ssh and loaded in a running ssh-agent, does not stand in for a wrong
     key_path: only the target's key is ever offered."""
@@ -167,6 +175,10 @@ def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path
     with connect(via_gateway) as conn:
         assert run(conn, "echo through the tunnel").stdout == "through the tunnel\n"
     assert record.read_text() == f"tpu-sft-dev {target.port}\n"
+    # The other ProxyCommand tokens: %r the user, %% a percent sign; an unknown one is left as written.
+    with connect(dataclasses.replace(via_gateway, gateway=via_gateway.gateway + " %r %% %x")) as conn:
+        run(conn, "true")
+    assert record.read_text().splitlines()[-1] == f"tpu-sft-dev {target.port} {target.user} % %x"
 
 
 def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, sshd_host):
