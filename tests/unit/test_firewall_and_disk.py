@@ -23,6 +23,11 @@ def test_a_stack_that_lists_no_ranges_admits_iap_only(mock_stack):
     assert rule["sourceRanges"] == ["35.235.240.0/20"]
 
 
+def test_the_loud_setting_alone_opens_nothing(mock_stack):
+    stack = mock_stack({"tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}, remove=("tpu-sft:sshSourceRanges",))
+    assert stack.one(FIREWALL).inputs["sourceRanges"] == ["35.235.240.0/20"]
+
+
 def test_firewall_targets_the_vm_tag(mock_stack):
     stack = mock_stack()
     assert stack.one(FIREWALL).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
