@@ -130,6 +130,15 @@ def _parameter_marker(node) -> bool:
     return node.type == "operator" and node.value in ("*", "/") and node.parent.type in ("parameters", "typedargslist")
 
 
+def _in_log_call(node) -> bool:
+    """A log line's wording protects nothing: no mutants inside `log.…(…)` calls."""
+    while node is not None:
+        if node.type in ("atom_expr", "power") and getattr(node.children[0], "value", None) == "log":
+            return True
+        node = node.parent
+    return False
+
+
 def work_items(module: str, target: Target):
     tree = get_ast_from_path(Path(module))
     for name in operator_names():
@@ -137,7 +146,8 @@ def work_items(module: str, target: Target):
         positions = ((node, start, end) for node in ast_nodes(tree) for start, end in operator.mutation_positions(node))
         for occurrence, (node, start, end) in enumerate(positions):
             definition = ASTQuery(node).get_definition_name()
-            if _in_annotation(node) or _parameter_marker(node) or not target.covers(definition):
+            skipped = _in_annotation(node) or _parameter_marker(node) or _in_log_call(node)
+            if skipped or not target.covers(definition):
                 continue
             spec = MutationSpec(module_path=module, operator_name=name, occurrence=occurrence, start_pos=start,
                                 end_pos=end, definition_name=definition)

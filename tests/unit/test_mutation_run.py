@@ -7,7 +7,14 @@ import pytest
 from cosmic_ray.ast import ast_nodes
 from cosmic_ray.mutating import mutate_code
 
-from bench.mutation import MODULES, _in_annotation, _parameter_marker, read_equivalents, work_items
+from bench.mutation import (
+    MODULES,
+    _in_annotation,
+    _in_log_call,
+    _parameter_marker,
+    read_equivalents,
+    work_items,
+)
 from bench.mutation_operators import OPERATORS
 
 
@@ -31,11 +38,13 @@ def test_the_known_regressions_are_among_the_mutants():
     assert ("infra/settings.py", "tpu-sft/OpenToInternet", iap_line) in made
 
 
-def test_no_mutant_in_annotations_or_signature_markers():
-    tree = parso.parse("def f(a: int | None, *, b: str = 'x') -> list[int] | None:\n    c: int | None = a * 2\n")
-    operators = [n for n in ast_nodes(tree) if getattr(n, "value", None) in ("|", "*")]
-    skipped = [(n.value, _in_annotation(n) or _parameter_marker(n)) for n in operators]
-    assert skipped == [("|", True), ("*", True), ("|", True), ("|", True), ("*", False)]  # only `a * 2` is code
+def test_no_mutants_in_annotations_signature_markers_or_log_lines():
+    tree = parso.parse("def f(a: int | None, *, b: str = 'x') -> list[int] | None:\n"
+                       "    c: int | None = a * 2\n"
+                       "    log.info('%s', c[:12])\n")
+    operators = [n for n in ast_nodes(tree) if getattr(n, "value", None) in ("|", "*", "12")]
+    skipped = [(n.value, _in_annotation(n) or _parameter_marker(n) or _in_log_call(n)) for n in operators]
+    assert skipped == [("|", True), ("*", True), ("|", True), ("|", True), ("*", False), ("12", True)]
 
 
 def test_every_listed_equivalent_names_a_protection_module_and_a_reason():
