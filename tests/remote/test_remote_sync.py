@@ -52,6 +52,13 @@ def test_fetch_verifies_and_skips_what_matches(target, scratch, tmp_path):
         assert (local / "model.bin").read_bytes() == artifact.read_bytes()
         [again] = fetch(conn, [str(artifact)], local)
         assert not again.transferred
+        manifest = scratch / "out dir" / "manifest.json"
+        manifest.write_text("{}")
+        nested = tmp_path / "kept" / "run-1"  # made as needed
+        fetch(conn, [str(artifact)], nested)
+        kept, fetched = fetch(conn, [str(artifact), str(manifest)], nested)  # one matches, the next is still fetched
+        assert (kept.transferred, fetched.transferred) == (False, True)
+        assert (nested / "manifest.json").read_text() == "{}"
         with pytest.raises(RemoteFileMissing):
             fetch(conn, [str(scratch / "nope")], local)
 
