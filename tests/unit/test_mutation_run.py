@@ -9,6 +9,7 @@ from cosmic_ray.mutating import mutate_code
 
 from bench.mutation import (
     MODULES,
+    REPO,
     _in_annotation,
     _in_log_call,
     _parameter_marker,
@@ -26,8 +27,9 @@ def test_each_protection_operator_makes_its_mutants(name):
         assert (mutated or example.pre_mutation_code) == example.post_mutation_code
 
 
-def test_the_known_regressions_are_among_the_mutants():
+def test_the_known_regressions_are_among_the_mutants(monkeypatch):
     """The two protections the issue found unguarded: the job's secret.env mode and the default SSH range."""
+    monkeypatch.chdir(REPO)  # the run names modules relative to the tree it mutates
     made = {(w.mutations[0].module_path.as_posix(), w.mutations[0].operator_name, w.mutations[0].start_pos[0])
             for module, target in MODULES.items() for w in work_items(module, target)}
     jobs, settings = Path("remote/jobs.py").read_text(), Path("infra/settings.py").read_text()
@@ -50,5 +52,5 @@ def test_no_mutants_in_annotations_signature_markers_or_log_lines():
 def test_every_listed_equivalent_names_a_protection_module_and_a_reason():
     for entry in read_equivalents():
         assert entry.module in MODULES
-        assert entry.line in Path(entry.module).read_text()
+        assert entry.line in (REPO / entry.module).read_text()
         assert len(entry.reason.split()) >= 5
