@@ -17,6 +17,7 @@ def package(tmp_path):
     (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
     (root / "run.sh").chmod(0o755)
     (root / "sub dir" / "it's.py").write_text("X = 1\n")
+    (root / "two  spaces.txt").write_text("sha256sum separates with two spaces too\n")
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "x.pyc").write_bytes(b"\0")
     return root
@@ -26,13 +27,14 @@ def test_push_tree_uploads_then_skips_in_one_round_trip(target, scratch, package
     remote_dir = scratch / "code 'dir'; $(touch canary)"  # the remote path is quoted on every command line
     with connect(target) as conn:
         first = push_tree(conn, package, str(remote_dir))
-        assert first.uploaded == ("__init__.py", "run.sh", "sub dir/it's.py") and first.unchanged == 0
+        assert first.uploaded == ("__init__.py", "run.sh", "sub dir/it's.py", "two  spaces.txt")
+        assert first.unchanged == 0
         assert (remote_dir / "sub dir" / "it's.py").read_text() == "X = 1\n"
         assert (remote_dir / "run.sh").stat().st_mode & 0o777 == 0o755
         assert not (remote_dir / "__pycache__").exists()
         channels.clear()
         again = push_tree(conn, package, str(remote_dir))
-        assert (again.uploaded, again.unchanged, channels) == ((), 3, {target.host: 1})
+        assert (again.uploaded, again.unchanged, channels) == ((), 4, {target.host: 1})
         (package / "__init__.py").write_text("VERSION = 2\n")
         changed = push_tree(conn, package, str(remote_dir))
     assert changed.uploaded == ("__init__.py",)
