@@ -103,3 +103,14 @@ def test_a_download_cut_by_a_dropped_link_is_unreachable(target, scratch, tmp_pa
             fetch(conn, [str(artifact)], tmp_path)
         assert not conn.is_connected
     assert not (tmp_path / "model.bin").exists()
+
+
+def test_an_upload_cut_by_a_dropped_link_is_unreachable(target, scratch, package, monkeypatch):
+    with connect(target) as conn:
+        def dropped(*args, **kwargs):
+            raise EOFError
+
+        monkeypatch.setattr(conn.sftp(), "put", dropped)
+        with pytest.raises(Unreachable, match="upload to .* failed"):
+            push_tree(conn, package, str(scratch / "code"))
+        assert not conn.is_connected
