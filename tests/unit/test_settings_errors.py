@@ -1,9 +1,13 @@
 """Every malformed setting stops the program before anything is declared, with one line naming the key."""
 
+import functools
+
 import pytest
 from pulumi import RunError
 
+from infra import settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
+from workload.config import ConfigError
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6
@@ -107,3 +111,25 @@ def test_an_update_with_a_token_goes_ahead(dev_config, monkeypatch, source):
     else:
         stack = run_program({**dev_config, SECRET: TOKEN}, secret_keys=(SECRET,), preview=False)
     assert stack.of_type("gcp:compute/instance:Instance")
+
+
+# Each lower bound: the bound itself is a valid setting, one below it is not.
+BOUNDS = [
+    ("tpu-sft:steps", "1", "0"),
+    ("tpu-sft:perDeviceBatchSize", "1", "0"),
+    ("tpu-sft:maxTargetLength", "8", "7"),
+    ("tpu-sft:checkpointPeriod", "1", "0"),
+    ("tpu-sft:bootDiskSizeGb", "100", "99"),
+    ("tpu-sft:dataDiskSizeGb", "10", "9"),
+    ("tpu-sft:maxRunHours", "1", "0"),
+    ("tpu-sft:pricePerChipHour", "0.01", "0"),
+    ("tpu-sft:learningRate", "1e-9", "-1e-9"),
+]
+
+
+@pytest.mark.parametrize(("key", "lowest", "below"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, key, lowest, below):
+    parse = functools.partial(settings.parse, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    parse({**dev_config, key: lowest})
+    with pytest.raises(ConfigError, match=f"^{key}:"):
+        parse({**dev_config, key: below})
