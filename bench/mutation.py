@@ -33,7 +33,7 @@ from pathlib import Path
 import cosmic_ray.plugins
 from cosmic_ray.ast import ast_nodes, get_ast_from_path
 from cosmic_ray.ast.ast_query import ASTQuery
-from cosmic_ray.mutating import mutate_and_test
+from cosmic_ray.mutating import mutate_and_test, mutate_code
 from cosmic_ray.testing import run_tests
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import MutationSpec, WorkerOutcome, WorkItem, WorkResult
@@ -93,12 +93,13 @@ def operator_names() -> tuple[str, ...]:
 class Equivalent:
     module: str
     operator: str
-    line: str  # the mutated source line, stripped
+    line: str  # the source line the mutant changes, stripped
+    becomes: str  # what that line becomes, where the line's other mutants of this operator are not equivalent
     reason: str
 
 
 def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
-    """`module | operator | source line | reason` per line; `#` starts a comment line."""
+    """`module | operator | source line[ => mutated line] | reason` per line; `#` starts a comment line."""
     entries = []
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
@@ -106,7 +107,9 @@ def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
         fields = [f.strip() for f in raw.split(" | ", 3)]
         if len(fields) != 4 or not all(fields):
             sys.exit(f"{path}:{number}: expected `module | operator | source line | reason`")
-        entries.append(Equivalent(*fields))
+        module, operator, line, reason = fields
+        line, _, becomes = line.partition(" => ")
+        entries.append(Equivalent(module, operator, line, becomes, reason))
     return entries
 
 
@@ -184,8 +187,16 @@ class Mutant:
 OUTCOMES = ("killed", "survived", "equivalent", "timeout", "error")
 
 
-def _equivalent(equivalents: list[Equivalent], module: str, operator: str, line: str) -> Equivalent | None:
-    return next((e for e in equivalents if (e.module, e.operator, e.line) == (module, operator, line)), None)
+def _equivalent(equivalents: list[Equivalent], module: str, spec: MutationSpec, source: str) -> Equivalent | None:
+    line = source.splitlines()[spec.start_pos[0] - 1].strip()
+    for e in equivalents:
+        if (e.module, e.operator, e.line) != (module, spec.operator_name, line):
+            continue
+        operator = cosmic_ray.plugins.get_operator(spec.operator_name)()
+        mutated = mutate_code(source, operator, spec.occurrence) if e.becomes else None
+        if not e.becomes or (mutated and mutated.splitlines()[spec.start_pos[0] - 1].strip() == e.becomes):
+            return e
+    return None
 
 
 def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mutant]]:
@@ -198,7 +209,8 @@ def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mut
     here = os.getcwd()
     os.chdir(scratch)
     try:
-        lines = Path(module).read_text().splitlines()
+        source = Path(module).read_text()
+        lines = source.splitlines()
         started = time.monotonic()
         outcome, output = run_tests(_test_command(target), 600)
         baseline = time.monotonic() - started
@@ -214,7 +226,7 @@ def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mut
             for n, item in enumerate(items, 1):
                 spec = item.mutations[0]
                 line = lines[spec.start_pos[0] - 1].strip()
-                match = _equivalent(equivalents, module, spec.operator_name, line)
+                match = _equivalent(equivalents, module, spec, source)
                 if match:
                     db.set_result(item.job_id, WorkResult(WorkerOutcome.SKIPPED, output=match.reason))
                     continue
