@@ -50,6 +50,7 @@ MALFORMED = [
     ({"tpu-sft:dataDiskSizeGb": "big"}, (), (), "tpu-sft:dataDiskSizeGb"),
     ({"tpu-sft:dataDiskType": "pd-standard"}, (), (), "tpu-sft:dataDiskType"),
     ({"tpu-sft:keepDataDisk": "maybe"}, (), (), "tpu-sft:keepDataDisk"),
+    ({"tpu-sft:allowDataDiskReplace": "maybe"}, (), (), "tpu-sft:allowDataDiskReplace"),
     ({"tpu-sft:access": "vpn"}, (), (), "tpu-sft:access"),
     ({"tpu-sft:access": "direct", "tpu-sft:externalIp": "false"}, (), (), "tpu-sft:externalIp"),
     ({"tpu-sft:sshUser": "Root User"}, (), (), "tpu-sft:sshUser"),
