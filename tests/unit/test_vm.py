@@ -113,6 +113,11 @@ def test_accelerator_type_picks_machine_type(mock_stack):
     assert mock_stack({"tpu-sft:acceleratorType": "v6e-4"}).one(INSTANCE).inputs["machineType"] == "ct6e-standard-4t"
 
 
+def test_a_stack_that_does_not_say_gets_an_external_ip_as_gcloud_gives(mock_stack):
+    vm = mock_stack(remove=("tpu-sft:externalIp",)).one(INSTANCE)
+    assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": [{}]}]
+
+
 def test_no_external_ip_when_asked(mock_stack):
     vm = mock_stack({"tpu-sft:externalIp": "false"}).one(INSTANCE)
     assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": []}]
