@@ -68,6 +68,10 @@ def test_data_disk_attached_to_vm_and_not_deleted_with_it(mock_stack):
     assert disk.urn in vm.dependencies
 
 
+def test_a_stack_that_does_not_say_deletes_the_disk_with_the_stack(mock_stack):
+    assert mock_stack(remove=("tpu-sft:keepDataDisk",)).one(DISK).retain_on_delete is False
+
+
 def test_keep_data_disk_retains_it(mock_stack):
     disk = mock_stack({"tpu-sft:keepDataDisk": "true"}).one(DISK)
     assert disk.retain_on_delete is True

@@ -134,3 +134,11 @@ def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, ke
     parse({**dev_config, key: lowest})
     with pytest.raises(ConfigError, match=f"^{key}:"):
         parse({**dev_config, key: below})
+
+
+def test_settings_never_show_the_token(dev_config):
+    """Settings end up in logs and tracebacks: their repr leaves the token (and the long public key) out."""
+    parsed = settings.parse({**dev_config, SECRET: TOKEN}, stack="dev", secret_keys=frozenset({SECRET}),
+                            public_key_reader=lambda path: "ssh-ed25519 AAAAC3NzaPublicKeyBody")
+    assert parsed.hf_token == TOKEN
+    assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
