@@ -142,3 +142,24 @@ def test_settings_never_show_the_token(dev_config):
                             public_key_reader=lambda path: "ssh-ed25519 AAAAC3NzaPublicKeyBody")
     assert parsed.hf_token == TOKEN
     assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
+
+
+def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
+    parsed = settings.parse(
+        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation"},
+        stack="dev", public_key_reader=lambda path: f"ssh-ed25519 AAAA read from {path}",
+    )
+    assert {name: getattr(parsed, name) for name in (
+        "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
+        "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
+        "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
+    )} == {
+        "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
+        "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
+        "data_disk_type": "hyperdisk-balanced", "keep_data_disk": False, "access": "iap", "external_ip": True,
+        "ssh_source_ranges": ("35.235.240.0/20",), "ssh_user": "tpu-sft",
+        "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
+        "ssh_public_key": "ssh-ed25519 AAAA read from ~/.ssh/google_compute_engine.pub",
+        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": None,
+        "hf_token": None,
+    }
