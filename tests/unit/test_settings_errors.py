@@ -1,5 +1,6 @@
 """Every malformed setting stops the program before anything is declared, with one line naming the key."""
 
+import dataclasses
 import functools
 
 import pytest
@@ -163,3 +164,9 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": None,
         "hf_token": None,
     }
+
+
+def test_validated_settings_cannot_be_changed_afterwards(dev_config):
+    parsed = settings.parse(dev_config, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.ssh_source_ranges = ("0.0.0.0/0",)  # type: ignore[misc]
