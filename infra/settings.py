@@ -248,8 +248,8 @@ def parse(
     if get("externalIp") is not None:
         values["external_ip"] = parse_bool("externalIp", get("externalIp"))
     anywhere = parse_bool("dangerouslyAllowSshFromAnywhere", get("dangerouslyAllowSshFromAnywhere", "false"))
-    if get("sshSourceRanges") is not None:
-        values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
+    # The default is checked like a listed range, so a default that opened SSH to the internet would be refused.
+    values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges", [IAP_RANGE]), anywhere)
     if get("sshUser") is not None:
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
     values.update(_os_login(get))

@@ -116,6 +116,9 @@ def test_unknown_job_and_bad_job_id(target, state_dir):
             jobs.cancel(conn, "nobody")
         with pytest.raises(BadInput, match="job id"):
             jobs.start(conn, "../escape", "true")
+        with pytest.raises(BadInput, match="command is empty"):
+            jobs.start(conn, "blank", " \n")
+    assert not (state_dir / "jobs").exists()  # nothing was claimed
     with pytest.raises(JobNotFound):
         jobs.follow(target, "nobody", lambda line: None)
 

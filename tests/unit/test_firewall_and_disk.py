@@ -40,6 +40,17 @@ def test_the_stack_owns_the_vms_ingress(mock_stack):
     assert allow["priority"] < deny["priority"] < DEFAULT_ALLOW_SSH_PRIORITY
 
 
+def test_a_stack_that_lists_no_ranges_admits_iap_only(mock_stack):
+    # Google's published IAP range, spelled out: a changed constant must not pass as its own expectation.
+    rule = allow_rule(mock_stack(remove=("tpu-sft:sshSourceRanges",))).inputs
+    assert rule["sourceRanges"] == ["35.235.240.0/20"]
+
+
+def test_the_loud_setting_alone_opens_nothing(mock_stack):
+    stack = mock_stack({"tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}, remove=("tpu-sft:sshSourceRanges",))
+    assert allow_rule(stack).inputs["sourceRanges"] == ["35.235.240.0/20"]
+
+
 def test_firewall_targets_the_vm_tag(mock_stack):
     stack = mock_stack()
     assert allow_rule(stack).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
@@ -78,6 +89,10 @@ def test_data_disk_attached_to_vm_and_not_deleted_with_it(mock_stack):
     ]
     # A separately declared disk is attached, not created by the VM: deleting the VM leaves it.
     assert disk.urn in vm.dependencies
+
+
+def test_a_stack_that_does_not_say_deletes_the_disk_with_the_stack(mock_stack):
+    assert mock_stack(remove=("tpu-sft:keepDataDisk",)).one(DISK).retain_on_delete is False
 
 
 def test_keep_data_disk_retains_it(mock_stack):

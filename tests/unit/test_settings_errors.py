@@ -1,9 +1,14 @@
 """Every malformed setting stops the program before anything is declared, with one line naming the key."""
 
+import dataclasses
+import functools
+
 import pytest
 from pulumi import RunError
 
+from infra import settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
+from workload.config import ConfigError
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6
@@ -51,6 +56,7 @@ MALFORMED = [
     ({"tpu-sft:dataDiskSizeGb": "big"}, (), (), "tpu-sft:dataDiskSizeGb"),
     ({"tpu-sft:dataDiskType": "pd-standard"}, (), (), "tpu-sft:dataDiskType"),
     ({"tpu-sft:keepDataDisk": "maybe"}, (), (), "tpu-sft:keepDataDisk"),
+    ({"tpu-sft:allowDataDiskReplace": "maybe"}, (), (), "tpu-sft:allowDataDiskReplace"),
     ({"tpu-sft:access": "vpn"}, (), (), "tpu-sft:access"),
     ({"tpu-sft:access": "direct", "tpu-sft:externalIp": "false"}, (), (), "tpu-sft:externalIp"),
     ({"tpu-sft:sshUser": "Root User"}, (), (), "tpu-sft:sshUser"),
@@ -128,3 +134,60 @@ def test_an_update_with_a_token_goes_ahead(dev_config, monkeypatch, source):
     else:
         stack = run_program({**dev_config, SECRET: TOKEN}, secret_keys=(SECRET,), preview=False)
     assert stack.of_type("gcp:compute/instance:Instance")
+
+
+# Each lower bound: the bound itself is a valid setting, one below it is not.
+BOUNDS = [
+    ("tpu-sft:steps", "1", "0"),
+    ("tpu-sft:perDeviceBatchSize", "1", "0"),
+    ("tpu-sft:maxTargetLength", "8", "7"),
+    ("tpu-sft:checkpointPeriod", "1", "0"),
+    ("tpu-sft:bootDiskSizeGb", "100", "99"),
+    ("tpu-sft:dataDiskSizeGb", "10", "9"),
+    ("tpu-sft:maxRunHours", "1", "0"),
+    ("tpu-sft:pricePerChipHour", "0.01", "0"),
+    ("tpu-sft:learningRate", "1e-9", "-1e-9"),
+]
+
+
+@pytest.mark.parametrize(("key", "lowest", "below"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, key, lowest, below):
+    parse = functools.partial(settings.parse, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    parse({**dev_config, key: lowest})
+    with pytest.raises(ConfigError, match=f"^{key}:"):
+        parse({**dev_config, key: below})
+
+
+def test_settings_never_show_the_token(dev_config):
+    """Settings end up in logs and tracebacks: their repr leaves the token (and the long public key) out."""
+    parsed = settings.parse({**dev_config, SECRET: TOKEN}, stack="dev", secret_keys=frozenset({SECRET}),
+                            public_key_reader=lambda path: "ssh-ed25519 AAAAC3NzaPublicKeyBody")
+    assert parsed.hf_token == TOKEN
+    assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
+
+
+def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
+    parsed = settings.parse(
+        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation"},
+        stack="dev", public_key_reader=lambda path: f"ssh-ed25519 AAAA read from {path}",
+    )
+    assert {name: getattr(parsed, name) for name in (
+        "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
+        "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
+        "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
+    )} == {
+        "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
+        "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
+        "data_disk_type": "hyperdisk-balanced", "keep_data_disk": False, "access": "iap", "external_ip": True,
+        "ssh_source_ranges": ("35.235.240.0/20",), "ssh_user": "tpu-sft",
+        "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
+        "ssh_public_key": "ssh-ed25519 AAAA read from ~/.ssh/google_compute_engine.pub",
+        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": None,
+        "hf_token": None,
+    }
+
+
+def test_validated_settings_cannot_be_changed_afterwards(dev_config):
+    parsed = settings.parse(dev_config, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.ssh_source_ranges = ("0.0.0.0/0",)  # type: ignore[misc]

@@ -136,8 +136,26 @@ def test_run_duration_cap(mock_stack):
     assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 10800}
 
 
+def test_a_capped_standard_vm_is_deleted_at_the_cap(mock_stack):
+    """Only a cap ends a STANDARD VM; it must then be deleted, not stopped (a stopped VM keeps its disks)."""
+    stack = mock_stack({"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2"},
+                       remove=("tpu-sft:reservation",))
+    scheduling = stack.one(INSTANCE).inputs["scheduling"]
+    assert (scheduling["instanceTerminationAction"], scheduling["maxRunDuration"]) == ("DELETE", {"seconds": 7200})
+
+
+def test_changes_stop_and_update_the_vm_instead_of_failing(vm):
+    # machine type, network and service account changes need a stopped VM; without this the update is refused
+    assert vm.inputs["allowStoppingForUpdate"] is True
+
+
 def test_accelerator_type_picks_machine_type(mock_stack):
     assert mock_stack({"tpu-sft:acceleratorType": "v6e-4"}).one(INSTANCE).inputs["machineType"] == "ct6e-standard-4t"
+
+
+def test_a_stack_that_does_not_say_gets_an_external_ip_as_gcloud_gives(mock_stack):
+    vm = mock_stack(remove=("tpu-sft:externalIp",)).one(INSTANCE)
+    assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": [{}]}]
 
 
 def test_no_external_ip_when_asked(mock_stack):
