@@ -26,17 +26,20 @@ from pathlib import Path
 
 from rehearsal.fresh_vm.evidence import report
 from rehearsal.fresh_vm.rehearse import RehearsalFailed, rehearse
+from workload.contract import EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.fresh_vm", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=Path("runs/fresh-vm"), help="where the run lives (default runs/fresh-vm)")
+    intro, epilog = __doc__.split("\n\n", 1)
+    parser = argparse.ArgumentParser(prog="python -m rehearsal.fresh_vm", description=intro, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path("runs/fresh-vm"),
+                        help="where the run lives (default runs/fresh-vm)")
     parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
         print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     started = time.monotonic()
     try:
         run = rehearse(args.dir.resolve(), steps=args.steps)

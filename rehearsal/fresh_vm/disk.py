@@ -32,12 +32,15 @@ class LoopDisk:
 
     def numbers(self) -> tuple[int, int]:
         """The device's (major, minor), for the node the VM sees."""
+        assert self.device, "attach the disk first"
         rdev = os.stat(self.device).st_rdev
         return os.major(rdev), os.minor(rdev)
 
     def filesystem_uuid(self) -> str | None:
         """The ext4 UUID on the disk, or None while it is blank (what the startup script's blkid asks)."""
-        done = subprocess.run(["blkid", "-p", "-s", "UUID", "-o", "value", self.device], capture_output=True, text=True)
+        assert self.device, "attach the disk first"
+        done = subprocess.run(["blkid", "-p", "-s", "UUID", "-o", "value", self.device],
+                              capture_output=True, text=True)
         return done.stdout.strip() or None
 
     def detach(self) -> None:
@@ -55,5 +58,6 @@ def detach_stale(image: Path) -> None:
 def _run(argv: list[str]) -> str:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()}. Fix: run as root on a machine with loop devices")
+        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()}. "
+                           "Fix: run as root on a machine with loop devices")
     return done.stdout

@@ -29,11 +29,18 @@ def first_connected_at(run: FreshVmRun) -> float:
 
 
 def sshd_listening_at(run: FreshVmRun, boot: int = 0) -> float:
-    return run.boots[boot].first("sshd", "Server listening")[0]
+    return _required(run, boot, "sshd", "Server listening")
 
 
 def user_created_at(run: FreshVmRun, boot: int = 0) -> float:
-    return run.boots[boot].first("user-created")[0]
+    return _required(run, boot, "user-created")
+
+
+def _required(run: FreshVmRun, boot: int, event: str, contains: str = "") -> float:
+    found = run.boots[boot].first(event, contains)
+    if found is None:
+        raise AssertionError(f"boot {boot + 1} never showed {event} {contains!r}; see {run.boots[boot].console}")
+    return found[0]
 
 
 def host_key_generated_at(run: FreshVmRun, boot: int = 0) -> float | None:
@@ -65,9 +72,11 @@ def report(run: FreshVmRun, user: str) -> list[str]:
     auth = [a for a in attempts if a.refused == "auth"]
     boot1, boot2 = run.boots[0], run.boots[-1]
     recorded = host_key_recorded_at(run)
+    late_sshd = (f"late sshd: first SSH attempt failed at +{attempts[0].at - t0:.1f} s ({attempts[0].refused} "
+                 f"refused); sshd answered at +{sshd_listening_at(run) - t0:.1f} s" if attempts
+                 else "late sshd: NOT MET (no failed attempt)")
     lines = [
-        f"late sshd: first SSH attempt failed at +{attempts[0].at - t0:.1f} s ({attempts[0].refused} refused); "
-        f"sshd answered at +{sshd_listening_at(run) - t0:.1f} s" if attempts else "late sshd: NOT MET (no failed attempt)",
+        late_sshd,
         f"late user: {len(auth)} attempt(s) refused by sshd before the guest agent made {user} at "
         f"+{user_created_at(run) - t0:.1f} s; connected at +{first_connected_at(run) - t0:.1f} s",
         f"host key: made at first boot (+{(host_key_generated_at(run) or t0) - t0:.1f} s; the image has none: "

@@ -19,7 +19,7 @@ import time
 
 SIM = "/run/tpu-sft-sim"
 SUDOERS_GROUP = "google-sudoers"  # the guest agent's group, with passwordless sudo
-OWNED = set()  # children whose exit status a thread here waits for: reap_forever leaves them alone
+OWNED: set = set()  # children whose exit status a thread here waits for: reap_forever leaves them alone
 OWNED_LOCK = threading.Lock()
 
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import json
-import os
 import shlex
-import signal
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,8 @@ from rehearsal.fresh_vm.image import unpack
 
 GUEST = Path(__file__).with_name("guest.py")
 SHM_SIZE = "4g"
+# The VM's own mounts, processes and hostname; killed with its PID 1 (--kill-child) when unshare dies.
+UNSHARE = ("unshare", "--mount", "--pid", "--uts", "--fork", "--kill-child")
 DETACH_WAIT_S = 30
 
 
@@ -33,6 +34,9 @@ DETACH_WAIT_S = 30
 class Timeline:
     sshd_delay_s: float = 10.0  # a new GCE VM answers SSH some seconds after `create` returned
     user_delay_s: float = 12.0  # the guest agent makes the login user some seconds after sshd answers
+
+
+GCE_LIKE = Timeline()
 
 
 @dataclass
@@ -67,7 +71,7 @@ class FreshVm:
     directory: Path  # console logs here; boot disks under `boot_disks`
     boot_disks: Path
     provisions: list[Callable[[Path], None]] = field(default_factory=list)  # applied to each new boot disk
-    timeline: Timeline = Timeline()
+    timeline: Timeline = GCE_LIKE
     boots: list[Boot] = field(default_factory=list)
     _proc: subprocess.Popen | None = None
 
@@ -81,7 +85,7 @@ class FreshVm:
         unpack(image, rootfs)
         for provision in self.provisions:
             provision(rootfs)
-        device = self.disk.attach()
+        self.disk.attach()
         sim = self.directory / f"boot-{number}-sim"
         discard(sim)
         sim.mkdir(parents=True)
@@ -89,7 +93,8 @@ class FreshVm:
         (sim / "startup-script").write_text(self.declared.startup_script)
         (sim / "startup-script").chmod(0o755)
         (sim / "boot.json").write_text(json.dumps({
-            "boot": number, "hostname": self.declared.name, "address": self.address, "ssh_keys": self.declared.ssh_keys,
+            "boot": number, "hostname": self.declared.name, "address": self.address,
+            "ssh_keys": self.declared.ssh_keys,
             "sshd_delay_s": self.timeline.sshd_delay_s, "user_delay_s": self.timeline.user_delay_s,
         }))
         (sim / "hypervisor.sh").write_text(_hypervisor_script(rootfs, sim, self.declared, self.disk.numbers()))
@@ -97,7 +102,7 @@ class FreshVm:
         boot = Boot(number, time.time(), console, self.disk.filesystem_uuid())
         with open(console, "w") as out:
             self._proc = subprocess.Popen(
-                ["unshare", "--mount", "--pid", "--uts", "--fork", "--kill-child", "/bin/sh", str(sim / "hypervisor.sh")],
+                [*UNSHARE, "/bin/sh", str(sim / "hypervisor.sh")],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_killed_with_parent,
             )
         self.boots.append(boot)
@@ -112,9 +117,11 @@ class FreshVm:
         return init
 
     def _init_pid(self) -> int | None:
+        if self._proc is None:
+            return None
         try:
             children = Path(f"/proc/{self._proc.pid}/task/{self._proc.pid}/children").read_text().split()
-        except (AttributeError, OSError):
+        except OSError:
             return None
         return int(children[0]) if children else None
 
@@ -148,11 +155,13 @@ class FreshVm:
         discard(self.directory / f"boot-{len(self.boots)}-sim")
 
 
+_CHAR_DEVICES = [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)]
+
+
 def _hypervisor_script(rootfs: Path, sim: Path, declared: DeclaredVm, numbers: tuple[int, int]) -> str:
     """Run as PID 1 of the new namespaces, before the chroot: the VM's own /proc, /dev, /run and hostname."""
     r, major, minor = shlex.quote(str(rootfs)), *numbers
-    nodes = "\n".join(f"mknod -m 666 {r}/dev/{name} c {a} {b}" for name, a, b in
-                      [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)])
+    nodes = "\n".join(f"mknod -m 666 {r}/dev/{name} c {a} {b}" for name, a, b in _CHAR_DEVICES)
     device = shlex.quote(f"google-{declared.data_disk_device}")
     return f"""set -eu
 mount -t proc proc {r}/proc

@@ -12,6 +12,7 @@ Every output line is timestamped as it arrives, so the evidence (evidence.py) ca
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import threading
@@ -20,18 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from infra.tasks import last_json_line
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
 from rehearsal.fresh_vm.image import cached_image
-from rehearsal.fresh_vm.machine import Boot, FreshVm, Timeline, discard
+from rehearsal.fresh_vm.machine import GCE_LIKE, Boot, FreshVm, Timeline, discard
 from rehearsal.fresh_vm.substitutions import PLATFORM, Substitution, provision_boot_disk, transform
 from rehearsal.run import Executed, Recorded, record, start
 from rehearsal.sshd import keygen
-from remote.bootstrap import spec_for
-from remote.phase import BOOTSTRAP_SPEC_ENV, PhaseRequest
-from remote.target import ENV_VAR, Target
-from infra.tasks import last_json_line
+from remote.bootstrap import BootstrapSpec
+from remote.phase_request import PhaseRequest
+from remote.profile import VM, HostProfile
+from remote.target import Target
+from workload.contract import TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
 STARTUP_WAIT_S = 120
@@ -68,7 +71,7 @@ class FreshVmRun:
     finished_at: float = 0.0
 
 
-def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = Timeline(),
+def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = GCE_LIKE,
              out: TextIO = sys.stdout) -> FreshVmRun:
     def say(text: str) -> None:
         print(f"fresh-vm: {text}", file=out, flush=True)
@@ -84,19 +87,20 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     stack, commands = record(CONFIG, overrides)
     declared = DeclaredVm.of(stack)
     spec, made = transform(_real_spec(commands[0]))
+    # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
+    profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping())
     address, address_lock = claim_address()
     result = FreshVmRun(address, image, [*PLATFORM, *made])
     for substitution in result.substitutions:
         say(substitution.line())
     disk = LoopDisk(directory / "data-disk.img", min(declared.data_disk_size_gb, SIMULATED_SIZE_GB))
     vm = FreshVm(declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk], timeline)
-    extra_env = {BOOTSTRAP_SPEC_ENV: spec.to_json()}
     try:
         result.boots.append(vm.create(image))
         result.vm_created_at = result.boots[-1].created_at
         say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
         for command in commands:
-            result.first_up.append(_execute(command, _env(command, extra_env, address, directory), result, out))
+            result.first_up.append(_execute(command, _env(command, profile, address, directory), result, out))
         result.summary = last_json_line(result.first_up[-1].stdout)
         result.host_public_keys = [p.read_text().strip() for p in sorted(
             Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
@@ -109,7 +113,7 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         say(f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
             "running them anyway, each must find its work done")
         for command in again:
-            result.second_up.append(_execute(command, _env(command, extra_env, address, directory), result, out))
+            result.second_up.append(_execute(command, _env(command, profile, address, directory), result, out))
 
         say("deleting the VM and creating it again on the same data disk")
         vm.delete()
@@ -126,15 +130,17 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     return result
 
 
-def _real_spec(bootstrap: Recorded):
-    """The spec `python -m remote phase bootstrap` would install with this command's environment."""
-    request = PhaseRequest.from_env("bootstrap", Target.from_json(bootstrap.environment[ENV_VAR]), bootstrap.environment)
-    return spec_for(request.pipeline, venv=request.venv)
+def _real_spec(bootstrap: Recorded) -> BootstrapSpec:
+    """The spec `python -m remote phase bootstrap` would install on the VM with this command's environment."""
+    target = Target.from_json(bootstrap.environment[TARGET_ENV])
+    return PhaseRequest.from_env("bootstrap", target, bootstrap.environment).bootstrap_spec()
 
 
-def _env(command: Recorded, extra: dict[str, str], address: str, directory: Path) -> dict[str, str]:
-    target = {**json.loads(command.environment[ENV_VAR]), "host": address, "known_hosts": str(directory / "known_hosts")}
-    return {**extra, ENV_VAR: json.dumps(target)}
+def _env(command: Recorded, profile: HostProfile, address: str, directory: Path) -> dict[str, str]:
+    """The recorded target pointed at the simulated VM, with its profile; everything else as declared."""
+    target = {**json.loads(command.environment[TARGET_ENV]), "host": address,
+              "known_hosts": str(directory / "known_hosts"), "profile": profile.to_mapping()}
+    return {TARGET_ENV: json.dumps(target)}
 
 
 def _execute(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO) -> Executed:

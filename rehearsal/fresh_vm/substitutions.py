@@ -94,7 +94,8 @@ def _uv(step: Step) -> tuple[Step, Substitution]:
         f'python3 -c {shlex.quote(extract)} {wheel} "$HOME/.local/bin/uv" && chmod 755 {UV} && {UV} --version'
     )
     return dataclasses.replace(step, command=command), Substitution(
-        "uv-from-pypi", f"step uv: {step.command}", f"uv {UV_VERSION}'s wheel from PyPI (sha256 checked) into ~/.local/bin")
+        "uv-from-pypi", f"step uv: {step.command}",
+        f"uv {UV_VERSION}'s wheel from PyPI (sha256 checked) into ~/.local/bin")
 
 
 def _python(step: Step) -> tuple[Step, Substitution]:

@@ -45,7 +45,7 @@ def test_the_post_train_extras_are_left_out_by_name():
 
 def test_a_real_spec_of_another_shape_stops_the_rehearsal():
     real = real_spec(installPostTrainExtras=False)
-    reshaped = BootstrapSpec(tuple(dataclasses.replace(s, command="uv pip install maxtext") if s.name == "maxtext" else s
-                                   for s in real.steps))
+    reshaped = BootstrapSpec(tuple(
+        dataclasses.replace(s, command="uv pip install maxtext") if s.name == "maxtext" else s for s in real.steps))
     with pytest.raises(SubstitutionError, match="update _maxtext"):
         transform(reshaped)
