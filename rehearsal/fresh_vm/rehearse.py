@@ -86,7 +86,7 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         overrides["tpu-sft:steps"] = str(steps)
     stack, commands = record(CONFIG, overrides)
     declared = DeclaredVm.of(stack)
-    spec, made = transform(_real_spec(commands[0]))
+    spec, made = transform(real_spec(commands[0]))
     # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
     profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping())
     address, address_lock = claim_address()
@@ -100,7 +100,8 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         result.vm_created_at = result.boots[-1].created_at
         say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
         for command in commands:
-            result.first_up.append(_execute(command, _env(command, profile, address, directory), result, out))
+            env = target_env(command, profile, address, directory)
+            result.first_up.append(execute_timestamped(command, env, result, out))
         result.summary = last_json_line(result.first_up[-1].stdout)
         result.host_public_keys = [p.read_text().strip() for p in sorted(
             Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
@@ -113,7 +114,8 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         say(f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
             "running them anyway, each must find its work done")
         for command in again:
-            result.second_up.append(_execute(command, _env(command, profile, address, directory), result, out))
+            env = target_env(command, profile, address, directory)
+            result.second_up.append(execute_timestamped(command, env, result, out))
 
         say("deleting the VM and creating it again on the same data disk")
         vm.delete()
@@ -130,20 +132,20 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     return result
 
 
-def _real_spec(bootstrap: Recorded) -> BootstrapSpec:
+def real_spec(bootstrap: Recorded) -> BootstrapSpec:
     """The spec `python -m remote phase bootstrap` would install on the VM with this command's environment."""
     target = Target.from_json(bootstrap.environment[TARGET_ENV])
     return PhaseRequest.from_env("bootstrap", target, bootstrap.environment).bootstrap_spec()
 
 
-def _env(command: Recorded, profile: HostProfile, address: str, directory: Path) -> dict[str, str]:
+def target_env(command: Recorded, profile: HostProfile, address: str, directory: Path) -> dict[str, str]:
     """The recorded target pointed at the simulated VM, with its profile; everything else as declared."""
     target = {**json.loads(command.environment[TARGET_ENV]), "host": address,
               "known_hosts": str(directory / "known_hosts"), "profile": profile.to_mapping()}
     return {TARGET_ENV: json.dumps(target)}
 
 
-def _execute(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO) -> Executed:
+def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO) -> Executed:
     """Run one recorded command as pulumi-command does, each output line timestamped as it arrives."""
     print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
     started = time.monotonic()
