@@ -77,24 +77,30 @@ def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipel
             time.sleep(RETRY_S)
         exports = " ".join(f"export {k}={shlex.quote(v)};" for k, v in spec.env.items())
         for step in spec.steps:
-            subprocess.run([*ssh, f"{exports} {step.command}"], check=True, capture_output=True)
+            _checked([*ssh, f"{exports} {step.command}"])
         shipped = subprocess.run(["tar", "-C", str(ROOT), "-c", "workload"], check=True, capture_output=True).stdout
         unpack = f"mkdir -p code && tar -x -C code && printf %s {shlex.quote(pipeline_json)} > settings.json"
-        subprocess.run([*ssh, unpack], input=shipped, check=True, capture_output=True)
-        python = "$HOME/.tpu-sft/maxtext_venv/bin/python"
-        printed = subprocess.run(
-            [*ssh, f"cd code && {python} -m workload commands --config ../settings.json --work-dir {SCRATCH_DIR} "
-                   f"--output-dir {KEPT_DIR} --python {python}"], check=True, capture_output=True, text=True).stdout
+        _checked([*ssh, unpack], shipped)
+        python = "/home/tpu-sft/.tpu-sft/maxtext_venv/bin/python"  # where bootstrap put it (the guest agent's home)
+        printed = _checked([*ssh, f"cd code && {python} -m workload commands --config ../settings.json "
+                                  f"--work-dir {SCRATCH_DIR} --output-dir {KEPT_DIR} --python {python}"]).decode()
         scripts = [f"cd code && {python} -m workload.tiny {SCRATCH_DIR}/tiny"]
         scripts += [f"cd code && {block.split(chr(10), 1)[1]}" for block in printed.strip().split("\n\n")][:2]
         for script in scripts[:-1]:
-            subprocess.run([*ssh, script], check=True, capture_output=True)
+            _checked([*ssh, script])
         train = subprocess.Popen([*ssh, scripts[-1]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert train.stdout
         first_step = next((time.time() for line in train.stdout if parse_step(line)), None)
         train.kill()
         assert first_step, "train_sft printed no step"
         return first_step - created
+
+
+def _checked(argv: list[str], stdin: bytes | None = None) -> bytes:
+    done = subprocess.run(argv, input=stdin, capture_output=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"by hand: {argv[-1][:80]}… exited {done.returncode}: {done.stderr.decode()[-1500:]}")
+    return done.stdout
 
 
 def main() -> int:
@@ -108,7 +114,7 @@ def main() -> int:
     declared = DeclaredVm.of(stack)
     spec, _ = transform(real_spec(commands[0]))
     rehearsed = rehearsal(directory / "rehearsal", declared, image, commands, spec)
-    manual = by_hand(directory / "by-hand", declared, image, key, commands[0].environment[PIPELINE_ENV], spec)
+    manual = by_hand(directory / "by-hand", declared, image, key, commands[-1].environment[PIPELINE_ENV], spec)
     print(json.dumps({"rehearsal_s": round(rehearsed, 1), "by_hand_s": round(manual, 1),
                       "ratio": round(rehearsed / manual, 3), "target": 0.7}))
     print(f"VM created → first training step: rehearsal {rehearsed:.0f} s, by hand {manual:.0f} s, "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import threading
 import time
@@ -34,7 +35,7 @@ from remote.bootstrap import BootstrapSpec
 from remote.phase_request import PhaseRequest
 from remote.profile import VM, HostProfile
 from remote.target import Target
-from workload.contract import TARGET_ENV
+from workload.contract import SCRATCH_DIR, TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
 STARTUP_WAIT_S = 120
@@ -124,6 +125,9 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         kept = Path(f"/proc/{vm.pid}/root{result.summary.get('kept_dir', '/nonexistent')}")
         result.kept_after_recreate = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
         say(f"boot 2: the kept model {result.summary.get('kept_dir')} holds {len(result.kept_after_recreate)} entries")
+    except RehearsalFailed:
+        _keep_vm_logs(vm, directory / "vm-logs")
+        raise
     finally:
         vm.delete()
         address_lock.close()
@@ -172,6 +176,17 @@ def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun,
     if done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
+
+
+def _keep_vm_logs(vm: FreshVm, into: Path) -> None:
+    """The workload's logs live in the VM's /dev/shm, which goes with it: keep them to read after a failure."""
+    try:
+        logs = Path(f"/proc/{vm.pid}/root{SCRATCH_DIR}/logs")
+    except RuntimeError:
+        return
+    if logs.is_dir():
+        discard(into)
+        shutil.copytree(logs, into)
 
 
 def _mkdir(path: Path) -> Path:

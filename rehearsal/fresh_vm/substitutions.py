@@ -134,7 +134,9 @@ def provision_boot_disk(rootfs: Path) -> None:
         shutil.copy(ca, f"{rootfs}{LOCAL_CAS}/{ca.name}")
         with open(f"{rootfs}{CA_BUNDLE}", "a") as bundle:
             bundle.write(ca.read_text())
-    _run(["cp", "-a", str(HOST_PYTHON), f"{rootfs}{VM_PYTHON}"])
+    # Hard links, like the wheels below: nothing on the VM writes there (root-owned), and deleting a boot disk
+    # then frees no blocks (this machine's disk discards synchronously: freeing 300 MB takes minutes under load).
+    _run(["cp", "-al", str(HOST_PYTHON), f"{rootfs}{VM_PYTHON}"])
     # The unpacked wheels (10 GB) as hard links, made here as root: seconds, and never written to (uv only adds
     # new entries). The rest (80 MB of indexes, locks and markers, which uv rewrites) as writable copies, so
     # this machine's own cache is never changed by the VM.
