@@ -115,8 +115,16 @@ def _maxtext(step: Step) -> tuple[Step, Substitution]:
     if not first.startswith("UV_TORCH_BACKEND="):
         raise SubstitutionError("the real maxtext step no longer starts with UV_TORCH_BACKEND=…: "
                                 "update _maxtext in rehearsal/fresh_vm/substitutions.py to the new spec")
-    return dataclasses.replace(step, command=rest), Substitution(
-        "torch-from-pypi", f"step maxtext: {first} (PyTorch's own index)", "no UV_TORCH_BACKEND: torch from PyPI")
+    words = shlex.split(rest)
+    python = words[words.index("--python") + 1]
+    # MaxText picks its default config (post_train/sft.yml) by comparing realpath(argv[0]) with its package
+    # folder: through symlinks into the cache that fails and it falls back to base.yml. Its own files are copied.
+    find = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('maxtext').origin))"
+    copy_in = (f'pkg=$({shlex.quote(python)} -c {shlex.quote(find)}) && cp -rL "$pkg" "$pkg.copy" && '
+               'rm -rf "$pkg" && mv "$pkg.copy" "$pkg"')
+    return dataclasses.replace(step, command=f"{rest} && {copy_in}"), Substitution(
+        "torch-from-pypi", f"step maxtext: {first} (PyTorch's own index)",
+        "no UV_TORCH_BACKEND: torch from PyPI; MaxText's own package then copied out of the cache's symlinks")
 
 
 def _post_train_extras(step: Step) -> tuple[None, Substitution]:
