@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from tests.workload.tiny_run import processes
 from workload import exit_reason
 from workload.proc import StepFailed, run_logged
 
@@ -24,24 +25,6 @@ if __name__ == "__main__":
     print("ready", os.getpid(), worker.pid, flush=True)
     time.sleep(600)
 """
-
-
-def children_of(parent: int) -> list[str]:
-    """Live (not zombie) children of `parent`, as "pid cmdline"."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[1]) == parent and fields[0] != "Z":
-            found.append(f"{entry} {cmdline}")
-    return found
 
 
 def test_a_killed_process_ends_its_step_and_takes_its_children_along(tmp_path):
@@ -65,7 +48,7 @@ def test_a_killed_process_ends_its_step_and_takes_its_children_along(tmp_path):
         assert time.monotonic() < deadline and thread.is_alive(), "the fake trainer never got ready"
         time.sleep(0.05)
     _, main_pid, worker_pid = next(line for line in lines if line.startswith("ready")).split()
-    children = [int(member.split()[0]) for member in children_of(int(main_pid))]
+    children = [p["pid"] for p in processes() if p["ppid"] == int(main_pid)]
     assert len(children) == 2 and int(worker_pid) in children  # the spawn worker and the resource_tracker
     assert {os.getpgid(pid) for pid in (int(main_pid), *children)} == {os.getpgid(0)}  # killpg reaches them all
     os.kill(int(main_pid), signal.SIGKILL)
