@@ -82,7 +82,9 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         _remove(directory / stale)  # a rehearsal starts from a new VM and a blank disk
     image = cached_image(say)
     key = keygen(_mkdir(directory / "client") / "id_ed25519")
-    overrides = {"tpu-sft:sshPublicKeyPath": f"{key}.pub"}
+    # The stack's one SSH identity (tpu-sft:sshPublicKey), with its private half where `pulumi up` looks for it.
+    overrides = {"tpu-sft:sshPublicKeyPath": f"{key}.pub",
+                 "tpu-sft:sshPublicKey": Path(f"{key}.pub").read_text().strip()}
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
     stack, commands = record(CONFIG, overrides)

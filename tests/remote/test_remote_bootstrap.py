@@ -91,7 +91,8 @@ def test_interrupted_bootstrap_resumes_cleanly(target, scratch):
 
 def test_a_failing_step_is_named_and_leaves_no_fingerprint(target, scratch):
     spec = BootstrapSpec((Step("fine", "true"), Step("broken", "echo why >&2; exit 7")))
-    with connect(target) as conn, pytest.raises(CommandFailed, match="bootstrap step broken exited 7") as failed:
+    failing = r"bootstrap step 'broken' failed \(exit 7\): why"
+    with connect(target) as conn, pytest.raises(CommandFailed, match=failing) as failed:
         bootstrap(conn, spec)
     assert failed.value.tail == ("why",)
     assert not (scratch / "remote state/bootstrap/fingerprint").exists()
@@ -106,7 +107,7 @@ def test_a_failing_step_is_named_and_leaves_no_fingerprint(target, scratch):
     '["steps"]',
 ])
 def test_a_malformed_spec_is_bad_input(text):
-    with pytest.raises(BadInput, match="bootstrap spec is not valid"):
+    with pytest.raises(BadInput, match=r"^bootstrap spec"):
         BootstrapSpec.from_json(text)
 
 

@@ -152,7 +152,7 @@ BOUNDS = [
 
 @pytest.mark.parametrize(("key", "lowest", "below"), BOUNDS, ids=[b[0] for b in BOUNDS])
 def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, key, lowest, below):
-    parse = functools.partial(settings.parse, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    parse = functools.partial(settings.parse, stack="dev")
     parse({**dev_config, key: lowest})
     with pytest.raises(ConfigError, match=f"^{key}:"):
         parse({**dev_config, key: below})
@@ -160,16 +160,18 @@ def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, ke
 
 def test_settings_never_show_the_token(dev_config):
     """Settings end up in logs and tracebacks: their repr leaves the token (and the long public key) out."""
-    parsed = settings.parse({**dev_config, SECRET: TOKEN}, stack="dev", secret_keys=frozenset({SECRET}),
-                            public_key_reader=lambda path: "ssh-ed25519 AAAAC3NzaPublicKeyBody")
+    public_key = "ssh-ed25519 AAAAC3NzaPublicKeyBody"
+    parsed = settings.parse({**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN}, stack="dev",
+                            secret_keys=frozenset({SECRET}))
     assert parsed.hf_token == TOKEN
     assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
 
 
 def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
     parsed = settings.parse(
-        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation"},
-        stack="dev", public_key_reader=lambda path: f"ssh-ed25519 AAAA read from {path}",
+        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation",
+         "tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me@laptop"},
+        stack="dev",
     )
     assert {name: getattr(parsed, name) for name in (
         "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
@@ -181,13 +183,13 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "data_disk_type": "hyperdisk-balanced", "keep_data_disk": False, "access": "iap", "external_ip": True,
         "ssh_source_ranges": ("35.235.240.0/20",), "ssh_user": "tpu-sft",
         "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
-        "ssh_public_key": "ssh-ed25519 AAAA read from ~/.ssh/google_compute_engine.pub",
-        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": None,
+        "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
+        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": 4,
         "hf_token": None,
     }
 
 
 def test_validated_settings_cannot_be_changed_afterwards(dev_config):
-    parsed = settings.parse(dev_config, stack="dev", public_key_reader=lambda path: "ssh-ed25519 AAAA")
+    parsed = settings.parse(dev_config, stack="dev")
     with pytest.raises(dataclasses.FrozenInstanceError):
         parsed.ssh_source_ranges = ("0.0.0.0/0",)  # type: ignore[misc]
