@@ -30,7 +30,14 @@ from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
 from rehearsal.fresh_vm.image import cached_image
 from rehearsal.fresh_vm.machine import FreshVm, discard
-from rehearsal.fresh_vm.rehearse import CONFIG, FreshVmRun, execute_timestamped, real_spec, target_env
+from rehearsal.fresh_vm.rehearse import (
+    CONFIG,
+    FreshVmRun,
+    execute_timestamped,
+    identity_overrides,
+    real_spec,
+    target_env,
+)
 from rehearsal.fresh_vm.substitutions import provision_boot_disk, transform
 from rehearsal.run import record
 from rehearsal.sshd import keygen
@@ -110,7 +117,7 @@ def main() -> int:
     image = cached_image()
     (directory / "client").mkdir(parents=True, exist_ok=True)
     key = keygen(directory / "client" / "id_ed25519")
-    stack, commands = record(CONFIG, {"tpu-sft:sshPublicKeyPath": f"{key}.pub"})
+    stack, commands = record(CONFIG, identity_overrides(key))
     declared = DeclaredVm.of(stack)
     spec, _ = transform(real_spec(commands[0]))
     rehearsed = rehearsal(directory / "rehearsal", declared, image, commands, spec)

@@ -72,6 +72,12 @@ class FreshVmRun:
     finished_at: float = 0.0
 
 
+def identity_overrides(key: Path | str) -> dict[str, str]:
+    """The stack's one SSH identity (tpu-sft:sshPublicKey), its private half where `pulumi up` looks for it."""
+    public = Path(f"{key}.pub")
+    return {"tpu-sft:sshPublicKeyPath": str(public), "tpu-sft:sshPublicKey": public.read_text().strip()}
+
+
 def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = GCE_LIKE,
              out: TextIO = sys.stdout) -> FreshVmRun:
     def say(text: str) -> None:
@@ -82,9 +88,7 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         _remove(directory / stale)  # a rehearsal starts from a new VM and a blank disk
     image = cached_image(say)
     key = keygen(_mkdir(directory / "client") / "id_ed25519")
-    # The stack's one SSH identity (tpu-sft:sshPublicKey), with its private half where `pulumi up` looks for it.
-    overrides = {"tpu-sft:sshPublicKeyPath": f"{key}.pub",
-                 "tpu-sft:sshPublicKey": Path(f"{key}.pub").read_text().strip()}
+    overrides = identity_overrides(key)
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
     stack, commands = record(CONFIG, overrides)
