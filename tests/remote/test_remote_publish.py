@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from rehearsal.__main__ import CONFIG
 from rehearsal.local_host import LocalHost
 from rehearsal.run import execute, record
-from rehearsal.sshd import free_port
+from tests.gcs_emulator import storage_emulator
 from tests.workload.hub_standin import HubStandin
 from workload.commands import run_name
 from workload.config import PipelineConfig
@@ -29,26 +25,12 @@ from workload.contract import PIPELINE_ENV
 from workload.fingerprint import manifest
 
 WRITE_TOKEN = "hf_" + "PublishCanary" * 3
-EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
 
 
 @pytest.fixture
 def gcs():
-    port = free_port("127.0.0.1")
-    process = subprocess.Popen([str(EMULATOR), "start", "--port", str(port), "--in-memory", "-q",
-                                "--default-bucket", "models"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            urllib.request.urlopen(f"{host}/storage/v1/b/models", timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline, "the storage emulator did not answer"
-            time.sleep(0.05)
-    yield host
-    process.kill()
-    process.wait()
+    with storage_emulator() as host:
+        yield host
 
 
 @pytest.fixture

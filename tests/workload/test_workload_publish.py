@@ -11,50 +11,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from rehearsal.sshd import free_port
+from tests.gcs_emulator import storage_emulator
 from tests.workload.hub_standin import HubStandin
 from workload.fingerprint import manifest
 
-EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
 REPO = Path(__file__).resolve().parents[2]
-
-
-def wait_until(predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 @pytest.fixture
 def gcs():
-    port = free_port("127.0.0.1")
-    process = subprocess.Popen([str(EMULATOR), "start", "--port", str(port), "--in-memory", "-q",
-                                "--default-bucket", "models"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            with urllib.request.urlopen(f"{host}/storage/v1/b/models", timeout=1):
-                return True
-        except OSError:
-            return False
-
-    try:
-        wait_until(answers)
+    with storage_emulator() as host:
         yield host
-    finally:
-        process.kill()
-        process.wait()
 
 
 def objects(host: str, bucket: str = "models") -> dict[str, dict]:
