@@ -8,11 +8,14 @@ import pulumi
 
 from infra import settings as stack_settings
 from infra.access import gcloud_ssh_command, ssh_command
+from infra.autostop import AutostopAccess, AutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SshFirewall, SshFirewallArgs
-from infra.tasks import PostDeployTasks, TasksArgs
+from infra.publish import PublishArgs, PublishTask
+from infra.ssh_access import OsLoginKey, OsLoginKeyArgs
+from infra.tasks import PostDeployTasks, TasksArgs, last_json_line
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
 from workload.contract import MOUNT_POINT, RUNS_PREFIX
@@ -38,6 +41,12 @@ firewall = SshFirewall(
     f"{settings.instance_name}-ssh",
     SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
 )
+access_key = (
+    [OsLoginKey(f"{settings.instance_name}-oslogin-key",
+                OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
+                               public_key=settings.ssh_public_key))]
+    if settings.ssh_access == "oslogin" else []
+)
 vm = TpuVm(
     settings.instance_name,
     TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
@@ -55,6 +64,18 @@ checkpoints = Bucket(
         object_users=[vm.service_account_email.apply(lambda email: f"serviceAccount:{email}")],
     ),
 )
+if settings.autostop != "off":
+    AutostopAccess(
+        f"{settings.instance_name}-autostop",
+        AutostopAccessArgs(
+            project=settings.project,
+            zone=settings.zone,
+            stack=settings.stack,
+            action=settings.autostop,
+            instance_name=vm.name,
+            service_account_email=vm.service_account_email,
+        ),
+    )
 tasks = PostDeployTasks(
     f"{settings.instance_name}-pipeline",
     TasksArgs(
@@ -64,7 +85,7 @@ tasks = PostDeployTasks(
         external_ip=vm.external_ip,
         runs_url=checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"),
         hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
-        after=[vm, firewall, data_disk, checkpoints],
+        after=[vm, firewall, data_disk, checkpoints, *access_key],
     ),
 )
 cost = estimate(
@@ -91,4 +112,25 @@ pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
 pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
 pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
 pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
-pulumi.export("chipHoursUsed", tasks.summaries["train"].apply(lambda r: r.get("chip_hours")))
+# Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
+bill = trained.apply(lambda r: r.get("bill") or {})
+pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
+pulumi.export("costUsd", bill.apply(
+    lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+))
+trained_on = tasks.summaries["train"]
+pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+
+if settings.publishes:
+    published = PublishTask(
+        f"{settings.instance_name}-pipeline-publish",
+        PublishArgs(
+            settings=settings,
+            target_json=tasks.target_json,
+            instance_id=vm.instance_id,
+            write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
+            export=tasks.phases["export"],
+        ),
+    )
+    pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))

@@ -1,4 +1,10 @@
-"""The SSH firewall rule: the only ingress the VM gets."""
+"""The VM's ingress, owned by the stack: SSH from the allowed ranges, and nothing else from anywhere.
+
+A project's network may carry rules of its own that reach every instance: the default network's
+`default-allow-ssh` admits tcp:22 from 0.0.0.0/0 at priority 65534 (also `default-allow-rdp`, `-icmp`). A
+deny of all ingress on the VM's tag, at a priority between our allow and those defaults, makes "SSH only from
+the listed ranges" true whatever the network holds: GCE applies the rule with the lowest priority number.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,10 @@ from dataclasses import dataclass
 
 import pulumi
 import pulumi_gcp as gcp
+
+ALLOW_PRIORITY = 1000  # GCE's default priority, written out: the deny below must come after it
+DENY_PRIORITY = 65000  # after our allow, before the network's default rules (65534)
+ANYWHERE = "0.0.0.0/0"
 
 
 @dataclass(frozen=True)
@@ -22,11 +32,23 @@ class SshFirewall(pulumi.ComponentResource):
             name,
             network=args.network,
             direction="INGRESS",
+            priority=ALLOW_PRIORITY,
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
             source_ranges=list(args.source_ranges),
             target_tags=[args.target_tag],
             description="tpu-sft: SSH to the TPU VM for its post-deploy tasks",
             opts=pulumi.ResourceOptions(parent=self),
         )
+        self.deny_other = gcp.compute.Firewall(
+            f"{name}-deny-other",
+            network=args.network,
+            direction="INGRESS",
+            priority=DENY_PRIORITY,
+            denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
+            source_ranges=[ANYWHERE],
+            target_tags=[args.target_tag],
+            description="tpu-sft: no other ingress to the TPU VM, whatever the network's default rules allow",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
         self.name = self.firewall.name
-        self.register_outputs({"name": self.name})
+        self.register_outputs({"name": self.name, "deny_name": self.deny_other.name})

@@ -25,7 +25,7 @@ from workload.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
-    return parse(read_stack_config(path), stack=stack, public_key_reader=lambda _path: "")
+    return parse(read_stack_config(path), stack=stack)
 
 
 def vm_identity(s: Settings) -> dict[str, Any]:

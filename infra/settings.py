@@ -11,10 +11,13 @@ import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from infra.cost import PRICE_TABLE
+from infra import publish_settings
+from infra.cost import PRICE_TABLE, estimate
+from infra.run_cap import default_max_run_hours
+from infra.ssh_access import ACCESS_MODES, os_login_user
+from infra.ssh_identity import require_private_key
 from workload.accelerators import ACCELERATORS, Accelerator
 from workload.config import BY_KEY as PIPELINE_SETTINGS
 from workload.config import (
@@ -37,17 +40,23 @@ ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or st
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+AUTOSTOP_ACTIONS = ("stop", "delete", "off")  # what the VM does to itself once idle (workload/autostop.py)
+# Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
+# (future) reservation. Spot and flex-start VMs consume none.
+RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
 
-_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
-_ZONE = re.compile(r"^[a-z]+-[a-z]+\d+-[a-z]$")
-_RESOURCE_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_RESERVATION = re.compile(r"^(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
-_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
-_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
-_SERVICE_ACCOUNT = re.compile(r"^[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com$")
+# Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only.
+_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+_RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_RESERVATION = re.compile(r"(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_ACCOUNT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
 # Cloud Storage bucket names without dots (dotted names need domain verification): 3-63 characters.
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -55,7 +64,9 @@ INFRA_KEYS = (
     "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
     "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
     "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount", "checkpointBucket", "checkpointRetentionDays", "bucketForceDestroy",
+    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount", "autostop", "idleMinutes",
+    "checkpointBucket", "checkpointRetentionDays", "bucketForceDestroy",
+    *publish_settings.KEYS,
 )
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
@@ -84,16 +95,33 @@ class Settings:
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
-    max_run_hours: int | None = None
+    max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's identity; None: the project's default compute service account
     checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name
     checkpoint_retention_days: int = 30
     bucket_force_destroy: bool = False
+    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_access.py)
+    os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
+    autostop: str = "stop"
+    idle_minutes: int = 30
+    publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
+    publish_hub_repo: str | None = None
+    publish_hub_public: bool = False
+    hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+
+    @property
+    def publishes(self) -> bool:
+        return bool(self.publish_gcs_uri or self.publish_hub_repo)
 
     @property
     def ssh_private_key_path(self) -> str:
         return self.ssh_public_key_path.removesuffix(".pub")
+
+
+def _secret_key(key: str) -> str:
+    """Where a token found in plain text belongs: its own key if it is a token setting, else tpu-sft:hfToken."""
+    return key if key.endswith("Token") else stack_key("hfToken")
 
 
 def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
@@ -104,6 +132,8 @@ def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
                                                                                               f"'[\"{IAP_RANGE}\"]'"))
     for cidr in ranges:
         try:
+            if not isinstance(cidr, str) or not cidr.isascii():  # ip_network(5) is 0.0.0.5/32
+                raise TypeError(cidr)
             network = ipaddress.ip_network(cidr, strict=True)
         except (TypeError, ValueError):
             raise ConfigError(
@@ -124,7 +154,7 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     if raw is not None:
         given = parse_structured("labels", raw, dict, '{"owner": "me"}')
         for k, v in given.items():
-            if not _LABEL_KEY.match(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.match(v):
+            if not _LABEL_KEY.fullmatch(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.fullmatch(v):
                 raise ConfigError(
                     stack_key("labels"),
                     f"label {k}={v!r} is not valid (lower-case letters, digits, '_' and '-'; keys start with a letter)",
@@ -134,27 +164,35 @@ def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-_PUBLIC_KEY = re.compile(r"^(ssh-(ed25519|rsa)|ecdsa-sha2-\S+) [A-Za-z0-9+/=]+")
+# One key on one line (a newline would smuggle a second key into the VM's ssh-keys metadata), comment optional.
+_PUBLIC_KEY = re.compile(r"(ssh-(ed25519|rsa)|ecdsa-sha2-[A-Za-z0-9-]+) [A-Za-z0-9+/=]+( [^\r\n]*)?")
 
 
-def read_public_key(path_text: str) -> str:
-    path = Path(os.path.expanduser(path_text))
-    if not path.is_file():
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} does not exist",
-            f"create it with `ssh-keygen -t ed25519 -f {str(path).removesuffix('.pub')}` "
-            f"(or run `gcloud compute ssh` once), or {set_hint('sshPublicKeyPath', '<path to a .pub>')}",
-        )
-    # Checked before reading: a private key given here by mistake is never read.
-    text = path.read_text().strip() if path_text.endswith(".pub") else ""
-    if not _PUBLIC_KEY.match(text):
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"),
-            f"{path} is not an OpenSSH public key (.pub)",
-            set_hint("sshPublicKeyPath", "~/.ssh/google_compute_engine.pub"),
-        )
-    return text
+def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
+    """tpu-sft:sshAccess and, for OS Login, the account and the POSIX user Google gives it."""
+    mode = parse_choice("sshAccess", get("sshAccess") or "metadata", ACCESS_MODES)
+    account = get("osLoginAccount")
+    if mode != "oslogin":
+        if account is not None:
+            raise ConfigError(stack_key("osLoginAccount"), "is only used with tpu-sft:sshAccess oslogin",
+                              "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
+        return {"ssh_access": mode}
+    if account is None:
+        raise ConfigError(stack_key("osLoginAccount"),
+                          "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
+                          "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
+    parse_pattern("osLoginAccount", account, _ACCOUNT, "a Google account e-mail", "me@example.com")
+    values = {"ssh_access": mode, "os_login_account": account}
+    if get("sshUser") is None:
+        user = os_login_user(account)
+        if user is None:
+            raise ConfigError(
+                stack_key("sshUser"),
+                f"cannot be derived from {account} (a service account, or a name over 32 characters)",
+                "pulumi config set tpu-sft:sshUser <its POSIX name: gcloud compute os-login describe-profile>",
+            )
+        values["ssh_user"] = user
+    return values
 
 
 def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str:
@@ -163,7 +201,7 @@ def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str
         return parse_pattern("checkpointBucket", raw, _BUCKET, "a bucket name (3-63 of a-z, 0-9, '-', '_')",
                              f"{project}-tpu-sft-runs")
     name = f"{project}-{instance_name or Settings.instance_name}-runs"
-    if not _BUCKET.match(name):
+    if not _BUCKET.fullmatch(name):
         raise ConfigError(stack_key("checkpointBucket"),
                           f"the derived bucket name {name!r} is longer than 63 characters",
                           set_hint("checkpointBucket", f"{project[:40]}-runs"))
@@ -175,18 +213,14 @@ def parse(
     *,
     stack: str,
     secret_keys: frozenset[str] = frozenset(),
-    public_key_reader: Callable[[str], str] = read_public_key,
 ) -> Settings:
     """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values.
-
-    `public_key_reader` turns tpu-sft:sshPublicKeyPath into the key; a caller that compares configs
-    without deploying them (the plan command) passes one that reads nothing.
-    """
+    Reads no file: the same config gives the same settings on every machine."""
     for key, value in raw.items():
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
                 key, "holds what looks like a Hugging Face token in plain text",
-                f"remove it and run `pulumi config set --secret {stack_key('hfToken')}` instead",
+                f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
             )
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
     pipeline_keys = set(PIPELINE_SETTINGS)
@@ -233,27 +267,35 @@ def parse(
     if get("externalIp") is not None:
         values["external_ip"] = parse_bool("externalIp", get("externalIp"))
     anywhere = parse_bool("dangerouslyAllowSshFromAnywhere", get("dangerouslyAllowSshFromAnywhere", "false"))
-    if get("sshSourceRanges") is not None:
-        values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges"), anywhere)
+    # The default is checked like a listed range, so a default that opened SSH to the internet would be refused.
+    values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges", [IAP_RANGE]), anywhere)
     if get("sshUser") is not None:
         values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
+    values.update(_os_login(get))
     key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
-    if not isinstance(key_path, str) or not key_path:
-        raise ConfigError(stack_key("sshPublicKeyPath"), f"expected a file path, got {key_path!r}",
-                          set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY))
-    values["ssh_public_key_path"] = key_path
-    if get("sshPublicKey") is not None:
-        values["ssh_public_key"] = parse_pattern(
-            "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key",
-            "\"$(cat ~/.ssh/id_ed25519.pub)\"",
+    if not isinstance(key_path, str) or not key_path.endswith(".pub") or key_path == ".pub":
+        raise ConfigError(
+            stack_key("sshPublicKeyPath"), f"expected the path of a public key file (.pub), got {key_path!r}; "
+            "its private key is the same path without .pub", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY),
         )
-    else:
-        values["ssh_public_key"] = public_key_reader(key_path)
+    values["ssh_public_key_path"] = key_path
+    if get("sshPublicKey") is None:
+        raise ConfigError(
+            stack_key("sshPublicKey"),
+            "is not set; the VM's SSH key must come from the stack, not from the machine that runs pulumi",
+            f"pulumi config set {stack_key('sshPublicKey')} \"$(cat {DEFAULT_PUBLIC_KEY})\"",
+        )
+    values["ssh_public_key"] = parse_pattern(
+        "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", f"\"$(cat {DEFAULT_PUBLIC_KEY})\""
+    )
     values["labels"] = _labels(get("labels"), stack)
     if get("pricePerChipHour") is not None:
         values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
-    if get("maxRunHours") is not None:
-        values["max_run_hours"] = parse_int("maxRunHours", get("maxRunHours"), minimum=1, example="4")
+    values["max_run_hours"] = _max_run_hours(get("maxRunHours"), pipeline)
+    if get("autostop") is not None:
+        values["autostop"] = parse_choice("autostop", get("autostop"), AUTOSTOP_ACTIONS)
+    if get("idleMinutes") is not None:
+        values["idle_minutes"] = parse_int("idleMinutes", get("idleMinutes"), minimum=1, example="30")
     if get("serviceAccount") is not None:
         values["service_account"] = parse_pattern(
             "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
@@ -272,6 +314,7 @@ def parse(
                 "pulumi config rm tpu-sft:hfToken && pulumi config set --secret tpu-sft:hfToken <token>",
             )
         values["hf_token"] = get("hfToken")
+    values.update(publish_settings.parse(get, secret_keys))
 
     settings = Settings(
         project=project, zone=zone, stack=stack, pipeline=pipeline,
@@ -283,16 +326,18 @@ def parse(
 
 
 def reservation_matches_model(s: Settings) -> None:
-    """A RESERVATION_BOUND VM names its reservation; no other model takes one."""
+    """A RESERVATION_BOUND VM names its (calendar-mode) reservation; a STANDARD one may name an ordinary one;
+    SPOT and FLEX_START VMs consume none."""
     if s.provisioning_model == "RESERVATION_BOUND" and not s.reservation:
         raise ConfigError(
             stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
             f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
         )
-    if s.provisioning_model != "RESERVATION_BOUND" and s.reservation:
+    if s.provisioning_model not in RESERVATION_MODELS and s.reservation:
         raise ConfigError(
-            stack_key("reservation"), f"is only used with RESERVATION_BOUND, not {s.provisioning_model}",
-            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel RESERVATION_BOUND",
+            stack_key("reservation"), f"cannot be consumed by a {s.provisioning_model} VM",
+            "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel STANDARD (an ordinary "
+            "reservation) or RESERVATION_BOUND (a calendar-mode one)",
         )
 
 
@@ -316,6 +361,18 @@ def flex_start_needs_run_cap(s: Settings) -> None:
 CROSS_KEY_RULES = (reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap)
 
 
+def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
+    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
+    run's estimate (infra/run_cap.py) when unset."""
+    if raw is None:
+        run = estimate(ACCELERATORS[pipeline.accelerator_type].chips, PRICE_TABLE["v6e"]["usd_per_chip_hour"],
+                       pipeline.steps, pipeline.per_device_batch_size)
+        return default_max_run_hours(run)
+    if raw == "off":
+        return None
+    return parse_int("maxRunHours", raw, minimum=1, example="4")
+
+
 def from_pulumi() -> Settings:
     """The current stack's settings, from the config the engine handed this program.
 
@@ -329,7 +386,11 @@ def from_pulumi() -> Settings:
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
-    require_token_for_update(settings, is_update=not pulumi.runtime.is_dry_run(), environ=os.environ)
+    is_update = not pulumi.runtime.is_dry_run()
+    require_token_for_update(settings, is_update=is_update, environ=os.environ)
+    require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
+    publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,
+                                         is_update=is_update, environ=os.environ)
     return settings
 
 

@@ -70,6 +70,7 @@ class PostDeployTasks(pulumi.ComponentResource):
         target_json = pulumi.Output.all(args.instance_name, args.instance_id, args.external_ip, args.runs_url).apply(
             lambda a: json.dumps(target(s, *a), sort_keys=True)
         )
+        self.target_json = target_json
         previous: list[pulumi.Resource] = list(args.after)
         if args.hf_token is not None:
             token = local.Command(

@@ -7,10 +7,15 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.disk import DEVICE_NAME, mount_script
+from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
+from infra.ssh_access import ssh_metadata
+from infra.startup import metadata as autostop_metadata
+from infra.startup import startup_script
+from workload.bill import PRICE_KEY
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
 # The workload's Google APIs (Cloud Storage, logging) are then governed by the service account's IAM roles alone,
 # as Google recommends; the seed's `gcloud compute instances create` attaches the default compute account too.
 SERVICE_ACCOUNT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
@@ -41,7 +46,8 @@ def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
 
 
 def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    if s.provisioning_model != "RESERVATION_BOUND":
+    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation."""
+    if not s.reservation:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
         type="SPECIFIC_RESERVATION",
@@ -65,8 +71,9 @@ class TpuVm(pulumi.ComponentResource):
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 # No labels here: every boot_disk field is ForceNew, so a label edit would replace the VM.
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(image=IMAGE,
-                                                                                   size=s.boot_disk_size_gb),
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=IMAGE, size=s.boot_disk_size_gb, type=BOOT_DISK_TYPE
+                ),
             ),
             attached_disks=[
                 gcp.compute.InstanceAttachedDiskArgs(
@@ -87,25 +94,31 @@ class TpuVm(pulumi.ComponentResource):
             reservation_affinity=reservation_affinity(s),
             metadata={
                 # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
-                "ssh-keys": f"{s.ssh_user}:{s.ssh_public_key}",
-                "enable-oslogin": "FALSE",  # OS Login would ignore the key above
-                "startup-script": mount_script(),
+                **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
+                "startup-script": startup_script(s),
+                **autostop_metadata(s),
+                PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/bill.py)
             },
+            # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
+            # VM's status; this says what it should be).
+            desired_status="RUNNING",
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id
         self.external_ip = self.instance.network_interfaces.apply(_external_ip)
-        # Unset in the settings, Google attaches the project's default compute account: known once the VM exists.
-        self.service_account_email = (
-            pulumi.Output.from_input(s.service_account)
-            if s.service_account
-            else self.instance.service_account.apply(lambda account: account.email if account else None)
-        )
+        self.service_account_email = self.instance.service_account.apply(_service_account_email)
         self.register_outputs({"name": self.name, "instance_id": self.instance_id})
 
 
 def _external_ip(interfaces) -> str | None:
     configs = interfaces[0].access_configs if interfaces else None
     return configs[0].nat_ip if configs else None
+
+
+def _service_account_email(account) -> str:
+    """The VM's identity: the one named, or the default compute account the API attaches when none is."""
+    if account is None or not account.email:
+        raise ValueError("the VM reports no service account, which autostop needs: set tpu-sft:serviceAccount")
+    return account.email

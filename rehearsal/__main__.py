@@ -11,7 +11,9 @@ Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/re
 Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
 and logs); the sshd and its keys are gone.
 Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped.
-Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here).
+Only one rehearsal at a time may use a DIR (a lock file in it says which process holds it).
+Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here),
+3 DIR is in use by another rehearsal or cannot be created.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from pathlib import Path
 
 from infra.tasks import last_json_line
+from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import execute, record
 from workload.contract import EXIT_BAD_INPUT
@@ -46,12 +49,21 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
         return EXIT_BAD_INPUT
     directory = args.dir.resolve()
+    try:
+        with exclusive(directory):
+            return _rehearse(directory, args.steps)
+    except DirectoryUnusable as unusable:
+        print(f"error: {unusable}", file=sys.stderr)
+        return 3
+
+
+def _rehearse(directory: Path, steps: int | None) -> int:
     started = time.monotonic()
     host = LocalHost.start(directory / "vm")
     try:
         overrides = host.config_overrides()
-        if args.steps is not None:
-            overrides["tpu-sft:steps"] = str(args.steps)
+        if steps is not None:
+            overrides["tpu-sft:steps"] = str(steps)
         _, commands = record(CONFIG, overrides)
         summary: dict = {}
         for command in commands:
@@ -72,6 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; "
           f"verify {'passed' if verify.get('ok') else 'FAILED'}: {verify.get('model_class')} generated "
           f"{json.dumps(verify.get('generated_text'))}")
+    print(f"  logits: max KL {verify.get('logits_kl_max', float('nan')):.2g} per position "
+          f"(bound {verify.get('kl_bound')}), top-1 agreement {verify.get('logits_top1_agreement')}")
+    mfu = summary.get("mfu")
+    print(f"  throughput: {summary.get('tokens_per_s')} tokens/s, {summary.get('tflops_per_device')} TFLOP/s/device, "
+          f"MFU {summary.get('mfu_reason') if mfu is None else format(mfu, '.1%')}, goodput {summary.get('goodput')}")
     return 0
 
 

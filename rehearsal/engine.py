@@ -80,12 +80,13 @@ class _Mocks(pulumi.runtime.Mocks):
         state.setdefault("name", args.name)
         if args.typ == "gcp:compute/instance:Instance":
             state["instanceId"] = f"{args.name}-id"
-            # Without an e-mail in the request, Google attaches the project's default compute service account.
-            account = state.setdefault("serviceAccount", {})
-            account.setdefault("email", "123456789-compute@developer.gserviceaccount.com")
             for nic in state.get("networkInterfaces", []):
                 for config in nic.get("accessConfigs", []):
                     config["natIp"] = "203.0.113.7"
+            if "serviceAccount" in state:  # no e-mail given: the API attaches the default compute account
+                state["serviceAccount"].setdefault("email", "123456789012-compute@developer.gserviceaccount.com")
+        if args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            state["name"] = f"projects/{state['project']}/roles/{state['roleId']}"
         if args.typ == "gcp:compute/disk:Disk":
             state["selfLink"] = f"https://compute/{args.name}"
         if args.typ == "command:local:Command":

@@ -50,7 +50,8 @@ class LocalHost:
 
     def config_overrides(self) -> dict[str, str]:
         """Stack settings that make the program's commands log in to this host, as the current user."""
-        return {"tpu-sft:sshUser": self.user, "tpu-sft:sshPublicKeyPath": str(self.public_key_path)}
+        return {"tpu-sft:sshUser": self.user, "tpu-sft:sshPublicKeyPath": str(self.public_key_path),
+                "tpu-sft:sshPublicKey": self.public_key_path.read_text().strip()}
 
     def environment(self, recorded: Mapping[str, str], run_dir: Path) -> dict[str, str]:
         """What a recorded command's environment gets on top to run here: its target pointed at this sshd, with

@@ -15,19 +15,30 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import shlex
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from remote.connection import Connection, connect, run
+from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError
 from remote.target import Target
+from remote.wait import wait_for_ssh
 from workload.config import PipelineConfig
 
 log = logging.getLogger("remote")
 
 UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
+UV_VERSION = "0.13.9"  # the uv this project's own venv pins (requirements.txt)
+UV_INSTALLER = f"https://astral.sh/uv/{UV_VERSION}/install.sh"  # astral's installer for exactly that version
+# A first boot's apt-daily / unattended-upgrades hold dpkg's lock for minutes: wait for it instead of failing,
+# and never stop at a prompt (a changed config file keeps the local version, or the package default). LC_ALL=C:
+# the lock message `apt_update` looks for is apt's English one.
+APT_LOCK_WAIT_S = 900
+APT_GET = ("sudo", "env", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q",
+           "-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}",
+           "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
 _SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …}], "env": {…}}'
@@ -74,16 +85,38 @@ class BootstrapSpec:
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "BootstrapSpec":
-        try:
-            return cls(tuple(Step(**s) for s in raw["steps"]), dict(raw.get("env", {})))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise BadInput(f"bootstrap spec is not valid ({type(e).__name__}: {e}); expected {_SPEC_SHAPE}") from None
+        if not isinstance(raw, dict) or set(raw) - {"steps", "env"}:
+            raise BadInput(f"bootstrap spec must be a JSON object with only steps and env; expected {_SPEC_SHAPE}")
+        steps = raw.get("steps")
+        if not isinstance(steps, list) or not steps:
+            raise BadInput(f"bootstrap spec: steps must be a non-empty list; expected {_SPEC_SHAPE}")
+        env = raw.get("env", {})
+        if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+            raise BadInput(f"bootstrap spec: env must be an object of names to string values; expected {_SPEC_SHAPE}")
+        env_prefix(env)  # names a shell accepts
+        return cls(tuple(_step(number, step) for number, step in enumerate(steps, 1)), env)
 
     def to_mapping(self) -> dict[str, Any]:
         return {"steps": [vars(s) for s in self.steps], "env": self.env}
 
     def to_json(self) -> str:
         return json.dumps(self.to_mapping(), indent=2)
+
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _step(number: int, raw: object) -> Step:
+    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s"}:
+        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command and timeout_s")
+    name, command, timeout = raw.get("name"), raw.get("command"), raw.get("timeout_s", 3600.0)
+    if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
+        raise BadInput(f"bootstrap spec: step {number}'s name {name!r} is not 1–64 letters, digits, '.', '_', '-'")
+    if not isinstance(command, str) or not command.strip():
+        raise BadInput(f"bootstrap spec: step {name}'s command must be a non-empty string")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
+        raise BadInput(f"bootstrap spec: step {name}'s timeout_s {timeout!r} is not a number of seconds in (0, 86400]")
+    return Step(name, command, float(timeout))
 
 
 @dataclass(frozen=True)
@@ -98,12 +131,12 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
     and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
     vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND."""
-    apt = "sudo DEBIAN_FRONTEND=noninteractive apt-get"
+    apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
-        Step("apt", f"{apt} update -q && {apt} upgrade -y -q --fix-missing && "
-                    f"{apt} install -y -q build-essential cmake ninja-build", 1800),
-        Step("uv", "curl -LsSf https://astral.sh/uv/install.sh | sh", 600),
+        Step("apt", f"{apt_update(apt)} && {apt} upgrade -y --fix-missing && "
+                    f"{apt} install -y build-essential cmake ninja-build", 1800 + APT_LOCK_WAIT_S),
+        Step("uv", download_and_run(UV_INSTALLER), 600),
         Step("python", f"{UV} python install 3.12", 600),
         Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600),
         Step("maxtext", f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
@@ -116,6 +149,41 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     return BootstrapSpec(tuple(steps))
 
 
+def apt_update(apt: str) -> str:
+    """`apt update`, retried every 5 s while another apt holds the package lists' lock (apt-daily on a first
+    boot): DPkg::Lock::Timeout covers dpkg's own lock only, and `update` fails at once on the lists' lock."""
+    return (
+        f'tries=0; until out=$({apt} update 2>&1); do '
+        f'echo "$out" | grep -q "Could not get lock" && [ $tries -lt {APT_LOCK_WAIT_S // 5} ] '
+        '|| { echo "$out" >&2; exit 1; }; tries=$((tries+1)); sleep 5; done; echo "$out"'
+    )
+
+
+def download_and_run(url: str) -> str:
+    """A shell command that downloads an installer script into a file and runs it only if the download
+    succeeded and is not empty: `curl … | sh` runs an empty script, succeeds, and marks the step done."""
+    q_url = shlex.quote(url)
+    return (
+        f'script=$(mktemp) && trap \'rm -f "$script"\' EXIT && '
+        f'curl --fail --silent --show-error --location --retry 3 --output "$script" {q_url} && '
+        f'{{ [ -s "$script" ] || {{ echo "downloaded an empty file from "{q_url} >&2; exit 1; }}; }} && '
+        'sh "$script"'
+    )
+
+
+class BootstrapStepFailed(CommandFailed):
+    """A bootstrap step exited non-zero: which step on which host, its exit code and its last line of output
+    (what apt, curl or uv said; unlike an arbitrary command line, install output holds nothing secret)."""
+
+    def __init__(self, host: str, step: str, exited: int, tail: tuple[str, ...]):
+        super().__init__(host, exited, tail, what=f"bootstrap step {step!r}")
+        self.step = step
+        said = [line.strip() for line in tail if line.strip()]
+        why = f": {said[-1][:300]}" if said else ""
+        self.args = (f"{host}: bootstrap step {step!r} failed (exit {exited}){why}. "
+                     "Fix that and run bootstrap again: completed steps are not redone",)
+
+
 def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
     """One round trip: does the host already hold exactly this spec's installation?"""
     path = shlex.quote(f"{conn.target.state_dir}/bootstrap/fingerprint")
@@ -125,7 +193,8 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
 def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
     done, in order, then the fingerprint. Step output goes to `stream` as it arrives, if given. A failing
-    step raises `CommandFailed` naming it (a timeout `Unreachable`) and leaves no fingerprint."""
+    step raises `BootstrapStepFailed`, a `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done
+    and leaves no fingerprint."""
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
         return BootstrapResult(conn.host, False, (), spec.fingerprint)
@@ -144,7 +213,7 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
         try:
             result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
         except CommandFailed as failed:
-            raise CommandFailed(failed.host, failed.exited, failed.tail, what=f"bootstrap step {step.name}") from None
+            raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
         if _SKIPPED not in result.stdout:
             ran.append(step.name)
     fp = shlex.quote(f"{base}/fingerprint")
@@ -153,13 +222,14 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
     return BootstrapResult(conn.host, True, tuple(ran), spec.fingerprint)
 
 
-def bootstrap_all(target: Target, spec: BootstrapSpec, *,
-                  stream: TextIO | None = None) -> dict[str, BootstrapResult | RemoteError]:
-    """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it."""
+def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None,
+                  deadline_s: float = 0.0) -> dict[str, BootstrapResult | RemoteError]:
+    """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
+    With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too)."""
 
     def one(host: str):
         try:
-            with connect(target, host) as conn:
+            with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
                 return bootstrap(conn, spec, stream=stream)
         except RemoteError as e:
             return e

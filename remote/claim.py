@@ -41,10 +41,10 @@ def claim(conn: Connection, request: PhaseRequest, code_dir: str, has_token: boo
     if has_token:
         argv += ["--hf-token-file", f"../secrets/{HF_TOKEN_SECRET}"]
     # A job starts in its own directory: reach the code and the venv from the home directory.
-    command = f"cd {_from_home(code_dir)} && exec {_from_home(request.venv)}/bin/python {shlex.join(argv)}"
+    command = f"cd {from_home(code_dir)} && exec {from_home(request.venv)}/bin/python {shlex.join(argv)}"
     return job_id, jobs.start(conn, job_id, command, env={"PYTHONUNBUFFERED": "1"})
 
 
-def _from_home(path: str) -> str:
+def from_home(path: str) -> str:
     """A host path for a shell: absolute as given, relative ones under the remote user's home."""
     return shlex.quote(path) if path.startswith("/") else f'"$HOME"/{shlex.quote(path)}'

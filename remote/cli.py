@@ -15,9 +15,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from remote import group, jobs, phase
+from remote import flags, group, jobs, phase, phase_outcome
 from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
-from remote.connection import connect, run
+from remote.connection import connect, env_prefix, run
 from remote.errors import (
     EXIT_AUTH,
     EXIT_BAD_INPUT,
@@ -36,11 +36,23 @@ from remote.errors import (
 )
 from remote.phase_request import PhaseRequest
 from remote.secrets import write_secret
-from remote.sync import fetch
+from remote.sync import fetch, local_names
 from remote.target import Target
-from remote.wait import wait_for_ssh
+from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
+from workload import last_resort
 from workload.config import ConfigError, PipelineConfig
-from workload.contract import HF_TOKEN_SECRET, KEPT_DIR, MOUNT_POINT, PHASES, PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
+from workload.contract import (
+    EXIT_UNEXPECTED,
+    HF_TOKEN_SECRET,
+    HF_WRITE_TOKEN_SECRET,
+    KEPT_DIR,
+    MOUNT_POINT,
+    PHASES,
+    PIPELINE_ENV,
+    SCRATCH_DIR,
+    TARGET_ENV,
+)
+from workload.one_line_parser import OneLineParser
 
 EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_OK}   done
@@ -53,6 +65,8 @@ EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_JOB_LOST}  `follow`: the job ended without an exit code (killed, host rebooted, cancelled)
   {EXIT_VERIFY}  `fetch`: a file's size or sha256 did not match
   {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap`: some hosts failed (each is named on stderr)
+  {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback
+  130 interrupted (Ctrl-C)
   `follow` otherwise exits with the job's own exit code."""
 
 TARGET_HELP = f"""The target comes from ${TARGET_ENV} (JSON with the fields host, user, key_path, known_hosts, port,
@@ -60,6 +74,10 @@ gateway, trust_on_first_use, workers, connect_timeout, command_timeout, keepaliv
 any target flag overrides the field of the same name."""
 
 log = logging.getLogger("remote")
+
+
+class _Parser(OneLineParser):
+    bad_input_exit = EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted (remote jobs keep running; `follow` them again)", file=sys.stderr)
         return 130
+    except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
+        print(f"error: {last_resort.report('remote', error, _secrets(args))}", file=sys.stderr)
+        return EXIT_UNEXPECTED
+
+
+def _secrets(args) -> list[str | None]:
+    """What must never reach a log: the HF token and every --secret-env value."""
+    names = ["HF_TOKEN", *getattr(args, "secret_env", [])]
+    return [os.environ.get(name) for name in names]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m remote",
         description="Reach the training VM over SSH: wait for it, bootstrap it, run commands and detached jobs, "
                     "follow their logs and fetch their results. Host keys are pinned; nothing is ever run twice "
@@ -104,11 +131,11 @@ def _verb(verbs, name: str, common, summary: str, details: str) -> argparse.Argu
 
 
 def _common_flags() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors on stderr")
     t = common.add_argument_group("target (override $" + TARGET_ENV + ")")
     t.add_argument("--host", help="address, or instance name when --gateway is an IAP tunnel")
-    t.add_argument("--port", type=int)
+    t.add_argument("--port", type=flags.port)
     t.add_argument("--user")
     t.add_argument("--key", dest="key_path", metavar="PATH", help="private key file")
     t.add_argument("--known-hosts", metavar="PATH", help="file with the pinned host keys")
@@ -117,8 +144,8 @@ def _common_flags() -> argparse.ArgumentParser:
     t.add_argument("--trust-on-first-use", action="store_true", default=None,
                    help="record an unknown host key instead of refusing it (only over an authenticated link)")
     t.add_argument("--worker", dest="workers", action="append", metavar="HOST", help="another host (repeat)")
-    t.add_argument("--connect-timeout", type=float, metavar="S")
-    t.add_argument("--command-timeout", type=float, metavar="S")
+    t.add_argument("--connect-timeout", type=flags.positive_seconds, metavar="S")
+    t.add_argument("--command-timeout", type=flags.positive_seconds, metavar="S")
     t.add_argument("--state-dir", metavar="PATH", help="on the host, for jobs and bootstrap state (default .tpu-sft)")
     return common
 
@@ -143,7 +170,8 @@ def _add_wait(verbs, common) -> None:
     p = _verb(verbs, "wait", common, "Wait until every host answers SSH.",
               "Retries with backoff (a new VM first refuses connections, then keys) until --deadline. Needs the\n"
               "target. Leaves nothing on the hosts.")
-    p.add_argument("--deadline", type=float, default=300.0, metavar="S", help="give up after S seconds (default 300)")
+    p.add_argument("--deadline", type=flags.positive_seconds, default=300.0, metavar="S",
+                   help="give up after S seconds (default 300)")
     p.set_defaults(func=_wait)
 
 
@@ -165,6 +193,7 @@ def _add_bootstrap(verbs, common) -> None:
               "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.")
     p.add_argument("--config", type=Path, metavar="JSON", help="pipeline settings (stack keys, as in Pulumi config)")
     p.add_argument("--spec", type=Path, metavar="JSON", help="explicit install steps instead of --config")
+    _add_deadline(p)
     p.set_defaults(func=_bootstrap)
 
 
@@ -176,7 +205,7 @@ def _bootstrap(args) -> int:
         spec = BootstrapSpec.from_json(_read(args.spec))
     else:
         spec = spec_for(PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig())
-    results = bootstrap_all(target, spec, stream=sys.stderr)
+    results = bootstrap_all(target, spec, stream=sys.stderr, deadline_s=args.deadline)
     summary: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     for host, result in results.items():
@@ -203,7 +232,7 @@ def _add_run(verbs, common) -> None:
     p.add_argument("command", help="a /bin/sh command line")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
     p.add_argument("--all-hosts", action="store_true", help="run on the main host and every worker in parallel")
-    p.add_argument("--timeout", type=float, metavar="S", help="default: the target's command_timeout")
+    p.add_argument("--timeout", type=flags.positive_seconds, metavar="S", help="default: the target's command_timeout")
     p.set_defaults(func=_run)
 
 
@@ -230,7 +259,7 @@ def _add_start(verbs, common) -> None:
               "Secrets: --secret-env NAME copies the value of NAME from YOUR environment into a 0600 file on the\n"
               "host that the job reads and deletes; it never appears on a command line or in the log.\n"
               "Prints the job's state as JSON.")
-    p.add_argument("job_id")
+    p.add_argument("job_id", type=flags.job_id)
     p.add_argument("command", help="a /bin/sh command line")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
     p.add_argument("--secret-env", action="append", default=[], metavar="NAME", help="pass $NAME as a secret (repeat)")
@@ -245,6 +274,9 @@ def _start(args) -> int:
         if name not in os.environ:
             raise BadInput(f"--secret-env {name}: ${name} is not set in this environment")
         secret_env[name] = os.environ[name]
+    env_prefix(secret_env)  # the names, checked before connecting
+    if not args.command.strip():
+        raise BadInput("the job's command is empty; give a /bin/sh command line")
     with connect(target) as conn:
         state = jobs.start(conn, args.job_id, args.command, env=env, secret_env=secret_env, cwd=args.cwd)
     _print_json(state.to_json())
@@ -256,7 +288,7 @@ def _add_status(verbs, common) -> None:
     p = _verb(verbs, "status", common, "Print a job's state as JSON.",
               "state is running, succeeded, failed, died (gone without exit code) or cancelled. Exits 66 if\n"
               "there is no such job. Changes nothing.")
-    p.add_argument("job_id")
+    p.add_argument("job_id", type=flags.job_id)
     p.set_defaults(func=_status)
 
 
@@ -275,11 +307,11 @@ def _add_follow(verbs, common) -> None:
               "Log lines go to stdout as they arrive, progress and reconnection notices to stderr, then one\n"
               "JSON line with the outcome. A dropped connection is retried with backoff; the job is never\n"
               "touched, so stopping `follow` (Ctrl-C) leaves it running. Leaves nothing on the host.")
-    p.add_argument("job_id")
-    p.add_argument("--offset", type=int, default=0, metavar="BYTES", help="start at this log byte offset")
-    p.add_argument("--reconnect-deadline", type=float, default=600.0, metavar="S",
+    p.add_argument("job_id", type=flags.job_id)
+    p.add_argument("--offset", type=flags.byte_offset, default=0, metavar="BYTES", help="start at this log byte offset")
+    p.add_argument("--reconnect-deadline", type=flags.positive_seconds, default=600.0, metavar="S",
                    help="give up after S seconds without a working connection (default 600)")
-    p.add_argument("--heartbeat", type=float, default=30.0, metavar="S",
+    p.add_argument("--heartbeat", type=flags.positive_seconds, default=30.0, metavar="S",
                    help="while the log is silent, say so on stderr every S seconds (default 30)")
     p.set_defaults(func=_follow)
 
@@ -314,8 +346,9 @@ def _add_cancel(verbs, common) -> None:
     p = _verb(verbs, "cancel", common, "Stop a running job (its whole process group).",
               "Sends SIGTERM, then SIGKILL after --grace. A finished job is left as it is. The job directory\n"
               "stays (with a `cancelled` mark), so the job id is not reused. Prints the final state as JSON.")
-    p.add_argument("job_id")
-    p.add_argument("--grace", type=float, default=10.0, metavar="S", help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("job_id", type=flags.job_id)
+    p.add_argument("--grace", type=flags.grace_seconds, default=10.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL (0: SIGKILL at once)")
     p.set_defaults(func=_cancel)
 
 
@@ -336,7 +369,10 @@ def _add_fetch(verbs, common) -> None:
 
 
 def _fetch(args) -> int:
-    with connect(target_from(args)) as conn:
+    target = target_from(args)
+    local_names(args.paths)  # before any connection: wrong input must not cost a connection
+    _usable_local_dir(args.to)
+    with connect(target) as conn:
         fetched = fetch(conn, args.paths, args.to)
     _print_json([asdict(f) for f in fetched])
     return EXIT_OK
@@ -359,8 +395,12 @@ def _add_phase(verbs, common) -> None:
 
 
 def _phase(args) -> int:
-    request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
-    return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
+    try:
+        request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
+        return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
+    except BaseException as error:  # every way a phase ends prints its summary last; main says the rest
+        _print_json(phase_outcome.failed(args.phase, phase_outcome.reason_for(error)))
+        raise
 
 
 # ---- put-secret
@@ -368,15 +408,19 @@ def _add_put_secret(verbs, common) -> None:
     p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
               "The value travels over SFTP only (never a command line, never a log) into\n"
               "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
-    p.add_argument("name", choices=(HF_TOKEN_SECRET,))
+    p.add_argument("name", choices=(HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET))
+    _add_deadline(p)
     p.set_defaults(func=_put_secret)
 
 
 def _put_secret(args) -> int:
-    value = sys.stdin.read().strip()
+    try:
+        value = sys.stdin.buffer.read().decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadInput(f"put-secret {args.name}: stdin is not UTF-8 text; pipe the secret in as text") from None
     if not value:
         raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
-    with connect(target_from(args)) as conn:
+    with wait_for_ssh(target_from(args), args.deadline) as conn:
         path = write_secret(conn, args.name, value)
     print(f"stored {args.name} on {conn.host} at {path} (mode 0600)")
     return EXIT_OK
@@ -386,6 +430,13 @@ VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_foll
          _add_phase, _add_put_secret)
 
 
+def _add_deadline(p: argparse.ArgumentParser) -> None:
+    """For verbs that can be the first contact with a VM `pulumi up` has just created."""
+    p.add_argument("--deadline", type=float, default=NEW_VM_DEADLINE_S, metavar="S",
+                   help="wait up to S seconds for each host to answer SSH and accept the key "
+                        f"(default {NEW_VM_DEADLINE_S:g})")
+
+
 def _env_pairs(pairs: list[str]) -> dict[str, str]:
     env = {}
     for pair in pairs:
@@ -393,14 +444,29 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
         if not sep:
             raise BadInput(f"--env {name!r}: expected NAME=VALUE")
         env[name] = value
+    env_prefix(env)  # the names, checked before connecting
     return env
 
 
 def _read(path: Path) -> str:
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")
     except OSError as e:
         raise BadInput(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} is not UTF-8 text; give a JSON file") from None
+
+
+def _usable_local_dir(path: Path) -> None:
+    """`path` is, or can be made, a directory this process can write into."""
+    if path.exists() and not path.is_dir():
+        raise BadInput(f"--to {path} is not a directory; give a directory (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BadInput(f"--to {path}: cannot create it ({e.strerror}); give a directory you can write to") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BadInput(f"--to {path} is not writable; give a directory you can write to")
 
 
 def _read_json(path: Path):

@@ -13,22 +13,36 @@ import os
 import re
 import shlex
 import socket
+import time
 from typing import Mapping, TextIO
 
 import fabric
 import paramiko
-from invoke.exceptions import CommandTimedOut, UnexpectedExit
+from invoke.exceptions import CommandTimedOut, ThreadException, UnexpectedExit
 
 from remote.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
+from remote.gateway import GatewayProcess
 from remote.target import Target
 
 log = logging.getLogger("remote")
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # What a broken or unresponsive link raises from paramiko and the socket layer.
 NETWORK_ERRORS = (OSError, EOFError, paramiko.SSHException, socket.timeout)
 OUTPUT_TAIL_LINES = 20  # of a failed command's output, kept in its CommandFailed
+
+
+class _QuietlyKilledRemote(fabric.runners.Remote):
+    """Invoke's timeout thread kills a command by closing its channel; when our side has meanwhile closed the
+    connection (the timeout already reported), that close fails in the timer thread, and Python prints the
+    traceback to stderr. The channel is gone, which is all `kill` wanted."""
+
+    def kill(self) -> None:
+        try:
+            super().kill()
+        except NETWORK_ERRORS:
+            pass
 
 
 class Connection(fabric.Connection):
@@ -40,6 +54,7 @@ class Connection(fabric.Connection):
             overrides={
                 "load_ssh_configs": False,
                 "run": {"in_stream": False, "hide": True},
+                "runners": {"remote": _QuietlyKilledRemote},
                 "timeouts": {"command": target.command_timeout},
             },
         )
@@ -62,9 +77,11 @@ class Connection(fabric.Connection):
             },
         )
         self.target = target
-        self.client.set_missing_host_key_policy(_PinningPolicy(target.known_hosts, target.trust_on_first_use))
+        self.gateway_process: GatewayProcess | None = None
+        self.pinning = _PinningPolicy(target.known_hosts, target.trust_on_first_use)
+        self.client.set_missing_host_key_policy(self.pinning)
         if os.path.exists(target.known_hosts):
-            self.client.load_host_keys(target.known_hosts)
+            _load_known_hosts(self.client, target.known_hosts)
         elif not target.trust_on_first_use:
             raise TargetError(
                 "known_hosts", f"{target.known_hosts} does not exist",
@@ -77,7 +94,8 @@ class Connection(fabric.Connection):
         ssh_config without a Port line, so it turns %p into 22 whatever the target's port."""
         tokens = {"h": self.host, "p": str(self.target.port), "r": self.target.user, "%": "%"}
         command = re.sub(r"%(.)", lambda m: tokens.get(m.group(1), m.group(0)), self.target.gateway)
-        return paramiko.ProxyCommand(command)
+        self.gateway_process = GatewayProcess(command)
+        return self.gateway_process
 
     def open(self):
         if self.is_connected:
@@ -104,17 +122,26 @@ class Connection(fabric.Connection):
                 "check that its public key is in the VM's authorized keys (instance metadata ssh-keys)"
             ) from None
         except NETWORK_ERRORS as e:
+            said = self.gateway_process.stderr_tail() if self.gateway_process else ""
             self.client.close()
-            raise Unreachable(self.host, f"cannot connect to port {self.port}: {describe(e)}") from None
+            reason = f"cannot connect to port {self.port}: {describe(e)}"
+            if said and said not in reason:
+                reason += f"; the gateway said: {said}"
+            raise Unreachable(self.host, reason) from None
+        # Only now, with the login accepted: a new VM's first-boot host key may still be replaced before its
+        # guest agent has created the user, and recording that key would refuse the real one for good.
+        self.pinning.record_accepted()
         self.transport.set_keepalive(self.target.keepalive_s)
         return result
 
 
 class _PinningPolicy(paramiko.MissingHostKeyPolicy):
-    """Unknown host key: refuse, or (trust-on-first-use) append it to known_hosts under a file lock."""
+    """Unknown host key: refuse, or (trust-on-first-use) accept it for this connection and append it to
+    known_hosts, under a file lock, once authentication has succeeded (`record_accepted`)."""
 
     def __init__(self, known_hosts: str, trust_on_first_use: bool):
         self.known_hosts, self.trust = known_hosts, trust_on_first_use
+        self.accepted: tuple[str, paramiko.PKey] | None = None
 
     def missing_host_key(self, client, hostname, key):
         if not self.trust:
@@ -123,16 +150,33 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
                 f"to connect. Add the host's key to that file (ssh-keyscan), or set trust_on_first_use only where "
                 "the link is already authenticated (IAP)"
             )
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        client.get_host_keys().add(hostname, key.get_name(), key)
+        self.accepted = (hostname, key)
+
+    def record_accepted(self) -> None:
+        if self.accepted is None:
+            return
+        hostname, key = self.accepted
+        self.accepted = None
         # The Pulumi program names a file per VM in a folder that may not exist yet.
         os.makedirs(os.path.dirname(os.path.abspath(self.known_hosts)), mode=0o700, exist_ok=True)
         # Workers are reached in parallel: serialise appends so no line is torn or lost.
         with open(self.known_hosts, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            f.write(line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
+            f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
         log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint,
                     self.known_hosts)
+
+
+def _load_known_hosts(client: paramiko.SSHClient, path: str) -> None:
+    try:
+        client.load_host_keys(path)
+    except UnicodeDecodeError:
+        raise TargetError("known_hosts", f"{path} is not a text file (not UTF-8)",
+                          "point known_hosts at an OpenSSH known_hosts file, or remove the file to start one") from None
+    except (OSError, paramiko.SSHException) as e:
+        raise TargetError("known_hosts", f"{path} cannot be read as a known_hosts file ({describe(e)})",
+                          "point known_hosts at an OpenSSH known_hosts file") from None
 
 
 def connect(target: Target, host: str | None = None) -> Connection:
@@ -147,7 +191,7 @@ def env_prefix(env: Mapping[str, str] | None) -> str:
     if not env:
         return ""
     for name, value in env.items():
-        if not isinstance(name, str) or not _ENV_NAME.match(name):
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
             raise BadInput(f"environment variable name {name!r} is not valid; use letters, digits and _")
         if not isinstance(value, str):
             raise BadInput(f"environment variable {name} must be a string, got {type(value).__name__}")
@@ -164,18 +208,42 @@ def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
     """
     output = {"hide": True} if stream is None else {
         "hide": False, "out_stream": stream, "err_stream": err_stream or stream}
+    limit = timeout or conn.target.command_timeout
+    started = time.monotonic()
     try:
-        return conn.run(env_prefix(env) + command, timeout=timeout or conn.target.command_timeout,
-                        warn=warn, in_stream=False, **output)
-    except CommandTimedOut as e:
+        result = conn.run(env_prefix(env) + command, timeout=limit, warn=warn, in_stream=False, **output)
+    except CommandTimedOut:
         conn.close()
-        raise Unreachable(conn.host, f"no answer within {e.timeout:g} s (command timeout)") from None
+        raise _timed_out(conn, limit) from None
     except UnexpectedExit as e:
+        if _cut_by_timeout(e.result, started, limit):
+            conn.close()
+            raise _timed_out(conn, limit) from None
         tail = (e.result.stdout + e.result.stderr).splitlines()[-OUTPUT_TAIL_LINES:]
         raise CommandFailed(conn.host, e.result.exited, tuple(tail)) from None
+    except ThreadException as e:
+        # Invoke's timeout thread closes the channel while the output threads still read it: they fail first.
+        conn.close()
+        if time.monotonic() - started >= limit:
+            raise _timed_out(conn, limit) from None
+        raise Unreachable(conn.host, f"connection lost: {describe(e.exceptions[0].value)}") from None
     except NETWORK_ERRORS as e:
         conn.close()
         raise Unreachable(conn.host, f"connection lost: {describe(e)}") from None
+    if _cut_by_timeout(result, started, limit):
+        conn.close()
+        raise _timed_out(conn, limit)
+    return result
+
+
+def _cut_by_timeout(result, started: float, limit: float) -> bool:
+    """Invoke decides "timed out" by whether its timer thread has finished; a check that runs while the timer is
+    still closing the channel sees a command without an exit status (-1) instead."""
+    return result.exited == -1 and time.monotonic() - started >= limit
+
+
+def _timed_out(conn: Connection, limit: float) -> Unreachable:
+    return Unreachable(conn.host, f"no answer within {limit:g} s (command timeout)")
 
 
 def _known_hosts_name(host: str, port: int) -> str:

@@ -5,7 +5,9 @@ A job lives in `<state_dir>/jobs/<job_id>/` on the host:
   run.sh      the wrapper: records boot_id and pid, runs job.sh, writes `exit` atomically (tmp + mv)
   secret.env  0600, uploaded over SFTP, sourced then deleted by job.sh (never on a command line)
   log         stdout and stderr of the job; followed by byte offset
-  pid         "PID STARTTIME" of the wrapper, which leads its own session and process group
+  pid         "PID STARTTIME" of the wrapper, which leads its own session and process group; when the job's
+              command ends, the wrapper kills whatever else is left in its session before writing `exit`, so a
+              job ends with its main process, whatever its children do
   boot_id     the kernel boot id at start: a reboot means the job died
   exit        the exit code, present only once the job has finished
   cancelled   present once `cancel` was asked
@@ -27,10 +29,12 @@ from typing import Callable, Mapping
 from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, JobLost, JobNotFound, Unreachable
 from remote.target import Target
+from workload import exit_reason
+from workload.contract import JOBS_DIR
 
 log = logging.getLogger("remote")
 
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 TERMINAL = ("succeeded", "failed", "died", "cancelled")
 _CHUNK = 1 << 20  # log bytes per poll
 
@@ -47,6 +51,17 @@ alive() {
   read -r pid start < "$1/pid"
   set -- $(cut -d' ' -f3,22 "/proc/$pid/stat" 2>/dev/null)
   [ "${1:-Z}" != Z ] && [ "${2:-}" = "$start" ]
+}
+signal_session() {
+  # Send signal $1 (0: only look) to every live process of session $2 but this shell; true if there was one.
+  sig=$1 sid=$2 found=1
+  for p in /proc/[0-9]*; do
+    [ "${p#/proc/}" = "$$" ] && continue
+    read -r stat 2>/dev/null < "$p/stat" || continue
+    set -- ${stat##*) }  # after the command name, which may hold spaces: state ppid pgrp session …
+    [ "${4:-}" = "$sid" ] && [ "$1" != Z ] && kill -"$sig" "${p#/proc/}" 2>/dev/null && found=0
+  done
+  return $found
 }
 same_boot() {
   [ "$(cat "$1/boot_id" 2>/dev/null)" = "$(cat /proc/sys/kernel/random/boot_id)" ]
@@ -66,12 +81,14 @@ st() {
 }
 """
 
-_RUN_SH = """\
+_RUN_SH = _STATUS_FN + """
 # Written by remote.jobs: runs job.sh and records what `status` needs to tell running, finished and dead apart.
 cat /proc/sys/kernel/random/boot_id > boot_id
 echo "$$ $(cut -d' ' -f22 /proc/$$/stat)" > pid.tmp && mv pid.tmp pid
 sh ./job.sh
-echo $? > exit.tmp && mv exit.tmp exit
+code=$?
+signal_session KILL $$
+echo $code > exit.tmp && mv exit.tmp exit
 """
 
 
@@ -92,8 +109,15 @@ class JobStatus:
         return asdict(self)
 
 
+def exit_detail(code: int) -> str:
+    """How the job's command ended; a shell reports death by signal N as exit code 128 + N."""
+    if 128 < code < 128 + 65:
+        return exit_reason.describe(128 - code)
+    return exit_reason.describe(code)
+
+
 def jobs_root(target: Target) -> str:
-    return f"{target.state_dir}/jobs"
+    return f"{target.state_dir}/{JOBS_DIR}"
 
 
 def job_dir(target: Target, job_id: str) -> str:
@@ -101,7 +125,7 @@ def job_dir(target: Target, job_id: str) -> str:
 
 
 def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
+    if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise BadInput(f"job id {job_id!r} is not valid: use 1–128 letters, digits, '.', '_', '-' (not first)")
     return job_id
 
@@ -166,7 +190,7 @@ st {q_id}"""
 
 
 def cancel(conn: Connection, job_id: str, *, grace_s: float = 10.0) -> JobStatus:
-    """Stop a running job's whole process group: SIGTERM, then SIGKILL after `grace_s`.
+    """Stop a running job's whole session: SIGTERM, then SIGKILL after `grace_s`.
 
     A finished job is left as it is; the returned state says what the job ended as.
     """
@@ -178,9 +202,10 @@ started "$d"
 if [ -d "$d" ] && [ ! -e "$d/exit" ]; then
   : > "$d/cancelled"
   if same_boot "$d" && alive "$d"; then
-    kill -TERM "-$pid" 2>/dev/null
-    i=0; while alive "$d" && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done
-    if alive "$d"; then kill -KILL "-$pid" 2>/dev/null; fi
+    # The whole session: a child that made its own process group (MaxText's trainer) is in it too.
+    signal_session TERM "$pid"
+    i=0; while signal_session 0 "$pid" && [ $i -lt {polls} ]; do sleep 0.1; i=$((i+1)); done
+    signal_session KILL "$pid"
     i=0; while alive "$d" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
   fi
 fi
@@ -272,7 +297,7 @@ def _parse_status(job_id: str, out: str) -> JobStatus:
     size = int(kv.get("size") or 0)
     code = int(kv["exit"]) if kv.get("exit") else None
     if code is not None:
-        return JobStatus(job_id, "succeeded" if code == 0 else "failed", code, pid, size)
+        return JobStatus(job_id, "succeeded" if code == 0 else "failed", code, pid, size, exit_detail(code))
     if kv.get("alive") == "1":
         return JobStatus(job_id, "running", None, pid, size)
     if kv.get("cancelled") == "1":

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from remote import jobs
+from remote import jobs, phase_outcome
 from remote.bootstrap import bootstrap_all
 from remote.claim import claim
 from remote.connection import Connection
@@ -29,12 +29,12 @@ from remote.mount import MOUNT_WAIT_S, require_mounted
 from remote.phase_request import PhaseRequest
 from remote.secrets import place_secret
 from remote.sync import push_tree
-from remote.wait import wait_for_ssh
+from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
+from workload.bill import describe as describe_bill
 from workload.contract import HF_TOKEN_SECRET
 from workload.progress import ProgressPrinter
 
 WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
-NEW_VM_DEADLINE_S = 600  # a VM just created by `pulumi up` may take minutes to answer SSH
 
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
@@ -63,7 +63,7 @@ def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
     spec = request.bootstrap_spec()
     print(f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
           f"MaxText {request.pipeline.maxtext_version}", file=out, flush=True)
-    results = bootstrap_all(request.target, spec, stream=sys.stderr)
+    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S)
     failed = {h: r for h, r in results.items() if isinstance(r, RemoteError)}
     for host, result in results.items():
         if isinstance(result, RemoteError):
@@ -86,6 +86,9 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
           f"full log: {log_path if log_path.startswith('/') else '~/' + log_path}", file=out, flush=True)
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
-    print(json.dumps(printer.summary or {"event": "summary", "ok": False, "error": "the job printed no summary"}),
-          file=out, flush=True)
+    if printer.summary and printer.summary.get("bill"):
+        print(describe_bill(printer.summary["bill"]), file=out, flush=True)
+    fallback = phase_outcome.failed(request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); "
+                                                   f"its log: {log_path}")
+    print(json.dumps(printer.summary or fallback), file=out, flush=True)
     return code

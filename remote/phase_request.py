@@ -33,7 +33,9 @@ class PhaseRequest:
             raise BadInput(f"${PIPELINE_ENV} is not valid JSON ({e.msg}); give PipelineConfig JSON") from None
         except ConfigError as e:
             raise BadInput(f"${PIPELINE_ENV}: {e}") from None
-        return cls(phase=phase, target=target, pipeline=pipeline)
+        request = cls(phase=phase, target=target, pipeline=pipeline)
+        request.bootstrap_spec()  # a profile's malformed install fails here, before any connection
+        return request
 
     @property
     def work_dir(self) -> str:

@@ -35,6 +35,11 @@ class HostProfile:
             raise TargetError("profile.runs_dir",
                               f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
                               'give "gs://<bucket>/<prefix>", an absolute path, or null')
+        for name in ("scratch_dir", "kept_dir"):  # handed to the workload, which does not start in the home dir
+            value = getattr(self, name)
+            if not value.startswith("/") or not value.isprintable():
+                raise TargetError(f"profile.{name}", f"{value!r} is not an absolute path on the host",
+                                  f'set "{name}" to an absolute path, e.g. {SCRATCH_DIR}')
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
             raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
                               'give an absolute mount point, or null when no disk must be mounted')

@@ -84,9 +84,7 @@ def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) 
     """Copy remote files into `local_dir` (same base names), each verified against the remote size and sha256
     and written atomically; a local copy that already matches is not transferred again."""
     paths = list(remote_paths)
-    names = [Path(p).name for p in paths]
-    if not paths or len(set(names)) != len(names) or "" in names:
-        raise BadInput("give one or more remote files with distinct base names")
+    names = local_names(paths)
     local_dir = Path(local_dir)
     local_dir.mkdir(parents=True, exist_ok=True)
     script = "for p in " + " ".join(shlex.quote(p) for p in paths) + "; do " \
@@ -118,6 +116,14 @@ def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) 
         os.replace(tmp, dest)
         fetched.append(Fetched(path, str(dest), size, digest, True))
     return fetched
+
+
+def local_names(remote_paths: list[str]) -> list[str]:
+    """The local file name of each remote file: its base name, which must be a usable and distinct name."""
+    names = [Path(p).name for p in remote_paths]
+    if not names or len(set(names)) != len(names) or {"", ".", ".."} & set(names):
+        raise BadInput("give one or more remote files with distinct base names (not ending in / or ..)")
+    return names
 
 
 def _excluded(name: str, patterns: tuple[str, ...]) -> bool:

@@ -15,9 +15,10 @@ from typing import Any, Mapping
 
 from remote.errors import TargetError
 from remote.profile import VM, HostProfile
+from workload.contract import STATE_DIR
 
-_HOST = re.compile(r"^[A-Za-z0-9_.:-]+$")  # hostnames, IPv4/IPv6 literals, GCE instance names
-_USER = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
+_HOST = re.compile(r"[A-Za-z0-9_.:-]{1,253}")  # hostnames, IPv4/IPv6 literals, GCE instance names
+_USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Target:
     connect_timeout: float = 10.0  # TCP connect, SSH banner and authentication, each
     command_timeout: float = 120.0  # any short control command; long installs set their own
     keepalive_s: int = 15  # SSH keepalive interval, so NATs and IAP do not drop an idle follow
-    state_dir: str = ".tpu-sft"  # on the host: jobs/ and bootstrap/ live here
+    state_dir: str = STATE_DIR  # on the host: jobs/ and bootstrap/ live here
     profile: HostProfile = VM  # what kind of host it is (remote/profile.py)
 
     def __post_init__(self) -> None:
@@ -43,7 +44,7 @@ class Target:
         for name in ("key_path", "known_hosts"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, os.path.expanduser(getattr(self, name)))
-        if not isinstance(self.user, str) or not _USER.match(self.user):
+        if not isinstance(self.user, str) or not _USER.fullmatch(self.user):
             raise TargetError("user", f"{self.user!r} is not a login name", 'set "user" to e.g. "ubuntu"')
         for name in ("key_path", "known_hosts"):
             value = getattr(self, name)
@@ -71,7 +72,7 @@ class Target:
         if isinstance(self.keepalive_s, bool) or not isinstance(self.keepalive_s, int) or self.keepalive_s < 1:
             raise TargetError("keepalive_s", f"{self.keepalive_s!r} is not a whole number ≥ 1",
                               'set "keepalive_s" to 15')
-        if (not isinstance(self.state_dir, str) or not self.state_dir or "\n" in self.state_dir
+        if (not isinstance(self.state_dir, str) or not self.state_dir or not self.state_dir.isprintable()
                 or self.state_dir[0] in "-~"):
             raise TargetError(
                 "state_dir", f"{self.state_dir!r} is not a usable path",
@@ -115,5 +116,5 @@ class Target:
 
 
 def _check_host(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not _HOST.match(value):
+    if not isinstance(value, str) or not _HOST.fullmatch(value):
         raise TargetError(name, f"{value!r} is not a host name or address", f'set "{name}" to e.g. "10.0.0.2"')

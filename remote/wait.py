@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import time
 
 from remote.connection import Connection, connect
-from remote.errors import AuthError, Unreachable
+from remote.errors import AuthError, TargetError, Unreachable
+from remote.gateway import check_gcloud
 from remote.target import Target
 
 log = logging.getLogger("remote")
+
+NEW_VM_DEADLINE_S = 600.0  # a VM `pulumi up` just created may take minutes to answer SSH and accept the key
+
+
+def require_resolvable(host: str, port: int) -> None:
+    """A name that does not resolve now will not resolve by waiting: fail at once, not at the deadline. A
+    temporary failure of the resolver itself (EAI_AGAIN) is left to the retries."""
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        if e.errno == socket.EAI_AGAIN:
+            return
+        raise TargetError("host", f"{host!r} does not resolve ({e.strerror})",
+                          "check the name, or give the VM's IP address (or a gateway that resolves it)") from None
+    except UnicodeError:
+        raise TargetError("host", f"{host!r} is not a valid host name", "check the name") from None
 
 
 def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = None, *,
@@ -18,10 +36,14 @@ def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = N
     """Connect to `host` (default: the main host), retrying with exponential backoff for up to `deadline_s`.
 
     Retries while the host does not answer or refuses the key: a new GCE VM answers SSH before its guest
-    agent has installed the metadata keys. A refused host key is never retried. Returns the open connection;
+    agent has installed the metadata keys. A refused host key is never retried, nor a gateway (gcloud) that is
+    missing or not logged in. Returns the open connection;
     raises `Unreachable` at the deadline, naming the last failure.
     """
     host = host or target.host
+    check_gcloud(target.gateway)  # a missing or logged-out gcloud would fail every attempt until the deadline
+    if not target.gateway:  # a gateway (IAP) resolves the name itself: an instance name is not in DNS
+        require_resolvable(host, target.port)
     start = time.monotonic()
     backoff, attempts = first_backoff_s, 0
     while True:

@@ -20,12 +20,15 @@ import os
 import socket
 import sys
 
-from workload import commands, storage
+from workload import commands, last_resort, storage
+from workload.accelerators import ACCELERATORS
+from workload.bill import Meter
 from workload.config import ConfigError, PipelineConfig
-from workload.contract import EXIT_BAD_INPUT
+from workload.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.events import Events
 from workload.hf_token import TokenError, read_token, redactor
 from workload.layout import Layout
+from workload.one_line_parser import OneLineParser
 from workload.pipeline import ORDER, run
 from workload.steps import Context
 
@@ -47,6 +50,21 @@ def load_config(path: str) -> PipelineConfig:
     return PipelineConfig.from_mapping(raw)
 
 
+def check_writable_dir(flag: str, path: str) -> None:
+    """`path` is a directory this process can write into, or can be created as one (it is not created here)."""
+    absolute = os.path.abspath(path)
+    existing = absolute
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        problem = f"{path} is not a directory" if existing == absolute else f"{existing} is a file, not a directory"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        problem = f"{existing} is not writable"
+    else:
+        return
+    raise ConfigError(flag, problem, "give a directory you can write to (it is created if missing)")
+
+
 def _layout(config: PipelineConfig, work_dir: str, output_dir: str, runs_dir: str | None = None) -> Layout:
     runs = runs_dir if runs_dir is None or storage.is_remote(runs_dir) else os.path.abspath(runs_dir)
     return Layout(os.path.abspath(work_dir), os.path.abspath(output_dir), config.model, commands.run_name(config), runs)
@@ -66,6 +84,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         token = read_token(args.hf_token_file, os.environ)
+        check_writable_dir("--work-dir", args.work_dir)
+        check_writable_dir("--output-dir", args.output_dir)
     except (ConfigError, TokenError) as error:
         events.emit("error", phase="setup", cause=str(error), log=None, tail=[])
         events.emit("summary", ok=False, until=args.until, failed_step="setup", error=str(error), logs=[])
@@ -82,12 +102,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         base_env=base_env,
         scrub=redactor(token),
         package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
+        meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
     )
     return run(context, args.until)
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="python -m workload", description=__doc__.split("\n\n")[0],
+    top = OneLineParser(prog="python -m workload", description=__doc__.split("\n\n")[0],
                                   epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
     sub = top.add_subparsers(dest="command", required=True)
 
@@ -118,6 +140,21 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"workload: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
+        line = last_resort.report("workload", error, [os.environ.get("HF_TOKEN"), _token_in(args)])
+        if args.command == "run":  # the summary stays the last stdout line, whatever happened
+            Events().emit("summary", ok=False, until=args.until, failed_step=None, error=line, logs=[])
+        print(f"workload: {line}", file=sys.stderr)
+        return EXIT_UNEXPECTED
+
+
+def _token_in(args: argparse.Namespace) -> str | None:
+    """The token file's content, to keep it out of a crash log (best effort: it may be what failed)."""
+    try:
+        with open(getattr(args, "hf_token_file", None) or "", encoding="utf-8") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None
 
 
 if __name__ == "__main__":

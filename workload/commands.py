@@ -19,6 +19,7 @@ from workload import storage, tiny
 from workload.config import PipelineConfig
 from workload.fingerprint import fingerprint
 from workload.layout import Layout
+from workload.logit_parity import KL_BOUND
 from workload.tpu_env import cpu_env, hf_env, tpu_env
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
@@ -156,6 +157,30 @@ def to_huggingface(
         # Without a TPU runtime, pyconfig would start jax.distributed: "coordinator_address should be defined".
         argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
     return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True))
+
+
+def logit_parity(
+    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
+    export_dir: str | None = None, result: str | None = None,
+) -> Command:
+    """The verify step's logit comparison of the final checkpoint with the export (default: the run's
+    own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
+    tiny_profile = config.profile == "tiny"
+    argv = [
+        python, "-m", "workload.logit_parity", "--max-kl", str(KL_BOUND[config.profile]),
+        export_dir or layout.export_dir, result or layout.result("logit-parity.json"),
+        f"model_name={config.model}",
+        f"load_parameters_path={layout.trained_params(config.steps)}",
+        "scan_layers=True",
+        "use_multimodal=False",
+        "attention=dot_product",  # the checker's choice: plain attention on any backend
+        "dtype=float32",  # compute in float32 on both sides, so the figure measures the export, not bf16 math
+        "per_device_batch_size=1",
+    ]
+    if tiny_profile:
+        argv += [f"max_target_length={TINY_MAX_TARGET_LENGTH}", "hardware=cpu", "skip_jax_distributed_system=true"]
+        argv += tiny.maxtext_overrides()
+    return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True))
 
 
 def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str) -> list[Command]:

@@ -22,10 +22,15 @@ SUPPORTED_MODELS = ("gemma3-4b", "gemma3-12b", "gemma3-27b")
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
 TORCH_BACKENDS = ("cpu", "auto")
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-_RUN_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Full-string patterns (re.fullmatch) of ASCII classes only: these values reach MaxText's argv, a pip
+# requirement and shell lines, and `\d`, `\w` and `$` would let other scripts' digits and letters or a trailing
+# newline through.
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_RUN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 
 
 class ConfigError(ValueError):
@@ -46,24 +51,18 @@ def set_hint(name: str, example: str) -> str:
 
 
 def parse_int(name: str, raw: Any, *, minimum: int, example: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+    if isinstance(raw, bool) or not (isinstance(raw, int) or isinstance(raw, str) and _INT.fullmatch(raw)):
         raise ConfigError(stack_key(name), f"expected a whole number, got {raw!r}", set_hint(name, example))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(
-            stack_key(name), f"expected a whole number, got {raw!r}", set_hint(name, example)
-        ) from None
+    value = int(raw)
     if value < minimum:
         raise ConfigError(stack_key(name), f"must be at least {minimum}, got {value}", set_hint(name, example))
     return value
 
 
 def parse_float(name: str, raw: Any, *, example: str) -> float:
-    try:
-        value = float(raw) if not isinstance(raw, bool) else float("nan")
-    except (TypeError, ValueError):
-        value = float("nan")
+    native = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    number = native or (isinstance(raw, str) and _FLOAT.fullmatch(raw))
+    value = float(raw) if number else float("nan")
     if not value > 0 or value == float("inf"):
         raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", set_hint(name, example))
     return value
@@ -88,7 +87,7 @@ def parse_choice(name: str, raw: Any, choices: tuple[str, ...] | list[str]) -> s
 
 
 def parse_pattern(name: str, raw: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
-    if not isinstance(raw, str) or not pattern.match(raw):
+    if not isinstance(raw, str) or not pattern.fullmatch(raw):
         raise ConfigError(stack_key(name), f"{raw!r} is not {what}", set_hint(name, example))
     return raw
 
@@ -135,6 +134,11 @@ class PipelineConfig:
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
         """Validate stack-keyed values (strings or native JSON values); absent or None keys take defaults."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError(
+                f"{NAMESPACE}:*", f"the settings must be a JSON object, got {type(raw).__name__}",
+                "give an object of stack keys, e.g. {\"steps\": 1000}",
+            )
         unknown = sorted(set(raw) - set(BY_KEY))
         if unknown:
             raise ConfigError(

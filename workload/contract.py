@@ -24,18 +24,32 @@ SCRATCH_DIR = "/dev/shm/tpu-sft"
 TARGET_ENV = "TPU_SFT_TARGET"  # remote.target.Target JSON
 PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workload/config.py)
 
+# On the host, relative to the SSH user's home: everything tpu-sft keeps there (remote/target.py), and its
+# detached jobs (remote/jobs.py), which the VM's autostop (workload/autostop.py) watches.
+STATE_DIR = ".tpu-sft"
+JOBS_DIR = "jobs"
+
 HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
+HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish.py)
+PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/publish.py)
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
 PROJECT_PYTHON = ".venv/bin/python"
 
 # Exit status of bad input (a setting, flag, target or file) in every CLI: the code argparse itself uses.
 EXIT_BAD_INPUT = 2
+# Exit status of an unexpected error (a bug) in every CLI: one line names the log holding its traceback.
+EXIT_UNEXPECTED = 76
 
 
 def phase_command(phase: str) -> str:
     """The command a phase's pulumi-command task runs."""
     return f"{PROJECT_PYTHON} -m remote phase {phase}"
+
+
+def publish_command() -> str:
+    """The command of the task that publishes the kept model after the export phase."""
+    return f"{PROJECT_PYTHON} -m remote.publish"
 
 
 def put_secret_command(name: str) -> str:

@@ -13,8 +13,11 @@ time, seconds); the others:
     {"event": "resume", "phase": "train", "from_step": N, "checkpoints": URL, "data": WHY}
                                                            training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "eta_s": E}                  loss/rate fields only when MaxText printed
-                                                                them; null when not finite (NaN/inf loss)
+     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C}
+                                                                loss/rate fields only when MaxText printed
+                                                                them; null when not finite (NaN/inf loss);
+                                                                mfu only where the peak is known (TPU);
+                                                                cost_usd: the VM's bill so far (bill.py), when known
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 
@@ -34,12 +37,15 @@ import time
 from collections import deque
 from typing import Any, Callable, TextIO
 
+from workload import exit_reason
+
 # MaxText's MetricLogger: "completed step: 7, seconds: 0.912, TFLOP/s/device: …, Tokens/s/device: 140.3,
 # total_weights: 88, loss: 11.904, lm_loss: …"; tqdm's progress bar may precede it on the same line.
 _STEP = re.compile(r"completed step: (\d+)")
 _FIELDS = {
     "step_seconds": re.compile(r"\bseconds: ([-+\w.]+)"),
     "tokens_per_s_per_device": re.compile(r"Tokens/s/device: ([-+\w.]+)"),
+    "tflops_per_device": re.compile(r"TFLOP/s/device: ([-+\w.]+)"),
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
 # The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
@@ -71,7 +77,7 @@ def failure_cause(tail: list[str], returncode: int) -> str:
         if _EXCEPTION.match(stripped):
             return stripped[:_TAIL_CHARS]
     if returncode < 0:
-        return f"killed by signal {-returncode}" + (" (out of memory?)" if returncode == -9 else "")
+        return exit_reason.describe(returncode)
     return f"exited with code {returncode} without an error message"
 
 
@@ -82,19 +88,22 @@ def cap_tail(lines: list[str]) -> list[str]:
 class StepProgress:
     """Turns one training attempt's step records into step events: ETA from the median of recent step
     times, skipping the attempt's first step, which carries the compilation (minutes on CPU, while later
-    steps take a second)."""
+    steps take a second). MFU is MaxText's model TFLOP/s per device over the device's peak, when known."""
 
-    def __init__(self, total_steps: int):
+    def __init__(self, total_steps: int, peak_tflops_per_device: float | None = None):
         self.total_steps = total_steps
+        self.peak_tflops_per_device = peak_tflops_per_device
         self._times: deque[float] = deque(maxlen=20)
         self._first_of_attempt = True
 
     def fields(self, record: dict[str, Any]) -> dict[str, Any]:
         fields = {"step": record["step"], "steps": self.total_steps}
-        for key in ("loss", "step_seconds", "tokens_per_s_per_device"):
+        for key in ("loss", "step_seconds", "tokens_per_s_per_device", "tflops_per_device"):
             value = record.get(key)
             if value is not None:
                 fields[key] = value if math.isfinite(value) else None  # JSON has no NaN; null says "not finite"
+        if self.peak_tflops_per_device and fields.get("tflops_per_device") is not None:
+            fields["mfu"] = round(fields["tflops_per_device"] / self.peak_tflops_per_device, 4)
         seconds = record.get("step_seconds")
         if seconds is not None and not self._first_of_attempt:
             self._times.append(seconds)

@@ -29,8 +29,13 @@ def read_token(path: str | None, environ: Mapping[str, str]) -> str | None:
         raise TokenError(f"HF token file {path}: {error.strerror}") from None
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenError(f"HF token file {path} is readable by others (mode {stat.S_IMODE(mode):o}); chmod 600 {path}")
-    with open(path, encoding="utf-8") as f:
-        token = f.read().strip()
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as error:
+        raise TokenError(f"HF token file {path}: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise TokenError(f"HF token file {path} is not UTF-8 text; put the token alone in it") from None
     if not token:
         raise TokenError(f"HF token file {path} is empty")
     return token

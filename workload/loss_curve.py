@@ -1,5 +1,7 @@
-"""Draws the training loss curve from the runner's step metrics (JSON lines with `step` and `loss`).
-Runs inside the MaxText venv (needs matplotlib): `python -m workload.loss_curve METRICS_JSONL OUT_PNG`.
+"""Draws the training loss curve, and below it the throughput MaxText logged per step (tokens/s and
+TFLOP/s per device), from the runner's step metrics (JSON lines with `step`, `loss`, `tokens_per_s_per_device`,
+`tflops_per_device`). Runs inside the MaxText venv (needs matplotlib):
+`python -m workload.loss_curve METRICS_JSONL OUT_PNG`.
 """
 
 from __future__ import annotations
@@ -10,30 +12,46 @@ import math
 import sys
 
 
-def losses(metrics_path: str) -> list[tuple[int, float]]:
-    """Step → loss, the last record of a step winning: after a resume, the steps between the checkpoint
-    and the interruption are trained, and logged, again."""
+def series(metrics_path: str, key: str) -> list[tuple[int, float]]:
+    """Step → value of `key`, the last record of a step winning: after a resume, the steps between the
+    checkpoint and the interruption are trained, and logged, again."""
     by_step: dict[int, float] = {}
     with open(metrics_path, encoding="utf-8") as f:
         for line in f:
             record = json.loads(line)
-            if record.get("loss") is not None and math.isfinite(record["loss"]):
-                by_step[record["step"]] = record["loss"]
+            if record.get(key) is not None and math.isfinite(record[key]):
+                by_step[record["step"]] = record[key]
     return sorted(by_step.items())
 
 
-def draw(points: list[tuple[int, float]], out_png: str, title: str) -> None:
+def losses(metrics_path: str) -> list[tuple[int, float]]:
+    return series(metrics_path, "loss")
+
+
+def draw(metrics_path: str, points: list[tuple[int, float]], out_png: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    figure, axes = pyplot.subplots(figsize=(8, 4.5), dpi=100)
-    axes.plot([step for step, _ in points], [loss for _, loss in points], marker="." if len(points) < 50 else None)
-    axes.set_xlabel("step")
-    axes.set_ylabel("training loss")
-    axes.set_title(title)
-    axes.grid(True, alpha=0.3)
+    marker = "." if len(points) < 50 else None
+    figure, (loss_axes, rate_axes) = pyplot.subplots(2, 1, figsize=(8, 7), dpi=100, sharex=True,
+                                                     gridspec_kw={"height_ratios": [3, 2]})
+    loss_axes.plot([step for step, _ in points], [loss for _, loss in points], marker=marker)
+    loss_axes.set_ylabel("training loss")
+    loss_axes.set_title(title)
+    loss_axes.grid(True, alpha=0.3)
+    tokens = series(metrics_path, "tokens_per_s_per_device")
+    rate_axes.plot([s for s, _ in tokens], [v for _, v in tokens], marker=marker, color="tab:green")
+    rate_axes.set_ylabel("tokens/s/device", color="tab:green")
+    rate_axes.set_xlabel("step (the first of each attempt includes compilation)")
+    rate_axes.grid(True, alpha=0.3)
+    tflops = series(metrics_path, "tflops_per_device")
+    if tflops:
+        tflops_axes = rate_axes.twinx()
+        tflops_axes.plot([s for s, _ in tflops], [v for _, v in tflops], marker=marker, color="tab:orange",
+                         linestyle="--")
+        tflops_axes.set_ylabel("TFLOP/s/device", color="tab:orange")
     figure.tight_layout()
     figure.savefig(out_png)
     pyplot.close(figure)
@@ -49,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not points:
         print(f"ValueError: no finite loss in {args.metrics_jsonl}", file=sys.stderr)
         return 1
-    draw(points, args.out_png, args.title)
+    draw(args.metrics_jsonl, points, args.out_png, args.title)
     return 0
 
 

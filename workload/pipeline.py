@@ -8,10 +8,14 @@ The last stdout line is always the summary:
 
     {"event": "summary", "ok": bool, "until": STEP, "run_name": …, "checkpoint": converted checkpoint,
      "trained_checkpoint": …, "final_step": N, "final_loss": L, "export_dir": …, "config_fixes": [...],
-     "verify": {...}, "kept_dir": …, "manifest": …, "train_wall_s": S, "chips": C, "chip_hours": H,
-     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation]}
+     "verify": {..., "logits_kl_max": K, "kl_bound": B, ...}, "kept_dir": …, "manifest": …,
+     "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
+     "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
+     "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
+     "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"} (workload/bill.py; when measured)}
 
-Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU).
+Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
+workload/throughput.py's, the logit figures workload/logit_parity.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, kept, markers, tiny, verify_hf
+from workload import export_fix, kept, logit_parity, markers, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -44,7 +48,8 @@ def step_inputs(ctx: Context, step: str) -> dict:
         "convert": lambda: config.phase_settings("convert"),
         "train": lambda: {**config.phase_settings("train"), "run_name": ctx.layout.run_name},
         "export": lambda: {"fix": {export_fix.KEY: export_fix.RIGHT}},
-        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS},
+        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS,
+                           "logit_prompts": logit_parity.PROMPTS, "kl_bound": logit_parity.KL_BOUND[config.profile]},
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
     }[step]()
 
@@ -81,28 +86,32 @@ def run(ctx: Context, until: str = "keep") -> int:
         return 2
 
 
-def run_identity(ctx: Context) -> str:
-    """What a kept model must have been made from to be reused: every step's own inputs."""
-    return fingerprint({step: step_inputs(ctx, step) for step in plan(ctx.config.profile, "keep")})
+def step_fingerprints(ctx: Context, until: str = "keep") -> dict[str, str]:
+    """Each step's inputs up to `until`, one fingerprint per step: what a kept model records it was made from."""
+    return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until)}
 
 
 def _reuse_kept(ctx: Context, until: str) -> bool:
-    """A model kept for exactly these inputs (by another VM, before this one): verify it and report it."""
-    found, _ = kept.verified(ctx.layout.kept_dir, ctx.identity)
+    """A model kept from these inputs (by another VM, before this one): verify it and report it. A job that ends
+    before train does not know train's inputs: it converts nothing for a kept model, and train converts first
+    if its own inputs turn out to differ."""
+    steps = plan(ctx.config.profile, until)
+    found = kept.find(ctx.layout.kept_dir, step_fingerprints(ctx, until))
     if found is None:
         return False
-    reason = f"the model kept in {ctx.layout.kept_dir} has these inputs and matches its manifest"
-    for step in plan(ctx.config.profile, until):
+    kept_dir, manifest = found
+    reason = f"the model kept in {kept_dir} has these inputs and matches its manifest"
+    for step in steps:
         ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
     ctx.events.emit("summary", ok=True, until=until, run_name=ctx.layout.run_name, failed_step=None, error=None,
-                    **found["facts"], kept_dir=ctx.layout.kept_dir,
-                    manifest=os.path.join(ctx.layout.kept_dir, kept.MANIFEST), kept_files=len(found["files"]),
-                    kept_bytes=sum(e["size"] for e in found["files"]), reused_kept_model=True, logs=[])
+                    **kept.facts(manifest, steps), kept_dir=kept_dir, manifest=os.path.join(kept_dir, kept.MANIFEST),
+                    kept_files=len(manifest["files"]), kept_bytes=sum(e["size"] for e in manifest["files"]),
+                    reused_kept_model=True, logs=[])
     return True
 
 
 def _run(ctx: Context, until: str) -> int:
-    ctx.identity = run_identity(ctx)
+    ctx.step_fingerprints = step_fingerprints(ctx)
     if _reuse_kept(ctx, until):
         return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
@@ -139,5 +148,7 @@ def _run(ctx: Context, until: str) -> int:
         ctx.events.emit("phase", phase=step, status="done", seconds=seconds, **outcome.facts)
         summary.update(outcome.facts)
     summary["logs"] = ctx.log_paths
+    if ctx.meter is not None:
+        summary["bill"] = ctx.meter.reading()
     ctx.events.emit("summary", **summary)
     return 0 if summary["ok"] else 1

@@ -52,13 +52,24 @@ def render(e: dict[str, Any]) -> str | None:
             parts.append(f"{e['step_seconds']:.2f} s/step")
         if e.get("tokens_per_s_per_device") is not None:
             parts.append(f"{e['tokens_per_s_per_device']:.0f} tokens/s/device")
+        if e.get("tflops_per_device") is not None:
+            parts.append(f"{_tflops(e['tflops_per_device'])} TFLOP/s/device")
+        if e.get("mfu") is not None:
+            parts.append(f"MFU {e['mfu']:.1%}")
         if e.get("eta_s") is not None:
             parts.append(f"ETA {duration(e['eta_s'])}")
+        if e.get("cost_usd") is not None:
+            parts.append(f"${e['cost_usd']:.2f} so far")
         return " · ".join(parts)
     if kind == "error":
         tail = "\n".join(f"    {line}" for line in e.get("tail", [])[-10:])
         return f"✗ {phase}: {e.get('cause')}" + (f"\n  log tail ({e.get('log')}):\n{tail}" if tail else "")
     return None
+
+
+def _tflops(value: float) -> str:
+    """Three significant figures: 0.0162 on a CPU, 412 on a TPU chip."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
 
 
 def duration(seconds: float) -> str:

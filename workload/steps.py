@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, hf_token, kept, markers, storage, train_metrics
+from workload import commands, export_fix, hf_token, kept, markers, storage, throughput, train_metrics
 from workload.accelerators import ACCELERATORS
+from workload.bill import Meter
 from workload.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
 from workload.fingerprint import manifest
@@ -35,8 +36,10 @@ class Context:
     base_env: dict[str, str]  # the environment children start from (HF_TOKEN included when given)
     scrub: Callable[[str], str]
     package_root: str  # where `workload` is importable from (the tiny launcher and helpers need it)
-    identity: str = ""  # the fingerprint of every step's inputs (workload/pipeline.py), recorded with what is kept
+    step_fingerprints: dict[str, str] = field(default_factory=dict)  # each step's inputs (workload/pipeline.py),
+    # recorded with what is kept
     log_paths: list[str] = field(default_factory=list)
+    meter: Meter | None = None  # the VM's bill so far (workload/bill.py); None: not measured
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
             on_line: Callable[[str], None] = lambda line: None) -> None:
@@ -131,7 +134,8 @@ def train(ctx: Context) -> Outcome:
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
         raise StepFailed(f"final training loss is {final_loss}, not a finite number")
-    wall = training_wall_seconds(_read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file))
+    attempts, metrics = _read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file)
+    wall = training_wall_seconds(attempts, metrics)
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
     receipt = layout.result("trained-checkpoint.json")
     with open(receipt, "w", encoding="utf-8") as f:  # what the done-marker checks: the checkpoint may be remote
@@ -144,6 +148,7 @@ def train(ctx: Context) -> Outcome:
         "train_wall_s": round(wall, 1),
         "chips": chips,
         "chip_hours": round(wall * chips / 3600, 3),
+        **throughput.train_figures(ctx.config, attempts, metrics, wall),
     })
 
 
@@ -162,14 +167,20 @@ def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
 def _train_attempt(ctx: Context) -> None:
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
+    timeline = throughput.AttemptTimeline(attempt)
     _append_jsonl(ctx.layout.attempts_file, {"attempt": attempt})
     persisting = train_metrics.Cadence(ctx.config.checkpoint_period)
 
     def on_line(line: str) -> None:
+        timeline.observe(line, time.time())
+        if progress.peak_tflops_per_device is None and timeline.backend:
+            progress.peak_tflops_per_device = throughput.peak_tflops_per_device(ctx.config, timeline.backend)[0]
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
-            ctx.events.step("train", progress.fields(record))
+            fields = progress.fields(record)
+            cost = ctx.meter.reading()["cost_usd"] if ctx.meter else None
+            ctx.events.step("train", fields if cost is None else {**fields, "cost_usd": cost})
             if persisting.due(record["step"]):
                 train_metrics.persist(ctx.layout)
 
@@ -179,7 +190,8 @@ def _train_attempt(ctx: Context) -> None:
         ctx.run("train", command.argv, command.env, on_line)
     finally:
         ctx.events.flush_steps()
-        _append_jsonl(ctx.layout.attempts_file, {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1)})
+        _append_jsonl(ctx.layout.attempts_file,
+                      {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1), **timeline.facts})
 
 
 def export(ctx: Context) -> Outcome:
@@ -204,8 +216,14 @@ def verify(ctx: Context) -> Outcome:
     # The export is a local directory: nothing to fetch, so nothing may be fetched.
     offline = {"HF_HOME": ctx.layout.hf_home, "HF_HUB_OFFLINE": "1"}
     ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
+    parity = ctx.command(commands.logit_parity)
+    ctx.run("logit-parity", parity.argv, {**parity.env, **offline})
     with open(result_path, encoding="utf-8") as f:
         result = json.load(f)
+    with open(ctx.layout.result("logit-parity.json"), encoding="utf-8") as f:
+        result.update({k: v for k, v in json.load(f).items() if k not in ("ok", "problems")})
+    with open(result_path, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
     return Outcome(result_path, {"verify": result}, hashes=True)
 
 
@@ -213,7 +231,7 @@ def keep(ctx: Context) -> Outcome:
     layout = ctx.layout
     png = layout.result("loss.png")
     ctx.run("loss-curve", [ctx.python, "-m", "workload.loss_curve", layout.metrics_file, png,
-                           "--title", f"{layout.run_name}: SFT training loss"])
+                           "--title", f"{layout.run_name}: SFT training loss and throughput"])
     items = {
         "hf-model": layout.export_dir,
         "metrics": layout.train_metrics_dir,
@@ -233,10 +251,12 @@ def keep(ctx: Context) -> Outcome:
         else:
             raise StepFailed(f"nothing to keep at {source}")
     files = manifest(partial, hashes=True)
-    facts = {k: v for step in ("train", "export", "verify") for k, v in (markers.read(layout.marker(step)) or {}).get(
-        "facts", {}).items()}
+    # convert's facts name scratch paths that a new VM will not have: recorded are its inputs, not its facts.
+    steps = {step: {"inputs": inputs, "facts": (markers.read(layout.marker(step)) or {}).get("facts", {})
+                    if step in ("train", "export", "verify") else {}}
+             for step, inputs in ctx.step_fingerprints.items()}
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
-        json.dump({"run_name": layout.run_name, "identity": ctx.identity, "facts": facts, "files": files}, f, indent=1)
+        json.dump({"run_name": layout.run_name, "steps": steps, "files": files}, f, indent=1)
     # Swap in whole: a reader of the output dir never sees a half-copied model.
     _fresh(layout.kept_dir)
     os.replace(partial, layout.kept_dir)

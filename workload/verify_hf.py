@@ -1,5 +1,6 @@
 """Checks an exported model the way a user will load it: transformers loads it (no text weight missing),
-every weight is finite, and it generates a few tokens from a chat prompt. Writes the result as JSON and
+every weight is finite, Gemma 3's activation is the tanh GELU, and it generates a few tokens from a chat
+prompt (workload.logit_parity then compares its logits with the checkpoint's). Writes the result as JSON and
 exits non-zero when a check fails. Runs inside the MaxText venv (needs transformers and torch):
 
     python -m workload.verify_hf EXPORT_DIR RESULT_JSON
@@ -11,6 +12,8 @@ import argparse
 import json
 import sys
 import time
+
+from workload import export_fix
 
 PROMPT = [{"role": "user", "content": "Write one sentence about the sea."}]
 NEW_TOKENS = 8
@@ -35,11 +38,16 @@ def verify(export_dir: str) -> dict:
     problems = [f"text weights missing from the export: {missing_text[:5]}"] if missing_text else []
     problems += [f"non-finite weights: {nonfinite[:5]}"] if nonfinite else []
     problems += [f"generated {len(new_tokens)} tokens, expected {NEW_TOKENS}"] if len(new_tokens) != NEW_TOKENS else []
+    activation = model.config.text_config.hidden_activation
+    if activation != export_fix.RIGHT:  # too small to see in the logits of a random tiny model
+        issue = export_fix.WHY.split(":")[0]
+        problems.append(f"hidden_activation is {activation!r}, not {export_fix.RIGHT!r} ({issue}); "
+                        "re-run the export, which corrects it")
     return {
         "ok": not problems,
         "problems": problems,
         "model_class": type(model).__name__,
-        "hidden_activation": model.config.text_config.hidden_activation,
+        "hidden_activation": activation,
         "parameters": sum(p.numel() for p in model.parameters()),
         "prompt": PROMPT[0]["content"],
         "new_token_ids": new_tokens,

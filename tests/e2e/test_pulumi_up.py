@@ -69,8 +69,8 @@ def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
         assert f"skipped: {reason}" in run.stdout
         summary = _summary(run)
         assert summary["reused_kept_model"] is True and summary["logs"] == []
-        for fact in ("final_step", "final_loss"):
-            assert summary[fact] == first_export[fact], fact
+        for fact in ("final_step", "final_loss"):  # train's facts, which the convert job does not report
+            assert summary.get(fact) == (None if phase == "convert" else first_export[fact]), fact
     assert not (pulumi_up.new_vm_host.directory / "scratch" / "logs").exists()  # no MaxText process ran there
 
 

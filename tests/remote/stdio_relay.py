@@ -1,5 +1,6 @@
 """A stand-in for `gcloud compute start-iap-tunnel NAME PORT --listen-on-stdin`: relays stdin/stdout to a TCP
-port on loopback, as IAP relays them to the VM. Records the instance name and port it was asked for."""
+port on loopback, as IAP relays them to the VM. Records the instance name, port and any further arguments it
+was given."""
 
 import os
 import select
@@ -8,9 +9,9 @@ import sys
 
 
 def main() -> None:
-    record, address, name, port = sys.argv[1:5]
+    record, address, name, port, *more = sys.argv[1:]
     with open(record, "a") as f:
-        f.write(f"{name} {port}\n")
+        f.write(" ".join([name, port, *more]) + "\n")
     sock = socket.create_connection((address, int(port)))
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     while True:

@@ -7,8 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from remote.bootstrap import BootstrapResult, BootstrapSpec, Step, bootstrap, bootstrap_all, spec_for
 from remote.connection import connect
+from remote.errors import BadInput, CommandFailed
 from tests.remote.ssh_testbed import wait_until
 from workload.config import PipelineConfig
 
@@ -84,6 +87,28 @@ def test_interrupted_bootstrap_resumes_cleanly(target, scratch):
         assert bootstrap(conn, spec).installed is False
     assert six_version(scratch) == "1.16.0"
     assert counts(scratch) == {"packages": 1, "venv": 1, "install": 2}
+
+
+def test_a_failing_step_is_named_and_leaves_no_fingerprint(target, scratch):
+    spec = BootstrapSpec((Step("fine", "true"), Step("broken", "echo why >&2; exit 7")))
+    failing = r"bootstrap step 'broken' failed \(exit 7\): why"
+    with connect(target) as conn, pytest.raises(CommandFailed, match=failing) as failed:
+        bootstrap(conn, spec)
+    assert failed.value.tail == ("why",)
+    assert not (scratch / "remote state/bootstrap/fingerprint").exists()
+    assert len(list((scratch / "remote state/bootstrap/done").iterdir())) == 1  # only the step that succeeded
+
+
+@pytest.mark.parametrize("text", [
+    "not json",
+    '{"env": {}}',  # no steps
+    '{"steps": [{"name": "x"}]}',  # a step without its command
+    '{"steps": [{"name": "x", "command": "true", "shell": "bash"}]}',  # a field a step does not have
+    '["steps"]',
+])
+def test_a_malformed_spec_is_bad_input(text):
+    with pytest.raises(BadInput, match=r"^bootstrap spec"):
+        BootstrapSpec.from_json(text)
 
 
 def test_every_host_rechecks_in_one_round_trip(cluster, scratch, channels):

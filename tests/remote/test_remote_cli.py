@@ -42,7 +42,7 @@ def test_help_for_every_verb():
 
 
 def test_start_follow_status_through_the_cli(target, scratch):
-    started = cli("start", "job-1", 'echo "$GREETING"; sleep 1.5; echo bye; exit 3', "--env", "GREETING=hi there",
+    started = cli("start", "job-1", 'echo "$GREETING"; sleep 4; echo bye; exit 3', "--env", "GREETING=hi there",
                   target=target)
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["state"] in ("running", "failed")

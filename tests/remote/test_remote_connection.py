@@ -1,6 +1,8 @@
 """Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
 
 import dataclasses
+import io
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -8,8 +10,8 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from remote.connection import connect, run
-from remote.errors import AuthError, HostKeyError, Unreachable
+from remote.connection import _known_hosts_name, connect, run
+from remote.errors import AuthError, CommandFailed, HostKeyError, Unreachable
 from tests.remote.ssh_testbed import free_port, make_user_key
 
 
@@ -54,10 +56,80 @@ def test_changed_host_key_is_refused_with_the_fix(target, tmp_path):
     assert f"ssh-keygen -R '[{target.host}]:{target.port}' -f {known}" in message
 
 
+def test_the_fix_names_the_host_as_known_hosts_does():
+    """On port 22, the real VM's, known_hosts and `ssh-keygen -R` name a host without brackets."""
+    assert _known_hosts_name("tpu-sft-dev", 22) == "tpu-sft-dev"
+    assert _known_hosts_name("127.0.0.1", 2222) == "[127.0.0.1]:2222"
+
+
+def test_a_failed_command_keeps_its_output_tail_but_not_its_command_line(target):
+    with connect(target) as conn, pytest.raises(CommandFailed) as failed:
+        run(conn, ": hf_OnTheCommandLine0123456789; seq 1 25; echo err >&2; exit 3")
+    assert failed.value.exited == 3
+    assert failed.value.tail == (*(str(i) for i in range(7, 26)), "err")  # the last 20 lines
+    assert "hf_OnTheCommandLine" not in str(failed.value) + repr(failed.value)
+
+
 def test_refused_key_is_an_auth_error(target, tmp_path):
     stranger = make_user_key(tmp_path / "stranger").private
     with pytest.raises(AuthError, match="refused key"):
         connect(dataclasses.replace(target, key_path=str(stranger)))
+
+
+def test_fabric_settings_files_are_not_read(target, tmp_path, monkeypatch):
+    """A ~/.fabric.yml (here: an environment for every command) changes nothing."""
+    (tmp_path / ".fabric.yml").write_text("run:\n  env:\n    FROM_FILE: leaked\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with connect(target) as conn:
+        assert run(conn, 'echo "${FROM_FILE:-unset}"').stdout == "unset\n"
+
+
+def test_only_the_targets_own_key_is_offered(target, tmp_path, monkeypatch):
+    """A key the server accepts, in ~/.ssh and loaded in a running ssh-agent, does not stand in for a wrong
+    key_path: only the target's key is ever offered."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_bytes(Path(target.key_path).read_bytes())
+    (home / ".ssh" / "id_ed25519").chmod(0o600)
+    monkeypatch.setenv("HOME", str(home))
+    socket_path = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
+    try:
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        deadline = time.monotonic() + 5
+        while not socket_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        subprocess.run(["ssh-add", "-q", target.key_path], check=True, capture_output=True)
+        stranger = make_user_key(tmp_path / "stranger").private
+        with pytest.raises(AuthError, match="refused key"):
+            connect(dataclasses.replace(target, key_path=str(stranger)))
+    finally:
+        agent.terminate()
+        agent.wait()
+
+
+def test_no_agent_is_forwarded_to_the_host(target):
+    with connect(target) as conn:
+        assert run(conn, 'echo "${SSH_AUTH_SOCK:-no agent}"').stdout == "no agent\n"
+
+
+def test_output_is_captured_and_shown_only_where_asked(target, capfd):
+    shown = io.StringIO()
+    with connect(target) as conn:
+        assert run(conn, "echo quiet").stdout == "quiet\n"
+        assert run(conn, "echo shown; echo also >&2", stream=shown).stdout == "shown\n"
+    out, err = capfd.readouterr()
+    assert "quiet" not in out + err and "shown" not in out + err  # never printed here by itself
+    # stdout and stderr come over separate channel streams, read by separate threads: their order is not fixed.
+    assert sorted(shown.getvalue().splitlines()) == ["also", "shown"]
+
+
+def test_a_commands_own_timeout_wins_over_the_targets(target):
+    with connect(target) as conn:
+        start = time.monotonic()
+        with pytest.raises(Unreachable, match="within 0.5 s"):
+            run(conn, "sleep 5", timeout=0.5)
+    assert time.monotonic() - start < 3.0  # not the target's command_timeout (10 s)
 
 
 def test_closed_port_fails_fast(target):
@@ -105,6 +177,10 @@ def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path
     with connect(via_gateway) as conn:
         assert run(conn, "echo through the tunnel").stdout == "through the tunnel\n"
     assert record.read_text() == f"tpu-sft-dev {target.port}\n"
+    # The other ProxyCommand tokens: %r the user, %% a percent sign; an unknown one is left as written.
+    with connect(dataclasses.replace(via_gateway, gateway=via_gateway.gateway + " %r %% %x")) as conn:
+        run(conn, "true")
+    assert record.read_text().splitlines()[-1] == f"tpu-sft-dev {target.port} {target.user} % %x"
 
 
 def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, sshd_host):
@@ -113,6 +189,7 @@ def test_trust_on_first_use_creates_the_known_hosts_folder(target, tmp_path, ssh
     with connect(dataclasses.replace(target, known_hosts=str(known), trust_on_first_use=True)) as conn:
         run(conn, "true")
     assert known.read_text() == sshd_host.sshd.known_hosts_line
+    assert oct(known.parent.stat().st_mode & 0o777) == "0o700"  # the pins are this user's alone
 
 
 def test_home_relative_key_and_known_hosts_paths(target, tmp_path, monkeypatch, sshd_host):

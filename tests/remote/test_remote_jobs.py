@@ -3,6 +3,7 @@
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -115,6 +116,9 @@ def test_unknown_job_and_bad_job_id(target, state_dir):
             jobs.cancel(conn, "nobody")
         with pytest.raises(BadInput, match="job id"):
             jobs.start(conn, "../escape", "true")
+        with pytest.raises(BadInput, match="command is empty"):
+            jobs.start(conn, "blank", " \n")
+    assert not (state_dir / "jobs").exists()  # nothing was claimed
     with pytest.raises(JobNotFound):
         jobs.follow(target, "nobody", lambda line: None)
 
@@ -125,3 +129,38 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+# A child in a process group of its own, holding the job's log open: MaxText's trainer and its children.
+OWN_GROUP_CHILD = ("python3 -c 'import os, time; os.setpgid(0, 0); "
+                   "open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(300)' & ")
+
+
+def test_a_job_ends_with_its_main_process_and_takes_the_rest_of_its_session_along(target, state_dir, scratch):
+    child_pid = scratch / "child.pid"
+    with connect(target) as conn:
+        jobs.start(conn, "leaves-a-child", OWN_GROUP_CHILD.format(pid_file=child_pid) +
+                   f"while [ ! -s {child_pid} ]; do sleep 0.02; done; echo parent done; exit 3")
+    started = time.monotonic()
+    lines = []
+    assert jobs.follow(target, "leaves-a-child", lines.append, wait_s=0.5) == 3
+    assert time.monotonic() - started < 10 and lines == ["parent done"]
+    assert _gone(int(child_pid.read_text()))
+
+
+def test_cancel_reaches_a_child_in_a_process_group_of_its_own(target, state_dir, scratch):
+    child_pid = scratch / "child.pid"
+    with connect(target) as conn:
+        jobs.start(conn, "cancel-group", OWN_GROUP_CHILD.format(pid_file=child_pid) + "wait")
+        pid = int(wait_until(lambda: child_pid.exists() and child_pid.read_text().strip(), what="child pid"))
+        assert jobs.cancel(conn, "cancel-group", grace_s=1).state == "cancelled"
+    assert _gone(pid), "the child in its own process group survived cancel"
+
+
+def test_a_job_killed_by_a_signal_says_so(target, state_dir):
+    with connect(target) as conn:
+        jobs.start(conn, "self-kill", "sh -c 'kill -9 $$'")
+    assert jobs.follow(target, "self-kill", lambda line: None) == 137
+    with connect(target) as conn:
+        state = jobs.status(conn, "self-kill")
+    assert (state.state, state.detail) == ("failed", "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)")

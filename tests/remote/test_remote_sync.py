@@ -5,7 +5,7 @@ import hashlib
 import pytest
 
 from remote.connection import connect
-from remote.errors import FetchError, RemoteFileMissing
+from remote.errors import BadInput, FetchError, RemoteFileMissing, Unreachable
 from remote.sync import fetch, push_tree
 
 
@@ -17,26 +17,29 @@ def package(tmp_path):
     (root / "run.sh").write_text("#!/bin/sh\necho hi\n")
     (root / "run.sh").chmod(0o755)
     (root / "sub dir" / "it's.py").write_text("X = 1\n")
+    (root / "two  spaces.txt").write_text("sha256sum separates with two spaces too\n")
     (root / "__pycache__").mkdir()
     (root / "__pycache__" / "x.pyc").write_bytes(b"\0")
     return root
 
 
 def test_push_tree_uploads_then_skips_in_one_round_trip(target, scratch, package, channels):
-    remote_dir = scratch / "code"
+    remote_dir = scratch / "code 'dir'; $(touch canary)"  # the remote path is quoted on every command line
     with connect(target) as conn:
         first = push_tree(conn, package, str(remote_dir))
-        assert first.uploaded == ("__init__.py", "run.sh", "sub dir/it's.py") and first.unchanged == 0
+        assert first.uploaded == ("__init__.py", "run.sh", "sub dir/it's.py", "two  spaces.txt")
+        assert first.unchanged == 0
         assert (remote_dir / "sub dir" / "it's.py").read_text() == "X = 1\n"
         assert (remote_dir / "run.sh").stat().st_mode & 0o777 == 0o755
         assert not (remote_dir / "__pycache__").exists()
         channels.clear()
         again = push_tree(conn, package, str(remote_dir))
-        assert (again.uploaded, again.unchanged, channels) == ((), 3, {target.host: 1})
+        assert (again.uploaded, again.unchanged, channels) == ((), 4, {target.host: 1})
         (package / "__init__.py").write_text("VERSION = 2\n")
         changed = push_tree(conn, package, str(remote_dir))
     assert changed.uploaded == ("__init__.py",)
     assert (remote_dir / "__init__.py").read_text() == "VERSION = 2\n"
+    assert not list(scratch.rglob("canary"))
 
 
 def test_fetch_verifies_and_skips_what_matches(target, scratch, tmp_path):
@@ -51,6 +54,13 @@ def test_fetch_verifies_and_skips_what_matches(target, scratch, tmp_path):
         assert (local / "model.bin").read_bytes() == artifact.read_bytes()
         [again] = fetch(conn, [str(artifact)], local)
         assert not again.transferred
+        manifest = scratch / "out dir" / "manifest.json"
+        manifest.write_text("{}")
+        nested = tmp_path / "kept" / "run-1"  # made as needed
+        fetch(conn, [str(artifact)], nested)
+        kept, fetched = fetch(conn, [str(artifact), str(manifest)], nested)  # one matches, the next is still fetched
+        assert (kept.transferred, fetched.transferred) == (False, True)
+        assert (nested / "manifest.json").read_text() == "{}"
         with pytest.raises(RemoteFileMissing):
             fetch(conn, [str(scratch / "nope")], local)
 
@@ -67,6 +77,40 @@ def test_fetch_refuses_a_file_that_changes_in_flight(target, scratch, tmp_path, 
             return real_get(remote, local)
 
         monkeypatch.setattr(sftp, "get", get_after_a_write)
-        with pytest.raises(FetchError, match="expected 7 bytes"):
+        with pytest.raises(FetchError, match="expected 7 bytes") as refused:
             fetch(conn, [str(artifact)], tmp_path / "local")
+    got, expected = (hashlib.sha256(text).hexdigest()[:12] for text in (b"before\nafter\n", b"before\n"))
+    assert f"arrived as 13 bytes sha256 {got}…, expected 7 bytes sha256 {expected}…" in str(refused.value)
     assert not (tmp_path / "local" / "growing.log").exists()
+
+
+def test_fetch_needs_files_with_distinct_names(target, tmp_path):
+    with connect(target) as conn:
+        for paths in ([], ["/a/model.bin", "/b/model.bin"], ["/"]):
+            with pytest.raises(BadInput, match="distinct base names"):
+                fetch(conn, paths, tmp_path)
+
+
+def test_a_download_cut_by_a_dropped_link_is_unreachable(target, scratch, tmp_path, monkeypatch):
+    artifact = scratch / "model.bin"
+    artifact.write_text("weights")
+    with connect(target) as conn:
+        def dropped(*args, **kwargs):
+            raise EOFError  # what paramiko raises when the link goes mid-transfer
+
+        monkeypatch.setattr(conn.sftp(), "get", dropped)
+        with pytest.raises(Unreachable, match="download of .*model.bin failed"):
+            fetch(conn, [str(artifact)], tmp_path)
+        assert not conn.is_connected
+    assert not (tmp_path / "model.bin").exists()
+
+
+def test_an_upload_cut_by_a_dropped_link_is_unreachable(target, scratch, package, monkeypatch):
+    with connect(target) as conn:
+        def dropped(*args, **kwargs):
+            raise EOFError
+
+        monkeypatch.setattr(conn.sftp(), "put", dropped)
+        with pytest.raises(Unreachable, match="upload to .* failed"):
+            push_tree(conn, package, str(scratch / "code"))
+        assert not conn.is_connected

@@ -28,8 +28,10 @@ def _home(gcloud_home, monkeypatch):
 
 
 @pytest.fixture
-def dev_config() -> dict[str, str]:
-    return read_stack_config(DEV_STACK)
+def dev_config(gcloud_home) -> dict[str, str]:
+    """The shipped dev stack, with its SSH public key set to this home's own, as a user does."""
+    public_key = (gcloud_home / ".ssh/google_compute_engine.pub").read_text().strip()
+    return {**read_stack_config(DEV_STACK), "tpu-sft:sshPublicKey": public_key}
 
 
 @pytest.fixture

@@ -40,7 +40,7 @@ def test_the_vm_default_service_account_gets_object_user_on_this_bucket_only(moc
         "bucket": "my-tpu-project-tpu-sft-dev-runs",
         "role": "roles/storage.objectUser",  # create, read, list, delete objects; no bucket or IAM admin
         # Unset tpu-sft:serviceAccount: the account Google attached to the VM, read back from the instance.
-        "member": "serviceAccount:123456789-compute@developer.gserviceaccount.com",
+        "member": "serviceAccount:123456789012-compute@developer.gserviceaccount.com",
     }
     assert stack.one(INSTANCE).urn in member.dependencies
 

@@ -6,10 +6,21 @@ from pulumi import RunError
 FIREWALL = "gcp:compute/firewall:Firewall"
 DISK = "gcp:compute/disk:Disk"
 INSTANCE = "gcp:compute/instance:Instance"
+DEFAULT_ALLOW_SSH_PRIORITY = 65534  # the default network's `default-allow-ssh`: tcp:22 from 0.0.0.0/0
+
+
+def allow_rule(stack):
+    [rule] = [r for r in stack.of_type(FIREWALL) if "allows" in r.inputs]
+    return rule
+
+
+def deny_rule(stack):
+    [rule] = [r for r in stack.of_type(FIREWALL) if "denies" in r.inputs]
+    return rule
 
 
 def test_firewall_allows_ssh_from_iap_only(mock_stack):
-    rule = mock_stack().one(FIREWALL).inputs
+    rule = allow_rule(mock_stack()).inputs
     assert rule["direction"] == "INGRESS"
     assert rule["network"] == "default"
     assert rule["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
@@ -17,22 +28,45 @@ def test_firewall_allows_ssh_from_iap_only(mock_stack):
     assert rule["targetTags"] == ["tpu-sft-dev"]
 
 
+def test_the_stack_owns_the_vms_ingress(mock_stack):
+    """A network whose default rules admit SSH from anywhere cannot reach the VM: everything else is denied on
+    its tag, after our allow and before the defaults (GCE applies the lowest priority number)."""
+    stack = mock_stack()
+    allow, deny = allow_rule(stack).inputs, deny_rule(stack).inputs
+    assert len(stack.of_type(FIREWALL)) == 2
+    assert deny["direction"] == "INGRESS" and deny["network"] == allow["network"]
+    assert deny["denies"] == [{"protocol": "all"}] and deny["sourceRanges"] == ["0.0.0.0/0"]
+    assert deny["targetTags"] == allow["targetTags"] == stack.one(INSTANCE).inputs["tags"]
+    assert allow["priority"] < deny["priority"] < DEFAULT_ALLOW_SSH_PRIORITY
+
+
+def test_a_stack_that_lists_no_ranges_admits_iap_only(mock_stack):
+    # Google's published IAP range, spelled out: a changed constant must not pass as its own expectation.
+    rule = allow_rule(mock_stack(remove=("tpu-sft:sshSourceRanges",))).inputs
+    assert rule["sourceRanges"] == ["35.235.240.0/20"]
+
+
+def test_the_loud_setting_alone_opens_nothing(mock_stack):
+    stack = mock_stack({"tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}, remove=("tpu-sft:sshSourceRanges",))
+    assert allow_rule(stack).inputs["sourceRanges"] == ["35.235.240.0/20"]
+
+
 def test_firewall_targets_the_vm_tag(mock_stack):
     stack = mock_stack()
-    assert stack.one(FIREWALL).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
+    assert allow_rule(stack).inputs["targetTags"] == stack.one(INSTANCE).inputs["tags"]
 
 
 def test_user_listed_ranges(mock_stack):
-    rule = mock_stack({"tpu-sft:sshSourceRanges": '["203.0.113.0/24", "2001:db8::/32"]'}).one(FIREWALL).inputs
+    rule = allow_rule(mock_stack({"tpu-sft:sshSourceRanges": '["203.0.113.0/24", "2001:db8::/32"]'})).inputs
     assert rule["sourceRanges"] == ["203.0.113.0/24", "2001:db8::/32"]
 
 
 def test_anywhere_needs_the_loud_setting(mock_stack):
     with pytest.raises(RunError, match="tpu-sft:sshSourceRanges"):
         mock_stack({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'})
-    rule = mock_stack(
+    rule = allow_rule(mock_stack(
         {"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]', "tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}
-    ).one(FIREWALL).inputs
+    )).inputs
     assert rule["sourceRanges"] == ["0.0.0.0/0"]
 
 
@@ -57,6 +91,10 @@ def test_data_disk_attached_to_vm_and_not_deleted_with_it(mock_stack):
     assert disk.urn in vm.dependencies
 
 
+def test_a_stack_that_does_not_say_deletes_the_disk_with_the_stack(mock_stack):
+    assert mock_stack(remove=("tpu-sft:keepDataDisk",)).one(DISK).retain_on_delete is False
+
+
 def test_keep_data_disk_retains_it(mock_stack):
     disk = mock_stack({"tpu-sft:keepDataDisk": "true"}).one(DISK)
     assert disk.retain_on_delete is True
@@ -67,13 +105,13 @@ def test_components_and_parents(mock_stack):
     components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
     assert set(components) == {
         "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks",
-        "tpu-sft:infra:Bucket",
+        "tpu-sft:infra:AutostopAccess", "tpu-sft:infra:Bucket",
     }
     for bucket_part in [*stack.of_type("gcp:storage/bucket:Bucket"),
                         *stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]:
         assert bucket_part.parent == components["tpu-sft:infra:Bucket"].urn
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
-    assert stack.one(FIREWALL).parent == components["tpu-sft:infra:SshFirewall"].urn
+    assert {r.parent for r in stack.of_type(FIREWALL)} == {components["tpu-sft:infra:SshFirewall"].urn}
     assert stack.one(INSTANCE).parent == components["tpu-sft:infra:TpuVm"].urn
     for r in stack.resources:
         assert r.protect is False  # `pulumi destroy` must be able to remove everything

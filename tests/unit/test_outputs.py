@@ -35,3 +35,9 @@ def test_price_override_and_longer_run(mock_stack):
     out = mock_stack({"tpu-sft:pricePerChipHour": "1.5", "tpu-sft:steps": "5000"}).outputs
     assert out["hourlyCostUsd"] == pytest.approx(12.0)
     assert out["estimatedRunHours"] > base["estimatedRunHours"]
+
+
+def test_the_price_travels_in_the_vms_metadata_for_its_own_bill(mock_stack):
+    """workload/bill.py reads it there: a price change updates metadata in place and re-runs no phase."""
+    vm = mock_stack({"tpu-sft:pricePerChipHour": "1.5"}).one("gcp:compute/instance:Instance")
+    assert vm.inputs["metadata"]["tpu-sft-usd-per-chip-hour"] == "1.5"

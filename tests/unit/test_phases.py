@@ -32,9 +32,9 @@ def test_phases_are_chained_after_the_vm(mock_stack):
     stack = mock_stack()
     steps = phases(stack)
     vm = stack.one(INSTANCE)
-    firewall = stack.one("gcp:compute/firewall:Firewall")
+    firewalls = {r.urn for r in stack.of_type("gcp:compute/firewall:Firewall")}
     assert vm.urn in steps["bootstrap"].dependencies or any("TpuVm" in d for d in steps["bootstrap"].dependencies)
-    assert any("SshFirewall" in d or d == firewall.urn for d in steps["bootstrap"].dependencies)
+    assert any("SshFirewall" in d or d in firewalls for d in steps["bootstrap"].dependencies)
     # Nothing trains before the checkpoint bucket and the VM's grant on it exist.
     assert stack.one("gcp:storage/bucket:Bucket").urn in steps["bootstrap"].dependencies
     assert stack.one("gcp:storage/bucketIAMMember:BucketIAMMember").urn in steps["bootstrap"].dependencies
@@ -134,8 +134,9 @@ def test_preview_connects_to_nothing(mock_stack, monkeypatch):
 def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/unit/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
+    bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
     export = {**train, "final_loss": 1.23, "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
-              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}}
+              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}, "bill": bill}
     stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train) + "\n",
               "export": "✓ keep done in 3 s\n" + json.dumps(export) + "\n"}
     outputs = run_program(dev_config, preview=False, command_stdout=stdout).outputs
@@ -144,7 +145,10 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     assert outputs["trainedCheckpoint"] == "/dev/shm/ckpt/1000/model_params"
     assert outputs["modelDir"] == "/mnt/tpu-sft-data/tpu-sft/run"
     assert outputs["verify"] == {"ok": True}
-    assert outputs["chipHoursUsed"] == 1.37
+    # The bill is the VM's (its chips × its time since boot, measured at the end of the export job), not the
+    # training's 1.37; the cost is at the stack's price.
+    assert outputs["chipHoursUsed"] == 10.96
+    assert outputs["costUsd"] == round(10.96 * 2.70, 2)
 
 
 def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
@@ -182,7 +186,7 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     assert dev_config.get(key) != value
     before, after = _recorded_inputs(mock_stack()), _recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
-    settings = [parse({**dev_config, **change}, stack="dev", public_key_reader=lambda _: "")
+    settings = [parse({**dev_config, **change}, stack="dev")
                 for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     assert recorded == planned

@@ -21,6 +21,8 @@ def rule(*, ranges=(IAP,), allows=({"protocol": "tcp", "ports": ["22"]},), **ext
         pytest.param(rule(ranges=["0.0.0.0/0"], direction="EGRESS"), id="egress-rule"),
         pytest.param(rule(ranges=["0.0.0.0/0"], disabled=True), id="disabled-rule"),
         pytest.param(rule(ranges=["not-a-cidr"]), id="malformed-range-is-not-the-world"),
+        pytest.param({"sourceRanges": ["0.0.0.0/0"], "denies": [{"protocol": "all"}], "targetTags": ["tpu-sft"]},
+                     id="deny-all-from-world-as-declared"),
     ],
 )
 def test_passes(props):

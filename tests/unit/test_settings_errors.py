@@ -1,9 +1,14 @@
 """Every malformed setting stops the program before anything is declared, with one line naming the key."""
 
+import dataclasses
+import functools
+
 import pytest
 from pulumi import RunError
 
+from infra import settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
+from workload.config import ConfigError
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6
@@ -29,7 +34,12 @@ MALFORMED = [
     ({}, ("tpu-sft:reservation",), (), "tpu-sft:reservation"),
     ({"tpu-sft:reservation": "Bad_Name!"}, (), (), "tpu-sft:reservation"),
     ({"tpu-sft:provisioningModel": "SPOT"}, (), (), "tpu-sft:reservation"),
-    ({"tpu-sft:provisioningModel": "FLEX_START"}, ("tpu-sft:reservation",), (), "tpu-sft:maxRunHours"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, (), (), "tpu-sft:reservation"),
+    ({"tpu-sft:serviceAccount": "default"}, (), (), "tpu-sft:serviceAccount"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"}, ("tpu-sft:reservation",), (),
+     "tpu-sft:maxRunHours"),
+    ({"tpu-sft:autostop": "hibernate"}, (), (), "tpu-sft:autostop"),
+    ({"tpu-sft:idleMinutes": "0"}, (), (), "tpu-sft:idleMinutes"),
     ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),
     ({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'}, (), (), "tpu-sft:sshSourceRanges"),
     ({"tpu-sft:sshSourceRanges": '["10.0.0.1/8"]'}, (), (), "tpu-sft:sshSourceRanges"),
@@ -46,11 +56,13 @@ MALFORMED = [
     ({"tpu-sft:dataDiskSizeGb": "big"}, (), (), "tpu-sft:dataDiskSizeGb"),
     ({"tpu-sft:dataDiskType": "pd-standard"}, (), (), "tpu-sft:dataDiskType"),
     ({"tpu-sft:keepDataDisk": "maybe"}, (), (), "tpu-sft:keepDataDisk"),
+    ({"tpu-sft:allowDataDiskReplace": "maybe"}, (), (), "tpu-sft:allowDataDiskReplace"),
     ({"tpu-sft:access": "vpn"}, (), (), "tpu-sft:access"),
     ({"tpu-sft:access": "direct", "tpu-sft:externalIp": "false"}, (), (), "tpu-sft:externalIp"),
     ({"tpu-sft:sshUser": "Root User"}, (), (), "tpu-sft:sshUser"),
-    ({"tpu-sft:sshPublicKeyPath": "~/.ssh/missing.pub"}, (), (), "tpu-sft:sshPublicKeyPath"),
     ({"tpu-sft:sshPublicKeyPath": "~/.ssh/google_compute_engine"}, (), (), "tpu-sft:sshPublicKeyPath"),
+    ({}, ("tpu-sft:sshPublicKey",), (), "tpu-sft:sshPublicKey"),
+    ({"tpu-sft:sshPublicKey": "-----BEGIN OPENSSH PRIVATE KEY-----"}, (), (), "tpu-sft:sshPublicKey"),
     ({"tpu-sft:labels": '{"Owner": "me"}'}, (), (), "tpu-sft:labels"),
     ({"tpu-sft:labels": '["owner"]'}, (), (), "tpu-sft:labels"),
     ({"tpu-sft:pricePerChipHour": "free"}, (), (), "tpu-sft:pricePerChipHour"),
@@ -58,6 +70,21 @@ MALFORMED = [
     ({"tpu-sft:runName": TOKEN}, (), (), "tpu-sft:runName"),
     ({"tpu-sft:stepz": "10"}, (), (), "tpu-sft:stepz"),
     ({"tpu-sft:torchBackend": "cuda"}, (), (), "tpu-sft:torchBackend"),
+    # exact matches: a trailing newline, other scripts' digits and letters, a second line
+    ({"tpu-sft:steps": "10\n"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:steps": "١٠"}, (), (), "tpu-sft:steps"),
+    ({"tpu-sft:learningRate": "nan"}, (), (), "tpu-sft:learningRate"),
+    ({"tpu-sft:maxtextVersion": "0.2.2\n"}, (), (), "tpu-sft:maxtextVersion"),
+    ({"tpu-sft:maxtextVersion": "0.2.٢"}, (), (), "tpu-sft:maxtextVersion"),
+    ({"tpu-sft:dataset": "owner/ｎame"}, (), (), "tpu-sft:dataset"),
+    ({"gcp:zone": "us-east5-b\n"}, (), (), "gcp:zone"),
+    ({"gcp:zone": "us-east٥-b"}, (), (), "gcp:zone"),
+    ({"gcp:project": "my-project\n"}, (), (), "gcp:project"),
+    ({"tpu-sft:instanceName": "tpu-sft\n"}, (), (), "tpu-sft:instanceName"),
+    ({"tpu-sft:sshUser": "tpu-sft\n"}, (), (), "tpu-sft:sshUser"),
+    ({"tpu-sft:labels": '{"owner": "me\\n"}'}, (), (), "tpu-sft:labels"),
+    ({"tpu-sft:sshSourceRanges": "[5]"}, (), (), "tpu-sft:sshSourceRanges"),
+    ({"tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me\nssh-ed25519 BBBB intruder"}, (), (), "tpu-sft:sshPublicKey"),
     ({"tpu-sft:installPostTrainExtras": "1"}, (), (), "tpu-sft:installPostTrainExtras"),
 ]
 
@@ -107,3 +134,62 @@ def test_an_update_with_a_token_goes_ahead(dev_config, monkeypatch, source):
     else:
         stack = run_program({**dev_config, SECRET: TOKEN}, secret_keys=(SECRET,), preview=False)
     assert stack.of_type("gcp:compute/instance:Instance")
+
+
+# Each lower bound: the bound itself is a valid setting, one below it is not.
+BOUNDS = [
+    ("tpu-sft:steps", "1", "0"),
+    ("tpu-sft:perDeviceBatchSize", "1", "0"),
+    ("tpu-sft:maxTargetLength", "8", "7"),
+    ("tpu-sft:checkpointPeriod", "1", "0"),
+    ("tpu-sft:bootDiskSizeGb", "100", "99"),
+    ("tpu-sft:dataDiskSizeGb", "10", "9"),
+    ("tpu-sft:maxRunHours", "1", "0"),
+    ("tpu-sft:pricePerChipHour", "0.01", "0"),
+    ("tpu-sft:learningRate", "1e-9", "-1e-9"),
+]
+
+
+@pytest.mark.parametrize(("key", "lowest", "below"), BOUNDS, ids=[b[0] for b in BOUNDS])
+def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, key, lowest, below):
+    parse = functools.partial(settings.parse, stack="dev")
+    parse({**dev_config, key: lowest})
+    with pytest.raises(ConfigError, match=f"^{key}:"):
+        parse({**dev_config, key: below})
+
+
+def test_settings_never_show_the_token(dev_config):
+    """Settings end up in logs and tracebacks: their repr leaves the token (and the long public key) out."""
+    public_key = "ssh-ed25519 AAAAC3NzaPublicKeyBody"
+    parsed = settings.parse({**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN}, stack="dev",
+                            secret_keys=frozenset({SECRET}))
+    assert parsed.hf_token == TOKEN
+    assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
+
+
+def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
+    parsed = settings.parse(
+        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation",
+         "tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me@laptop"},
+        stack="dev",
+    )
+    assert {name: getattr(parsed, name) for name in (
+        "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
+        "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
+        "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
+    )} == {
+        "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
+        "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
+        "data_disk_type": "hyperdisk-balanced", "keep_data_disk": False, "access": "iap", "external_ip": True,
+        "ssh_source_ranges": ("35.235.240.0/20",), "ssh_user": "tpu-sft",
+        "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
+        "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
+        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": 4,
+        "hf_token": None,
+    }
+
+
+def test_validated_settings_cannot_be_changed_afterwards(dev_config):
+    parsed = settings.parse(dev_config, stack="dev")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.ssh_source_ranges = ("0.0.0.0/0",)  # type: ignore[misc]

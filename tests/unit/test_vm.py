@@ -22,6 +22,17 @@ def test_image_and_boot_disk(vm):
     assert boot["initializeParams"]["image"] == "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
     assert boot["initializeParams"]["size"] == 200  # --boot-disk-size=200GB
     assert boot["autoDelete"] is True
+    assert boot["initializeParams"]["type"] == "hyperdisk-balanced"  # v6e boots from Hyperdisk only
+
+
+def test_service_account_with_cloud_platform_scope(mock_stack):
+    """As the seed's gcloud: the project's default compute service account (no e-mail given), scope cloud-platform
+    so that its IAM roles alone decide what the workload may reach; or the stack's own account."""
+    scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    assert mock_stack().one(INSTANCE).inputs["serviceAccount"] == {"scopes": scopes}
+    own = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
+    vm = mock_stack({"tpu-sft:serviceAccount": own}).one(INSTANCE)
+    assert vm.inputs["serviceAccount"] == {"email": own, "scopes": scopes}
 
 
 def test_scheduling_is_reservation_bound(vm):
@@ -29,7 +40,35 @@ def test_scheduling_is_reservation_bound(vm):
         "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
+        "maxRunDuration": {"seconds": 4 * 3600},  # not in the seed: the default cap (tests/unit/test_run_cap.py)
     }
+
+
+@pytest.mark.parametrize(
+    ("model", "reservation", "scheduling", "affinity"),
+    [
+        # A calendar-mode (future) reservation: the seed's --provisioning-model=RESERVATION_BOUND.
+        ("RESERVATION_BOUND", "my-v6e-reservation",
+         {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",
+          "instanceTerminationAction": "DELETE"},
+         {"type": "SPECIFIC_RESERVATION",
+          "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}),
+        # An ordinary specific reservation: consumed by a STANDARD VM with SPECIFIC_RESERVATION affinity.
+        ("STANDARD", "projects/other-project/reservations/v6e-shared",
+         {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"},
+         {"type": "SPECIFIC_RESERVATION",
+          "specificReservation": {"key": "compute.googleapis.com/reservation-name",
+                                  "values": ["projects/other-project/reservations/v6e-shared"]}}),
+        ("STANDARD", None, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}, None),
+    ],
+)
+def test_reservations_by_kind(mock_stack, model, reservation, scheduling, affinity):
+    overrides = {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off"}  # caps: test_run_cap.py
+    if reservation:
+        overrides["tpu-sft:reservation"] = reservation
+    vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
+    assert vm.inputs["scheduling"] == scheduling
+    assert vm.inputs.get("reservationAffinity") == affinity
 
 
 def test_reservation_affinity_is_specific(vm):
@@ -85,7 +124,8 @@ def test_startup_script_mounts_the_data_disk(vm):
     ],
 )
 def test_other_provisioning_models(mock_stack, model, extra, expected):
-    stack = mock_stack({"tpu-sft:provisioningModel": model, **extra}, remove=("tpu-sft:reservation",))
+    stack = mock_stack({"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", **extra},
+                       remove=("tpu-sft:reservation",))
     vm = stack.one(INSTANCE)
     assert vm.inputs["scheduling"] == expected
     assert "reservationAffinity" not in vm.inputs
@@ -96,8 +136,26 @@ def test_run_duration_cap(mock_stack):
     assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 10800}
 
 
+def test_a_capped_standard_vm_is_deleted_at_the_cap(mock_stack):
+    """Only a cap ends a STANDARD VM; it must then be deleted, not stopped (a stopped VM keeps its disks)."""
+    stack = mock_stack({"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2"},
+                       remove=("tpu-sft:reservation",))
+    scheduling = stack.one(INSTANCE).inputs["scheduling"]
+    assert (scheduling["instanceTerminationAction"], scheduling["maxRunDuration"]) == ("DELETE", {"seconds": 7200})
+
+
+def test_changes_stop_and_update_the_vm_instead_of_failing(vm):
+    # machine type, network and service account changes need a stopped VM; without this the update is refused
+    assert vm.inputs["allowStoppingForUpdate"] is True
+
+
 def test_accelerator_type_picks_machine_type(mock_stack):
     assert mock_stack({"tpu-sft:acceleratorType": "v6e-4"}).one(INSTANCE).inputs["machineType"] == "ct6e-standard-4t"
+
+
+def test_a_stack_that_does_not_say_gets_an_external_ip_as_gcloud_gives(mock_stack):
+    vm = mock_stack(remove=("tpu-sft:externalIp",)).one(INSTANCE)
+    assert vm.inputs["networkInterfaces"] == [{"network": "default", "accessConfigs": [{}]}]
 
 
 def test_no_external_ip_when_asked(mock_stack):

@@ -17,7 +17,7 @@ from tests.workload.tiny_run import (
     TINY_SETTINGS,
     TinyPipeline,
     run_workload,
-    start_and_kill_after_checkpoint,
+    start_and_kill_trainer_after_checkpoint,
 )
 
 RUNS_PREFIX = "runs"
@@ -50,7 +50,8 @@ def tiny_pipeline(maxtext_python, gcs, tmp_path_factory) -> TinyPipeline:
     tmp = tmp_path_factory.mktemp("tiny-pipeline")
     config, work, out = tmp / "settings.json", tmp / "work", tmp / "out"
     config.write_text(json.dumps(TINY_SETTINGS))
-    interrupted, checkpoint = start_and_kill_after_checkpoint(maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX)
+    interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(maxtext_python, config, work, out, tmp,
+                                                                            gcs, RUNS_PREFIX)
     # What a lost VM takes with it besides its scratch checkpoints: the runner's own step records. The resume
     # must find both in the bucket. (The converted checkpoint stays: re-converting on a new VM is covered by
     # the fresh-VM rehearsal.)
@@ -59,4 +60,4 @@ def tiny_pipeline(maxtext_python, gcs, tmp_path_factory) -> TinyPipeline:
     assert finished.returncode == 0, f"{finished.summary}\n{finished.stderr[-3000:]}"
     print(f"\ntiny pipeline: interrupted run {interrupted.seconds:.0f} s, resumed run {finished.seconds:.0f} s",
           file=sys.stderr)
-    return TinyPipeline(config, work, out, gcs, RUNS_PREFIX, interrupted, checkpoint, finished)
+    return TinyPipeline(config, work, out, gcs, RUNS_PREFIX, interrupted, checkpoint, kill, finished)

@@ -28,7 +28,8 @@ TRACEBACK_TAIL = [
 
 def test_step_line_gives_step_loss_time_and_rate_not_lm_loss():
     assert parse_step(STEP_LINE) == {
-        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "loss": 12.51}
+        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "tflops_per_device": 0.017,
+        "loss": 12.51}
 
 
 def test_other_lines_are_not_steps():
@@ -50,7 +51,7 @@ def test_failure_cause_is_the_last_exception_line():
 
 
 def test_failure_cause_without_a_traceback_says_how_it_exited():
-    assert failure_cause(["plain output\n"], -9) == "killed by signal 9 (out of memory?)"
+    assert failure_cause(["plain output\n"], -9) == "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"
     assert failure_cause([], 3) == "exited with code 3 without an error message"
 
 

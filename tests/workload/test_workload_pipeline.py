@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from workload import kept, pipeline
+from workload import commands, kept, pipeline
 from workload.config import PipelineConfig
+from workload.contract import PHASE_UNTIL
 from workload.events import Events
 from workload.fingerprint import manifest
 from workload.hf_token import REDACTED, TokenError, read_token, redactor
@@ -180,39 +181,66 @@ def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step()
 
 
 def keep_model_as_the_keep_step_would(ctx, facts):
-    """A kept run dir with a manifest carrying the run's identity (workload/steps.py keep)."""
+    """A kept run dir with a manifest carrying each step's inputs (workload/steps.py keep)."""
     os.makedirs(os.path.join(ctx.layout.kept_dir, "hf-model"))
     with open(os.path.join(ctx.layout.kept_dir, "hf-model", "model.safetensors"), "wb") as f:
         f.write(b"weights")
     files = manifest(ctx.layout.kept_dir, hashes=True)
     with open(os.path.join(ctx.layout.kept_dir, kept.MANIFEST), "w") as f:
-        json.dump({"run_name": ctx.layout.run_name, "identity": pipeline.run_identity(ctx), "facts": facts,
-                   "files": files}, f)
+        steps = {step: {"inputs": inputs, "facts": facts if step == "train" else {}}
+                 for step, inputs in pipeline.step_fingerprints(ctx).items()}
+        json.dump({"run_name": ctx.layout.run_name, "steps": steps, "files": files}, f)
 
 
-def test_a_new_host_with_this_runs_kept_model_runs_no_step(tmp_path, fake_steps):
-    config = PipelineConfig()
+def phase_job(tmp_path, config, phase):
+    """A job as the Pulumi program starts it for `phase`: only that phase's settings, the run name they give,
+    a new host's empty scratch, the data disk shared with the host that kept the model."""
+    given = PipelineConfig.from_mapping(config.phase_settings(phase))
+    ctx, out = make_context(tmp_path / f"new-{phase}", given)
+    ctx.layout = Layout(ctx.layout.work_dir, str(tmp_path / "disk"), given.model, commands.run_name(given))
+    return ctx, out
+
+
+def keep_on_a_lost_vm(tmp_path, config, facts):
     lost_vm, _ = make_context(tmp_path / "lost", config)
-    new_vm, out = make_context(tmp_path / "new", config)
-    new_vm.layout = Layout(str(tmp_path / "new" / "work"), lost_vm.layout.output_dir, config.model, "run")
-    keep_model_as_the_keep_step_would(lost_vm, {"final_step": 1000, "final_loss": 1.25})
-    assert pipeline.run(new_vm, "convert") == 0
-    assert fake_steps == []
-    events = events_of(out)
-    assert [e["phase"] for e in events if e["event"] == "phase"] == ["convert"]
-    assert all(e["status"] == "skipped" and "has these inputs and matches its manifest" in e["reason"]
-               for e in events if e["event"] == "phase")
-    summary = events[-1]
-    assert summary["reused_kept_model"] is True and summary["ok"] is True
-    assert (summary["final_step"], summary["final_loss"]) == (1000, 1.25)
+    lost_vm.layout = Layout(lost_vm.layout.work_dir, str(tmp_path / "disk"), config.model, commands.run_name(config))
+    keep_model_as_the_keep_step_would(lost_vm, facts)
 
 
-def test_a_kept_model_from_other_inputs_is_not_reused(tmp_path, fake_steps):
-    lost_vm, _ = make_context(tmp_path / "lost", PipelineConfig())
-    keep_model_as_the_keep_step_would(lost_vm, {"final_step": 1000})
+def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path, fake_steps):
+    config = PipelineConfig(steps=2000, learning_rate=1e-4)  # train settings the convert job is not given
+    keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25})
+    for phase in ("convert", "train", "export"):
+        ctx, out = phase_job(tmp_path, config, phase)
+        assert pipeline.run(ctx, PHASE_UNTIL[phase]) == 0
+        assert fake_steps == [], phase
+        events = events_of(out)
+        assert [e["phase"] for e in events if e["event"] == "phase"] == pipeline.plan("full", PHASE_UNTIL[phase])
+        assert all(e["status"] == "skipped" and "has these inputs and matches its manifest" in e["reason"]
+                   for e in events if e["event"] == "phase")
+        summary = events[-1]
+        assert summary["reused_kept_model"] is True and summary["ok"] is True
+        if phase == "convert":  # what train reported is not convert's to report
+            assert "final_step" not in summary
+        else:
+            assert (summary["final_step"], summary["final_loss"]) == (2000, 1.25)
+
+
+def test_a_kept_model_from_other_train_inputs_is_converted_for_and_trained_again(tmp_path, fake_steps):
+    keep_on_a_lost_vm(tmp_path, PipelineConfig(), {"final_step": 1000})
     other = PipelineConfig(steps=2000)
-    new_vm, out = make_context(tmp_path / "new", other)
-    new_vm.layout = Layout(str(tmp_path / "new" / "work"), lost_vm.layout.output_dir, other.model, "run")
-    assert pipeline.run(new_vm, "convert") == 0
+    convert_job, _ = phase_job(tmp_path, other, "convert")
+    assert pipeline.run(convert_job, "convert") == 0
+    assert fake_steps == []  # convert's inputs are the kept model's: nothing to convert for it
+    train_job, out = phase_job(tmp_path, other, "train")
+    assert pipeline.run(train_job, "train") == 0
+    assert fake_steps == ["convert", "train"]  # train's differ: it converts first, then trains
+    assert "reused_kept_model" not in events_of(out)[-1]
+
+
+def test_a_kept_model_from_other_convert_inputs_is_not_reused_by_convert(tmp_path, fake_steps):
+    keep_on_a_lost_vm(tmp_path, PipelineConfig(), {"final_step": 1000})
+    convert_job, out = phase_job(tmp_path, PipelineConfig(model="gemma3-12b"), "convert")
+    assert pipeline.run(convert_job, "convert") == 0
     assert fake_steps == ["convert"]
     assert "reused_kept_model" not in events_of(out)[-1]

@@ -41,6 +41,18 @@ def test_pipeline_reaches_the_requested_step_with_a_finite_falling_loss(tiny_pip
     assert summary["chips"] == 0 and summary["train_wall_s"] > 0
 
 
+def test_a_trainer_killed_by_sigkill_ends_the_run_at_once_with_one_line_and_nothing_left_running(tiny_pipeline):
+    kill = tiny_pipeline.trainer_kill
+    assert kill.runner_ended_after_s is not None, f"the runner still ran 30 s after its trainer was killed: {kill}"
+    assert kill.runner_ended_after_s < 30
+    assert kill.left_behind == []  # the trainer's children (spawn worker, resource_tracker) included
+    run = tiny_pipeline.interrupted
+    assert run.returncode == 1
+    assert run.summary["ok"] is False and run.summary["failed_step"] == "train"
+    assert run.summary["error"] in ("killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)",
+                                    "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory")
+
+
 def test_an_interrupted_training_resumes_from_its_checkpoint_in_the_bucket_not_from_step_zero(tiny_pipeline):
     killed_at = tiny_pipeline.killed_at_checkpoint
     assert TINY_SETTINGS["checkpointPeriod"] <= killed_at < STEPS

@@ -21,6 +21,7 @@ MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 # may not), and a checkpoint every 10 steps so an interruption after step 10 leaves something to resume from.
 CHECKPOINT_PERIOD = 10
 TINY_SETTINGS = {"profile": "tiny", "steps": 30, "checkpointPeriod": CHECKPOINT_PERIOD, "learningRate": 0.001}
+TRAINER = "maxtext.trainers.post_train.sft.train_sft"  # in the trainer's command line (workload/commands.py)
 STEP_LIMIT_S = 900  # one runner invocation; the whole tiny pipeline takes ~5 min here
 
 
@@ -73,14 +74,24 @@ def latest_checkpoint_in_bucket(gcs: GcsEmulator, prefix: str) -> int | None:
 
 
 @dataclass
+class TrainerKill:
+    """What the runner did after its trainer was kill -9'd (what the kernel's OOM killer does)."""
+
+    trainer_children: list[str]  # the trainer's own children just before the kill ("pid cmdline")
+    runner_ended_after_s: float | None  # None: the runner was still running 30 s after the kill
+    left_behind: list[str]  # processes of the run alive after the runner ended: its session, or naming its dirs
+
+
+@dataclass
 class TinyPipeline:
     config: Path
     work: Path
     out: Path
     gcs: GcsEmulator
     runs_prefix: str  # the object prefix of --runs-dir in the emulated bucket
-    interrupted: Run  # the first invocation, killed during training
+    interrupted: Run  # the first invocation, whose trainer was killed during training
     killed_at_checkpoint: int
+    trainer_kill: TrainerKill
     finished: Run  # the second invocation, which resumed from the bucket and went to the end
 
     @property
@@ -88,10 +99,29 @@ class TinyPipeline:
         return self.gcs.gs(self.runs_prefix)
 
 
-def start_and_kill_after_checkpoint(python: str, config: Path, work: Path, out: Path, tmp: Path, gcs: GcsEmulator,
-                                    runs_prefix: str) -> tuple[Run, int]:
-    """Starts the pipeline and SIGKILLs its process group once training has written a checkpoint at
-    `checkpointPeriod` or later into the bucket — as a preempted VM or a lost SSH session would."""
+
+def processes() -> list[dict]:
+    """Every live (not zombie) process: pid, ppid, session, cmdline."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                state, ppid, _, session = f.read().rsplit(")", 1)[1].split()[:4]
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except (OSError, ValueError):
+            continue
+        if state != "Z":
+            found.append({"pid": int(entry), "ppid": int(ppid), "session": int(session), "cmdline": cmdline})
+    return found
+
+
+def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Path, out: Path, tmp: Path,
+                                            gcs: GcsEmulator, runs_prefix: str) -> tuple[Run, int, TrainerKill]:
+    """Starts the pipeline and, once training has written a checkpoint at `checkpointPeriod` or later into the
+    bucket, SIGKILLs the trainer alone — as the OOM killer would — then gives the runner 30 s to end by itself."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
     argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
@@ -104,12 +134,31 @@ def start_and_kill_after_checkpoint(python: str, config: Path, work: Path, out: 
                 pytest.fail(f"the pipeline ended (exit {process.returncode}) before a checkpoint:\n{stdout.read()}")
             if time.monotonic() - started > STEP_LIMIT_S:
                 pytest.fail("no training checkpoint within the time limit")
-            time.sleep(0.5)
+            time.sleep(0.5)  # each look lists the bucket
+        everything = processes()
+        trainer = next(p for p in everything if p["ppid"] == process.pid and TRAINER in p["cmdline"])
+        children = [f"{p['pid']} {p['cmdline']}" for p in everything if p["ppid"] == trainer["pid"]]
+        os.kill(trainer["pid"], signal.SIGKILL)
+        killed = time.monotonic()
+        try:
+            process.wait(timeout=30)
+            ended_after: float | None = time.monotonic() - killed
+        except subprocess.TimeoutExpired:
+            ended_after = None
+        time.sleep(0.5)  # SIGKILLs the runner sent are delivered asynchronously
+        left = [f"{p['pid']} {p['cmdline']}" for p in processes()
+                if p["session"] == process.pid or str(work) in p["cmdline"] or str(out) in p["cmdline"]]
     finally:
-        os.killpg(process.pid, signal.SIGKILL)
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # the runner's own group, if it is still there
+        except ProcessLookupError:
+            pass
         process.wait()
     stdout.seek(0)
     lines = stdout.read().splitlines()
     events = [json.loads(line) for line in lines if line.startswith("{")]
-    return Run(process.returncode, events, time.monotonic() - started, ""), checkpoint
-
+    # Read after the kill: a checkpoint finished between the poll above and the kill counts too.
+    final_checkpoint = latest_checkpoint_in_bucket(gcs, runs_prefix)
+    assert final_checkpoint is not None
+    return (Run(process.returncode, events, time.monotonic() - started, ""), final_checkpoint,
+            TrainerKill(children, ended_after, left))

@@ -1,0 +1,207 @@
+"""The whole first `pulumi up` against a simulated new VM, then a second `up`, then delete and recreate.
+
+1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile) and read
+   what it declared: the VM's `ssh-keys` and `startup-script` metadata, the data disk's device name;
+2. "create" the VM (it boots on its own) and at once run the recorded post-deploy commands as pulumi-command
+   does, pointed at the VM's address, with the real bootstrap spec transformed by substitutions.py;
+3. run them all again on the same VM (a second `up`: each must find its work done);
+4. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
+   and the kept model must still be there.
+Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from infra.tasks import last_json_line
+from rehearsal.fresh_vm.address import claim_address
+from rehearsal.fresh_vm.declared import DeclaredVm
+from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
+from rehearsal.fresh_vm.image import cached_image
+from rehearsal.fresh_vm.machine import GCE_LIKE, Boot, FreshVm, Timeline, discard
+from rehearsal.fresh_vm.substitutions import PLATFORM, Substitution, provision_boot_disk, transform
+from rehearsal.run import Executed, Recorded, record, start
+from rehearsal.sshd import keygen
+from remote.bootstrap import BootstrapSpec
+from remote.phase_request import PhaseRequest
+from remote.profile import VM, HostProfile
+from remote.target import Target
+from workload.contract import SCRATCH_DIR, TARGET_ENV
+
+CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
+STARTUP_WAIT_S = 120
+
+
+class RehearsalFailed(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Line:
+    at: float  # unix time it arrived
+    command: str
+    stream: str
+    text: str
+
+
+@dataclass
+class FreshVmRun:
+    address: str
+    image: Path
+    substitutions: list[Substitution]
+    boots: list[Boot] = field(default_factory=list)
+    lines: list[Line] = field(default_factory=list)
+    first_up: list[Executed] = field(default_factory=list)
+    second_up: list[Executed] = field(default_factory=list)
+    second_up_inputs_unchanged: bool = False
+    host_public_keys: list[str] = field(default_factory=list)  # the VM's /etc/ssh/ssh_host_*_key.pub at boot 1
+    known_hosts: str = ""  # what the client pinned
+    summary: dict = field(default_factory=dict)  # the export phase's JSON summary
+    kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from boot 2
+    vm_created_at: float = 0.0
+    first_train_step_at: float | None = None
+    finished_at: float = 0.0
+
+
+def identity_overrides(key: Path | str) -> dict[str, str]:
+    """The stack's one SSH identity (tpu-sft:sshPublicKey), its private half where `pulumi up` looks for it."""
+    public = Path(f"{key}.pub")
+    return {"tpu-sft:sshPublicKeyPath": str(public), "tpu-sft:sshPublicKey": public.read_text().strip()}
+
+
+def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = GCE_LIKE,
+             out: TextIO = sys.stdout) -> FreshVmRun:
+    def say(text: str) -> None:
+        print(f"fresh-vm: {text}", file=out, flush=True)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in ("known_hosts", "data-disk.img", "boot-disks", "client"):
+        _remove(directory / stale)  # a rehearsal starts from a new VM and a blank disk
+    image = cached_image(say)
+    key = keygen(_mkdir(directory / "client") / "id_ed25519")
+    overrides = identity_overrides(key)
+    if steps is not None:
+        overrides["tpu-sft:steps"] = str(steps)
+    stack, commands = record(CONFIG, overrides)
+    declared = DeclaredVm.of(stack)
+    spec, made = transform(real_spec(commands[0]))
+    # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
+    profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping())
+    address, address_lock = claim_address()
+    result = FreshVmRun(address, image, [*PLATFORM, *made])
+    for substitution in result.substitutions:
+        say(substitution.line())
+    disk = LoopDisk(directory / "data-disk.img", min(declared.data_disk_size_gb, SIMULATED_SIZE_GB))
+    vm = FreshVm(declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk], timeline)
+    try:
+        result.boots.append(vm.create(image))
+        result.vm_created_at = result.boots[-1].created_at
+        say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
+        for command in commands:
+            env = target_env(command, profile, address, directory)
+            result.first_up.append(execute_timestamped(command, env, result, out))
+        result.summary = last_json_line(result.first_up[-1].stdout)
+        result.host_public_keys = [p.read_text().strip() for p in sorted(
+            Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
+        result.known_hosts = (directory / "known_hosts").read_text()
+
+        say("second `pulumi up`: the same program and settings again")
+        _, again = record(CONFIG, overrides)
+        result.second_up_inputs_unchanged = [(c.name, c.create, c.environment) for c in again] == \
+            [(c.name, c.create, c.environment) for c in commands]
+        say(f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
+            "running them anyway, each must find its work done")
+        for command in again:
+            env = target_env(command, profile, address, directory)
+            result.second_up.append(execute_timestamped(command, env, result, out))
+
+        say("deleting the VM and creating it again on the same data disk")
+        vm.delete()
+        result.boots.append(vm.create(image))
+        vm.wait_for("startup-script-exit", STARTUP_WAIT_S)
+        kept = Path(f"/proc/{vm.pid}/root{result.summary.get('kept_dir', '/nonexistent')}")
+        result.kept_after_recreate = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
+        say(f"boot 2: the kept model {result.summary.get('kept_dir')} holds {len(result.kept_after_recreate)} entries")
+    except RehearsalFailed:
+        _keep_vm_logs(vm, directory / "vm-logs")
+        raise
+    finally:
+        vm.delete()
+        address_lock.close()
+        discard(directory / "boot-disks")
+    result.finished_at = time.time()
+    return result
+
+
+def real_spec(bootstrap: Recorded) -> BootstrapSpec:
+    """The spec `python -m remote phase bootstrap` would install on the VM with this command's environment."""
+    target = Target.from_json(bootstrap.environment[TARGET_ENV])
+    return PhaseRequest.from_env("bootstrap", target, bootstrap.environment).bootstrap_spec()
+
+
+def target_env(command: Recorded, profile: HostProfile, address: str, directory: Path) -> dict[str, str]:
+    """The recorded target pointed at the simulated VM, with its profile; everything else as declared."""
+    target = {**json.loads(command.environment[TARGET_ENV]), "host": address,
+              "known_hosts": str(directory / "known_hosts"), "profile": profile.to_mapping()}
+    return {TARGET_ENV: json.dumps(target)}
+
+
+def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO) -> Executed:
+    """Run one recorded command as pulumi-command does, each output line timestamped as it arrives."""
+    print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
+    started = time.monotonic()
+    proc = start(command, env)
+    captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
+
+    def pump(name: str, source) -> None:
+        for text in source:
+            at = time.time()
+            captured[name].append(text)
+            run.lines.append(Line(at, command.name, name, text.rstrip("\n")))
+            if run.first_train_step_at is None and name == "stdout" and text.startswith("train step "):
+                run.first_train_step_at = at
+            out.write(text)
+            out.flush()
+
+    pumps = [threading.Thread(target=pump, args=(n, s)) for n, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
+    for t in pumps:
+        t.start()
+    for t in pumps:
+        t.join()
+    done = Executed(command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]),
+                    time.monotonic() - started)
+    if done.returncode != 0:
+        raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
+    return done
+
+
+def _keep_vm_logs(vm: FreshVm, into: Path) -> None:
+    """The workload's logs live in the VM's /dev/shm, which goes with it: keep them to read after a failure."""
+    try:
+        logs = Path(f"/proc/{vm.pid}/root{SCRATCH_DIR}/logs")
+    except RuntimeError:
+        return
+    if logs.is_dir():
+        discard(into)
+        shutil.copytree(logs, into)
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        discard(path)
+    else:
+        path.unlink(missing_ok=True)

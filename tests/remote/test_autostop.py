@@ -1,0 +1,160 @@
+"""Autostop on the VM: once the pipeline's jobs are done and nobody is connected, the VM asks the Compute Engine
+API, with its own service account's token, to stop or delete itself; never during a job, never while an SSH
+session is open.
+
+The watcher (workload/autostop.py) runs here as the VM's startup script runs it, as a process of its own; the
+jobs are real detached jobs (remote/jobs.py) on a real sshd, and the SSH sessions real ones. The metadata
+server and the Compute Engine API do not exist off Google Cloud: a local stand-in answers for them
+(tests/remote/gce_standin.py) and records what the VM asked.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from remote import jobs
+from remote.connection import connect
+from tests.remote.gce_standin import TOKEN, GceStandin
+from tests.remote.ssh_testbed import wait_until
+from workload import autostop
+
+WATCHER = Path(autostop.__file__)
+IDLE_MINUTES = "0.03"  # 1.8 s
+IDLE_S = 1.8
+
+
+@pytest.fixture
+def cloud():
+    standin = GceStandin(attributes={autostop.ACTION_KEY: "stop", autostop.IDLE_KEY: IDLE_MINUTES}).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def host_target(private_host, state_dir):
+    return private_host.target(state_dir)
+
+
+@pytest.fixture
+def start_watcher(cloud, private_host, state_dir, tmp_path):
+    """Starts the watcher as the startup script does (this machine's python3, the one file on its own)."""
+    started = []
+
+    def start() -> tuple[subprocess.Popen, Path]:
+        log = tmp_path / f"autostop-{len(started)}.log"
+        env = {"PATH": os.environ["PATH"], "GCE_METADATA_HOST": cloud.host,
+               "TPU_SFT_COMPUTE_API": f"http://{cloud.host}"}
+        with open(log, "w") as out:
+            process = subprocess.Popen(
+                [sys.executable, str(WATCHER), "--jobs-root", str(state_dir / "jobs"),
+                 "--ssh-port", str(private_host.sshd.port), "--poll-seconds", "0.2"],
+                stdout=out, stderr=subprocess.STDOUT, env=env, cwd="/",
+            )
+        started.append(process)
+        return process, log
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _start_job(target, job_id: str, command: str) -> None:
+    with connect(target) as conn:
+        jobs.start(conn, job_id, command)
+
+
+def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
+        host_target, state_dir, cloud, start_watcher):
+    _start_job(host_target, "export-0123456789abcdef-1", "sleep 4; exit 0")
+    watcher, log = start_watcher()
+    wait_until(lambda: "job export-0123456789abcdef-1 is running" in log.read_text(), 15, "the watcher to see the job")
+    time.sleep(IDLE_S + 0.5)  # longer than the idle time, but the job still runs
+    assert (state_dir / "jobs/export-0123456789abcdef-1/exit").exists() is False
+    assert cloud.api_calls() == []
+
+    wait_until(lambda: cloud.api_calls(), 30, "the stop request")
+    ended = (state_dir / "jobs/export-0123456789abcdef-1/exit").stat().st_mtime
+    assert watcher.wait(10) == 0
+    [(method, path, headers)] = cloud.api_calls()
+    assert (method, path) == ("POST", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev/stop")
+    assert headers["Authorization"] == f"Bearer {TOKEN}"  # the VM's own service-account token
+    # The token came from the metadata server, asked as a VM asks it; the request came an idle time after the job.
+    token_reads = [c for c in cloud.calls if c[1].endswith("/service-accounts/default/token")]
+    assert token_reads and all(h["Metadata-Flavor"] == "Google" for _, _, h in token_reads)
+    text = log.read_text()
+    assert "last job export-0123456789abcdef-1 succeeded: asking the API to stop this VM" in text
+    assert "stop requested (operation operation-1234-stand-in)" in text
+    assert TOKEN not in text
+    # Idle counts from the last poll that saw the job running: at most one poll (0.2 s) before it ended.
+    assert cloud.api_times[0] - ended >= IDLE_S - 0.2
+
+
+def test_never_while_an_ssh_session_is_open(host_target, cloud, start_watcher):
+    _start_job(host_target, "train-0123456789abcdef-1", "exit 3")  # a failed pipeline ends too
+    session = connect(host_target)  # someone logged in to look at the failure
+    try:
+        watcher, log = start_watcher()
+        wait_until(lambda: "1 SSH session(s) open" in log.read_text(), 15, "the watcher to see the session")
+        time.sleep(IDLE_S * 2)
+        assert session.run("true", hide=True).ok  # the session is really open, and in use
+        assert cloud.api_calls() == []
+    finally:
+        session.close()
+    wait_until(lambda: cloud.api_calls(), 30, "the stop request once the session closed")
+    assert watcher.wait(10) == 0
+    assert "last job train-0123456789abcdef-1 failed (exit 3)" in log.read_text()
+
+
+def test_delete_deletes_the_instance(host_target, cloud, start_watcher):
+    cloud.attributes[autostop.ACTION_KEY] = "delete"
+    _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
+    watcher, _ = start_watcher()
+    wait_until(lambda: cloud.api_calls(), 30, "the delete request")
+    assert watcher.wait(10) == 0
+    [(method, path, headers)] = cloud.api_calls()
+    assert (method, path) == ("DELETE", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev")
+    assert headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_off_never_calls_the_api_and_a_later_change_in_metadata_takes_effect(host_target, cloud, start_watcher):
+    cloud.attributes[autostop.ACTION_KEY] = "off"
+    _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
+    watcher, log = start_watcher()
+    wait_until(lambda: "idle; on idle: off" in log.read_text(), 15, "the watcher to go idle")
+    time.sleep(IDLE_S * 2)
+    assert cloud.api_calls() == [] and watcher.poll() is None
+    cloud.attributes[autostop.ACTION_KEY] = "stop"  # `pulumi up` changed tpu-sft:autostop: no reboot needed
+    wait_until(lambda: cloud.api_calls(), 30, "the stop request after the change")
+    assert watcher.wait(10) == 0
+
+
+def test_a_refused_request_is_reported_in_one_line_and_retried(host_target, cloud, start_watcher):
+    cloud.refuse = 403  # what the API answers when the service account lacks compute.instances.stop
+    _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
+    watcher, log = start_watcher()
+    wait_until(lambda: len(cloud.api_calls()) >= 2, 30, "a retry")
+    assert watcher.poll() is None
+    text = log.read_text()
+    assert "Compute Engine API answered 403 to POST" in text and "lacks the tpu-sft autostop role" in text
+    assert "trying again in 0.2 s" in text and TOKEN not in text
+
+
+def test_a_job_whose_wrapper_never_recorded_its_pid_counts_as_starting_for_a_minute_only(tmp_path):
+    job = tmp_path / "jobs" / "export-0123456789abcdef-1"
+    job.mkdir(parents=True)
+    (job / "boot_id").write_text(Path("/proc/sys/kernel/random/boot_id").read_text())
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == [job.name]
+    old = time.time() - autostop.STARTING_S - 1
+    os.utime(job, (old, old))
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == []
+    (job / "boot_id").write_text("an earlier boot")  # and a job of an earlier boot died with it
+    os.utime(job, None)
+    assert autostop.running_jobs(str(tmp_path / "jobs")) == []

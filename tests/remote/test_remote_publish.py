@@ -1,0 +1,93 @@
+"""The publish task of `pulumi up`, run as pulumi-command runs it: recorded from the real program under the mock
+engine (rehearsal config, with both destinations and a Hub write token as a secret), executed against a local
+sshd standing in for the VM, whose kept model is a small directory laid out as `keep` leaves it.
+
+Cloud Storage is gcp-storage-emulator (a real local server of its JSON API); the Hub is a local stand-in of its
+upload API (tests/workload/hub_standin.py), since neither Google Cloud nor the Hub can be reached from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+
+import pytest
+
+from rehearsal.__main__ import CONFIG
+from rehearsal.local_host import LocalHost
+from rehearsal.run import execute, record
+from tests.gcs_emulator import storage_emulator
+from tests.workload.hub_standin import HubStandin
+from workload.commands import run_name
+from workload.config import PipelineConfig
+from workload.contract import PIPELINE_ENV
+from workload.fingerprint import manifest
+
+WRITE_TOKEN = "hf_" + "PublishCanary" * 3
+
+
+@pytest.fixture
+def gcs():
+    with storage_emulator() as host:
+        yield host
+
+
+@pytest.fixture
+def hub():
+    standin = HubStandin(token=WRITE_TOKEN).start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def vm(tmp_path):
+    host = LocalHost.start(tmp_path / "vm")
+    yield host
+    host.stop()
+
+
+def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
+    overrides = {**vm.config_overrides(), "tpu-sft:publishGcsUri": "gs://models/team/gemma-sft",
+                 "tpu-sft:publishHubRepo": "team/gemma-sft", "tpu-sft:hfWriteToken": WRITE_TOKEN}
+    _, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
+    by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in commands}
+    assert [n for n in by_name if n.startswith("publish")] == ["publish-hf-write-token", "publish"]
+    run_dir = tmp_path / "run"
+    env = {**vm.environment(by_name["bootstrap"].environment, run_dir),
+           "STORAGE_EMULATOR_HOST": gcs, "HF_ENDPOINT": hub.endpoint}
+    assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
+
+    # What export's keep step left on the data disk.
+    pipeline = PipelineConfig.from_mapping(json.loads(by_name["publish"].environment[PIPELINE_ENV]))
+    kept = run_dir / "disk" / run_name(pipeline)
+    (kept / "hf-model").mkdir(parents=True)
+    (kept / "hf-model" / "model.safetensors").write_bytes(os.urandom(50_000))
+    (kept / "hf-model" / "config.json").write_text('{"model_type": "gemma3"}')
+    files = manifest(str(kept), hashes=True)
+    (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
+
+    token = execute(by_name["publish-hf-write-token"], env, echo=False)
+    first = execute(by_name["publish"], env, echo=False)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "✓ published to gs://models/team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
+    assert "✓ published to hf://team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
+    with urllib.request.urlopen(f"{gcs}/storage/v1/b/models/o") as response:
+        stored = {o["name"] for o in json.load(response)["items"]}
+    paths = ("manifest.json", "hf-model/config.json", "hf-model/model.safetensors")
+    assert stored == {f"team/gemma-sft/{p}" for p in paths}
+    assert hub.repos["team/gemma-sft"]["private"] is True
+    assert hub.content("team/gemma-sft", "manifest.json") == (kept / "manifest.json").read_bytes()
+
+    again = execute(by_name["publish"], env, echo=False)  # a `pulumi up` that re-runs it: the same model
+    assert again.returncode == 0
+    assert "✓ published to gs://models/team/gemma-sft: already there, nothing sent" in again.stdout
+    assert "✓ published to hf://team/gemma-sft: already there, nothing sent" in again.stdout
+
+    # The write token: in a 0600 file on the host, and in no output, log or job file.
+    secret = vm.state_dir / "secrets" / "hf_write_token"
+    assert secret.read_text() == WRITE_TOKEN and secret.stat().st_mode & 0o777 == 0o600
+    assert WRITE_TOKEN not in token.stdout + token.stderr + first.stdout + first.stderr + again.stdout + again.stderr
+    for path in (vm.state_dir / "jobs").rglob("*"):
+        if path.is_file():
+            assert WRITE_TOKEN not in path.read_text(errors="replace"), path

@@ -1,0 +1,76 @@
+"""Publishing in the program: opt-in, after the export phase, with the Hub write token travelling like the read
+token (a secret piped over stdin by its own task), never in a phase's environment, a plain output or state."""
+
+import json
+
+import pytest
+
+from rehearsal.engine import plain, run_program
+from workload.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
+
+COMMAND = "command:local:Command"
+WRITE_TOKEN = "hf_" + "Wr1teCanary" * 4
+
+
+def commands(stack):
+    return {c.name.removeprefix("tpu-sft-dev-pipeline-"): c for c in stack.of_type(COMMAND)}
+
+
+def test_off_by_default(mock_stack):
+    assert "publish" not in commands(mock_stack())
+    assert "published" not in mock_stack().outputs
+
+
+def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
+    stack = mock_stack({"tpu-sft:publishGcsUri": "gs://models/team/gemma", "tpu-sft:publishHubRepo": "team/gemma-sft",
+                        "tpu-sft:hfWriteToken": WRITE_TOKEN}, secret_keys=("tpu-sft:hfWriteToken",))
+    tasks = commands(stack)
+    publish = tasks["publish"]
+    assert publish.inputs["create"] == ".venv/bin/python -m remote.publish"
+    assert json.loads(publish.inputs["environment"][PUBLISH_ENV]) == {
+        "gcs": "gs://models/team/gemma", "hub": "team/gemma-sft", "public": False}
+    assert tasks["export"].urn in publish.dependencies
+    token_task = tasks["publish-hf-write-token"]
+    assert token_task.inputs["create"] == f".venv/bin/python -m remote put-secret {HF_WRITE_TOKEN_SECRET}"
+    assert token_task.urn in publish.dependencies
+    # The token: only in the secret stdin of its own task; nowhere readable in state or outputs.
+    assert token_task.inputs["stdin"]["value"] == WRITE_TOKEN
+    for r in stack.resources:
+        assert WRITE_TOKEN not in json.dumps(plain(r.inputs))
+    assert WRITE_TOKEN not in json.dumps(plain(stack.outputs))
+
+
+def test_a_new_destination_or_model_re_runs_it_a_price_change_does_not(mock_stack):
+    def inputs(overrides):
+        return commands(mock_stack({"tpu-sft:publishGcsUri": "gs://models/m", **overrides}))["publish"].inputs
+
+    base = inputs({})
+    assert inputs({"tpu-sft:publishGcsUri": "gs://models/other"})["triggers"] != base["triggers"]
+    assert inputs({"tpu-sft:steps": "2000"})["triggers"] != base["triggers"]
+    assert inputs({"tpu-sft:pricePerChipHour": "1.5"}) == base
+
+
+@pytest.mark.parametrize(("overrides", "secret_keys", "key"), [
+    ({"tpu-sft:publishGcsUri": "s3://models/m"}, (), "tpu-sft:publishGcsUri"),
+    ({"tpu-sft:publishHubRepo": "no-owner"}, (), "tpu-sft:publishHubRepo"),
+    ({"tpu-sft:publishHubPublic": "maybe"}, (), "tpu-sft:publishHubPublic"),
+    ({"tpu-sft:hfWriteToken": "not-a-secret-value"}, (), "tpu-sft:hfWriteToken"),
+    ({"tpu-sft:hfWriteToken": WRITE_TOKEN}, (), "tpu-sft:hfWriteToken"),
+])
+def test_malformed_publish_settings_are_one_line_before_anything(mock_stack, overrides, secret_keys, key):
+    import pulumi
+
+    with pytest.raises(pulumi.RunError) as raised:
+        mock_stack(overrides, secret_keys=secret_keys)
+    message = str(raised.value)
+    assert message.startswith(f"{key}: ") and "Fix: " in message and "\n" not in message
+    assert WRITE_TOKEN not in message
+
+
+def test_an_update_publishing_to_the_hub_needs_a_write_token(dev_config, monkeypatch):
+    import pulumi
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)
+    monkeypatch.delenv("HF_WRITE_TOKEN", raising=False)
+    with pytest.raises(pulumi.RunError, match=r"^tpu-sft:hfWriteToken: is not set"):
+        run_program({**dev_config, "tpu-sft:publishHubRepo": "team/gemma-sft"}, preview=False)

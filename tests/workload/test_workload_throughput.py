@@ -1,0 +1,120 @@
+"""TFLOP/s, MFU, tokens/s and goodput from MaxText's own output, and how a progress line shows them."""
+
+import pytest
+
+from workload.config import PipelineConfig
+from workload.events import StepProgress, parse_step
+from workload.progress import render
+from workload.throughput import AttemptTimeline, peak_tflops_per_device, train_figures
+
+# Captured from train_sft (MaxText 0.2.2, tiny profile, CPU): what the timeline reads, in log order.
+MAXTEXT_LINES = [
+    "I1130 20:49:16.127862 139991025519488 max_utils.py:804] System Information: Jax Version: 0.9.2\n",
+    "I1130 20:49:16.127965 139991025519488 max_utils.py:806] System Information: Jax Backend: cpu\n",
+    "I1130 20:49:16.131558 139991025519488 maxtext_utils.py:1655] Num_devices: 1, shape (1, 1, 1, 1, 1, 1)\n",
+    "I1130 20:49:24.041876 139991025519488 event_tracking.py:138] [process=0] [sync] Finished load in 0.39 seconds"
+    " @ /w/gemma3-4b/mt-format/0/items\n",
+    "I1130 20:49:29.534595 139991025519488 metric_logger.py:303] number parameters: 0.017 billion\n",
+    "I1130 20:51:03.934089 139991025519488 event_tracking.py:138] [process=0] [sync] Finished save in 0.90 seconds"
+    " @ /w/checkpoints/1\n",
+    "I1130 20:51:04.010000 139991025519488 metric_logger.py:196] completed step: 1, seconds: 95.818, "
+    "TFLOP/s/device: 0.000, Tokens/s/device: 1.336, total_weights: 70, loss: 12.522, lm_loss: 0.000\n",
+    "I1130 20:51:19.164945 139991025519488 event_tracking.py:138] [process=0] [sync] Finished save in 0.48 seconds"
+    " @ /w/checkpoints/10\n",
+]
+TINY = PipelineConfig.from_mapping({"profile": "tiny", "steps": 30})
+FULL = PipelineConfig.from_mapping({"profile": "full", "acceleratorType": "v6e-8", "steps": 1000})
+
+
+def test_the_timeline_reads_backend_devices_marks_and_checkpoint_saves():
+    timeline = AttemptTimeline(started=100.0)
+    for second, line in enumerate(MAXTEXT_LINES):
+        timeline.observe(line, now=110.0 + second)
+    assert timeline.backend == "cpu"
+    assert timeline.facts == {
+        "backend": "cpu", "devices": 1, "imported_s": 10.0, "training_started_s": 14.0, "first_step_s": 16.0,
+        # the save inside step 1 is kept apart from the later ones; the checkpoint *load* is not a save
+        "first_step_checkpoint_s": 0.9, "checkpoint_s": 0.48, "saves": 2,
+    }
+
+
+def test_an_async_save_counts_only_its_blocking_part():
+    timeline = AttemptTimeline(started=0.0)
+    timeline.observe("completed step: 1, seconds: 3.0\n", now=1.0)
+    timeline.observe("[process=0] [async] Finished blocking save in 1.25 seconds. Continuing save @ /c/10.\n", now=2.0)
+    timeline.observe("[process=0] [async] Finished save (blocking + background) in 9.00 seconds @ /c/10\n", now=3.0)
+    assert timeline.facts["checkpoint_s"] == 1.25 and timeline.facts["saves"] == 1
+
+
+def test_the_peak_is_the_v6e_chip_on_a_tpu_and_unknown_elsewhere():
+    assert peak_tflops_per_device(FULL, "tpu") == (918.0, None)
+    assert peak_tflops_per_device(TINY, "cpu") == (None, "no peak FLOP/s known for cpu")
+    # a TPU VM whose JAX fell back to the CPU must not be measured against the TPU's peak
+    assert peak_tflops_per_device(FULL, "cpu") == (None, "no peak FLOP/s known for cpu")
+
+
+def test_step_events_carry_tflops_and_mfu_only_with_a_peak():
+    record = parse_step("completed step: 7, seconds: 2.0, TFLOP/s/device: 413.1, Tokens/s/device: 8192.0, loss: 1.5\n")
+    assert "mfu" not in StepProgress(1000).fields(record)
+    fields = StepProgress(1000, peak_tflops_per_device=918.0).fields(record)
+    assert fields["tflops_per_device"] == 413.1 and fields["mfu"] == 0.45
+
+
+def test_a_progress_line_shows_tflops_and_mfu():
+    line = render({"event": "step", "phase": "train", "step": 120, "steps": 1000, "loss": 1.2345, "step_seconds": 0.61,
+                   "tokens_per_s_per_device": 6714.8, "tflops_per_device": 413.1, "mfu": 0.45, "eta_s": 542})
+    assert line == ("train step 120/1000 · loss 1.2345 · 0.61 s/step · 6715 tokens/s/device · 413 TFLOP/s/device · "
+                    "MFU 45.0% · ETA 9 min 2 s")
+    cpu = render({"event": "step", "phase": "train", "step": 2, "steps": 30, "tflops_per_device": 0.0162})
+    assert cpu == "train step 2/30 · 0.0162 TFLOP/s/device"
+
+
+def _step(step, attempt, seconds, tflops, tokens):
+    return {"step": step, "attempt": attempt, "step_seconds": seconds, "tflops_per_device": tflops,
+            "tokens_per_s_per_device": tokens}
+
+
+def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
+    # Attempt 1 trained steps 1-6 and was killed; the checkpoint was at 4, so attempt 2 re-trained 5-6.
+    metrics = [_step(1, 1.0, 60.0, 0.1, 10.0)] + [_step(s, 1.0, 1.0, 400.0, 8000.0) for s in range(2, 7)]
+    metrics += [_step(5, 2.0, 50.0, 0.1, 10.0), _step(6, 2.0, 2.0, 200.0, 4000.0), _step(7, 2.0, 2.0, 200.0, 4000.0)]
+    attempts = [{"attempt": 1.0}, {"attempt": 2.0},
+                {"attempt": 2.0, "seconds": 100.0, "backend": "tpu", "devices": 8, "imported_s": 20.0,
+                 "training_started_s": 30.0, "first_step_s": 80.0, "first_step_checkpoint_s": 0.0,
+                 "checkpoint_s": 1.0, "saves": 1}]
+    figures = train_figures(FULL, attempts, metrics, wall_s=200.0)
+    # steady, kept: 2, 3, 4 (attempt 1: 1 s each) and 6, 7 (attempt 2: 2 s each); medians
+    assert figures["tflops_per_device"] == 400.0 and figures["tokens_per_s_per_device"] == 8000.0
+    assert figures["mfu"] == pytest.approx(400.0 / 918.0, abs=1e-4) and "mfu_reason" not in figures
+    assert (figures["backend"], figures["devices"], figures["tokens_per_s"]) == ("tpu", 8, 64000.0)
+    # steps: 3 × 1 s + 2 × 2 s, less the 1 s save; first steps: 60 + 50 s
+    assert figures["time_split_s"] == {"imports": 20.0, "setup": 10.0, "first_steps": 110.0, "checkpoints": 1.0,
+                                       "steps": 6.0, "other": 53.0}
+    assert figures["goodput"] == 0.03
+
+
+def test_on_a_cpu_mfu_is_null_with_the_reason_and_the_rates_are_still_real():
+    metrics = [_step(1, 1.0, 90.0, 0.0, 1.3), _step(2, 1.0, 0.5, 0.026, 256.0), _step(3, 1.0, 0.6, 0.021, 208.0)]
+    attempts = [{"attempt": 1.0}, {"attempt": 1.0, "seconds": 120.0, "backend": "cpu", "devices": 1}]
+    figures = train_figures(TINY, attempts, metrics, wall_s=120.0)
+    assert figures["mfu"] is None and figures["mfu_reason"] == "no peak FLOP/s known for cpu"
+    assert figures["tflops_per_device"] == 0.024 and figures["tokens_per_s"] == 232.0
+    assert figures["goodput"] == pytest.approx(1.1 / 120.0, abs=1e-4)
+
+
+def test_the_tiny_run_reports_real_rates_and_no_made_up_mfu(tiny_pipeline):
+    run = tiny_pipeline.finished
+    summary = run.summary
+    assert (summary["backend"], summary["devices"]) == ("cpu", 1)
+    assert summary["mfu"] is None and summary["mfu_reason"] == "no peak FLOP/s known for cpu"
+    assert summary["tflops_per_device"] > 0 and summary["tokens_per_s"] == summary["tokens_per_s_per_device"] > 0
+    # MaxText counts ~6 FLOPs per parameter per token for training: its two rates agree with the model's size,
+    # within the 3 decimals MaxText prints TFLOP/s/device with (0.003 on a busy 2-core machine)
+    expected = summary["tokens_per_s_per_device"] * 6 * summary["verify"]["parameters"] / 1e12
+    assert abs(summary["tflops_per_device"] - expected) <= 0.0006 + 0.1 * expected
+    assert 0 < summary["goodput"] < 1
+    split = summary["time_split_s"]
+    assert sum(split.values()) == pytest.approx(summary["train_wall_s"], abs=1.0)
+    assert all(v >= 0 for v in split.values()) and split["first_steps"] > 0 and split["checkpoints"] > 0
+    steps = [e for e in run.events if e["event"] == "step" and e["step"] > 1]
+    assert steps and all(e["tflops_per_device"] >= 0 and "mfu" not in e for e in steps)
