@@ -18,6 +18,7 @@ from typing import Any
 
 from infra.cost import estimate
 from infra.phases import phase_inputs
+from infra.publish_settings import destinations
 from infra.settings import Settings, parse
 from infra.stack_file import read_stack_config
 from workload.config import ConfigError
@@ -60,27 +61,35 @@ def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
 
 
 def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
-    """(phase, re-runs?, why) for each phase, in order."""
+    """(task, re-runs?, why) for each phase, in order, then the publish task when either side publishes."""
     vm_changes = _changes(vm_identity(base), vm_identity(head))
     reach_changes = _changes(reach(base), reach(head))
     before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
-    rows = []
-    for phase in PHASES:
-        if vm_changes:
-            rows.append((phase, True, "the VM is replaced: " + ", ".join(vm_changes)))
-            continue
-        if reach_changes:
-            rows.append((phase, True, "the VM is reached differently: " + ", ".join(reach_changes)))
-            continue
-        changed = _changes(before[phase], after[phase])
-        rows.append((phase, bool(changed), ", ".join(changed)))
-    return rows
+    everything = (f"the VM is replaced: {', '.join(vm_changes)}" if vm_changes else
+                  f"the VM is reached differently: {', '.join(reach_changes)}" if reach_changes else "")
+    rows = [(phase, True, everything) if everything else
+            (phase, bool(changed), ", ".join(changed))
+            for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)]
+    publish = _publish_row(base, head, everything, _changes(before["export"], after["export"]))
+    return rows if publish is None else [*rows, publish]
+
+
+def _publish_row(base: Settings, head: Settings, everything: str,
+                 export_changes: list[str]) -> tuple[str, bool, str] | None:
+    """The publish task's inputs (infra/publish.py): the target, the export phase's settings, the destinations."""
+    if not head.publishes:
+        return None if not base.publishes else ("publish", False, "publishing turned off: what was published stays")
+    where = _changes(destinations(base), destinations(head))
+    if not base.publishes:
+        return ("publish", True, "publishing turned on: " + ", ".join(where))
+    changed = [everything] if everything else [*export_changes, *where]
+    return ("publish", bool(changed), ", ".join(changed))
 
 
 def render(base: Settings, head: Settings) -> str:
     rows = plan(base, head)
-    lines = ["### tpu-sft: pipeline phases this change re-runs", "", "| phase | re-runs | because |", "|---|---|---|"]
-    lines += [f"| {phase} | {'**yes**' if reruns else 'no'} | {why} |" for phase, reruns, why in rows]
+    lines = ["### tpu-sft: pipeline tasks this change re-runs", "", "| task | re-runs | because |", "|---|---|---|"]
+    lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
     costs = [
         estimate(s.accelerator.chips, s.price_per_chip_hour, s.pipeline.steps, s.pipeline.per_device_batch_size)
         for s in (base, head)

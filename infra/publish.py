@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 from pulumi_command import local
 
 from infra.phases import phase_inputs
+from infra.publish_settings import destinations
 from infra.settings import Settings
 from workload.contract import (
     HF_WRITE_TOKEN_SECRET,
@@ -26,10 +26,6 @@ from workload.contract import (
     publish_command,
     put_secret_command,
 )
-
-
-def destinations(s: Settings) -> dict[str, Any]:
-    return {"gcs": s.publish_gcs_uri, "hub": s.publish_hub_repo, "public": s.publish_hub_public}
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,12 @@ after the export phase, and the Hub write token, which is only ever a Pulumi sec
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from workload.config import ConfigError, parse_bool, parse_pattern, stack_key
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 KEYS = ("publishGcsUri", "publishHubRepo", "publishHubPublic", "hfWriteToken")
 _GCS_URI = re.compile(r"^gs://[a-z0-9][a-z0-9._-]{1,221}[a-z0-9](/[^\s]*)?$")
@@ -43,3 +46,8 @@ def require_write_token(hub_repo: str | None, write_token: str | None, *, is_upd
             f"is not set and $HF_WRITE_TOKEN is empty, but tpu-sft:publishHubRepo is {hub_repo}",
             "pulumi config set --secret tpu-sft:hfWriteToken (a token with write access), or export HF_WRITE_TOKEN",
         )
+
+
+def destinations(s: Settings) -> dict[str, Any]:
+    """Where the publish task sends the model: one of its inputs (infra/publish.py), and a row of the plan."""
+    return {"gcs": s.publish_gcs_uri, "hub": s.publish_hub_repo, "public": s.publish_hub_public}

@@ -1,38 +1,98 @@
-"""gcp-storage-emulator, a real Cloud Storage JSON API server, on a free loopback port for one test."""
+"""A real Cloud Storage JSON API on 127.0.0.1: `gcp-storage-emulator` (PyPI, pinned in requirements.txt), started
+as its own process on a free port, for the checkpoint and publish tests. MaxText's gs:// paths reach it through
+the variables each client reads: tensorstore (orbax checkpoints) TENSORSTORE_GCS_HTTP_URL; gcsfs and
+google-cloud-storage STORAGE_EMULATOR_HOST. The tests read the bucket over the same HTTP API, with the standard
+library only."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
+import urllib.parse
 import urllib.request
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 from rehearsal.sshd import free_port
-from tests.remote.ssh_testbed import wait_until
 
 EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
 
 
+@dataclass
+class GcsEmulator:
+    process: subprocess.Popen
+    url: str
+    bucket: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "STORAGE_EMULATOR_HOST": self.url,
+            "TENSORSTORE_GCS_HTTP_URL": self.url,
+            # gcsfs otherwise probes each bucket for hierarchical namespaces and stalls ~60 s (DESIGN.md).
+            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+            "FSSPEC_GCS_TOKEN": "anon",
+        }
+
+    def gs(self, *parts: str) -> str:
+        return "/".join([f"gs://{self.bucket}", *parts])
+
+    def objects(self, prefix: str = "") -> dict[str, int]:
+        """Object name → size under `prefix`, every page."""
+        found, token = {}, None
+        while True:
+            query = {"prefix": prefix, **({"pageToken": token} if token else {})}
+            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o?{urllib.parse.urlencode(query)}",
+                                        timeout=30) as response:
+                page = json.load(response)
+            found.update({item["name"]: int(item["size"]) for item in page.get("items", [])})
+            token = page.get("nextPageToken")
+            if not token:
+                return found
+
+    def download(self, prefix: str, dest: Path) -> None:
+        """Every object under `prefix` into `dest`, as files named by the rest of the object name."""
+        for name in self.objects(prefix):
+            quoted = urllib.parse.quote(name, safe="")
+            target = dest / name[len(prefix):].lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o/{quoted}?alt=media",
+                                        timeout=60) as response:
+                target.write_bytes(response.read())
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def start(bucket: str, log_path: Path | None = None) -> GcsEmulator:
+    port = free_port("127.0.0.1")
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    process = subprocess.Popen([str(EMULATOR), "start", "--host", "127.0.0.1", "--port", str(port),
+                                "--default-bucket", bucket, "--in-memory"], stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    emulator = GcsEmulator(process, f"http://127.0.0.1:{port}", bucket)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            emulator.objects()
+            return emulator
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                emulator.stop()
+                raise RuntimeError(f"gcp-storage-emulator did not answer on {emulator.url} (log: {log_path})") from None
+            time.sleep(0.2)
+
+
 @contextmanager
 def storage_emulator(bucket: str = "models") -> Iterator[str]:
-    """Starts the emulator with `bucket` in memory; yields its base URL (for STORAGE_EMULATOR_HOST)."""
-    port = free_port("127.0.0.1")
-    process = subprocess.Popen([str(EMULATOR), "start", "--port", str(port), "--in-memory", "-q",
-                                "--default-bucket", bucket], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    host = f"http://127.0.0.1:{port}"
-
-    def answers() -> bool:
-        try:
-            with urllib.request.urlopen(f"{host}/storage/v1/b/{bucket}", timeout=1):
-                return True
-        except OSError:
-            return False
-
+    """The emulator for one test, with `bucket`; yields its base URL (for STORAGE_EMULATOR_HOST)."""
+    emulator = start(bucket)
     try:
-        wait_until(answers, timeout=20.0, what="the storage emulator")
-        yield host
+        yield emulator.url
     finally:
-        process.kill()
-        process.wait()
+        emulator.stop()

@@ -74,3 +74,36 @@ def test_an_update_publishing_to_the_hub_needs_a_write_token(dev_config, monkeyp
     monkeypatch.delenv("HF_WRITE_TOKEN", raising=False)
     with pytest.raises(pulumi.RunError, match=r"^tpu-sft:hfWriteToken: is not set"):
         run_program({**dev_config, "tpu-sft:publishHubRepo": "team/gemma-sft"}, preview=False)
+
+
+PUBLISHING = {"tpu-sft:publishGcsUri": "gs://models/m"}
+# Each publish input (target, export's settings, destinations) and changes that touch none of them.
+PUBLISH_CHANGES = [
+    {"tpu-sft:publishGcsUri": "gs://models/other"}, {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:steps": "2000"}, {"tpu-sft:model": "gemma3-12b"}, {"tpu-sft:access": "direct"},
+    {"tpu-sft:checkpointPeriod": "50"}, {"tpu-sft:pricePerChipHour": "1.5"}, {"tpu-sft:labels": '{"owner": "x"}'},
+]
+
+
+@pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
+def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
+    from infra.plan import plan
+    from infra.settings import parse
+
+    def recorded(overrides):
+        task = commands(mock_stack({**PUBLISHING, **overrides}))["publish"]
+        return {k: task.inputs.get(k) for k in ("create", "environment", "triggers")}
+
+    base, head = ({**dev_config, **PUBLISHING, **c} for c in ({}, change))
+    (row,) = [r for r in plan(parse(base, stack="dev"), parse(head, stack="dev")) if r[0] == "publish"]
+    assert row[1] == (recorded({}) != recorded(change)), row
+
+
+def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
+    from infra.plan import plan
+    from infra.settings import parse
+
+    off, on = parse(dev_config, stack="dev"), parse({**dev_config, **PUBLISHING}, stack="dev")
+    assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export"]
+    assert plan(off, on)[-1] == ("publish", True, 'publishing turned on: `gcs`: null → "gs://models/m"')
+    assert plan(on, off)[-1] == ("publish", False, "publishing turned off: what was published stays")

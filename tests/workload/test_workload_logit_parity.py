@@ -17,7 +17,8 @@ CONFIG = PipelineConfig.from_mapping(TINY_SETTINGS)
 
 
 def _layout(tiny_pipeline):
-    return Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), CONFIG.model, commands.run_name(CONFIG))
+    return Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), CONFIG.model, commands.run_name(CONFIG),
+                  runs_dir=tiny_pipeline.runs_url)
 
 
 def _run(argv, env):

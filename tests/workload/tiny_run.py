@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workload.gcs_emulator import GcsEmulator
+from tests.gcs_emulator import GcsEmulator
 
 REPO = Path(__file__).resolve().parents[2]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
