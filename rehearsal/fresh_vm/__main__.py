@@ -6,10 +6,12 @@
      of the `ssh-keys` metadata made later still, the `startup-script` formatting and mounting the data disk
      (a loop device);
   3. runs the recorded post-deploy commands at once, as `pulumi up` does: the real bootstrap (apt from Debian,
-     uv and MaxText 0.2.2 from PyPI, with the substitutions it prints), then convert, train, export;
-  4. runs them all again (a second `up` finds everything done), deletes the VM, creates it again on the same
-     data disk, and checks that the kept model is still there;
-  5. prints how each first-boot hazard was met.
+     uv and MaxText 0.2.2 from PyPI, with the substitutions it prints), then convert and train, checkpoints
+     going to the stack's bucket (gcp-storage-emulator on this machine);
+  4. deletes the VM once a checkpoint is in the bucket (a preemption), creates it again on the same data disk
+     and runs every command on it: training resumes from the bucket; then runs them all again (a further `up`
+     finds everything done), deletes the VM, creates it again, and checks that the kept model is still there;
+  5. prints how each first-boot hazard was met, and where the new VM's training resumed.
 
 Needs: root, debootstrap (scripts/rehearse --fresh-vm installs it), .venv, pyenv's Python 3.12.1, uv's cache
 for speed. Leaves: DIR/data-disk.img (the data disk, with the model), DIR/boot-*-console.log (each boot's

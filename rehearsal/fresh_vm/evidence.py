@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
-from rehearsal.fresh_vm.rehearse import FreshVmRun
+from rehearsal.fresh_vm.rehearse import FreshVmRun, Line
 
 
 @dataclass(frozen=True)
@@ -18,14 +18,18 @@ class Attempt:
 def failed_attempts(run: FreshVmRun) -> list[Attempt]:
     """Failed SSH attempts reported by `wait` (remote/wait.py) during the first `up`."""
     found = []
-    for line in run.lines:
+    for line in _first_boot(run):
         if "waiting for SSH on" in line.text:
             found.append(Attempt(line.at, "auth" if "refused key" in line.text else "connection"))
     return found
 
 
+def _first_boot(run: FreshVmRun) -> list[Line]:
+    return [line for line in run.lines if line.boot == 1]
+
+
 def first_connected_at(run: FreshVmRun) -> float:
-    return next(line.at for line in run.lines if "answered SSH after" in line.text)
+    return next(line.at for line in _first_boot(run) if "answered SSH after" in line.text)
 
 
 def sshd_listening_at(run: FreshVmRun, boot: int = 0) -> float:
@@ -49,7 +53,7 @@ def host_key_generated_at(run: FreshVmRun, boot: int = 0) -> float | None:
 
 
 def host_key_recorded_at(run: FreshVmRun) -> float | None:
-    return next((line.at for line in run.lines if "recorded new host key" in line.text), None)
+    return next((line.at for line in _first_boot(run) if "recorded new host key" in line.text), None)
 
 
 def sshd_refused_unknown_user_at(run: FreshVmRun, user: str) -> list[float]:
@@ -84,9 +88,19 @@ def report(run: FreshVmRun, user: str) -> list[str]:
         + (f"; it recorded it at +{recorded - t0:.1f} s, {'BEFORE' if recorded < user_created_at(run) else 'after'} "
            "authentication could succeed" if recorded else ""),
         f"data disk: boot 1 found {boot1.disk_uuid_before or 'no filesystem'} and left {boot1.disk_uuid_after}; "
-        f"boot 2 found {boot2.disk_uuid_before} and left {boot2.disk_uuid_after}; "
+        f"boot {boot2.number} found {boot2.disk_uuid_before} and left {boot2.disk_uuid_after}; "
         f"the kept model after recreate: {len(run.kept_after_recreate)} entries",
+        f"lost VM: deleted after checkpoint {run.lost_at_checkpoint} reached the bucket; the next VM's training "
+        f"began at step {first_resumed_step(run)}",
     ]
     if run.first_train_step_at:
         lines.append(f"VM created → first training step: {run.first_train_step_at - t0:.0f} s")
     return lines
+
+
+def first_resumed_step(run: FreshVmRun) -> int | None:
+    """The first training step the VM created after the loss printed ("train step N/M …")."""
+    for line in run.lines:
+        if line.boot == 2 and line.stream == "stdout" and line.text.startswith("train step "):
+            return int(line.text.split()[2].split("/")[0])
+    return None

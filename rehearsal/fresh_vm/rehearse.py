@@ -1,11 +1,16 @@
-"""The whole first `pulumi up` against a simulated new VM, then a second `up`, then delete and recreate.
+"""The whole first `pulumi up` against a simulated new VM, which is lost mid-training; the next `up` on a new
+VM resumes; a further `up` finds everything done; then delete and recreate.
 
 1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile) and read
-   what it declared: the VM's `ssh-keys` and `startup-script` metadata, the data disk's device name;
+   what it declared: the VM's `ssh-keys` and `startup-script` metadata, the data disk's device name, the
+   checkpoint bucket (served by gcp-storage-emulator on this machine);
 2. "create" the VM (it boots on its own) and at once run the recorded post-deploy commands as pulumi-command
    does, pointed at the VM's address, with the real bootstrap spec transformed by substitutions.py;
-3. run them all again on the same VM (a second `up`: each must find its work done);
-4. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
+3. once training has a checkpoint in the bucket, delete the VM (a preemption: its root filesystem and
+   /dev/shm go, the data disk and the bucket stay) and end that `up`;
+4. create the VM again (refresh found it gone) and run every command on it: training resumes from the bucket;
+5. run them all again on that VM (a further `up`: each must find its work done);
+6. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
    and the kept model must still be there.
 Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
 """
@@ -15,27 +20,29 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from infra.tasks import last_json_line
+from rehearsal import gcs_emulator
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
 from rehearsal.fresh_vm.image import cached_image
 from rehearsal.fresh_vm.machine import GCE_LIKE, Boot, FreshVm, Timeline, discard
-from rehearsal.fresh_vm.substitutions import PLATFORM, Substitution, provision_boot_disk, transform
+from rehearsal.fresh_vm.substitutions import PLATFORM, StorageEndpoint, Substitution, provision_boot_disk, transform
 from rehearsal.run import Executed, Recorded, record, start
 from rehearsal.sshd import keygen
 from remote.bootstrap import BootstrapSpec
 from remote.phase_request import PhaseRequest
 from remote.profile import VM, HostProfile
 from remote.target import Target
-from workload.contract import SCRATCH_DIR, TARGET_ENV
+from workload.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
 STARTUP_WAIT_S = 120
@@ -48,6 +55,7 @@ class RehearsalFailed(RuntimeError):
 @dataclass(frozen=True)
 class Line:
     at: float  # unix time it arrived
+    boot: int  # the VM's boot it was printed during
     command: str
     stream: str
     text: str
@@ -60,13 +68,17 @@ class FreshVmRun:
     substitutions: list[Substitution]
     boots: list[Boot] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
-    first_up: list[Executed] = field(default_factory=list)
+    first_up: list[Executed] = field(default_factory=list)  # up to the train phase the lost VM ended
+    lost_at_checkpoint: int | None = None  # the last checkpoint in the bucket when the VM was lost
+    resumed_up: list[Executed] = field(default_factory=list)  # every command, on the VM created again
     second_up: list[Executed] = field(default_factory=list)
     second_up_inputs_unchanged: bool = False
     host_public_keys: list[str] = field(default_factory=list)  # the VM's /etc/ssh/ssh_host_*_key.pub at boot 1
     known_hosts: str = ""  # what the client pinned
-    summary: dict = field(default_factory=dict)  # the export phase's JSON summary
-    kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from boot 2
+    summary: dict = field(default_factory=dict)  # the export phase's JSON summary, after the resumed up
+    bucket_objects: dict[str, int] = field(default_factory=dict)  # the checkpoint bucket at the end
+    kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from the last boot
+    kept_train_steps: list[dict] = field(default_factory=list)  # its metrics/train_steps.jsonl: the loss curve
     vm_created_at: float = 0.0
     first_train_step_at: float | None = None
     finished_at: float = 0.0
@@ -94,35 +106,66 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     stack, commands = record(CONFIG, overrides)
     declared = DeclaredVm.of(stack)
     spec, made = transform(real_spec(commands[0]))
+    train = next(c for c in commands if c.name.endswith("-train"))
+    until_train = commands[:commands.index(train)]
+    checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
+    runs_url = Target.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
+    bucket, _, runs_prefix = runs_url.removeprefix("gs://").partition("/")
+    emulator = gcs_emulator.start(bucket, directory / "storage-emulator.log")
     # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
-    profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping())
+    profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping(), runs_dir=runs_url)
     address, address_lock = claim_address()
-    result = FreshVmRun(address, image, [*PLATFORM, *made])
+    storage = StorageEndpoint(emulator.env)
+    result = FreshVmRun(address, image, [*PLATFORM, storage.substitution, *made])
     for substitution in result.substitutions:
         say(substitution.line())
     disk = LoopDisk(directory / "data-disk.img", min(declared.data_disk_size_gb, SIMULATED_SIZE_GB))
-    vm = FreshVm(declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk], timeline)
+    vm = FreshVm(declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk, storage.provision],
+                 timeline)
+
+    def up(commands: list[Recorded], into: list[Executed]) -> None:
+        for command in commands:
+            env = target_env(command, profile, address, directory)
+            into.append(execute_timestamped(command, env, result, out))
+
+    def lose_vm_after_checkpoint(following: subprocess.Popen) -> None:
+        """A preemption: once a checkpoint is in the bucket, the VM goes, with whatever its trainer was doing."""
+        while (emulator.latest_checkpoint(runs_prefix) or 0) < checkpoint_period:
+            if following.poll() is not None:
+                return
+            time.sleep(0.5)
+        result.host_public_keys = [p.read_text().strip() for p in sorted(
+            Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
+        result.known_hosts = (directory / "known_hosts").read_text()
+        vm.delete()
+        result.lost_at_checkpoint = emulator.latest_checkpoint(runs_prefix)
+        say(f"VM deleted during training, after checkpoint {result.lost_at_checkpoint} reached the bucket "
+            "(a preemption); this `pulumi up` ends here")
+        following.terminate()  # the phase would wait for the VM to answer again until its deadline
+
     try:
         result.boots.append(vm.create(image))
         result.vm_created_at = result.boots[-1].created_at
         say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
-        for command in commands:
-            env = target_env(command, profile, address, directory)
-            result.first_up.append(execute_timestamped(command, env, result, out))
-        result.summary = last_json_line(result.first_up[-1].stdout)
-        result.host_public_keys = [p.read_text().strip() for p in sorted(
-            Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
-        result.known_hosts = (directory / "known_hosts").read_text()
+        up(until_train, result.first_up)
+        result.first_up.append(execute_timestamped(train, target_env(train, profile, address, directory), result,
+                                                   out, during=lose_vm_after_checkpoint))
+        if result.lost_at_checkpoint is None:
+            raise RehearsalFailed("training ended before a checkpoint reached the bucket: the VM was never lost")
 
-        say("second `pulumi up`: the same program and settings again")
+        say("next `pulumi up`: refresh finds the VM gone; it is created again on the same data disk and bucket")
+        _remove(directory / "known_hosts")  # a new instance id: a new known_hosts file (substitution known-hosts)
+        result.boots.append(vm.create(image))
+        up(commands, result.resumed_up)
+        result.summary = last_json_line(result.resumed_up[-1].stdout)
+
+        say("a further `pulumi up`: the same program and settings again")
         _, again = record(CONFIG, overrides)
         result.second_up_inputs_unchanged = [(c.name, c.create, c.environment) for c in again] == \
             [(c.name, c.create, c.environment) for c in commands]
         say(f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
             "running them anyway, each must find its work done")
-        for command in again:
-            env = target_env(command, profile, address, directory)
-            result.second_up.append(execute_timestamped(command, env, result, out))
+        up(again, result.second_up)
 
         say("deleting the VM and creating it again on the same data disk")
         vm.delete()
@@ -130,12 +173,18 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         vm.wait_for("startup-script-exit", STARTUP_WAIT_S)
         kept = Path(f"/proc/{vm.pid}/root{result.summary.get('kept_dir', '/nonexistent')}")
         result.kept_after_recreate = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
-        say(f"boot 2: the kept model {result.summary.get('kept_dir')} holds {len(result.kept_after_recreate)} entries")
+        curve = kept / "metrics" / "train_steps.jsonl"
+        if curve.is_file():
+            result.kept_train_steps = [json.loads(line) for line in curve.read_text().splitlines()]
+        say(f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
+            f"{len(result.kept_after_recreate)} entries")
+        result.bucket_objects = emulator.objects(runs_prefix)
     except RehearsalFailed:
         _keep_vm_logs(vm, directory / "vm-logs")
         raise
     finally:
         vm.delete()
+        emulator.stop()
         address_lock.close()
         discard(directory / "boot-disks")
     result.finished_at = time.time()
@@ -155,18 +204,23 @@ def target_env(command: Recorded, profile: HostProfile, address: str, directory:
     return {TARGET_ENV: json.dumps(target)}
 
 
-def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO) -> Executed:
-    """Run one recorded command as pulumi-command does, each output line timestamped as it arrives."""
+def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO, *,
+                        during: Callable[[subprocess.Popen], None] | None = None) -> Executed:
+    """Run one recorded command as pulumi-command does, each output line timestamped as it arrives. `during`
+    watches the running command (on its own thread); the command may then fail, as its VM went."""
     print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
     started = time.monotonic()
     proc = start(command, env)
+    watcher = threading.Thread(target=during, args=(proc,)) if during else None
+    if watcher:
+        watcher.start()
     captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
     def pump(name: str, source) -> None:
         for text in source:
             at = time.time()
             captured[name].append(text)
-            run.lines.append(Line(at, command.name, name, text.rstrip("\n")))
+            run.lines.append(Line(at, len(run.boots), command.name, name, text.rstrip("\n")))
             if run.first_train_step_at is None and name == "stdout" and text.startswith("train step "):
                 run.first_train_step_at = at
             out.write(text)
@@ -179,7 +233,9 @@ def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun,
         t.join()
     done = Executed(command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]),
                     time.monotonic() - started)
-    if done.returncode != 0:
+    if watcher:
+        watcher.join()
+    elif done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
 

@@ -160,3 +160,20 @@ def _run(argv: list[str]) -> None:
     if done.returncode != 0:
         raise SubstitutionError(f"{' '.join(argv[:3])} … failed: {done.stderr.strip()[-300:]}. Fix: the run directory "
                                 f"must be on the same filesystem as {HOST_UV_CACHE} (hard links)")
+
+
+@dataclass(frozen=True)
+class StorageEndpoint:
+    """Cloud Storage for the VM's clients: on a real VM, Google's API with the VM's service account; here the
+    storage emulator on this machine's loopback (the VM shares it), set for every SSH session by sshd."""
+
+    env: dict[str, str]
+
+    @property
+    def substitution(self) -> Substitution:
+        return Substitution("cloud-storage", "the checkpoint bucket on storage.googleapis.com",
+                            f"gcp-storage-emulator at {self.env['STORAGE_EMULATOR_HOST']}, anonymous")
+
+    def provision(self, rootfs: Path) -> None:
+        settings = " ".join(f"{name}={value}" for name, value in sorted(self.env.items()))
+        Path(f"{rootfs}/etc/ssh/sshd_config.d/60-storage-emulator.conf").write_text(f"SetEnv {settings}\n")

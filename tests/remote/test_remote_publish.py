@@ -15,9 +15,9 @@ import urllib.request
 import pytest
 
 from rehearsal.__main__ import CONFIG
+from rehearsal.gcs_emulator import storage_emulator
 from rehearsal.local_host import LocalHost
 from rehearsal.run import execute, record
-from tests.gcs_emulator import storage_emulator
 from tests.workload.hub_standin import HubStandin
 from workload.commands import run_name
 from workload.config import PipelineConfig

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests import gcs_emulator
+from rehearsal import gcs_emulator
 from tests.workload.tiny_run import (
     MAXTEXT_PYTHON,
     TINY_SETTINGS,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gcs_emulator import storage_emulator
+from rehearsal.gcs_emulator import storage_emulator
 from tests.workload.hub_standin import HubStandin
 from workload.fingerprint import manifest
 

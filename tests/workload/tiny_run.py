@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gcs_emulator import GcsEmulator
+from rehearsal.gcs_emulator import GcsEmulator
 
 REPO = Path(__file__).resolve().parents[2]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
@@ -62,14 +62,6 @@ def latest_checkpoint(runs: Path) -> int | None:
     """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
     steps = [int(p.parent.name) for p in runs.glob("gemma3-4b/post-train/*/checkpoints/*/model_params")
              if p.parent.name.isdigit()]
-    return max(steps, default=None)
-
-
-def latest_checkpoint_in_bucket(gcs: GcsEmulator, prefix: str) -> int | None:
-    """The last finished checkpoint under a gs:// runs prefix: on Cloud Storage orbax writes `commit_success.txt`
-    into a step's directory when the step is complete."""
-    steps = [int(parts[-2]) for parts in (name.split("/") for name in gcs.objects(prefix))
-             if parts[-1] == "commit_success.txt" and parts[-3] == "checkpoints" and parts[-2].isdigit()]
     return max(steps, default=None)
 
 
@@ -128,7 +120,7 @@ def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Pat
     process = subprocess.Popen(argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                start_new_session=True)
     try:
-        while (checkpoint := latest_checkpoint_in_bucket(gcs, runs_prefix)) is None or checkpoint < CHECKPOINT_PERIOD:
+        while (checkpoint := gcs.latest_checkpoint(runs_prefix)) is None or checkpoint < CHECKPOINT_PERIOD:
             if process.poll() is not None:
                 stdout.seek(0)
                 pytest.fail(f"the pipeline ended (exit {process.returncode}) before a checkpoint:\n{stdout.read()}")
@@ -158,7 +150,7 @@ def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Pat
     lines = stdout.read().splitlines()
     events = [json.loads(line) for line in lines if line.startswith("{")]
     # Read after the kill: a checkpoint finished between the poll above and the kill counts too.
-    final_checkpoint = latest_checkpoint_in_bucket(gcs, runs_prefix)
+    final_checkpoint = gcs.latest_checkpoint(runs_prefix)
     assert final_checkpoint is not None
     return (Run(process.returncode, events, time.monotonic() - started, ""), final_checkpoint,
             TrainerKill(children, ended_after, left))

@@ -1,8 +1,8 @@
 """A real Cloud Storage JSON API on 127.0.0.1: `gcp-storage-emulator` (PyPI, pinned in requirements.txt), started
-as its own process on a free port, for the checkpoint and publish tests. MaxText's gs:// paths reach it through
-the variables each client reads: tensorstore (orbax checkpoints) TENSORSTORE_GCS_HTTP_URL; gcsfs and
-google-cloud-storage STORAGE_EMULATOR_HOST. The tests read the bucket over the same HTTP API, with the standard
-library only."""
+as its own process on a free port: the fresh-VM rehearsal's checkpoint bucket, and the checkpoint and publish
+tests'. MaxText's gs:// paths reach it through the variables each client reads: tensorstore (orbax checkpoints)
+TENSORSTORE_GCS_HTTP_URL; gcsfs and google-cloud-storage STORAGE_EMULATOR_HOST. Its contents are read over the
+same HTTP API, with the standard library only."""
 
 from __future__ import annotations
 
@@ -53,6 +53,14 @@ class GcsEmulator:
             token = page.get("nextPageToken")
             if not token:
                 return found
+
+    def latest_checkpoint(self, prefix: str) -> int | None:
+        """The last finished training checkpoint under `prefix`: on Cloud Storage orbax writes
+        `commit_success.txt` into a step's directory once the step is complete."""
+        steps = [int(parts[-2]) for parts in (name.split("/") for name in self.objects(prefix))
+                 if len(parts) >= 3 and parts[-1] == "commit_success.txt" and parts[-3] == "checkpoints"
+                 and parts[-2].isdigit()]
+        return max(steps, default=None)
 
     def download(self, prefix: str, dest: Path) -> None:
         """Every object under `prefix` into `dest`, as files named by the rest of the object name."""

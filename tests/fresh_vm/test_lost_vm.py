@@ -1,0 +1,43 @@
+"""A VM lost mid-training (preempted: its root filesystem and /dev/shm gone, the data disk and the bucket kept):
+the next `up` creates a new one, which resumes from the last checkpoint in the bucket, and one loss curve spans
+both VMs. The bucket is gcp-storage-emulator, a real Cloud Storage API server on this machine."""
+
+from __future__ import annotations
+
+from rehearsal.fresh_vm import evidence
+
+STEPS = 20  # the rehearsal stack's tpu-sft:steps
+
+
+def test_the_vm_was_lost_after_a_checkpoint_and_before_the_end(fresh_vm):
+    run = fresh_vm.run
+    assert run.lost_at_checkpoint is not None and 10 <= run.lost_at_checkpoint < STEPS
+    lost_train = run.first_up[-1]
+    assert lost_train.name.endswith("-train") and lost_train.returncode != 0
+    assert [b.number for b in run.boots] == [1, 2, 3]
+
+
+def test_the_next_vm_resumes_from_the_last_checkpoint_in_the_bucket(fresh_vm):
+    run = fresh_vm.run
+    lost_at = run.lost_at_checkpoint
+    train = next(e for e in run.resumed_up if e.name.endswith("-train"))
+    assert f"↻ train resumes from checkpoint {lost_at} in gs://" in train.stdout
+    assert "data restarts from the first example" in train.stdout  # MaxText does not checkpoint the data iterator
+    assert evidence.first_resumed_step(run) == lost_at + 1
+    assert run.summary["ok"] and run.summary["final_step"] == STEPS
+
+
+def test_one_loss_curve_spans_both_vms(fresh_vm):
+    steps = {r["step"] for r in fresh_vm.run.kept_train_steps}
+    # A VM lost right after checkpoint N may take step N's line with it (workload/train_metrics.py): no other.
+    assert set(range(1, STEPS + 1)) - steps <= {fresh_vm.run.lost_at_checkpoint}
+    assert max(steps) == STEPS
+    attempts = {r["attempt"] for r in fresh_vm.run.kept_train_steps}
+    assert len(attempts) == 2  # the lost VM's records came back from the bucket
+
+
+def test_the_checkpoints_are_in_the_bucket_not_on_the_vm(fresh_vm):
+    names = fresh_vm.run.bucket_objects
+    for step in (fresh_vm.run.lost_at_checkpoint, STEPS):
+        assert any(n.endswith(f"/checkpoints/{step}/commit_success.txt") for n in names), step
+    assert any("/train-metrics/train_steps.jsonl" in n for n in names)
