@@ -103,10 +103,13 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
     reason = f"the model kept in {kept_dir} has these inputs and matches its manifest"
     for step in steps:
         ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
-    ctx.events.emit("summary", ok=True, until=until, run_name=ctx.layout.run_name, failed_step=None, error=None,
-                    **kept.facts(manifest, steps), kept_dir=kept_dir, manifest=os.path.join(kept_dir, kept.MANIFEST),
-                    kept_files=len(manifest["files"]), kept_bytes=sum(e["size"] for e in manifest["files"]),
-                    reused_kept_model=True, logs=[])
+    # The kept run's name: a convert job's own is made from defaults for the train settings it is not given.
+    ctx.events.emit("summary", **{
+        **kept.facts(manifest, steps), "ok": True, "until": until, "run_name": manifest.get("run_name"),
+        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": os.path.join(kept_dir, kept.MANIFEST),
+        "kept_files": len(manifest["files"]), "kept_bytes": sum(e["size"] for e in manifest["files"]),
+        "reused_kept_model": True, "logs": [],
+    })
     return True
 
 

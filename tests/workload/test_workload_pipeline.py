@@ -209,7 +209,8 @@ def keep_on_a_lost_vm(tmp_path, config, facts):
 
 def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path, fake_steps):
     config = PipelineConfig(steps=2000, learning_rate=1e-4)  # train settings the convert job is not given
-    keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25})
+    kept_run = commands.run_name(config)
+    keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25, "run_name": kept_run})
     for phase in ("convert", "train", "export"):
         ctx, out = phase_job(tmp_path, config, phase)
         assert pipeline.run(ctx, PHASE_UNTIL[phase]) == 0
@@ -220,6 +221,7 @@ def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path
                    for e in events if e["event"] == "phase")
         summary = events[-1]
         assert summary["reused_kept_model"] is True and summary["ok"] is True
+        assert summary["run_name"] == kept_run  # a convert job's own name would come from train defaults
         if phase == "convert":  # what train reported is not convert's to report
             assert "final_step" not in summary
         else:
