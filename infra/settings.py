@@ -367,6 +367,9 @@ def flex_start_needs_run_cap(s: Settings) -> None:
 # group's target size (infra/slice.py). Flex-start VMs in a MIG come from a resize request instead
 # (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig), which this stack does not declare.
 SLICE_PROVISIONING_MODELS = ("RESERVATION_BOUND", "STANDARD", "SPOT")
+# A MIG's base instance name numbered by hash signs is at most 52 characters before them (the Compute API's
+# pattern for baseInstanceName: [a-z][-a-z0-9]{0,51}-#{1,10}); the slice's hosts are <instanceName>-01, -02, …
+SLICE_NAME_MAX = 52
 # The data disk is one VM's: a slice's hosts cannot share one read-write persistent disk, so a slice has none.
 SINGLE_HOST_KEYS = ("dataDiskSizeGb", "dataDiskType")
 _SINGLE_HOST_TYPES = "v6e-1, v6e-4 or v6e-8"
@@ -395,10 +398,20 @@ def slice_autostop(s: Settings) -> None:
         )
 
 
+def slice_instance_name(s: Settings) -> None:
+    if s.is_slice and len(s.instance_name) > SLICE_NAME_MAX:
+        raise ConfigError(
+            stack_key("instanceName"),
+            f"is {len(s.instance_name)} characters, but a slice's hosts are named <instanceName>-01, -02, … and "
+            f"the managed instance group allows at most {SLICE_NAME_MAX} before the number",
+            set_hint("instanceName", s.instance_name[:SLICE_NAME_MAX].rstrip("-")),
+        )
+
+
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
-    slice_provisioning_model, slice_autostop,
+    slice_provisioning_model, slice_autostop, slice_instance_name,
 )
 
 

@@ -27,6 +27,10 @@ ON_FAILURE = "DO_NOTHING"
 # A template change never replaces hosts one by one under a running slice (PROACTIVE, the API's default, would
 # roll them): it reaches the hosts when the MIG recreates them.
 UPDATE_TYPE = "OPPORTUNISTIC"
+# A base instance name ending in a hyphen and hash signs makes the MIG number its hosts instead of appending four
+# random characters (the Compute API's InstanceGroupManager.baseInstanceName: "vm-###" gives "vm-001"): two
+# digits hold the 64 hosts of a v6e-256. infra/settings.py keeps the name short enough (SLICE_NAME_MAX).
+HOST_NUMBER = "-##"
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ class TpuSlice(pulumi.ComponentResource):
             name,
             name=s.instance_name,
             zone=s.zone,
-            base_instance_name=s.instance_name,  # the MIG names each host <instanceName>-<4 random characters>
+            base_instance_name=f"{s.instance_name}{HOST_NUMBER}",  # hosts <instanceName>-01, -02, …
             versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
             target_size=accelerator.hosts,
             resource_policies=gcp.compute.InstanceGroupManagerResourcePoliciesArgs(

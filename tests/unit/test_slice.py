@@ -84,7 +84,7 @@ def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, h
     group = stack.one(GROUP)
     assert group.inputs == {
         "name": "tpu-sft-dev",
-        "baseInstanceName": "tpu-sft-dev",
+        "baseInstanceName": "tpu-sft-dev-##",  # hosts tpu-sft-dev-01, -02, …
         "zone": "us-east5-b",
         "versions": [{"instanceTemplate": "https://compute/instanceTemplates/tpu-sft-dev-template?uniqueId=1"}],
         "targetSize": hosts,

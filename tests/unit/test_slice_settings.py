@@ -58,6 +58,8 @@ REFUSED = [
     ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
     ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
     ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
+    ({"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"}, DISK_KEYS, "tpu-sft:instanceName",
+     "at most 52 before the number"),
     # the single-host rules still hold on a slice
     ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
     ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
@@ -78,9 +80,16 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 
 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
-    """dataDiskSizeGb, dataDiskType and autostop keep their meaning on one VM."""
-    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop"}, stack="dev")
+    """dataDiskSizeGb, dataDiskType, autostop and a 63-character name keep their meaning on one VM."""
+    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 63,
+                             "tpu-sft:checkpointBucket": "my-runs"}, stack="dev")
     assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "stop")
+
+
+def test_the_longest_slice_name_is_accepted(dev_config):
+    long_name = {"tpu-sft:instanceName": "a" * 52, "tpu-sft:checkpointBucket": "my-runs"}
+    parsed = settings.parse(_config(dev_config, long_name), stack="dev")
+    assert parsed.instance_name == "a" * 52
 
 
 @pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT"])
