@@ -387,8 +387,8 @@ def slice_provisioning_model(s: Settings) -> None:
 
 
 def slice_autostop(s: Settings) -> None:
-    """Autostop stops or deletes the one VM it runs on, with a grant on that instance's name; a slice's hosts
-    are a managed instance group whose names the MIG chooses, and one stopped host stalls the whole slice."""
+    """Autostop stops or deletes the one VM it runs on, with a grant on that one instance (infra/autostop.py);
+    a slice's hosts are made by a managed instance group, and one stopped host stalls the whole slice."""
     if s.is_slice and s.autostop != "off":
         raise ConfigError(
             stack_key("autostop"),
