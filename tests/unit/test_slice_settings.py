@@ -120,3 +120,16 @@ def test_the_refusal_is_a_settings_rule_that_a_single_vm_passes(dev_config):
     settings.require_single_host_for_update(sliced, is_update=False)
     with pytest.raises(ConfigError, match="^tpu-sft:acceleratorType: "):
         settings.require_single_host_for_update(sliced, is_update=True)
+
+
+def test_the_flex_start_refusal_names_what_a_slice_can_take(dev_config):
+    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
+                     (*DISK_KEYS, "tpu-sft:reservation"))
+    with pytest.raises(ConfigError) as raised:
+        settings.parse(config, stack="dev")
+    assert str(raised.value) == (
+        "tpu-sft:provisioningModel: FLEX_START is not available for a v6e-32 slice here: a MIG gets flex-start hosts "
+        "through a resize request, which this stack does not declare yet. Fix: pulumi config set "
+        "tpu-sft:provisioningModel RESERVATION_BOUND (or STANDARD, SPOT), or use tpu-sft:acceleratorType v6e-1, "
+        "v6e-4 or v6e-8"
+    )
