@@ -1,7 +1,8 @@
 """tpu-sft: a reserved TPU VM, its SSH firewall, data disk and checkpoint bucket, and the fine-tuning run on it.
 
 Wiring only: settings → infrastructure → post-deploy tasks → exports. Each piece lives in infra/; the tasks
-run the remote CLI (`python -m remote phase …`), which ships workload/ to the VM.
+run the remote CLI (`python -m remote phase …`), which ships workload/ to the VM. A multi-host accelerator type
+(v6e-16 and up) declares a slice instead of the VM and its data disk, and no tasks yet (infra/slice.py).
 """
 
 import pulumi
@@ -12,8 +13,9 @@ from infra.autostop import AutostopAccess, AutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
-from infra.network import SshFirewall, SshFirewallArgs
+from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.publish import PublishArgs, PublishTask
+from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_access import OsLoginKey, OsLoginKeyArgs
 from infra.tasks import PostDeployTasks, TasksArgs, last_json_line
 from infra.vm import TpuVm, TpuVmArgs
@@ -27,67 +29,6 @@ except ConfigError as error:
 
 labels = dict(settings.labels)
 network_tag = settings.instance_name
-data_disk = DataDisk(
-    f"{settings.instance_name}-data",
-    DataDiskArgs(
-        zone=settings.zone,
-        size_gb=settings.data_disk_size_gb,
-        disk_type=settings.data_disk_type,
-        labels=labels,
-        keep_on_destroy=settings.keep_data_disk,
-    ),
-)
-firewall = SshFirewall(
-    f"{settings.instance_name}-ssh",
-    SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
-)
-access_key = (
-    [OsLoginKey(f"{settings.instance_name}-oslogin-key",
-                OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
-                               public_key=settings.ssh_public_key))]
-    if settings.ssh_access == "oslogin" else []
-)
-vm = TpuVm(
-    settings.instance_name,
-    TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
-)
-checkpoints = Bucket(
-    f"{settings.instance_name}-runs",
-    BucketArgs(
-        name=settings.checkpoint_bucket,
-        location=region_of(settings.zone),
-        labels={**labels, "tpu-sft-role": "checkpoints"},
-        expire_prefixes=[f"{RUNS_PREFIX}/"],
-        expire_after_days=settings.checkpoint_retention_days,
-        force_destroy=settings.bucket_force_destroy,
-        keep_on_destroy=settings.keep_data_disk,
-        object_users=[vm.service_account_email.apply(lambda email: f"serviceAccount:{email}")],
-    ),
-)
-if settings.autostop != "off":
-    AutostopAccess(
-        f"{settings.instance_name}-autostop",
-        AutostopAccessArgs(
-            project=settings.project,
-            zone=settings.zone,
-            stack=settings.stack,
-            action=settings.autostop,
-            instance_name=vm.name,
-            service_account_email=vm.service_account_email,
-        ),
-    )
-tasks = PostDeployTasks(
-    f"{settings.instance_name}-pipeline",
-    TasksArgs(
-        settings=settings,
-        instance_name=vm.name,
-        instance_id=vm.instance_id,
-        external_ip=vm.external_ip,
-        runs_url=checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"),
-        hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
-        after=[vm, firewall, data_disk, checkpoints, *access_key],
-    ),
-)
 cost = estimate(
     settings.accelerator.chips,
     settings.price_per_chip_hour,
@@ -95,42 +36,135 @@ cost = estimate(
     settings.pipeline.per_device_batch_size,
 )
 
-pulumi.export("instanceName", vm.name)
-pulumi.export("zone", settings.zone)
-pulumi.export("sshCommand", pulumi.Output.all(vm.name, vm.external_ip).apply(lambda a: ssh_command(settings, *a)))
-pulumi.export("gcloudSshCommand", vm.name.apply(lambda name: gcloud_ssh_command(settings, name)))
-pulumi.export("dataDiskName", data_disk.name)
-pulumi.export("dataDiskMountPoint", MOUNT_POINT)
-pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
-pulumi.export("hourlyCostUsd", cost.hourly_usd)
-pulumi.export("estimatedRunHours", cost.run_hours)
-pulumi.export("estimatedRunCostUsd", cost.run_usd)
 
-trained = tasks.summaries["export"]
-pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
-pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
-pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
-pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
-pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
-# Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
-bill = trained.apply(lambda r: r.get("bill") or {})
-pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
-pulumi.export("costUsd", bill.apply(
-    lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
-))
-trained_on = tasks.summaries["train"]
-pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
-pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
-
-if settings.publishes:
-    published = PublishTask(
-        f"{settings.instance_name}-pipeline-publish",
-        PublishArgs(
-            settings=settings,
-            target_json=tasks.target_json,
-            instance_id=vm.instance_id,
-            write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
-            export=tasks.phases["export"],
+def checkpoint_bucket(service_account_email: pulumi.Input[str]) -> Bucket:
+    return Bucket(
+        f"{settings.instance_name}-runs",
+        BucketArgs(
+            name=settings.checkpoint_bucket,
+            location=region_of(settings.zone),
+            labels={**labels, "tpu-sft-role": "checkpoints"},
+            expire_prefixes=[f"{RUNS_PREFIX}/"],
+            expire_after_days=settings.checkpoint_retention_days,
+            force_destroy=settings.bucket_force_destroy,
+            keep_on_destroy=settings.keep_data_disk,
+            object_users=[pulumi.Output.concat("serviceAccount:", service_account_email)],
         ),
     )
-    pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
+
+
+def os_login_key() -> list[OsLoginKey]:
+    if settings.ssh_access != "oslogin":
+        return []
+    return [OsLoginKey(f"{settings.instance_name}-oslogin-key",
+                       OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
+                                      public_key=settings.ssh_public_key))]
+
+
+def export_cost() -> None:
+    pulumi.export("hourlyCostUsd", cost.hourly_usd)
+    pulumi.export("estimatedRunHours", cost.run_hours)
+    pulumi.export("estimatedRunCostUsd", cost.run_usd)
+
+
+if settings.is_slice:
+    # A slice: its hosts, their SSH firewall and the traffic between them, the bucket. No data disk (the hosts
+    # cannot share one) and no post-deploy tasks yet: `pulumi up` stops in settings before creating anything.
+    firewall = SshFirewall(
+        f"{settings.instance_name}-ssh",
+        SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
+    )
+    SliceFirewall(f"{settings.instance_name}-slice", SliceFirewallArgs(network=settings.network, tag=network_tag))
+    os_login_key()
+    hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
+    checkpoints = checkpoint_bucket(hosts.service_account_email)
+    pulumi.export("instanceGroupName", hosts.name)
+    pulumi.export("zone", settings.zone)
+    pulumi.export("acceleratorType", settings.accelerator.name)
+    pulumi.export("hosts", hosts.hosts)
+    pulumi.export("chips", settings.accelerator.chips)
+    pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
+    export_cost()
+else:
+    data_disk = DataDisk(
+        f"{settings.instance_name}-data",
+        DataDiskArgs(
+            zone=settings.zone,
+            size_gb=settings.data_disk_size_gb,
+            disk_type=settings.data_disk_type,
+            labels=labels,
+            keep_on_destroy=settings.keep_data_disk,
+        ),
+    )
+    firewall = SshFirewall(
+        f"{settings.instance_name}-ssh",
+        SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
+    )
+    access_key = os_login_key()
+    vm = TpuVm(
+        settings.instance_name,
+        TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
+    )
+    checkpoints = checkpoint_bucket(vm.service_account_email)
+    if settings.autostop != "off":
+        AutostopAccess(
+            f"{settings.instance_name}-autostop",
+            AutostopAccessArgs(
+                project=settings.project,
+                zone=settings.zone,
+                stack=settings.stack,
+                action=settings.autostop,
+                instance_name=vm.name,
+                service_account_email=vm.service_account_email,
+            ),
+        )
+    tasks = PostDeployTasks(
+        f"{settings.instance_name}-pipeline",
+        TasksArgs(
+            settings=settings,
+            instance_name=vm.name,
+            instance_id=vm.instance_id,
+            external_ip=vm.external_ip,
+            runs_url=checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"),
+            hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
+            after=[vm, firewall, data_disk, checkpoints, *access_key],
+        ),
+    )
+
+    pulumi.export("instanceName", vm.name)
+    pulumi.export("zone", settings.zone)
+    pulumi.export("sshCommand", pulumi.Output.all(vm.name, vm.external_ip).apply(lambda a: ssh_command(settings, *a)))
+    pulumi.export("gcloudSshCommand", vm.name.apply(lambda name: gcloud_ssh_command(settings, name)))
+    pulumi.export("dataDiskName", data_disk.name)
+    pulumi.export("dataDiskMountPoint", MOUNT_POINT)
+    pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
+    export_cost()
+
+    trained = tasks.summaries["export"]
+    pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
+    pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
+    pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
+    pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
+    pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
+    # Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
+    bill = trained.apply(lambda r: r.get("bill") or {})
+    pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
+    pulumi.export("costUsd", bill.apply(
+        lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+    ))
+    trained_on = tasks.summaries["train"]
+    pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+    pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+
+    if settings.publishes:
+        published = PublishTask(
+            f"{settings.instance_name}-pipeline-publish",
+            PublishArgs(
+                settings=settings,
+                target_json=tasks.target_json,
+                instance_id=vm.instance_id,
+                write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
+                export=tasks.phases["export"],
+            ),
+        )
+        pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))

@@ -52,3 +52,31 @@ class SshFirewall(pulumi.ComponentResource):
         )
         self.name = self.firewall.name
         self.register_outputs({"name": self.name, "deny_name": self.deny_other.name})
+
+
+@dataclass(frozen=True)
+class SliceFirewallArgs:
+    network: str
+    tag: str  # every host of the slice carries it; traffic is admitted from these hosts to these hosts only
+
+
+class SliceFirewall(pulumi.ComponentResource):
+    """The slice's own traffic between its hosts (JAX's coordinator and collectives over the data-centre
+    network), which the deny above would otherwise drop: the default network's `default-allow-internal` sits at
+    65534, after it. Sourced by tag, not by range, so nothing outside the slice gains anything, SSH included."""
+
+    def __init__(self, name: str, args: SliceFirewallArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-sft:infra:SliceFirewall", name, None, opts)
+        self.firewall = gcp.compute.Firewall(
+            name,
+            network=args.network,
+            direction="INGRESS",
+            priority=ALLOW_PRIORITY,
+            allows=[gcp.compute.FirewallAllowArgs(protocol=protocol) for protocol in ("tcp", "udp", "icmp")],
+            source_tags=[args.tag],
+            target_tags=[args.tag],
+            description="tpu-sft: traffic between the hosts of one TPU slice, and from nowhere else",
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.name = self.firewall.name
+        self.register_outputs({"name": self.name})

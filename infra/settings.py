@@ -111,6 +111,11 @@ class Settings:
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
 
     @property
+    def is_slice(self) -> bool:
+        """A multi-host slice (tpu-sft:acceleratorType v6e-16 and up): a managed instance group, not one VM."""
+        return self.accelerator.is_slice
+
+    @property
     def publishes(self) -> bool:
         return bool(self.publish_gcs_uri or self.publish_hub_repo)
 
@@ -322,6 +327,7 @@ def parse(
     )
     for rule in CROSS_KEY_RULES:
         rule(settings)
+    single_host_keys_on_a_slice(settings, frozenset(ours))
     return settings
 
 
@@ -357,8 +363,81 @@ def flex_start_needs_run_cap(s: Settings) -> None:
         )
 
 
+# What a multi-host slice can be given: its hosts come from an instance template through a managed instance
+# group's target size (infra/slice.py). Flex-start VMs in a MIG come from a resize request instead
+# (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig), which this stack does not declare.
+SLICE_PROVISIONING_MODELS = ("RESERVATION_BOUND", "STANDARD", "SPOT")
+# A MIG's base instance name numbered by hash signs is at most 52 characters before them (the Compute API's
+# pattern for baseInstanceName: [a-z][-a-z0-9]{0,51}-#{1,10}); the slice's hosts are <instanceName>-01, -02, …
+SLICE_NAME_MAX = 52
+# The data disk is one VM's: a slice's hosts cannot share one read-write persistent disk, so a slice has none.
+SINGLE_HOST_KEYS = ("dataDiskSizeGb", "dataDiskType")
+_SINGLE_HOST_TYPES = "v6e-1, v6e-4 or v6e-8"
+
+
+def slice_provisioning_model(s: Settings) -> None:
+    if s.is_slice and s.provisioning_model not in SLICE_PROVISIONING_MODELS:
+        raise ConfigError(
+            stack_key("provisioningModel"),
+            f"{s.provisioning_model} is not available for a {s.accelerator.name} slice here: a MIG gets flex-start "
+            "hosts through a resize request, which this stack does not declare yet",
+            f"pulumi config set tpu-sft:provisioningModel {SLICE_PROVISIONING_MODELS[0]} (or "
+            f"{', '.join(SLICE_PROVISIONING_MODELS[1:])}), or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+        )
+
+
+def slice_autostop(s: Settings) -> None:
+    """Autostop stops or deletes the one VM it runs on, with a grant on that one instance (infra/autostop.py);
+    a slice's hosts are made by a managed instance group, and one stopped host stalls the whole slice."""
+    if s.is_slice and s.autostop != "off":
+        raise ConfigError(
+            stack_key("autostop"),
+            f"{s.autostop} acts on one VM, and a {s.accelerator.name} slice is {s.accelerator.hosts} hosts in a "
+            "managed instance group (autostop for slices is not built yet; tpu-sft:maxRunHours still caps each host)",
+            f"pulumi config set tpu-sft:autostop off, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+        )
+
+
+def slice_instance_name(s: Settings) -> None:
+    if s.is_slice and len(s.instance_name) > SLICE_NAME_MAX:
+        raise ConfigError(
+            stack_key("instanceName"),
+            f"is {len(s.instance_name)} characters, but a slice's hosts are named <instanceName>-01, -02, … and "
+            f"the managed instance group allows at most {SLICE_NAME_MAX} before the number",
+            set_hint("instanceName", s.instance_name[:SLICE_NAME_MAX].rstrip("-")),
+        )
+
+
 # Rules across keys, checked in this order once every key is valid on its own.
-CROSS_KEY_RULES = (reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap)
+CROSS_KEY_RULES = (
+    reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
+    slice_provisioning_model, slice_autostop, slice_instance_name,
+)
+
+
+def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> None:
+    """A key that only a single VM uses, set on a stack whose accelerator type is a slice."""
+    for key in SINGLE_HOST_KEYS:
+        if s.is_slice and key in given:
+            raise ConfigError(
+                stack_key(key),
+                f"has no use on a {s.accelerator.name} slice: its hosts cannot share one read-write data disk, so "
+                "a slice declares none (its kept model is to go to the checkpoint bucket)",
+                f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+            )
+
+
+def require_single_host_for_update(settings: Settings, *, is_update: bool) -> None:
+    """`pulumi preview` declares a slice; `pulumi up` would create it with nothing to run on it: the post-deploy
+    tasks drive one VM (remote/), and running the phases on every worker is not built yet."""
+    if is_update and settings.is_slice:
+        raise ConfigError(
+            stack_key("acceleratorType"),
+            f"{settings.accelerator.name} is a slice of {settings.accelerator.hosts} hosts: `pulumi preview` "
+            "declares it, but `pulumi up` can run the pipeline on one VM only (running the phases on every worker "
+            "is not built yet)",
+            "pulumi config set tpu-sft:acceleratorType v6e-8 (or v6e-1, v6e-4) to train today",
+        )
 
 
 def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
@@ -387,6 +466,7 @@ def from_pulumi() -> Settings:
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
     is_update = not pulumi.runtime.is_dry_run()
+    require_single_host_for_update(settings, is_update=is_update)
     require_token_for_update(settings, is_update=is_update, environ=os.environ)
     require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
     publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,

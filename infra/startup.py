@@ -31,10 +31,13 @@ def metadata(s: Settings) -> dict[str, str]:
     return {autostop.ACTION_KEY: s.autostop, autostop.IDLE_KEY: str(s.idle_minutes)}
 
 
-def startup_script(s: Settings) -> str:
+def startup_script(s: Settings, *, data_disk: bool = True) -> str:
+    """The script every boot runs. `data_disk`: whether a data disk is attached to mount (a slice's hosts have
+    none: its script starts with the same `#!/bin/bash` and `set -euo pipefail`, without the mount)."""
     source = WATCHER_SOURCE.read_text()
     jobs_root = f"/home/{s.ssh_user}/{STATE_DIR}/{JOBS_DIR}"
-    return mount_script() + "\n".join(
+    head = mount_script() if data_disk else "#!/bin/bash\nset -euo pipefail\n"
+    return head + "\n".join(
         [
             f"printf 'ClientAliveInterval 60\\nClientAliveCountMax 3\\n' > {CLIENT_ALIVE}",
             "systemctl reload ssh 2>/dev/null || true",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -28,15 +29,22 @@ class TpuVmArgs:
     network_tag: str
 
 
-def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
+def scheduling_fields(s: Settings) -> dict[str, Any]:
+    """The scheduling a TPU host gets, one VM or each host of a slice (infra/slice.py), less the run cap."""
     model = s.provisioning_model
-    return gcp.compute.InstanceSchedulingArgs(
+    return dict(
         provisioning_model=model,
         on_host_maintenance="TERMINATE",
         # Only non-STANDARD VMs (and capped ones) are ended by Google; DELETE leaves nothing billable behind.
         instance_termination_action="DELETE" if model != "STANDARD" or s.max_run_hours else None,
         automatic_restart=False if model in ("SPOT", "FLEX_START") else None,
         preemptible=True if model == "SPOT" else None,
+    )
+
+
+def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
+    return gcp.compute.InstanceSchedulingArgs(
+        **scheduling_fields(s),
         max_run_duration=(
             gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=s.max_run_hours * 3600)
             if s.max_run_hours
@@ -55,6 +63,17 @@ def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinity
             key=RESERVATION_KEY, values=[s.reservation or ""]
         ),
     )
+
+
+def metadata(s: Settings, *, data_disk: bool = True) -> dict[str, str]:
+    """What a TPU host knows of the stack: who may log in, its startup script, autostop's and the bill's settings."""
+    return {
+        # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
+        **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
+        "startup-script": startup_script(s, data_disk=data_disk),
+        **autostop_metadata(s),
+        PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/bill.py)
+    }
 
 
 class TpuVm(pulumi.ComponentResource):
@@ -92,13 +111,7 @@ class TpuVm(pulumi.ComponentResource):
             ),
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
-            metadata={
-                # Metadata keys, unlike metadata_startup_script, change without replacing the VM.
-                **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
-                "startup-script": startup_script(s),
-                **autostop_metadata(s),
-                PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/bill.py)
-            },
+            metadata=metadata(s),
             # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
             # VM's status; this says what it should be).
             desired_status="RUNNING",

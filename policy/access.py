@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policy import firewall
-from policy.model import FIREWALL, INSTANCE, Resource, dig, items
+from policy.model import FIREWALL, HOSTS, Resource, dig, items
 
 
 def has_external_ip(resource: Resource) -> bool:
@@ -18,10 +18,14 @@ def _reaches(rule: Resource, instance: Resource) -> bool:
 
 
 def external_ip_behind_iap(resources: Sequence[Resource]) -> list[tuple[Resource, str]]:
-    """Instances with an external IP whose every SSH firewall admits IAP's range only."""
-    ssh_rules = [r for r in resources if r.type == FIREWALL and firewall.admits_ssh(r.props)]
+    """Instances (and slice templates) with an external IP whose every SSH firewall admits IAP's range only.
+
+    A rule sourced by tags alone (a slice's traffic between its own hosts) admits nothing from outside, so it is
+    not a way in."""
+    ssh_rules = [r for r in resources if r.type == FIREWALL and firewall.admits_ssh(r.props)
+                 and items(dig(r.props, "sourceRanges"))]
     found = []
-    for instance in (r for r in resources if r.type == INSTANCE and has_external_ip(r)):
+    for instance in (r for r in resources if r.type in HOSTS and has_external_ip(r)):
         reaching = [rule for rule in ssh_rules if _reaches(rule, instance)]
         if reaching and all(firewall.ssh_only_from_iap(rule.props) for rule in reaching):
             found.append((

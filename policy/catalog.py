@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy import access, disk, firewall, instance, labels
-from policy.model import DISK, FIREWALL, INSTANCE, Resource, Violation
+from policy.model import DISK, FIREWALL, HOSTS, INSTANCE_GROUP_MANAGER, Resource, Violation
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -60,16 +60,18 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         name="reservation-bound-has-reservation",
-        description="A RESERVATION_BOUND instance names its capacity reservation (SPECIFIC_RESERVATION).",
+        description="A RESERVATION_BOUND instance (or a slice's instance template) names its capacity reservation "
+        "(SPECIFIC_RESERVATION).",
         level=MANDATORY,
-        types=(INSTANCE,),
+        types=HOSTS,
         check=lambda r, c, s: instance.reservation_missing(r.name, r.props),
     ),
     ResourceRule(
         name="billable-resources-labelled",
-        description="Every billable resource (VM, disk) carries the labels the bill is split by.",
+        description="Every billable resource (VM, a slice's instance template, disk) carries the labels the bill is "
+        "split by.",
         level=MANDATORY,
-        types=(INSTANCE, DISK),
+        types=(*HOSTS, DISK),
         check=lambda r, c, s: labels.missing(r.name, r.props, c["requiredLabels"]),
         config={
             "requiredLabels": {
@@ -95,9 +97,10 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         name="boot-disk-fits-maxtext",
-        description="The VM's boot disk is at least the size MaxText's install and checkpoints need.",
+        description="The VM's (or each slice host's) boot disk is at least the size MaxText's install and "
+        "checkpoints need.",
         level=MANDATORY,
-        types=(INSTANCE,),
+        types=HOSTS,
         check=lambda r, c, s: instance.boot_disk_too_small(r.name, r.props, c["minimumGb"]),
         config={
             "minimumGb": {
@@ -110,10 +113,17 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         name="run-duration-capped",
-        description="A VM has a run-duration cap, so a forgotten one stops billing by itself.",
+        description="A VM (or each slice host) has a run-duration cap, so a forgotten one stops billing by itself.",
         level=ADVISORY,
-        types=(INSTANCE,),
+        types=HOSTS,
         check=lambda r, c, s: instance.run_duration_uncapped(r.name, r.props),
+    ),
+    ResourceRule(
+        name="slice-hosts-stay-ended",
+        description="A slice's managed instance group does not recreate hosts Google ended (run cap, preemption).",
+        level=MANDATORY,
+        types=(INSTANCE_GROUP_MANAGER,),
+        check=lambda r, c, s: instance.group_recreates_ended_hosts(r.name, r.props),
     ),
 )
 

@@ -1,4 +1,6 @@
-"""Rules on the TPU VM itself: its reservation, boot disk and run-time cap."""
+"""Rules on the TPU VM itself: its reservation, boot disk and run-time cap; and on a slice's hosts, through the
+instance template they are made from (same scheduling and reservation fields; the boot disk is in `disks`) and
+the managed instance group that keeps them."""
 
 from __future__ import annotations
 
@@ -31,8 +33,16 @@ def reservation_missing(name: str, props: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def boot_disk_size(props: Mapping[str, Any]) -> Any:
+    """An instance's `bootDisk.initializeParams.size`, or an instance template's boot entry of `disks`."""
+    if "disks" in props:
+        boot = [disk for disk in items(dig(props, "disks")) if dig(disk, "boot", default=False)]
+        return dig(boot[0], "diskSizeGb") if boot else None
+    return dig(props, "bootDisk", "initializeParams", "size")
+
+
 def boot_disk_too_small(name: str, props: Mapping[str, Any], minimum_gb: int = MAXTEXT_BOOT_DISK_GB) -> list[str]:
-    size = dig(props, "bootDisk", "initializeParams", "size")
+    size = boot_disk_size(props)
     if size is not None and float(size) >= minimum_gb:
         return []
     shown = "the image's default (10 GB)" if size is None else f"{float(size):g} GB"
@@ -49,4 +59,19 @@ def run_duration_uncapped(name: str, props: Mapping[str, Any]) -> list[str]:
     return [
         f"instance {name} has no run-duration cap, so a forgotten VM bills until someone deletes it: "
         "pulumi config set tpu-sft:maxRunHours <hours>"
+    ]
+
+
+RECREATE_NOTHING = "DO_NOTHING"
+
+
+def group_recreates_ended_hosts(name: str, props: Mapping[str, Any]) -> list[str]:
+    """A MIG repairs (recreates) a VM that fails unless told not to: a host Google ended at its run cap, by
+    preemption or at the reservation's end would come back and bill again."""
+    action = dig(props, "instanceLifecyclePolicy", "defaultActionOnFailure", default="REPAIR")
+    if str(action).upper() == RECREATE_NOTHING:
+        return []
+    return [
+        f"instance group {name} recreates hosts that Google ended ({action}), so a run cap or preemption would "
+        f"not stop the bill: set instanceLifecyclePolicy.defaultActionOnFailure {RECREATE_NOTHING} (infra/slice.py)"
     ]

@@ -22,6 +22,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
 
 
 def is_secret(value: Any) -> bool:
@@ -84,16 +85,22 @@ class _Mocks(pulumi.runtime.Mocks):
                 for config in nic.get("accessConfigs", []):
                     config["natIp"] = "203.0.113.7"
             if "serviceAccount" in state:  # no e-mail given: the API attaches the default compute account
-                state["serviceAccount"].setdefault("email", "123456789012-compute@developer.gserviceaccount.com")
+                state["serviceAccount"].setdefault("email", DEFAULT_COMPUTE_ACCOUNT)
         if args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
             state["name"] = f"projects/{state['project']}/roles/{state['roleId']}"
         if args.typ == "gcp:compute/disk:Disk":
             state["selfLink"] = f"https://compute/{args.name}"
         if args.typ == "command:local:Command":
             state["stdout"] = self.command_stdout.get(args.name.rsplit("-", 1)[1], "")
+        if args.typ == "gcp:compute/resourcePolicy:ResourcePolicy":
+            state["selfLink"] = f"https://compute/resourcePolicies/{args.name}"
+        if args.typ == "gcp:compute/instanceTemplate:InstanceTemplate":
+            state["selfLinkUnique"] = f"https://compute/instanceTemplates/{args.name}?uniqueId=1"
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "gcp:compute/getDefaultServiceAccount:getDefaultServiceAccount":
+            return {"email": DEFAULT_COMPUTE_ACCOUNT}
         return {}
 
 

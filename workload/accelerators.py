@@ -2,6 +2,11 @@
 
 One table feeds both the VM's machine type (infra) and the TPU runtime environment MaxText needs on the
 VM (workload), so the two can never disagree.
+
+Google's v6e table (cloud.google.com/tpu/docs/v6e, "Supported configurations"): v6e-1, v6e-4 and v6e-8 are one
+VM each; v6e-16 and larger are multi-host slices of `ct6e-standard-4t` VMs, 4 chips each (4x4 = 4 VMs, 4x8 = 8,
+8x8 = 16, 8x16 = 32, 16x16 = 64). `ct6e-standard-8t` is single-host only. Each host holds a 2x2 block of
+chips, so the host bounds are the topology divided by 2x2 (derived here, not a figure of that table).
 """
 
 from __future__ import annotations
@@ -21,6 +26,17 @@ class Accelerator:
     # has one TensorCore, so it is one JAX device: MaxText's TFLOP/s/device is per chip.
     peak_bf16_tflops_per_chip: float
 
+    @property
+    def hosts(self) -> int:
+        """How many VMs carry the slice: 1 for a single-host type."""
+        x, y, z = self.host_bounds
+        return x * y * z
+
+    @property
+    def is_slice(self) -> bool:
+        """A multi-host slice (a managed instance group of hosts), not one VM."""
+        return self.hosts > 1
+
 
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
@@ -28,5 +44,10 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator("v6e-1", "ct6e-standard-1t", 1, "1x1", (1, 1, 1), (1, 1, 1), 918.0),
         Accelerator("v6e-4", "ct6e-standard-4t", 4, "2x2", (2, 2, 1), (1, 1, 1), 918.0),
         Accelerator("v6e-8", "ct6e-standard-8t", 8, "2x4", (2, 4, 1), (1, 1, 1), 918.0),
+        Accelerator("v6e-16", "ct6e-standard-4t", 16, "4x4", (2, 2, 1), (2, 2, 1), 918.0),
+        Accelerator("v6e-32", "ct6e-standard-4t", 32, "4x8", (2, 2, 1), (2, 4, 1), 918.0),
+        Accelerator("v6e-64", "ct6e-standard-4t", 64, "8x8", (2, 2, 1), (4, 4, 1), 918.0),
+        Accelerator("v6e-128", "ct6e-standard-4t", 128, "8x16", (2, 2, 1), (4, 8, 1), 918.0),
+        Accelerator("v6e-256", "ct6e-standard-4t", 256, "16x16", (2, 2, 1), (8, 8, 1), 918.0),
     )
 }

@@ -57,6 +57,7 @@ def test_the_pack_declares_its_policies(analyzer):
     assert {p.name for p in info.policies} == {
         "ssh-not-open-to-internet", "reservation-bound-has-reservation", "billable-resources-labelled",
         "data-disk-survives-replace", "boot-disk-fits-maxtext", "run-duration-capped", "no-external-ip-behind-iap",
+        "slice-hosts-stay-ended",
     }
 
 

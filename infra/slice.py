@@ -1,0 +1,137 @@
+"""A multi-host TPU slice (tpu-sft:acceleratorType v6e-16 … v6e-256), declared as Google recommends on Compute
+Engine: a managed instance group (MIG) of `ct6e-standard-4t` hosts made from one instance template, whose
+workload policy (a resource policy of type HIGH_THROUGHPUT with the slice's `accelerator_topology`) makes the
+hosts one ICI-connected slice (cloud.google.com/compute/docs/tpus/create-tpu-mig-multi-host-slice).
+
+Each host is the single VM of infra/vm.py in every fact it can be: image, boot disk, network and tag, service
+account, scheduling (provisioning model, termination, run cap), reservation affinity, labels and metadata
+(ssh-keys, the startup script, autostop's and the bill's settings). What differs: the machine type, no data disk
+(the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from infra.bucket import region_of
+from infra.settings import IMAGE, Settings
+from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
+
+WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"  # collocated hosts; the only type that takes an accelerator topology
+# A host Google ended (preempted, capped by max_run_duration, reservation over) stays ended: the default, REPAIR,
+# would recreate it and keep billing, which a run cap must not allow.
+ON_FAILURE = "DO_NOTHING"
+# A template change never replaces hosts one by one under a running slice (PROACTIVE, the API's default, would
+# roll them): it reaches the hosts when the MIG recreates them.
+UPDATE_TYPE = "OPPORTUNISTIC"
+# A base instance name ending in a hyphen and hash signs makes the MIG number its hosts instead of appending four
+# random characters (the Compute API's InstanceGroupManager.baseInstanceName: "vm-###" gives "vm-001"): two
+# digits hold the 64 hosts of a v6e-256. infra/settings.py keeps the name short enough (SLICE_NAME_MAX).
+HOST_NUMBER = "-##"
+
+
+@dataclass(frozen=True)
+class TpuSliceArgs:
+    settings: Settings
+    network_tag: str
+
+
+def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingArgs:
+    return gcp.compute.InstanceTemplateSchedulingArgs(
+        **scheduling_fields(s),
+        max_run_duration=(
+            gcp.compute.InstanceTemplateSchedulingMaxRunDurationArgs(seconds=s.max_run_hours * 3600)
+            if s.max_run_hours
+            else None
+        ),
+    )
+
+
+def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateReservationAffinityArgs | None:
+    if not s.reservation:
+        return None
+    return gcp.compute.InstanceTemplateReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.InstanceTemplateReservationAffinitySpecificReservationArgs(
+            key=RESERVATION_KEY, values=[s.reservation]
+        ),
+    )
+
+
+class TpuSlice(pulumi.ComponentResource):
+    def __init__(self, name: str, args: TpuSliceArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("tpu-sft:infra:TpuSlice", name, None, opts)
+        s = args.settings
+        accelerator = s.accelerator
+        child = pulumi.ResourceOptions(parent=self)
+        # Neither the policy nor the template is named: both are immutable, so a change creates a new one
+        # (an auto-named one, beside the old) before the MIG moves to it and the old one is deleted.
+        self.workload_policy = gcp.compute.ResourcePolicy(
+            f"{name}-workload",
+            region=region_of(s.zone).lower(),
+            description=f"tpu-sft: the {accelerator.name} slice's hosts as one {accelerator.topology} topology",
+            workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
+                type=WORKLOAD_POLICY_TYPE, accelerator_topology=accelerator.topology
+            ),
+            opts=child,
+        )
+        self.template = gcp.compute.InstanceTemplate(
+            f"{name}-template",
+            machine_type=accelerator.machine_type,
+            tags=[args.network_tag],
+            labels=dict(s.labels),
+            disks=[
+                gcp.compute.InstanceTemplateDiskArgs(
+                    boot=True, auto_delete=True, source_image=IMAGE, disk_size_gb=s.boot_disk_size_gb,
+                    disk_type=BOOT_DISK_TYPE,
+                )
+            ],
+            network_interfaces=[
+                gcp.compute.InstanceTemplateNetworkInterfaceArgs(
+                    network=s.network,
+                    subnetwork=s.subnetwork,
+                    access_configs=(
+                        [gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()] if s.external_ip else []
+                    ),
+                )
+            ],
+            service_account=gcp.compute.InstanceTemplateServiceAccountArgs(
+                email=s.service_account, scopes=list(SERVICE_ACCOUNT_SCOPES)
+            ),
+            scheduling=template_scheduling(s),
+            reservation_affinity=template_reservation_affinity(s),
+            metadata=metadata(s, data_disk=False),
+            opts=child,
+        )
+        self.group = gcp.compute.InstanceGroupManager(
+            name,
+            name=s.instance_name,
+            zone=s.zone,
+            base_instance_name=f"{s.instance_name}{HOST_NUMBER}",  # hosts <instanceName>-01, -02, …
+            versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
+            target_size=accelerator.hosts,
+            resource_policies=gcp.compute.InstanceGroupManagerResourcePoliciesArgs(
+                workload_policy=self.workload_policy.self_link
+            ),
+            instance_lifecycle_policy=gcp.compute.InstanceGroupManagerInstanceLifecyclePolicyArgs(
+                default_action_on_failure=ON_FAILURE
+            ),
+            update_policy=gcp.compute.InstanceGroupManagerUpdatePolicyArgs(type=UPDATE_TYPE, minimal_action="REPLACE"),
+            # `pulumi up` returns once every host exists and the group is stable, as it does for the single VM.
+            wait_for_instances=True,
+            wait_for_instances_status="STABLE",
+            opts=child,
+        )
+        self.name = self.group.name
+        self.hosts = accelerator.hosts
+        # The bucket's grant needs the hosts' identity before they exist: the one named, or the project's
+        # default compute account, which the API attaches when none is (as for the single VM).
+        self.service_account_email: pulumi.Output[str] = (
+            pulumi.Output.from_input(s.service_account)
+            if s.service_account
+            else gcp.compute.get_default_service_account_output(project=s.project).email
+        )
+        self.register_outputs({"name": self.name, "hosts": self.hosts})

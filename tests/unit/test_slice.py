@@ -1,0 +1,205 @@
+"""A multi-host slice, as the real program declares it under the mock engine, field by field: the workload
+policy, the instance template (each host is the single VM in every fact it can be), the managed instance group,
+the firewall, and what a slice does not get (a data disk, tasks, autostop's grant)."""
+
+import pytest
+
+from infra.startup import WATCHER_PATH
+from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT
+
+POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+INSTANCE = "gcp:compute/instance:Instance"
+FIREWALL = "gcp:compute/firewall:Firewall"
+DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
+IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
+AFFINITY = {"type": "SPECIFIC_RESERVATION",
+            "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}
+CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/unit/test_run_cap.py)
+
+# (provisioning model, reservation, the template's scheduling, its reservation affinity): the single VM's
+# cases of tests/unit/test_vm.py, with the default cap on.
+MODELS = [
+    ("RESERVATION_BOUND", "my-v6e-reservation",
+     {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",
+      "instanceTerminationAction": "DELETE", "maxRunDuration": CAP}, AFFINITY),
+    ("STANDARD", "my-v6e-reservation",
+     {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
+      "maxRunDuration": CAP}, AFFINITY),
+    ("STANDARD", None,
+     {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
+      "maxRunDuration": CAP}, None),
+    ("SPOT", None,
+     {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
+      "automaticRestart": False, "preemptible": True, "maxRunDuration": CAP}, None),
+]
+SHAPES = [("v6e-16", "4x4", 4), ("v6e-256", "16x16", 64)]
+
+
+@pytest.fixture
+def slice_stack(mock_stack):
+    def run(accelerator="v6e-16", overrides=None, remove=()):
+        return mock_stack({"tpu-sft:acceleratorType": accelerator, "tpu-sft:autostop": "off", **(overrides or {})},
+                          remove=(*DISK_KEYS, *remove))
+    return run
+
+
+@pytest.mark.parametrize(("accelerator", "topology", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+@pytest.mark.parametrize(("model", "reservation", "scheduling", "affinity"), MODELS,
+                         ids=["reservation-bound", "standard-reserved", "standard", "spot"])
+def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, hosts, model, reservation,
+                                           scheduling, affinity):
+    overrides = {"tpu-sft:provisioningModel": model}
+    if reservation:
+        overrides["tpu-sft:reservation"] = reservation
+    stack = slice_stack(accelerator, overrides, remove=() if reservation else ("tpu-sft:reservation",))
+
+    policy = stack.one(POLICY)
+    assert policy.inputs == {
+        "region": "us-east5",
+        "description": f"tpu-sft: the {accelerator} slice's hosts as one {topology} topology",
+        "workloadPolicy": {"type": "HIGH_THROUGHPUT", "acceleratorTopology": topology},
+    }
+
+    template = stack.one(TEMPLATE)
+    inputs = dict(template.inputs)
+    metadata = inputs.pop("metadata")
+    assert inputs == {
+        "machineType": "ct6e-standard-4t",
+        "tags": ["tpu-sft-dev"],
+        "labels": {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform", "cost-center": "research"},
+        "disks": [{"boot": True, "autoDelete": True, "sourceImage": IMAGE, "diskSizeGb": 200,
+                   "diskType": "hyperdisk-balanced"}],
+        "networkInterfaces": [{"network": "default", "accessConfigs": [{}]}],
+        "serviceAccount": {"scopes": ["https://www.googleapis.com/auth/cloud-platform"]},
+        "scheduling": scheduling,
+        **({"reservationAffinity": affinity} if affinity else {}),
+    }
+    assert sorted(metadata) == ["enable-oslogin", "ssh-keys", "startup-script", "tpu-sft-autostop",
+                                "tpu-sft-idle-minutes", "tpu-sft-usd-per-chip-hour"]
+    assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", "off")
+    assert metadata["ssh-keys"].startswith("tpu-sft:ssh-ed25519 ")
+
+    group = stack.one(GROUP)
+    assert group.inputs == {
+        "name": "tpu-sft-dev",
+        "baseInstanceName": "tpu-sft-dev-##",  # hosts tpu-sft-dev-01, -02, …
+        "zone": "us-east5-b",
+        "versions": [{"instanceTemplate": "https://compute/instanceTemplates/tpu-sft-dev-template?uniqueId=1"}],
+        "targetSize": hosts,
+        "resourcePolicies": {"workloadPolicy": "https://compute/resourcePolicies/tpu-sft-dev-workload"},
+        "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
+        "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE"},
+        "waitForInstances": True,
+        "waitForInstancesStatus": "STABLE",
+    }
+    assert template.urn in group.dependencies and policy.urn in group.dependencies
+
+
+def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
+    """Same ssh-keys, price and autostop metadata (autostop is off on a slice); the same startup script without
+    the data disk's mount; the same scheduling for the same settings."""
+    single = mock_stack({"tpu-sft:autostop": "off"}).one(INSTANCE).inputs
+    host = slice_stack().one(TEMPLATE).inputs
+    assert host["scheduling"] == single["scheduling"]
+    assert host["reservationAffinity"] == single["reservationAffinity"]
+    assert host["serviceAccount"] == single["serviceAccount"]
+    assert host["labels"] == single["labels"] and host["tags"] == single["tags"]
+    assert host["networkInterfaces"] == single["networkInterfaces"]
+    for key in ("ssh-keys", "enable-oslogin", "tpu-sft-autostop", "tpu-sft-idle-minutes", "tpu-sft-usd-per-chip-hour"):
+        assert host["metadata"][key] == single["metadata"][key], key
+    script, vm_script = host["metadata"]["startup-script"], single["metadata"]["startup-script"]
+    assert script.startswith("#!/bin/bash\nset -euo pipefail\nprintf 'ClientAliveInterval 60")
+    assert "google-tpu-sft-data" not in script and "mount" not in script  # no data disk on a host of a slice
+    assert vm_script.endswith(script.split("\n", 2)[2])  # the rest is the VM's script, byte for byte
+    assert WATCHER_PATH in script
+
+
+def test_a_slice_has_no_vm_data_disk_tasks_or_autostop_grant(slice_stack):
+    stack = slice_stack("v6e-32")
+    types = {r.type for r in stack.resources}
+    assert INSTANCE not in types
+    assert "gcp:compute/disk:Disk" not in types
+    assert "command:local:Command" not in types
+    assert "gcp:compute/instanceIAMMember:InstanceIAMMember" not in types
+
+
+def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
+    """The list the README shows under "From v6e-8 to v6e-32"."""
+    assert sorted((r.type, r.name) for r in slice_stack("v6e-32").resources) == [
+        ("gcp:compute/firewall:Firewall", "tpu-sft-dev-slice"),
+        ("gcp:compute/firewall:Firewall", "tpu-sft-dev-ssh"),
+        ("gcp:compute/firewall:Firewall", "tpu-sft-dev-ssh-deny-other"),
+        ("gcp:compute/instanceGroupManager:InstanceGroupManager", "tpu-sft-dev"),
+        ("gcp:compute/instanceTemplate:InstanceTemplate", "tpu-sft-dev-template"),
+        ("gcp:compute/resourcePolicy:ResourcePolicy", "tpu-sft-dev-workload"),
+        ("gcp:storage/bucket:Bucket", "tpu-sft-dev-runs"),
+        ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-object-user-0"),
+        ("tpu-sft:infra:Bucket", "tpu-sft-dev-runs"),
+        ("tpu-sft:infra:SliceFirewall", "tpu-sft-dev-slice"),
+        ("tpu-sft:infra:SshFirewall", "tpu-sft-dev-ssh"),
+        ("tpu-sft:infra:TpuSlice", "tpu-sft-dev"),
+    ]
+
+
+def test_the_ssh_firewall_is_the_single_vms_and_the_slice_talks_only_to_itself(mock_stack, slice_stack):
+    stack = slice_stack()
+    single = {r.name: r.inputs for r in mock_stack().of_type(FIREWALL)}
+    rules = {r.name: r.inputs for r in stack.of_type(FIREWALL)}
+    assert rules["tpu-sft-dev-ssh"] == single["tpu-sft-dev-ssh"]  # IAP's range on tcp:22, priority 1000
+    assert rules["tpu-sft-dev-ssh-deny-other"] == single["tpu-sft-dev-ssh-deny-other"]  # the deny at 65000
+    assert rules["tpu-sft-dev-slice"] == {
+        "network": "default",
+        "direction": "INGRESS",
+        "priority": 1000,  # before the deny (65000); default-allow-internal (65534) never reaches the hosts
+        "allows": [{"protocol": "tcp"}, {"protocol": "udp"}, {"protocol": "icmp"}],
+        "sourceTags": ["tpu-sft-dev"],
+        "targetTags": ["tpu-sft-dev"],
+        "description": "tpu-sft: traffic between the hosts of one TPU slice, and from nowhere else",
+    }
+    assert "sourceRanges" not in rules["tpu-sft-dev-slice"]
+
+
+def test_the_bucket_is_granted_to_the_hosts_identity(slice_stack):
+    member = slice_stack().one("gcp:storage/bucketIAMMember:BucketIAMMember").inputs["member"]
+    assert member == f"serviceAccount:{DEFAULT_COMPUTE_ACCOUNT}"  # the API's default account, looked up
+    own = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
+    stack = slice_stack(overrides={"tpu-sft:serviceAccount": own})
+    assert stack.one("gcp:storage/bucketIAMMember:BucketIAMMember").inputs["member"] == f"serviceAccount:{own}"
+    assert stack.one(TEMPLATE).inputs["serviceAccount"]["email"] == own
+
+
+def test_the_bucket_is_the_single_vms(mock_stack, slice_stack):
+    single = mock_stack().one("gcp:storage/bucket:Bucket")
+    bucket = slice_stack().one("gcp:storage/bucket:Bucket")
+    assert bucket.inputs == single.inputs
+    kept = slice_stack(overrides={"tpu-sft:keepDataDisk": "true"}).one("gcp:storage/bucket:Bucket")
+    assert kept.retain_on_delete  # keepDataDisk keeps the bucket, where a slice's model is to be kept
+
+
+@pytest.mark.parametrize(("accelerator", "hosts"), [("v6e-16", 4), ("v6e-32", 8), ("v6e-256", 64)])
+def test_cost_outputs_are_the_whole_slice(slice_stack, accelerator, hosts):
+    out = slice_stack(accelerator).outputs
+    assert (out["hosts"], out["chips"]) == (hosts, hosts * 4)
+    assert out["hourlyCostUsd"] == pytest.approx(hosts * 4 * 2.70)
+    assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
+    assert (out["instanceGroupName"], out["acceleratorType"]) == ("tpu-sft-dev", accelerator)
+    assert out["checkpointsUrl"] == "gs://my-tpu-project-tpu-sft-dev-runs/runs"
+    assert "sshCommand" not in out and "dataDiskName" not in out
+
+
+def test_os_login_on_a_slice(slice_stack):
+    stack = slice_stack(overrides={"tpu-sft:sshAccess": "oslogin", "tpu-sft:osLoginAccount": "me@example.com"},
+                        remove=("tpu-sft:sshUser",))
+    assert stack.one(TEMPLATE).inputs["metadata"]["enable-oslogin"] == "TRUE"
+    assert "ssh-keys" not in stack.one(TEMPLATE).inputs["metadata"]
+    assert stack.one("gcp:oslogin/sshPublicKey:SshPublicKey").inputs["user"] == "me@example.com"
+
+
+def test_no_external_ip_and_a_cap_are_the_single_vms_settings(slice_stack):
+    template = slice_stack(overrides={"tpu-sft:externalIp": "false", "tpu-sft:maxRunHours": "2",
+                                      "tpu-sft:bootDiskSizeGb": "300"}).one(TEMPLATE).inputs
+    assert template["networkInterfaces"] == [{"network": "default", "accessConfigs": []}]
+    assert template["scheduling"]["maxRunDuration"] == {"seconds": 7200}
+    assert template["disks"][0]["diskSizeGb"] == 300

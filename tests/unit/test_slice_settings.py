@@ -1,0 +1,135 @@
+"""tpu-sft:acceleratorType v6e-16 … v6e-256: which slices exist, what a slice cannot be given (one line naming
+the key, before anything is declared), and `pulumi up` refusing a slice while `pulumi preview` declares it."""
+
+import functools
+
+import pytest
+from pulumi import RunError
+
+from infra import settings
+from rehearsal.engine import Stack, run_program
+from workload.accelerators import ACCELERATORS
+from workload.config import ConfigError
+
+SLICE = {"tpu-sft:acceleratorType": "v6e-32", "tpu-sft:autostop": "off"}
+DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
+
+# Google's v6e table (cloud.google.com/tpu/docs/v6e): topology, chips, VMs; multi-host VMs are ct6e-standard-4t.
+SHAPES = [
+    ("v6e-16", "4x4", 16, 4),
+    ("v6e-32", "4x8", 32, 8),
+    ("v6e-64", "8x8", 64, 16),
+    ("v6e-128", "8x16", 128, 32),
+    ("v6e-256", "16x16", 256, 64),
+]
+
+
+@pytest.mark.parametrize(("name", "topology", "chips", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_each_slice_is_hosts_of_four_chips(name, topology, chips, hosts):
+    accelerator = ACCELERATORS[name]
+    assert (accelerator.machine_type, accelerator.topology, accelerator.chips) == ("ct6e-standard-4t", topology, chips)
+    assert accelerator.hosts == hosts == chips // 4
+    assert accelerator.chips_per_host_bounds == (2, 2, 1)
+    assert accelerator.is_slice
+
+
+@pytest.mark.parametrize("name", ["v6e-1", "v6e-4", "v6e-8"])
+def test_single_host_types_stay_one_vm(name):
+    accelerator = ACCELERATORS[name]
+    assert (accelerator.hosts, accelerator.is_slice) == (1, False)
+    assert ACCELERATORS["v6e-8"].machine_type == "ct6e-standard-8t"
+
+
+def _config(dev_config, overrides=None, remove=DISK_KEYS):
+    return {k: v for k, v in {**dev_config, **SLICE, **(overrides or {})}.items() if k not in remove}
+
+
+def test_a_slice_parses(dev_config):
+    parsed = settings.parse(_config(dev_config), stack="dev")
+    assert parsed.is_slice and parsed.accelerator.hosts == 8
+    assert parsed.max_run_hours == 4  # the same derived cap: it is each host's
+
+
+# (overrides, keys removed, the key the message must name, words it must hold)
+REFUSED = [
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, (*DISK_KEYS, "tpu-sft:reservation"),
+     "tpu-sft:provisioningModel", "resize request"),
+    ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "managed instance group"),
+    ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
+    ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
+    ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
+    ({"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"}, DISK_KEYS, "tpu-sft:instanceName",
+     "at most 52 before the number"),
+    # the single-host rules still hold on a slice
+    ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
+    ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "remove", "key", "words"), REFUSED, ids=[f"{i}-{r[2]}" for i, r in
+                                                                                 enumerate(REFUSED)])
+def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, key, words):
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program(_config(dev_config, overrides, remove), into=declared)
+    message = str(raised.value)
+    assert message.startswith(f"{key}:"), message
+    assert "\n" not in message and "Fix:" in message
+    assert words in message
+    assert declared.resources == []
+
+
+def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
+    """dataDiskSizeGb, dataDiskType, autostop and a 63-character name keep their meaning on one VM."""
+    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 63,
+                             "tpu-sft:checkpointBucket": "my-runs"}, stack="dev")
+    assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "stop")
+
+
+def test_the_longest_slice_name_is_accepted(dev_config):
+    long_name = {"tpu-sft:instanceName": "a" * 52, "tpu-sft:checkpointBucket": "my-runs"}
+    parsed = settings.parse(_config(dev_config, long_name), stack="dev")
+    assert parsed.instance_name == "a" * 52
+
+
+@pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT"])
+def test_every_other_provisioning_model_is_accepted_on_a_slice(dev_config, model):
+    remove = DISK_KEYS if model == "RESERVATION_BOUND" else (*DISK_KEYS, "tpu-sft:reservation")
+    parse = functools.partial(settings.parse, stack="dev")
+    assert parse(_config(dev_config, {"tpu-sft:provisioningModel": model}, remove)).provisioning_model == model
+
+
+def test_pulumi_up_on_a_slice_stops_before_anything_is_created(dev_config, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program(_config(dev_config), preview=False, into=declared)
+    assert str(raised.value) == (
+        "tpu-sft:acceleratorType: v6e-32 is a slice of 8 hosts: `pulumi preview` declares it, but `pulumi up` can run "
+        "the pipeline on one VM only (running the phases on every worker is not built yet). Fix: pulumi config set "
+        "tpu-sft:acceleratorType v6e-8 (or v6e-1, v6e-4) to train today"
+    )
+    assert declared.resources == []
+    assert run_program(_config(dev_config), preview=True).resources  # a preview declares the slice
+
+
+def test_the_refusal_is_a_settings_rule_that_a_single_vm_passes(dev_config):
+    single = settings.parse(dev_config, stack="dev")
+    settings.require_single_host_for_update(single, is_update=True)
+    sliced = settings.parse(_config(dev_config), stack="dev")
+    settings.require_single_host_for_update(sliced, is_update=False)
+    with pytest.raises(ConfigError, match="^tpu-sft:acceleratorType: "):
+        settings.require_single_host_for_update(sliced, is_update=True)
+
+
+def test_the_flex_start_refusal_names_what_a_slice_can_take(dev_config):
+    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
+                     (*DISK_KEYS, "tpu-sft:reservation"))
+    with pytest.raises(ConfigError) as raised:
+        settings.parse(config, stack="dev")
+    assert str(raised.value) == (
+        "tpu-sft:provisioningModel: FLEX_START is not available for a v6e-32 slice here: a MIG gets flex-start hosts "
+        "through a resize request, which this stack does not declare yet. Fix: pulumi config set "
+        "tpu-sft:provisioningModel RESERVATION_BOUND (or STANDARD, SPOT), or use tpu-sft:acceleratorType v6e-1, "
+        "v6e-4 or v6e-8"
+    )
