@@ -57,3 +57,11 @@ def test_find_looks_in_this_runs_dir_first_then_beside_it(tmp_path):
     assert kept.find(str(tmp_path / "out" / "unknown"), {"convert": "c1"})[0] == str(other)
     assert kept.find(str(tmp_path / "out" / "unknown"), {"convert": "c1", "train": "t1"})[0] == str(mine)
     assert kept.find(str(mine), {"convert": "c2"}) is None
+
+
+def test_the_reason_names_the_first_difference_in_manifest_order(tmp_path):
+    kept_dir = keep(tmp_path)
+    (kept_dir / "hf-model" / "model.safetensors").write_bytes(b"WEIGHTS")
+    (kept_dir / "loss.png").unlink()
+    # The manifest lists a directory's own files before its subdirectories' (os.walk).
+    assert kept.verified(str(kept_dir), MADE_FROM)[1] == "the kept model differs from its manifest (loss.png: missing)"
