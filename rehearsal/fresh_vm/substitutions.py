@@ -152,7 +152,10 @@ def provision_boot_disk(rootfs: Path) -> None:
     _run(["mkdir", "-p", cache])
     for entry in sorted(HOST_UV_CACHE.iterdir()):
         _run(["cp", "-al" if entry.name == "archive-v0" else "-a", str(entry), cache])
-    _run(["find", cache, "-path", f"{cache}/archive-v0/*", "-prune", "-o", "-exec", "chmod", "a+rwX", "{}", "+"])
+    # Not through symlinks: chmod would change their targets, and fails on one whose target a concurrent uv on
+    # this machine has not written yet.
+    _run(["find", cache, "-path", f"{cache}/archive-v0/*", "-prune", "-o", "!", "-type", "l",
+          "-exec", "chmod", "a+rwX", "{}", "+"])
 
 
 def _run(argv: list[str]) -> None:
