@@ -1,28 +1,36 @@
-"""Idempotent host bootstrap: a list of install steps, skipped entirely when already done with the same inputs.
+"""Idempotent host bootstrap: a small graph of install steps, skipped entirely when already done with the same inputs.
 
-On the host, under `<state_dir>/bootstrap/`:
+Each step names the steps it needs (`after`; by default the one listed before it). A step starts as soon as
+everything it needs is done, so independent branches (apt beside uv → Python → venv → MaxText) run at once,
+each over its own SSH connection. On the host, under `<state_dir>/bootstrap/`:
   fingerprint   sha256 of the whole spec, written (tmp + mv) only after every step succeeded
-  done/<hash>   one marker per completed step; a step's hash covers it and every step before it, so a
-                changed step re-runs itself and everything after it, and nothing before it
-  lock          held (flock) while a step runs, so two bootstraps, or one and the remains of an
-                interrupted one, never install at the same time
+  done/<hash>   one marker per completed step; a step's hash covers it, the spec's environment and the hashes
+                of the steps it needs, so a changed step re-runs itself and everything that depends on it,
+                and nothing else
+  locks/<name>  flock: a step holds its own exclusively and those of everything it depends on shared, so two
+                bootstraps, or one and the remains of an interrupted one, never run the same step twice at once,
+                nor a step beside one it depends on
 A re-run with an equal fingerprint costs one round trip per host and installs nothing. An interrupted run
-leaves no fingerprint; the next run skips the steps whose markers exist and re-runs the rest.
+leaves no fingerprint; the next run skips the steps whose markers exist and re-runs the rest. When a step
+fails, no further step starts; those already running are let finish (killing apt or uv mid-install would break
+the install) and keep their markers; then the first failure is raised, naming its step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import re
 import shlex
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from remote.connection import Connection, connect, env_prefix, run
-from remote.errors import BadInput, CommandFailed, RemoteError
+from remote.errors import BadInput, CommandFailed, RemoteError, describe
 from remote.target import Target
 from remote.wait import wait_for_ssh
 from workload.config import PipelineConfig
@@ -41,7 +49,7 @@ APT_GET = ("sudo", "env", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "apt-get
            "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
-_SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …}], "env": {…}}'
+_SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names]}], "env": {…}}'
 
 
 @dataclass(frozen=True)
@@ -49,11 +57,13 @@ class Step:
     name: str
     command: str  # run by /bin/sh on the host, from the home directory; must be safe to run again
     timeout_s: float = 3600.0  # not part of the fingerprint: changing it changes nothing installed
+    # The steps this one needs, all listed before it; None: the step listed just before it (the first: nothing).
+    after: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
 class BootstrapSpec:
-    steps: tuple[Step, ...]
+    steps: tuple[Step, ...]  # every step's `after` resolved (never None) once built
     env: dict[str, str] = field(default_factory=dict)  # exported (quoted) for every step; part of the fingerprint
 
     def __post_init__(self) -> None:
@@ -62,18 +72,45 @@ class BootstrapSpec:
         names = [s.name for s in self.steps]
         if len(set(names)) != len(names):
             raise BadInput(f"bootstrap step names must be distinct, got {names}")
+        resolved = []
+        for number, step in enumerate(self.steps):
+            after = tuple(step.after) if step.after is not None else tuple(names[number - 1:number])
+            unknown = [name for name in after if name not in names[:number]]
+            if unknown:
+                raise BadInput(f"bootstrap spec: step {step.name!r} needs {unknown[0]!r}, which is not a step "
+                               "listed before it")
+            resolved.append(dataclasses.replace(step, after=after))
+        object.__setattr__(self, "steps", tuple(resolved))
+
+    def needs(self, step: Step) -> tuple[str, ...]:
+        """`step.after`, resolved."""
+        return step.after or ()
+
+    def ancestors(self, name: str) -> set[str]:
+        """Every step that `name` depends on, directly or through others."""
+        by_name = {s.name: s for s in self.steps}
+        found: set[str] = set()
+        pending = list(self.needs(by_name[name]))
+        while pending:
+            current = pending.pop()
+            if current not in found:
+                found.add(current)
+                pending.extend(self.needs(by_name[current]))
+        return found
 
     def step_hashes(self) -> list[str]:
-        """Chained: each covers its step, the spec's environment and every earlier step."""
-        hashes, previous = [], json.dumps(sorted(self.env.items()))
+        """Chained through the graph: each covers its step and the hashes of the steps it needs; a step that needs
+        nothing covers the spec's environment instead (so every hash covers it)."""
+        by_name: dict[str, str] = {}
+        root = json.dumps(sorted(self.env.items()))
         for step in self.steps:
-            previous = hashlib.sha256(f"{previous}\0{step.name}\0{step.command}".encode()).hexdigest()
-            hashes.append(previous)
-        return hashes
+            previous = "\0".join(sorted(by_name[n] for n in self.needs(step))) or root
+            by_name[step.name] = hashlib.sha256(f"{previous}\0{step.name}\0{step.command}".encode()).hexdigest()
+        return [by_name[s.name] for s in self.steps]
 
     @property
     def fingerprint(self) -> str:
-        return self.step_hashes()[-1]
+        return hashlib.sha256("\0".join(sorted(self.step_hashes())).encode()).hexdigest()
 
     @classmethod
     def from_json(cls, text: str) -> "BootstrapSpec":
@@ -97,7 +134,7 @@ class BootstrapSpec:
         return cls(tuple(_step(number, step) for number, step in enumerate(steps, 1)), env)
 
     def to_mapping(self) -> dict[str, Any]:
-        return {"steps": [vars(s) for s in self.steps], "env": self.env}
+        return {"steps": [{**vars(s), "after": list(self.needs(s))} for s in self.steps], "env": self.env}
 
     def to_json(self) -> str:
         return json.dumps(self.to_mapping(), indent=2)
@@ -107,16 +144,19 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def _step(number: int, raw: object) -> Step:
-    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s"}:
-        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command and timeout_s")
+    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s", "after"}:
+        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command, timeout_s and after")
     name, command, timeout = raw.get("name"), raw.get("command"), raw.get("timeout_s", 3600.0)
+    after = raw.get("after")
     if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
         raise BadInput(f"bootstrap spec: step {number}'s name {name!r} is not 1–64 letters, digits, '.', '_', '-'")
     if not isinstance(command, str) or not command.strip():
         raise BadInput(f"bootstrap spec: step {name}'s command must be a non-empty string")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
         raise BadInput(f"bootstrap spec: step {name}'s timeout_s {timeout!r} is not a number of seconds in (0, 86400]")
-    return Step(name, command, float(timeout))
+    if after is not None and (not isinstance(after, list) or not all(isinstance(a, str) for a in after)):
+        raise BadInput(f"bootstrap spec: step {name}'s after must be a list of step names")
+    return Step(name, command, float(timeout), None if after is None else tuple(after))
 
 
 @dataclass(frozen=True)
@@ -130,22 +170,26 @@ class BootstrapResult:
 def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
     and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
-    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND."""
+    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND.
+
+    Two branches run at once: apt, and uv → Python → venv → MaxText (uv brings its own Python and MaxText's
+    wheels need no compiler). The post-train extras build from source with apt's compilers, so they need both."""
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
         Step("apt", f"{apt_update(apt)} && {apt} upgrade -y --fix-missing && "
-                    f"{apt} install -y build-essential cmake ninja-build", 1800 + APT_LOCK_WAIT_S),
-        Step("uv", download_and_run(UV_INSTALLER), 600),
-        Step("python", f"{UV} python install 3.12", 600),
-        Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600),
+                    f"{apt} install -y build-essential cmake ninja-build", 1800 + APT_LOCK_WAIT_S, after=()),
+        Step("uv", download_and_run(UV_INSTALLER), 600, after=()),
+        Step("python", f"{UV} python install 3.12", 600, after=("uv",)),
+        Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600, after=("python",)),
         Step("maxtext", f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
                         f"--python {q_venv}/bin/python "
                         f"{shlex.quote(f'maxtext[tpu-post-train]=={config.maxtext_version}')} --resolution=lowest",
-             3600),
+             3600, after=("venv",)),
     ]
     if config.install_post_train_extras:
-        steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600))
+        steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600,
+                          after=("apt", "maxtext")))
     return BootstrapSpec(tuple(steps))
 
 
@@ -192,34 +236,132 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
 
 def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
-    done, in order, then the fingerprint. Step output goes to `stream` as it arrives, if given. A failing
-    step raises `BootstrapStepFailed`, a `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done
-    and leaves no fingerprint."""
+    done, each as soon as the steps it needs are, then the fingerprint. Step output goes to `stream` as it
+    arrives, if given, each line led by its step's name. A failing step raises `BootstrapStepFailed`, a
+    `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done and leaves no fingerprint."""
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
         return BootstrapResult(conn.host, False, (), spec.fingerprint)
     base = f"{conn.target.state_dir}/bootstrap"
     q_base = shlex.quote(base)
-    run(conn, f"mkdir -p -- {q_base}/done")
-    ran = []
-    for step, digest in zip(spec.steps, spec.step_hashes(), strict=True):
-        marker = shlex.quote(f"{base}/done/{digest}")
-        # The check is inside the lock: the leftovers of an interrupted run may still be finishing this step.
-        script = (
-            f"exec 9>>{q_base}/lock && flock 9 && if [ -e {marker} ]; then echo {_SKIPPED}; "
-            f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi"
-        )
-        log.info("%s: bootstrap step %s", conn.host, step.name)
-        try:
-            result = run(conn, script, env=spec.env, timeout=step.timeout_s, stream=stream)
-        except CommandFailed as failed:
-            raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
-        if _SKIPPED not in result.stdout:
-            ran.append(step.name)
+    run(conn, f"mkdir -p -- {q_base}/done {q_base}/locks")
+    ran = _run_steps(conn, spec, base, stream)
     fp = shlex.quote(f"{base}/fingerprint")
     run(conn, f"printf %s {spec.fingerprint} > {fp}.$$ && mv -- {fp}.$$ {fp}")
     log.info("%s: bootstrap %s… complete (ran: %s)", conn.host, spec.fingerprint[:12], ", ".join(ran) or "nothing")
-    return BootstrapResult(conn.host, True, tuple(ran), spec.fingerprint)
+    return BootstrapResult(conn.host, True, ran, spec.fingerprint)
+
+
+def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
+    """The host command of one step: its locks (what it needs shared, its own exclusive, taken in name order so
+    two runs never wait on each other in a circle), then, unless its marker exists, the step and its marker.
+    The check is inside the locks: the leftovers of an interrupted run may still be finishing this step."""
+    digest = dict(zip((s.name for s in spec.steps), spec.step_hashes(), strict=True))[step.name]
+    marker = shlex.quote(f"{base}/done/{digest}")
+    locks = " ".join(f"flock {'' if name == step.name else '-s '}{shlex.quote(f'{base}/locks/{name}')}"
+                     for name in sorted({step.name, *spec.ancestors(step.name)}))
+    body = (f"if [ -e {marker} ]; then echo {_SKIPPED}; "
+            f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi")
+    return f"{locks} sh -c {shlex.quote(body)}"
+
+
+def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO | None) -> tuple[str, ...]:
+    """Every step, each started once the steps it needs are done; independent ones at once, each over its own
+    connection (`conn` is the first). Returns the steps that ran (the others were already done), in spec order."""
+    # By identity: Fabric's connections to one host and user compare equal.
+    spare, opened, busy = [conn], [], dict[int, Connection]()
+    guard, output = threading.Lock(), threading.Lock()
+
+    def one(step: Step) -> bool:
+        with guard:
+            own = spare.pop() if spare else None
+        if own is None:
+            own = connect(conn.target, conn.host)
+            with guard:
+                opened.append(own)
+        with guard:
+            busy[id(own)] = own
+        log.info("%s: bootstrap step %s", conn.host, step.name)
+        out, err = (_StepLines(stream, step.name, output), _StepLines(stream, step.name, output)) if stream else (
+            None, None)
+        try:
+            result = run(own, step_script(spec, step, base), env=spec.env, timeout=step.timeout_s,
+                         stream=cast(TextIO, out), err_stream=cast(TextIO, err))
+        except CommandFailed as failed:
+            raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
+        finally:
+            for lines in (out, err):
+                if lines:
+                    lines.end()
+            with guard:
+                busy.pop(id(own), None)
+                spare.append(own)
+        return _SKIPPED not in result.stdout
+
+    waiting, done, ran = list(spec.steps), set[str](), set[str]()
+    running: dict[Future, Step] = {}
+    failures: list[RemoteError] = []
+    pool = ThreadPoolExecutor(max_workers=len(spec.steps))
+    try:
+        while waiting or running:
+            ready = [] if failures else [s for s in waiting if set(spec.needs(s)) <= done]
+            for step in ready:
+                waiting.remove(step)
+                running[pool.submit(one, step)] = step
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                step = running.pop(future)
+                try:
+                    if future.result():
+                        ran.add(step.name)
+                    done.add(step.name)
+                except RemoteError as failure:
+                    failures.append(failure)
+    except BaseException:
+        # Interrupted (Ctrl-C): cut the running steps' connections so their threads end now. On the host the
+        # steps go on as leftovers, which the next run waits for (their locks).
+        with guard:
+            for own in busy.values():
+                own.close()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for own in opened:
+            own.close()
+    if failures:
+        for later in failures[1:]:
+            log.error("%s: also failed: %s", conn.host, describe(later, conn.host))
+        raise failures[0]
+    return tuple(s.name for s in spec.steps if s.name in ran)
+
+
+class _StepLines:
+    """One step's output stream: whole lines only, each led by the step's name, so that steps running at once
+    never interleave in the middle of a line."""
+
+    def __init__(self, stream: TextIO, name: str, lock: threading.Lock):
+        self.stream, self.prefix, self.lock, self.pending = stream, f"{name} | ", lock, ""
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        if lines:
+            self._put(lines)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def end(self) -> None:
+        if self.pending:
+            self._put([self.pending])
+            self.pending = ""
+
+    def _put(self, lines: list[str]) -> None:
+        with self.lock:
+            self.stream.write("".join(f"{self.prefix}{line}\n" for line in lines))
+            self.stream.flush()
 
 
 def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None,

@@ -64,7 +64,10 @@ def transform(spec: BootstrapSpec) -> tuple[BootstrapSpec, list[Substitution]]:
     """The real `spec` with each step this machine cannot run replaced, and the substitutions made."""
     made: list[Substitution] = []
     steps: list[Step] = []
+    left_out: dict[str, tuple[str, ...]] = {}  # a step left out → what it needed, which its dependents now need
     for step in spec.steps:
+        needs = tuple(dict.fromkeys(n for need in spec.needs(step) for n in left_out.get(need, (need,))))
+        step = dataclasses.replace(step, after=needs)
         replaced = _REPLACE.get(step.name)
         if replaced is None:
             steps.append(step)
@@ -73,6 +76,8 @@ def transform(spec: BootstrapSpec) -> tuple[BootstrapSpec, list[Substitution]]:
         made.append(substitution)
         if new_step is not None:
             steps.append(new_step)
+        else:
+            left_out[step.name] = needs
     # Symlinks: the kernel (fs.protected_hardlinks) forbids the VM's user to hard-link the cache's root-owned files.
     env = {**spec.env, "UV_CACHE_DIR": VM_UV_CACHE, "UV_LINK_MODE": "symlink", "SSL_CERT_FILE": CA_BUNDLE}
     made.append(Substitution("uv-cache", "an empty uv cache: every package downloaded from PyPI, copied into the venv",

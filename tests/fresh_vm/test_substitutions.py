@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from rehearsal.fresh_vm.substitutions import VM_UV_CACHE, SubstitutionError, transform
-from remote.bootstrap import BootstrapSpec, spec_for
+from remote.bootstrap import BootstrapSpec, Step, spec_for
 from workload.config import PipelineConfig
 
 VENV = ".tpu-sft/maxtext_venv"
@@ -50,3 +50,11 @@ def test_a_real_spec_of_another_shape_stops_the_rehearsal():
         dataclasses.replace(s, command="uv pip install maxtext") if s.name == "maxtext" else s for s in real.steps))
     with pytest.raises(SubstitutionError, match="update _maxtext"):
         transform(reshaped)
+
+
+def test_the_steps_keep_what_they_need_and_a_left_out_step_hands_on_its_own_needs():
+    real = real_spec(installPostTrainExtras=True)
+    smoke = Step("smoke", "true", after=("post-train-extras",))  # a later step that needs the extras
+    changed, _ = transform(BootstrapSpec((*real.steps, smoke), real.env))
+    assert {s.name: s.after for s in changed.steps} == {
+        "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",), "smoke": ("apt", "maxtext")}

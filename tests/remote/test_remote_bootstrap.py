@@ -1,15 +1,27 @@
 """Bootstrap installs once: a re-run with the same inputs is one round trip, a new version re-installs,
-an interrupted run resumes where it stopped. The steps install `six` from PyPI into a venv made by uv."""
+an interrupted run resumes where it stopped; independent steps run at once, and a failure in one branch
+names its step. The steps install `six` from PyPI into a venv made by uv."""
 
+import io
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import BootstrapResult, BootstrapSpec, Step, bootstrap, bootstrap_all, spec_for
+from remote.bootstrap import (
+    BootstrapResult,
+    BootstrapSpec,
+    BootstrapStepFailed,
+    Step,
+    bootstrap,
+    bootstrap_all,
+    spec_for,
+)
 from remote.connection import connect
 from remote.errors import BadInput, CommandFailed
 from tests.remote.ssh_testbed import wait_until
@@ -79,7 +91,7 @@ def test_interrupted_bootstrap_resumes_cleanly(target, scratch):
                               timeout=60, what="the install step to start"))
     client.kill()  # the machine running the bootstrap dies mid-install…
     client.wait()
-    os.killpg(step_pid, signal.SIGKILL)  # …and so does the install on the host
+    os.killpg(os.getpgid(step_pid), signal.SIGKILL)  # …and so does the install on the host (its whole session)
     assert not (scratch / "remote state/bootstrap/fingerprint").exists()
     with connect(target) as conn:
         resumed = bootstrap(conn, spec)
@@ -133,3 +145,119 @@ def test_spec_for_follows_the_seed_and_the_settings():
     assert "UV_TORCH_BACKEND=auto" in lean.steps[4].command
     assert lean.step_hashes()[:4] == default.step_hashes()[:4]  # a version change keeps apt, uv, python, venv
     assert lean.fingerprint != default.fingerprint
+
+
+# ---- the steps as a graph: independent branches at once, hashes through what each step needs
+
+def _timed(name: str, seconds: float) -> str:
+    """A step that records when it started and ended (and its pid) under $DIR."""
+    return (f'date +%s.%N > "$DIR/{name}.start" && echo $$ > "$DIR/{name}.pid" && sleep {seconds} && '
+            f'date +%s.%N > "$DIR/{name}.end"')
+
+
+def _at(scratch: Path, name: str, edge: str) -> float:
+    return float((scratch / f"{name}.{edge}").read_text())
+
+
+def test_independent_steps_run_at_once_and_their_dependent_after_both(target, scratch):
+    spec = BootstrapSpec((
+        Step("a", _timed("a", 2), after=()),
+        Step("b", _timed("b", 2), after=()),
+        Step("c", _timed("c", 0), after=("a", "b")),
+    ), {"DIR": str(scratch)})
+    output = io.StringIO()
+    with connect(target) as conn:
+        started = time.monotonic()
+        result = bootstrap(conn, spec, stream=output)
+        elapsed = time.monotonic() - started
+    assert result.steps_run == ("a", "b", "c")
+    assert _at(scratch, "b", "start") < _at(scratch, "a", "end")
+    assert _at(scratch, "a", "start") < _at(scratch, "b", "end")
+    assert elapsed < 3.5, f"two 2 s steps took {elapsed:.1f} s: they ran one after the other"
+    assert _at(scratch, "c", "start") >= max(_at(scratch, "a", "end"), _at(scratch, "b", "end"))
+
+
+def test_each_line_of_steps_running_at_once_is_led_by_its_step(target, scratch):
+    talk = 'for i in 1 2 3 4 5; do printf "%s-line-$i\\n" "$0"; sleep 0.1; done'
+    spec = BootstrapSpec((Step("one", f"sh -c '{talk}' one", after=()),
+                          Step("two", f"sh -c '{talk}' two >&2", after=())))
+    output = io.StringIO()
+    with connect(target) as conn:
+        bootstrap(conn, spec, stream=output)
+    lines = output.getvalue().splitlines()
+    assert sorted(lines) == sorted(f"{name} | {name}-line-{i}" for name in ("one", "two") for i in range(1, 6))
+
+
+def test_a_failing_branch_names_its_step_lets_the_running_one_finish_and_starts_nothing_more(target, scratch):
+    env = {"DIR": str(scratch)}
+    slow = Step("slow", _timed("slow", 1.5), after=())
+    dependents = (Step("after-slow", ': > "$DIR/after-slow.ran"', after=("slow",)),
+                  Step("after-broken", ': > "$DIR/after-broken.ran"', after=("broken",)))
+    spec = BootstrapSpec((slow, Step("broken", "echo 'E: no such package' >&2; exit 7", after=()), *dependents), env)
+    with connect(target) as conn, pytest.raises(BootstrapStepFailed) as failed:
+        bootstrap(conn, spec)
+    assert str(failed.value).startswith(f"{target.host}: bootstrap step 'broken' failed (exit 7): E: no such package")
+    # The branch already running was let finish (an install cut short breaks it), not left behind on the host…
+    assert (scratch / "slow.end").exists()
+    assert not Path(f"/proc/{(scratch / 'slow.pid').read_text().strip()}").exists()
+    # …and nothing else started: not what needs the failed step, nor what needs the finished one.
+    assert not (scratch / "after-slow.ran").exists() and not (scratch / "after-broken.ran").exists()
+    state = scratch / "remote state/bootstrap"
+    assert len(list((state / "done").iterdir())) == 1 and not (state / "fingerprint").exists()
+    fixed = BootstrapSpec((slow, Step("broken", "true", after=()), *dependents), env)
+    with connect(target) as conn:
+        assert bootstrap(conn, fixed).steps_run == ("broken", "after-slow", "after-broken")  # slow is not redone
+
+
+def test_a_change_reruns_its_step_and_what_needs_it_not_the_other_branch():
+    def spec(apt: str) -> BootstrapSpec:
+        return BootstrapSpec((Step("apt", apt, after=()), Step("uv", "get uv", after=()),
+                              Step("maxtext", "install", after=("uv",)),
+                              Step("extras", "build", after=("apt", "maxtext"))))
+
+    before, after = spec("apt install cmake").step_hashes(), spec("apt install cmake ninja").step_hashes()
+    names = ("apt", "uv", "maxtext", "extras")
+    changed = [name for name, old, new in zip(names, before, after, strict=True) if old != new]
+    assert changed == ["apt", "extras"]
+    # Hashes follow what a step needs, not where it is listed: two independent steps may swap places.
+    swapped = BootstrapSpec((Step("uv", "get uv", after=()), Step("apt", "apt install cmake", after=())))
+    listed = BootstrapSpec((Step("apt", "apt install cmake", after=()), Step("uv", "get uv", after=())))
+    assert swapped.fingerprint == listed.fingerprint
+
+
+def test_a_step_is_not_redone_while_another_run_is_still_in_a_step_that_needs_it(target, scratch):
+    """Two runs at once (or one and the remains of an interrupted one): while the first is still installing
+    MaxText into the venv, a second run that must redo the venv waits for it; its independent step does not."""
+    def spec(venv: str) -> BootstrapSpec:
+        return BootstrapSpec((Step("venv", _timed(venv, 0)), Step("maxtext", _timed(f"maxtext-after-{venv}", 2)),
+                              Step("apt", _timed(f"apt-{venv}", 0), after=())), {"DIR": str(scratch)})
+
+    def first_run() -> None:
+        with connect(target) as conn:
+            bootstrap(conn, spec("venv1"))
+
+    first = threading.Thread(target=first_run)
+    first.start()
+    wait_until(lambda: (scratch / "maxtext-after-venv1.start").exists(), what="the first run's maxtext step")
+    with connect(target) as conn:
+        bootstrap(conn, spec("venv2"))
+    first.join()
+    assert _at(scratch, "venv2", "start") >= _at(scratch, "maxtext-after-venv1", "end")
+    assert _at(scratch, "apt-venv2", "start") < _at(scratch, "maxtext-after-venv1", "end")
+
+
+def test_after_round_trips_and_must_name_an_earlier_step():
+    spec = BootstrapSpec((Step("a", "true", after=()), Step("b", "true"), Step("c", "true", after=("a",))))
+    assert [s.after for s in spec.steps] == [(), ("a",), ("a",)]  # unset: the step listed before it
+    assert BootstrapSpec.from_json(spec.to_json()) == spec
+    for after in ('["c"]', '["z"]', '"a"'):
+        text = f'{{"steps": [{{"name": "a", "command": "true"}}, {{"name": "b", "command": ":", "after": {after}}}]}}'
+        with pytest.raises(BadInput, match=r"^bootstrap spec: step"):
+            BootstrapSpec.from_json(text)
+
+
+def test_the_seed_spec_runs_apt_beside_the_python_branch():
+    spec = spec_for(PipelineConfig())
+    assert {s.name: s.after for s in spec.steps} == {
+        "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",),
+        "post-train-extras": ("apt", "maxtext")}
