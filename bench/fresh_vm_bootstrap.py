@@ -8,8 +8,9 @@ Rehearsal: the recorded bootstrap, convert and train tasks, as `pulumi up` runs 
 By hand: a person retrying `ssh` every 5 s until it lets them in, then each bootstrap step (seed step 3, with
 the same substitutions) in its own `ssh`, then the workload shipped and the printed commands (the tiny
 model in place of the hub download, to_maxtext, train_sft), each in its own `ssh`. The issue's target is
-≤ 0.7, reachable only by overlapping independent work (apt alongside uv/Python/MaxText, assets alongside the
-install); the rehearsal's bootstrap runs its steps one after another. Each side takes minutes.
+≤ 0.7, by overlapping independent work, never by skipping any: the rehearsal's bootstrap runs apt beside
+uv → Python → venv → MaxText (remote/bootstrap.py), the person types them one after another. Both run the
+same step commands (the same spec); only the order and overlap differ. Each side takes minutes.
 """
 
 from __future__ import annotations

@@ -187,12 +187,14 @@ def _wait(args) -> int:
 # ---- bootstrap
 def _add_bootstrap(verbs, common) -> None:
     p = _verb(verbs, "bootstrap", common, "Install MaxText on every host (seed step 3), once.",
-              "Runs apt, uv, a Python 3.12 venv (~/maxtext_venv) and the pinned maxtext[tpu-post-train], on all\n"
-              "hosts in parallel. A host already holding the same installation is checked in one round trip and\n"
-              "left alone; an interrupted run resumes at the step it stopped in. Needs the target, and the\n"
+              "Runs apt beside uv, a Python 3.12 venv (~/maxtext_venv) and the pinned maxtext[tpu-post-train], on\n"
+              "all hosts in parallel. A host already holding the same installation is checked in one round trip\n"
+              "and left alone; an interrupted run resumes at the steps it stopped in. Needs the target, and the\n"
               "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.")
     p.add_argument("--config", type=Path, metavar="JSON", help="pipeline settings (stack keys, as in Pulumi config)")
-    p.add_argument("--spec", type=Path, metavar="JSON", help="explicit install steps instead of --config")
+    p.add_argument("--spec", type=Path, metavar="JSON",
+                   help='explicit install steps instead of --config; a step\'s "after" lists the steps it needs '
+                        "(unset: the one before it)")
     _add_deadline(p)
     p.set_defaults(func=_bootstrap)
 
