@@ -261,3 +261,28 @@ def test_the_seed_spec_runs_apt_beside_the_python_branch():
     assert {s.name: s.after for s in spec.steps} == {
         "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",),
         "post-train-extras": ("apt", "maxtext")}
+
+
+def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(target, scratch):
+    """Ctrl-C while two steps run: the client stops now (not when they end); the next run waits for the step
+    still running on the host (its lock) instead of starting it a second time."""
+    spec = BootstrapSpec((Step("a", _timed("a", 2), after=()), Step("b", _timed("b", 2), after=())),
+                         {"DIR": str(scratch)})
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with connect(target) as conn, pytest.raises(KeyboardInterrupt):
+            signal.setitimer(signal.ITIMER_REAL, 0.5)
+            started = time.monotonic()
+            bootstrap(conn, spec)
+        stopped_after = time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert stopped_after < 1.5
+    with connect(target) as conn:
+        assert bootstrap(conn, spec).steps_run == ()  # both finished on the host meanwhile, as leftovers
+    assert _at(scratch, "a", "end") - _at(scratch, "a", "start") >= 2
