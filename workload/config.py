@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from workload.accelerators import ACCELERATORS
@@ -181,10 +181,6 @@ class Setting:
     example: str
     phase: str
     names_run: bool = False
-
-    @property
-    def default(self) -> Any:
-        return next(f.default for f in fields(PipelineConfig) if f.name == self.field)
 
 
 def _int(minimum: int) -> Callable[[str, Any, str], int]:

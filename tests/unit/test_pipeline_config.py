@@ -1,0 +1,121 @@
+"""The pipeline's settings table (workload/config.py) on its own: its defaults are the seed's, its rows say which
+phases a setting re-runs and whether it names a run, and each refusal says the key and a fix that works."""
+
+import dataclasses
+
+import pytest
+
+from workload.commands import run_name
+from workload.config import SETTINGS, ConfigError, PipelineConfig, parse_structured
+
+SEED = {
+    "maxtextVersion": "0.2.2", "installPostTrainExtras": True, "torchBackend": "cpu",
+    "model": "gemma3-4b", "profile": "full",
+    "steps": 1000, "perDeviceBatchSize": 1, "dataset": "HuggingFaceH4/ultrachat_200k", "trainSplit": "train_sft",
+    "trainDataColumns": ["messages"], "learningRate": None, "maxTargetLength": None, "acceleratorType": "v6e-8",
+    "checkpointPeriod": None, "runName": None,
+}
+# A valid value other than the default for every key.
+CHANGED = {
+    "maxtextVersion": "0.2.3", "installPostTrainExtras": False, "torchBackend": "auto",
+    "model": "gemma3-12b", "profile": "tiny",
+    "steps": 20, "perDeviceBatchSize": 2, "dataset": "me/chats", "trainSplit": "train_gen",
+    "trainDataColumns": ["prompt", "completion"], "learningRate": 1e-4, "maxTargetLength": 512,
+    "acceleratorType": "v6e-4", "checkpointPeriod": 100, "runName": "my-run",
+}
+# Where each key first feeds (workload/contract.py PHASES); a change re-runs that phase and every later one.
+FIRST_PHASE = {
+    "bootstrap": {"maxtextVersion", "installPostTrainExtras", "torchBackend"},
+    "convert": {"model", "profile"},
+    "train": {"steps", "perDeviceBatchSize", "dataset", "trainSplit", "trainDataColumns", "learningRate",
+              "maxTargetLength", "acceleratorType", "checkpointPeriod", "runName"},
+    "export": set(),
+}
+# What the trained weights do not depend on: how MaxText is installed, how often a checkpoint is written, and the
+# run's own name. Every other setting names the run.
+NAMES_NO_RUN = {"installPostTrainExtras", "torchBackend", "checkpointPeriod", "runName"}
+
+
+def message(raw: dict) -> str:
+    with pytest.raises(ConfigError) as raised:
+        PipelineConfig.from_mapping(raw)
+    return str(raised.value)
+
+
+def test_an_empty_mapping_gives_the_seed_tutorials_settings():
+    assert PipelineConfig.from_mapping({}).to_mapping() == SEED
+    assert PipelineConfig.from_mapping(dict.fromkeys(SEED)) == PipelineConfig()  # null: the default
+
+
+def test_every_key_round_trips_through_its_json_form():
+    assert set(CHANGED) == set(SEED) and all(CHANGED[k] != SEED[k] for k in SEED)
+    config = PipelineConfig.from_mapping(CHANGED)
+    assert config.to_mapping() == CHANGED
+    assert PipelineConfig.from_mapping(config.to_mapping()) == config
+
+
+def test_validated_settings_cannot_be_changed_afterwards():
+    config = PipelineConfig.from_mapping({"steps": 10})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.steps = 0  # type: ignore[misc]
+
+
+def test_the_settings_table_cannot_be_changed_at_run_time():
+    """The Pulumi program, the plan command and the VM read the same rows: none can move a key to another phase."""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SETTINGS[0].phase = "export"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("phase", list(FIRST_PHASE))
+def test_a_phase_depends_on_its_own_settings_and_every_earlier_phases(phase):
+    phases = list(FIRST_PHASE)
+    expected = set().union(*(FIRST_PHASE[p] for p in phases[:phases.index(phase) + 1]))
+    settings = PipelineConfig.from_mapping(CHANGED).phase_settings(phase)
+    assert settings == {key: CHANGED[key] for key in expected}
+
+
+@pytest.mark.parametrize("key", list(SEED))
+def test_a_setting_changes_the_derived_run_name_exactly_when_the_weights_depend_on_it(key):
+    base = PipelineConfig()
+    changed = PipelineConfig.from_mapping({key: CHANGED[key]})
+    names_run = key not in NAMES_NO_RUN
+    assert (key in {_camel(f) for f in changed.weight_inputs()}) == names_run
+    if key != "runName":  # a given name is used as it is
+        assert (run_name(changed) != run_name(base)) == names_run
+
+
+def _camel(field: str) -> str:
+    head, *rest = field.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def test_numbers_given_natively_are_accepted_and_booleans_are_not():
+    config = PipelineConfig.from_mapping({"learningRate": 2e-5, "steps": 10, "checkpointPeriod": 5})
+    assert (config.learning_rate, config.steps, config.checkpoint_period) == (2e-5, 10, 5)
+    assert PipelineConfig.from_mapping({"learningRate": 1}).learning_rate == 1.0
+    assert message({"learningRate": True}).startswith("tpu-sft:learningRate: expected a positive number, got True")
+    assert message({"steps": True}).startswith("tpu-sft:steps: expected a whole number, got True")
+
+
+def test_a_choice_refused_suggests_the_first_choice():
+    assert message({"torchBackend": "cuda"}) == (
+        "tpu-sft:torchBackend: 'cuda' is not one of cpu, auto. Fix: pulumi config set tpu-sft:torchBackend cpu")
+    assert message({"model": "gemma3-1b"}).endswith("Fix: pulumi config set tpu-sft:model gemma3-4b")
+
+
+def test_every_column_name_is_checked():
+    assert message({"trainDataColumns": '["messages", "bad column"]'}) == (
+        "tpu-sft:trainDataColumns: 'bad column' is not a column name. "
+        "Fix: pulumi config set tpu-sft:trainDataColumns '[\"messages\"]'")
+    assert message({"trainDataColumns": ["messages", 5]}).startswith("tpu-sft:trainDataColumns: 5 is not")
+
+
+def test_structured_values_say_which_json_kind_they_expect():
+    assert message({"trainDataColumns": "messages"}).startswith(
+        "tpu-sft:trainDataColumns: expected a JSON list, got 'messages'")
+    with pytest.raises(ConfigError, match=r"^tpu-sft:labels: expected a JSON object, got '\[\]'"):
+        parse_structured("labels", "[]", dict, '{"owner": "me"}')
+
+
+def test_of_several_unknown_keys_the_first_in_order_is_named():
+    assert message({"zebra": 1, "stepz": 10, "alpha": 2}).startswith("tpu-sft:alpha: is not a pipeline setting")
