@@ -7,6 +7,12 @@ to the internet, drops a quote or skips a chmod. These do, each the way a real r
   SkipProtection  a statement that is only a protective call (`f.chmod(…)`, `client.load_host_keys(…)`) not made
   OpenToInternet  a CIDR range literal → "0.0.0.0/0"
   DropQuoting     `shlex.quote(x)` → `(x)`, `shlex.join(argv)` → `" ".join(argv)`
+
+and one stands in for a core operator that cosmic-ray 8.7.0 gets wrong:
+
+  ReplaceException  an exception class an `except` catches → a name nothing defines, dotted names included (cosmic-ray's
+                    ExceptionReplacer fails on `except (OSError, paramiko.SSHException)` and, on a lone
+                    `except paramiko.BadHostKeyException`, replaces the `.`)
 """
 
 from __future__ import annotations
@@ -16,8 +22,9 @@ import ipaddress
 import re
 
 import parso
+from cosmic_ray.exceptions import CosmicRayTestingException
 from cosmic_ray.operators.operator import Example, Operator
-from parso.python.tree import FStringString, Number, String
+from parso.python.tree import FStringString, Name, Number, String
 
 _CHMOD = re.compile(r"\bchmod ([0-7]{3,4})\b")
 _PROTECTIVE_CALLS = {"chmod", "fchmod", "flock", "load_host_keys", "set_missing_host_key_policy"}
@@ -138,7 +145,46 @@ def _shlex_call(node) -> str | None:
     return attribute.children[1].value
 
 
-OPERATORS = {op.__name__: op for op in (WidenFileMode, SkipProtection, OpenToInternet, DropQuoting)}
+class ReplaceException(Operator):
+    """An exception class an `except` clause catches, replaced as cosmic-ray's ExceptionReplacer does by a name the
+    mutated module does not define: an exception that reaches the clause is not handled there (NameError)."""
+
+    def mutation_positions(self, node):
+        if node.type == "except_clause":
+            for caught in _caught(node):
+                yield caught.start_pos, caught.end_pos
+
+    def mutate(self, node, index):
+        caught = _caught(node)[index]
+        replacement = Name(CosmicRayTestingException.__name__, caught.start_pos, caught.get_first_leaf().prefix)
+        siblings = caught.parent.children
+        siblings[siblings.index(caught)] = replacement
+        replacement.parent = caught.parent
+        return node
+
+    @classmethod
+    def examples(cls):
+        other = CosmicRayTestingException.__name__
+        return (
+            Example("try: f()\nexcept OSError: pass", f"try: f()\nexcept {other}: pass"),
+            Example("try: f()\nexcept paramiko.SSHException: pass", f"try: f()\nexcept {other}: pass"),
+            Example("try: f()\nexcept (OSError, paramiko.SSHException) as e: pass",
+                    f"try: f()\nexcept (OSError, {other}) as e: pass", occurrence=1),
+            Example("try: f()\nexcept (OSError): pass", f"try: f()\nexcept ({other}): pass"),
+            Example("try: f()\nexcept: pass", "try: f()\nexcept: pass"),
+        )
+
+
+def _caught(clause) -> list:
+    """The class expressions of `except X`, `except X as e` and `except (X, a.Y) as e`."""
+    caught = clause.children[1]
+    if caught.type == "atom":  # parenthesised: one class or a tuple of them
+        inner = caught.children[1]
+        return inner.children[::2] if inner.type == "testlist_comp" else [inner]
+    return [caught]
+
+
+OPERATORS = {op.__name__: op for op in (WidenFileMode, SkipProtection, OpenToInternet, DropQuoting, ReplaceException)}
 
 
 class ProtectionOperators:
