@@ -145,6 +145,7 @@ BOUNDS = [
     ("tpu-sft:bootDiskSizeGb", "100", "99"),
     ("tpu-sft:dataDiskSizeGb", "10", "9"),
     ("tpu-sft:maxRunHours", "1", "0"),
+    ("tpu-sft:idleMinutes", "1", "0"),
     ("tpu-sft:pricePerChipHour", "0.01", "0"),
     ("tpu-sft:learningRate", "1e-9", "-1e-9"),
 ]
@@ -159,12 +160,39 @@ def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, ke
 
 
 def test_settings_never_show_the_token(dev_config):
-    """Settings end up in logs and tracebacks: their repr leaves the token (and the long public key) out."""
+    """Settings end up in logs and tracebacks: their repr leaves the tokens (and the long public key) out."""
     public_key = "ssh-ed25519 AAAAC3NzaPublicKeyBody"
-    parsed = settings.parse({**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN}, stack="dev",
-                            secret_keys=frozenset({SECRET}))
-    assert parsed.hf_token == TOKEN
-    assert TOKEN not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
+    write_token = "hf_" + "Wrt456" * 6
+    parsed = settings.parse({**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN,
+                             "tpu-sft:hfWriteToken": write_token}, stack="dev",
+                            secret_keys=frozenset({SECRET, "tpu-sft:hfWriteToken"}))
+    assert (parsed.hf_token, parsed.hf_write_token) == (TOKEN, write_token)
+    assert TOKEN not in repr(parsed) and write_token not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
+
+
+def test_of_several_unknown_keys_the_first_in_order_is_named_with_its_own_fix(dev_config):
+    with pytest.raises(ConfigError) as raised:
+        settings.parse({**dev_config, "tpu-sft:zzz": "1", "tpu-sft:stepz": "10"}, stack="dev")
+    assert str(raised.value) == ("tpu-sft:stepz: is not a tpu-sft setting (a typo?). Fix: `pulumi config rm "
+                                 "tpu-sft:stepz`; the settings are listed in Pulumi.dev.yaml")
+
+
+@pytest.mark.parametrize(("key", "secret_key"), [
+    ("tpu-sft:runName", "tpu-sft:hfToken"),  # a token in an ordinary setting belongs in the read token's key
+    ("tpu-sft:hfToken", "tpu-sft:hfToken"),
+    ("tpu-sft:hfWriteToken", "tpu-sft:hfWriteToken"),  # a token setting stored in plain text: its own key
+])
+def test_a_token_in_plain_text_points_at_the_secret_key_it_belongs_in(dev_config, key, secret_key):
+    with pytest.raises(ConfigError) as raised:
+        settings.parse({**dev_config, key: TOKEN}, stack="dev")
+    assert str(raised.value).endswith(f"Fix: remove it and run `pulumi config set --secret {secret_key}` instead")
+    assert TOKEN not in str(raised.value)
+
+
+def test_iap_access_needs_no_external_ip(dev_config):
+    """Without an external IP the VM's egress is Cloud NAT's business; IAP reaches it all the same."""
+    parsed = settings.parse({**dev_config, "tpu-sft:access": "iap", "tpu-sft:externalIp": "false"}, stack="dev")
+    assert (parsed.access, parsed.external_ip) == ("iap", False)
 
 
 def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
@@ -177,6 +205,8 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
         "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
         "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
+        "service_account", "ssh_access", "os_login_account", "autostop", "idle_minutes", "publish_gcs_uri",
+        "publish_hub_repo", "publish_hub_public", "hf_write_token",
     )} == {
         "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
         "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
@@ -185,7 +215,9 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
         "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
         "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": 4,
-        "hf_token": None,
+        "hf_token": None, "service_account": None, "ssh_access": "metadata", "os_login_account": None,
+        "autostop": "stop", "idle_minutes": 30, "publish_gcs_uri": None, "publish_hub_repo": None,
+        "publish_hub_public": False, "hf_write_token": None,
     }
 
 
