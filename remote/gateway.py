@@ -39,6 +39,7 @@ class GatewayProcess(paramiko.ProxyCommand):
         self.to_tunnel = cast(IO[bytes], self.process.stdin)  # both PIPEs: never None
         self.from_tunnel = cast(IO[bytes], self.process.stdout)
         self.timeout = None
+        self.said_at_close = ""
 
     def send(self, content: bytes) -> int:
         try:
@@ -76,9 +77,10 @@ class GatewayProcess(paramiko.ProxyCommand):
         return f"{'closed the tunnel' if code is None else f'exited {code}'}: {said}"
 
     def stderr_tail(self) -> str:
-        """The command's last line on stderr (gcloud's own error), or ""."""
+        """The command's last line on stderr (gcloud's own error), or "". Still there once closed: paramiko's
+        transport thread may close the proxy before the connection's error is built."""
         if self.stderr_file.closed:
-            return ""
+            return self.said_at_close
         self.stderr_file.seek(0, os.SEEK_END)
         size = self.stderr_file.tell()
         self.stderr_file.seek(max(0, size - _TAIL_BYTES))
@@ -87,6 +89,7 @@ class GatewayProcess(paramiko.ProxyCommand):
     def close(self) -> None:
         if self.process.poll() is None:
             super().close()
+        self.said_at_close = self.stderr_tail()
         self.stderr_file.close()
 
 

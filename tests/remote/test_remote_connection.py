@@ -11,7 +11,7 @@ import paramiko
 import pytest
 
 from remote.connection import _known_hosts_name, connect, run
-from remote.errors import AuthError, CommandFailed, HostKeyError, Unreachable
+from remote.errors import AuthError, CommandFailed, HostKeyError, TargetError, Unreachable
 from tests.remote.ssh_testbed import free_port, make_user_key
 
 
@@ -30,6 +30,22 @@ def test_unknown_host_key_is_refused(target, tmp_path):
         connect(dataclasses.replace(target, known_hosts=str(empty)))
     assert "trust_on_first_use" in str(e.value)
     assert empty.read_text() == ""
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"\xff\xfe not text", "is not a text file (not UTF-8)"),
+    (None, "cannot be read as a known_hosts file (IsADirectoryError"),
+])
+def test_a_known_hosts_that_cannot_be_read_is_refused_before_connecting(target, tmp_path, content, problem):
+    """One line naming the file, not a traceback, and no connection made to a host nothing can be checked against."""
+    path = tmp_path / "known_hosts"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(TargetError) as e:
+        connect(dataclasses.replace(target, known_hosts=str(path)))
+    assert f"{path} {problem}" in str(e.value)
 
 
 def test_trust_on_first_use_records_then_pins(target, tmp_path, sshd_host):

@@ -55,9 +55,20 @@ def test_gclouds_error_is_in_the_message_at_once(via_iap, tmp_path, monkeypatch)
     started = time.monotonic()
     with pytest.raises(Unreachable) as failed:
         connect(via_iap)
-    assert NOT_AUTHORIZED in str(failed.value) and "exited 1" in str(failed.value)
+    assert str(failed.value).count(NOT_AUTHORIZED) == 1 and "exited 1" in str(failed.value)
+    assert "the gateway said" not in str(failed.value)  # paramiko's error already quotes it: said once
     assert "\n" not in str(failed.value)
     assert time.monotonic() - started < 3.0  # not the 5 s banner timeout: the tunnel's exit is noticed at once
+
+
+def test_a_tunnel_that_never_relays_is_named_with_its_last_words(via_iap, tmp_path, monkeypatch):
+    """gcloud still running but no SSH banner through it: paramiko's timeout does not say why; gcloud's stderr may."""
+    said = "WARNING: IAP tunnel still waiting for the instance"
+    bin_dir = fake_gcloud(tmp_path / "bin", account="me@example.com", tunnel=f'echo "{said}" >&2; exec sleep 30')
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(Unreachable) as failed:
+        connect(dataclasses.replace(via_iap, connect_timeout=1.0))
+    assert str(failed.value).endswith(f"; the gateway said: {said}")
 
 
 def test_wait_names_the_gateway_error_at_its_deadline(via_iap, tmp_path, monkeypatch):
