@@ -177,6 +177,12 @@ def test_of_several_unknown_keys_the_first_in_order_is_named_with_its_own_fix(de
                                  "tpu-sft:stepz`; the settings are listed in Pulumi.dev.yaml")
 
 
+def test_a_key_with_a_second_colon_is_not_taken_for_the_setting_before_it(dev_config):
+    """A hand-edited stack file (read as it is by `python -m infra.plan`) can hold one; it is a typo, not steps."""
+    with pytest.raises(ConfigError, match=r"steps:10: is not a tpu-sft setting"):
+        settings.parse({**dev_config, "tpu-sft:steps:10": "10"}, stack="dev")
+
+
 @pytest.mark.parametrize(("key", "secret_key"), [
     ("tpu-sft:runName", "tpu-sft:hfToken"),  # a token in an ordinary setting belongs in the read token's key
     ("tpu-sft:hfToken", "tpu-sft:hfToken"),
