@@ -1,6 +1,10 @@
 """The declared VM is the seed's `gcloud compute instances create`, flag by flag."""
 
+from types import SimpleNamespace
+
 import pytest
+
+from infra.vm import _service_account_email
 
 INSTANCE = "gcp:compute/instance:Instance"
 
@@ -8,6 +12,15 @@ INSTANCE = "gcp:compute/instance:Instance"
 @pytest.fixture
 def vm(mock_stack):
     return mock_stack().one(INSTANCE)
+
+
+@pytest.mark.parametrize("account", [None, SimpleNamespace(email=""), SimpleNamespace(email=None)])
+def test_a_vm_reporting_no_service_account_email_is_an_error_not_an_empty_identity(account):
+    """Autostop binds its one permission to this e-mail: an empty one must stop the program, not bind nothing."""
+    with pytest.raises(ValueError, match="no service account.*tpu-sft:serviceAccount"):
+        _service_account_email(account)
+    own = "vm@p.iam.gserviceaccount.com"
+    assert _service_account_email(SimpleNamespace(email=own)) == own
 
 
 def test_machine_type_and_zone(vm):
