@@ -31,7 +31,9 @@ class RacingConnection:
 
 
 def output_thread_failed():
-    raise ThreadException([ExceptionWrapper({}, OSError, OSError("Socket is closed"), None)])
+    # Both output threads fail; the first one's error is the one reported.
+    raise ThreadException([ExceptionWrapper({}, OSError, OSError("Socket is closed"), None),
+                           ExceptionWrapper({}, EOFError, EOFError("stderr closed too"), None)])
 
 
 def no_exit_status():
@@ -67,3 +69,14 @@ def test_real_timeouts_always_end_the_same_way(target):
 
 def test_exit_status_minus_one_before_the_timeout_is_left_alone():
     assert not connection._cut_by_timeout(no_exit_status(), time.monotonic(), 5.0)
+
+
+def test_the_timers_kill_of_a_channel_our_side_already_closed_is_quiet():
+    """Invoke's timer thread kills a timed-out command by closing its channel; when `run` has meanwhile closed
+    the connection, that close fails in the timer thread, whose traceback would land on the user's stderr."""
+    def close():
+        raise OSError("Socket is closed")
+
+    remote = object.__new__(connection._QuietlyKilledRemote)
+    remote.channel = SimpleNamespace(close=close)
+    remote.kill()
