@@ -89,6 +89,14 @@ def test_no_try_runs_past_the_deadline(clock, monkeypatch):
     assert {host for host, _ in calls} == {"10.0.0.6"}  # the host named, not the target's
 
 
+def test_however_little_time_is_left_it_is_used_for_one_more_try(clock, monkeypatch):
+    calls: list = []
+    monkeypatch.setattr(wait, "connect", failing(clock, [Unreachable("10.0.0.5", "connection refused")], calls))
+    with pytest.raises(Unreachable, match=r"within 1\.2 s \(3 attempts"):
+        wait.wait_for_ssh(TARGET, deadline_s=1.2)
+    assert clock.sleeps == [0.5, 0.7]
+
+
 def test_a_try_gets_at_least_a_tenth_of_a_second(clock, monkeypatch):
     clock.attempt_s = 0.1
     calls: list = []
