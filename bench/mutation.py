@@ -13,6 +13,7 @@ mutant behind. Sessions are kept in .cache/mutation/<module>.sqlite (`cr-report`
 Run (as root: the remote tests start sshd):
   nice -n 10 .venv/bin/python -m bench.mutation                          every module, then the scores
   nice -n 10 .venv/bin/python -m bench.mutation --module remote/jobs.py  one module
+  … --module infra/settings.py --only core/AddNot:118                    one survivor again, after a new test
 Exit status 1 if any mutant survived.
 """
 
@@ -200,8 +201,10 @@ def _equivalent(equivalents: list[Equivalent], module: str, spec: MutationSpec, 
     return None
 
 
-def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mutant]]:
-    """Mutate one module in a scratch copy, each mutant against the module's tests; the mutants by outcome."""
+def run_module(module: str, equivalents: list[Equivalent], only: frozenset[str] = frozenset()
+               ) -> dict[str, list[Mutant]]:
+    """Mutate one module in a scratch copy, each mutant against the module's tests; the mutants by outcome.
+    `only`: just the mutants of these `operator:line` pairs (a survivor re-tested once a test is added)."""
     target = MODULES[module]
     SESSIONS.mkdir(parents=True, exist_ok=True)
     session = SESSIONS / (module.replace("/", "_").removesuffix(".py") + ".sqlite")
@@ -220,7 +223,8 @@ def run_module(module: str, equivalents: list[Equivalent]) -> dict[str, list[Mut
         timeout = 3 * baseline + 15
         with use_db(str(session), WorkDB.Mode.create) as db:
             db.clear()
-            db.add_work_items(work_items(module, target))
+            db.add_work_items(w for w in work_items(module, target)
+                              if not only or f"{w.mutations[0].operator_name}:{w.mutations[0].start_pos[0]}" in only)
             items = db.pending_work_items
             print(f"{module}: {len(items)} mutants against {' '.join(target.tests)} ({baseline:.0f} s unmutated)",
                   flush=True)
@@ -278,7 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--module", action="append", choices=sorted(MODULES),
                         help="mutate only this module (repeatable); default: every protection module")
+    parser.add_argument("--only", action="append", default=[], metavar="OPERATOR:LINE",
+                        help="only the mutants this operator makes on this line, e.g. core/AddNot:118, as a survivor "
+                             "is printed (repeatable; with one --module)")
     args = parser.parse_args(argv)
+    if args.only and len(args.module or ()) != 1:
+        parser.error("--only needs exactly one --module")
     # A plain `kill` unwinds like Ctrl-C, so the scratch copy is removed.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     equivalents = read_equivalents()
@@ -286,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for module in args.module or list(MODULES):
         module_started = time.monotonic()
-        results[module] = run_module(module, equivalents)
+        results[module] = run_module(module, equivalents, frozenset(args.only))
         print(f"{module}: done in {time.monotonic() - module_started:.0f} s", flush=True)
     print_scores(results)
     print(f"\ntotal time {time.monotonic() - started:.0f} s")
@@ -294,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind in ("survived", "error"):
             for m in outcomes[kind]:
                 print(f"\n{kind.upper()} {module}:{m.line_no} {m.operator}: {m.line}\n{m.diff or m.output[-2000:]}")
-    for e in _stale(equivalents, results):
+    for e in [] if args.only else _stale(equivalents, results):  # --only makes a few mutants: no entry is stale
         print(f"\nstale entry in {EQUIVALENT_FILE.name} (matches no mutant): {e.module} | {e.operator} | {e.line}")
     return 1 if any(o["survived"] or o["error"] for o in results.values()) else 0
 
