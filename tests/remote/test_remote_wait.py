@@ -19,7 +19,8 @@ class Clock:
     """time.monotonic and time.sleep for remote.wait: sleeping moves the clock, so does each failed attempt."""
 
     def __init__(self, attempt_s: float = 0.0):
-        self.now, self.attempt_s, self.sleeps = 100.0, attempt_s, []
+        self.now, self.attempt_s = 100.0, attempt_s
+        self.sleeps: list[float] = []
 
     def monotonic(self) -> float:
         return self.now
