@@ -146,6 +146,7 @@ BOUNDS = [
     ("tpu-sft:dataDiskSizeGb", "10", "9"),
     ("tpu-sft:maxRunHours", "1", "0"),
     ("tpu-sft:idleMinutes", "1", "0"),
+    ("tpu-sft:checkpointRetentionDays", "1", "0"),
     ("tpu-sft:pricePerChipHour", "0.01", "0"),
     ("tpu-sft:learningRate", "1e-9", "-1e-9"),
 ]
@@ -212,7 +213,8 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
         "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
         "service_account", "ssh_access", "os_login_account", "autostop", "idle_minutes", "publish_gcs_uri",
-        "publish_hub_repo", "publish_hub_public", "hf_write_token",
+        "publish_hub_repo", "publish_hub_public", "hf_write_token", "checkpoint_bucket", "checkpoint_retention_days",
+        "bucket_force_destroy",
     )} == {
         "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
         "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
@@ -224,6 +226,8 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "hf_token": None, "service_account": None, "ssh_access": "metadata", "os_login_account": None,
         "autostop": "stop", "idle_minutes": 30, "publish_gcs_uri": None, "publish_hub_repo": None,
         "publish_hub_public": False, "hf_write_token": None,
+        "checkpoint_bucket": "my-project-123-tpu-sft-runs", "checkpoint_retention_days": 30,
+        "bucket_force_destroy": False,
     }
 
 
