@@ -250,10 +250,19 @@ def test_after_round_trips_and_must_name_an_earlier_step():
     spec = BootstrapSpec((Step("a", "true", after=()), Step("b", "true"), Step("c", "true", after=("a",))))
     assert [s.after for s in spec.steps] == [(), ("a",), ("a",)]  # unset: the step listed before it
     assert BootstrapSpec.from_json(spec.to_json()) == spec
-    for after in ('["c"]', '["z"]', '"a"'):
+    refusals = {'["c"]': "step 'b' needs 'c', which is not a step listed before it",
+                '["z"]': "step 'b' needs 'z', which is not a step listed before it",
+                '"a"': "step b's after must be a list of step names"}
+    for after, why in refusals.items():
         text = f'{{"steps": [{{"name": "a", "command": "true"}}, {{"name": "b", "command": ":", "after": {after}}}]}}'
-        with pytest.raises(BadInput, match=r"^bootstrap spec: step"):
+        with pytest.raises(BadInput) as refused:
             BootstrapSpec.from_json(text)
+        assert str(refused.value) == f"bootstrap spec: {why}"
+
+
+def test_a_spec_written_before_after_existed_keeps_its_order_and_the_default_timeout():
+    old = BootstrapSpec.from_json('{"steps": [{"name": "a", "command": "true"}, {"name": "b", "command": ":"}]}')
+    assert [(s.after, s.timeout_s) for s in old.steps] == [((), 3600.0), (("a",), 3600.0)]
 
 
 def test_the_seed_spec_runs_apt_beside_the_python_branch():
@@ -286,3 +295,39 @@ def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(
     with connect(target) as conn:
         assert bootstrap(conn, spec).steps_run == ()  # both finished on the host meanwhile, as leftovers
     assert _at(scratch, "a", "end") - _at(scratch, "a", "start") >= 2
+
+
+SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names]}], "env": {…}}'
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ({"steps": ["apt"]}, "step 1 must be an object with name, command, timeout_s and after"),
+    ({"steps": [{"name": "a", "command": "true"}, {"name": "b", "command": ":", "after": ["y", "z"]}]},
+     "step 'b' needs 'y', which is not a step listed before it"),
+    ({"steps": []}, f"steps must be a non-empty list; expected {SHAPE}"),
+    ({"steps": "apt"}, f"steps must be a non-empty list; expected {SHAPE}"),
+    ({"steps": [{"name": "a", "command": "true", "timeout_s": True}]},
+     "step a's timeout_s True is not a number of seconds in (0, 86400]"),
+    ({"steps": [{"name": "a", "command": "true", "timeout_s": "60"}]},
+     "step a's timeout_s '60' is not a number of seconds in (0, 86400]"),
+    ({"steps": [{"name": 5, "command": "true"}]}, "step 1's name 5 is not 1–64 letters, digits, '.', '_', '-'"),
+    ({"steps": [{"name": "a", "command": "true"}, {"name": "b c", "command": "true"}]},
+     "step 2's name 'b c' is not 1–64 letters, digits, '.', '_', '-'"),
+    ({"steps": [{"name": "a", "command": "true", "timeout_s": 0}]},
+     "step a's timeout_s 0 is not a number of seconds in (0, 86400]"),
+    ({"steps": [{"name": "a", "command": "true", "timeout_s": 86401}]},
+     "step a's timeout_s 86401 is not a number of seconds in (0, 86400]"),
+    ({"steps": [{"name": "a", "command": "true"}], "env": [["A", "1"]]},
+     f"env must be an object of names to string values; expected {SHAPE}"),
+    ({"steps": [{"name": "a", "command": "true"}], "env": {"A": 1}},
+     f"env must be an object of names to string values; expected {SHAPE}"),
+])
+def test_a_malformed_spec_says_which_step_and_what(spec, why):
+    with pytest.raises(BadInput) as refused:
+        BootstrapSpec.from_mapping(spec)
+    assert str(refused.value) == f"bootstrap spec: {why}"
+
+
+def test_a_timeout_may_be_a_fraction_of_a_second_or_a_whole_day():
+    steps = [{"name": "a", "command": "true", "timeout_s": 0.5}, {"name": "b", "command": "true", "timeout_s": 86400}]
+    assert [s.timeout_s for s in BootstrapSpec.from_mapping({"steps": steps}).steps] == [0.5, 86400.0]
