@@ -35,9 +35,8 @@ def gcs():
 
 @pytest.fixture
 def hub():
-    standin = HubStandin(token=WRITE_TOKEN).start()
-    yield standin
-    standin.stop()
+    with HubStandin(token=WRITE_TOKEN) as standin:
+        yield standin
 
 
 @pytest.fixture

@@ -168,3 +168,9 @@ class HubStandin:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self) -> "HubStandin":
+        return self.start()
+
+    def __exit__(self, *_exc) -> None:
+        self.stop()

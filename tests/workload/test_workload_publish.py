@@ -147,9 +147,8 @@ WRITE_TOKEN = "hf_" + "Wr1teT0ken" * 4
 
 @pytest.fixture
 def hub():
-    standin = HubStandin(token=WRITE_TOKEN).start()
-    yield standin
-    standin.stop()
+    with HubStandin(token=WRITE_TOKEN) as standin:
+        yield standin
 
 
 @pytest.fixture
