@@ -25,7 +25,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, kept, logit_parity, markers, tiny, verify_hf
+from workload import export_fix, kept, logit_parity, markers, storage, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -33,8 +33,11 @@ from workload.steps import STEPS, Context
 ORDER = ("convert", "train", "export", "verify", "keep")
 
 
-def plan(profile: str, until: str) -> list[str]:
-    steps = list(ORDER[: ORDER.index(until) + 1])
+LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/workers.py)
+
+
+def plan(profile: str, until: str, leader: bool = True) -> list[str]:
+    steps = [s for s in ORDER[: ORDER.index(until) + 1] if leader or s not in LEADER_ONLY]
     return ["assets", *steps] if profile == "tiny" else steps
 
 
@@ -88,14 +91,14 @@ def run(ctx: Context, until: str = "keep") -> int:
 
 def step_fingerprints(ctx: Context, until: str = "keep") -> dict[str, str]:
     """Each step's inputs up to `until`, one fingerprint per step: what a kept model records it was made from."""
-    return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until)}
+    return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until, ctx.worker.leader)}
 
 
 def _reuse_kept(ctx: Context, until: str) -> bool:
     """A model kept from these inputs (by another VM, before this one): verify it and report it. A job that ends
     before train does not know train's inputs: it converts nothing for a kept model, and train converts first
     if its own inputs turn out to differ."""
-    steps = plan(ctx.config.profile, until)
+    steps = plan(ctx.config.profile, until, ctx.worker.leader)
     found = kept.find(ctx.layout.kept_dir, step_fingerprints(ctx, until))
     if found is None:
         return False
@@ -106,7 +109,7 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
     # The kept run's name: a convert job's own is made from defaults for the train settings it is not given.
     ctx.events.emit("summary", **{
         **kept.facts(manifest, steps), "ok": True, "until": until, "run_name": manifest.get("run_name"),
-        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": os.path.join(kept_dir, kept.MANIFEST),
+        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": storage.join(kept_dir, kept.MANIFEST),
         "kept_files": len(manifest["files"]), "kept_bytes": sum(e["size"] for e in manifest["files"]),
         "reused_kept_model": True, "logs": [],
     })
@@ -120,7 +123,7 @@ def _run(ctx: Context, until: str) -> int:
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
     previous = ""
-    for step in plan(ctx.config.profile, until):
+    for step in plan(ctx.config.profile, until, ctx.worker.leader):
         current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
         marker_path = ctx.layout.marker(step)
         marker = markers.read(marker_path)
