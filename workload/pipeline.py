@@ -122,6 +122,8 @@ def _run(ctx: Context, until: str) -> int:
         return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
+    if ctx.worker.multi_host:  # which worker's summary this is: only worker 0's runs up to `until`
+        summary["worker"] = ctx.worker.id
     previous = ""
     for step in plan(ctx.config.profile, until, ctx.worker.leader):
         current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
