@@ -31,6 +31,7 @@ from workload.layout import Layout
 from workload.one_line_parser import OneLineParser
 from workload.pipeline import ORDER, run
 from workload.steps import Context
+from workload.workers import Worker
 
 RUNS_DIR_HELP = ("where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "
                  "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)")
@@ -51,7 +52,10 @@ def load_config(path: str) -> PipelineConfig:
 
 
 def check_writable_dir(flag: str, path: str) -> None:
-    """`path` is a directory this process can write into, or can be created as one (it is not created here)."""
+    """`path` is a directory this process can write into, or can be created as one (it is not created here).
+    A gs:// prefix is checked by its first write (the VM's service account, not this process, holds the grant)."""
+    if storage.is_remote(path):
+        return
     absolute = os.path.abspath(path)
     existing = absolute
     while not os.path.exists(existing):
@@ -66,15 +70,33 @@ def check_writable_dir(flag: str, path: str) -> None:
 
 
 def _layout(config: PipelineConfig, work_dir: str, output_dir: str, runs_dir: str | None = None) -> Layout:
-    runs = runs_dir if runs_dir is None or storage.is_remote(runs_dir) else os.path.abspath(runs_dir)
-    return Layout(os.path.abspath(work_dir), os.path.abspath(output_dir), config.model, commands.run_name(config), runs)
+    def located(url: str) -> str:
+        return url if storage.is_remote(url) else os.path.abspath(url)
+
+    runs = None if runs_dir is None else located(runs_dir)
+    return Layout(os.path.abspath(work_dir), located(output_dir), config.model, commands.run_name(config), runs)
+
+
+def worker_of(config: PipelineConfig, args: argparse.Namespace) -> Worker:
+    """This host's place in the slice, which must have as many workers as the accelerator type has hosts
+    (the tiny profile runs on CPUs: any number)."""
+    worker = Worker.from_flags(args.worker_id, args.worker_hostnames)
+    hosts = ACCELERATORS[config.accelerator_type].hosts
+    if config.profile != "tiny" and worker.count != hosts:
+        raise ConfigError("--worker-hostnames", f"names {worker.count} worker(s), but {config.accelerator_type} has "
+                          f"{hosts} host(s)", f"list all {hosts} hosts of the slice, in worker-id order")
+    if worker.multi_host and args.runs_dir is None:
+        raise ConfigError("--runs-dir", "is missing on a multi-host slice, whose workers write one checkpoint "
+                          "together", "give a gs://bucket/prefix every worker can reach")
+    return worker
 
 
 def cmd_commands(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
-    for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname):
+    worker = worker_of(config, args)
+    for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname, worker=worker):
         print(commands.render(command), end="\n\n")
     return 0
 
@@ -84,6 +106,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         token = read_token(args.hf_token_file, os.environ)
+        worker = worker_of(config, args)
         check_writable_dir("--work-dir", args.work_dir)
         check_writable_dir("--output-dir", args.output_dir)
     except (ConfigError, TokenError) as error:
@@ -104,6 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
         # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
         meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
+        worker=worker,
     )
     return run(context, args.until)
 
@@ -120,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     show.add_argument("--python", default="python3", help="interpreter shown in the commands (default python3)")
     show.add_argument("--hostname", help="TPU_NAME (default: this machine's hostname)")
+    _worker_flags(show)
     show.set_defaults(handler=cmd_commands)
 
     go = sub.add_parser("run", help="run the pipeline (JSON-lines events on stdout; last line: summary)")
@@ -129,8 +154,22 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
     go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
+    _worker_flags(go)
     go.set_defaults(handler=cmd_run)
     return top
+
+
+def _worker_id(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 4:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a worker id (0, 1, 2, …)")
+    return int(text)
+
+
+def _worker_flags(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--worker-id", type=_worker_id,
+                     help="this host's worker id in a multi-host slice (0: the coordinator)")
+    sub.add_argument("--worker-hostnames", metavar="H0,H1,…",
+                     help="every worker's hostname in worker-id order (default: one host)")
 
 
 def main(argv: list[str] | None = None) -> int:

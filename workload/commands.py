@@ -21,6 +21,7 @@ from workload.fingerprint import fingerprint
 from workload.layout import Layout
 from workload.logit_parity import KL_BOUND
 from workload.tpu_env import cpu_env, hf_env, tpu_env
+from workload.workers import ONE_HOST, Worker
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
@@ -32,7 +33,6 @@ _USE_PATHWAYS = 0
 TINY_MAX_TARGET_LENGTH = 128
 _TINY_TRAIN_CPU_OPTIONS = [
     "hardware=cpu",
-    "skip_jax_distributed_system=true",
     "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
     "async_checkpointing=False",
     "eval_interval=-1",  # each eval pass costs ~105 s on CPU
@@ -69,16 +69,30 @@ def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *,
     return [python, "-m", module]
 
 
-def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool) -> dict[str, str]:
+def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool, worker: Worker = ONE_HOST,
+         all_workers: bool = False) -> dict[str, str]:
+    """`all_workers`: the step is one JAX job across every worker of a slice (train); any other step runs as one
+    process on a host, which on a slice host must not start the TPU runtime: it would wait for the other hosts."""
     env = {**hf_env(layout.hf_home), **storage.client_env(layout.post_train_base)}
     if config.profile == "tiny":
         env.update(cpu_env())
+        if all_workers and worker.multi_host:
+            env.update(worker.cpu_env())
+    elif worker.multi_host and not all_workers:
+        env["JAX_PLATFORMS"] = "cpu"
     elif tpu:
-        env.update(tpu_env(config.accelerator_type, hostname))
+        env.update(tpu_env(config.accelerator_type, hostname, worker))
     return env
 
 
-def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "") -> Command:
+def _single_process(config: PipelineConfig, worker: Worker) -> list[str]:
+    """MaxText options of a one-process step on a slice host (the tiny profile already runs every step so)."""
+    one_process_on_a_slice = worker.multi_host and config.profile != "tiny"
+    return ["hardware=cpu", "skip_jax_distributed_system=true"] if one_process_on_a_slice else []
+
+
+def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
+               worker: Worker = ONE_HOST) -> Command:
     argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
@@ -98,7 +112,7 @@ def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3
             "--simulated_cpu_devices_count=1",  # sharding 16 simulated devices costs ~1.7 min on CPU
         ]
     # Seed step 4 runs before step 5 exports the TPU variables.
-    return Command("convert", tuple(argv), _env(config, layout, hostname, tpu=False))
+    return Command("convert", tuple(argv), _env(config, layout, hostname, tpu=False, worker=worker))
 
 
 def _profiles(config: PipelineConfig, layout: Layout) -> bool:
@@ -109,7 +123,8 @@ def _profiles(config: PipelineConfig, layout: Layout) -> bool:
     return not (config.profile == "tiny" and storage.is_remote(layout.post_train_base))
 
 
-def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "") -> Command:
+def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
+              worker: Worker = ONE_HOST) -> Command:
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
@@ -135,13 +150,15 @@ def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3"
         argv.append(f"checkpoint_period={config.checkpoint_period}")
     if tiny_profile:
         argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
-        argv += _TINY_TRAIN_CPU_OPTIONS + tiny.maxtext_overrides()
-    return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True))
+        # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (workers.cpu_env).
+        argv += _TINY_TRAIN_CPU_OPTIONS + [f"skip_jax_distributed_system={str(not worker.multi_host).lower()}"]
+        argv += tiny.maxtext_overrides()
+    return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker, all_workers=True))
 
 
 def to_huggingface(
     config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "", params: str | None = None,
-    out_dir: str | None = None,
+    out_dir: str | None = None, worker: Worker = ONE_HOST,
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
@@ -156,12 +173,13 @@ def to_huggingface(
     if config.profile == "tiny":
         # Without a TPU runtime, pyconfig would start jax.distributed: "coordinator_address should be defined".
         argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
-    return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True))
+    argv += _single_process(config, worker)
+    return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
 
 
 def logit_parity(
     config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-    export_dir: str | None = None, result: str | None = None,
+    export_dir: str | None = None, result: str | None = None, worker: Worker = ONE_HOST,
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
@@ -180,15 +198,20 @@ def logit_parity(
     if tiny_profile:
         argv += [f"max_target_length={TINY_MAX_TARGET_LENGTH}", "hardware=cpu", "skip_jax_distributed_system=true"]
         argv += tiny.maxtext_overrides()
-    return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True))
+    argv += _single_process(config, worker)
+    return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
 
 
-def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str) -> list[Command]:
-    return [
-        to_maxtext(config, layout, python=python, hostname=hostname),
-        train_sft(config, layout, python=python, hostname=hostname),
-        to_huggingface(config, layout, python=python, hostname=hostname),
+def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str,
+                      worker: Worker = ONE_HOST) -> list[Command]:
+    """Every worker's convert and train; worker 0's export."""
+    commands = [
+        to_maxtext(config, layout, python=python, hostname=hostname, worker=worker),
+        train_sft(config, layout, python=python, hostname=hostname, worker=worker),
     ]
+    if worker.leader:
+        commands.append(to_huggingface(config, layout, python=python, hostname=hostname, worker=worker))
+    return commands
 
 
 def _quote(arg: str) -> str:

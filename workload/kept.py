@@ -6,15 +6,17 @@ file's size and sha256. A new VM attached to the same data disk has no done-mark
 scratch). Each phase's job knows the inputs of its own steps only (a convert job is not given train's
 settings), so it looks for a kept model whose recorded inputs equal its own for exactly those steps and whose
 files still match: the inputs, never the VM, decide what may be reused.
+
+A slice keeps to its bucket (gs://): there the files are checked by name and size, not sha256 (that would
+download the model; Cloud Storage checks each upload's CRC32C itself), and the manifest is written last.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 from typing import Any
 
+from workload import storage
 from workload.fingerprint import manifest_mismatches
 
 MANIFEST = "manifest.json"
@@ -22,8 +24,8 @@ MANIFEST = "manifest.json"
 
 def read(kept_dir: str) -> dict[str, Any] | None:
     try:
-        with open(os.path.join(kept_dir, MANIFEST), encoding="utf-8") as f:
-            found = json.load(f)
+        text = storage.read_text(storage.join(kept_dir, MANIFEST))
+        found = None if text is None else json.loads(text)
     except (OSError, ValueError):
         return None
     return found if isinstance(found, dict) else None
@@ -45,16 +47,26 @@ def verified(kept_dir: str, inputs: dict[str, str]) -> tuple[dict[str, Any] | No
         return None, "no kept model"
     if not made_from(found, inputs):
         return None, "the kept model was made from other inputs"
-    problems = manifest_mismatches(kept_dir, found.get("files", []))
+    problems = _mismatches(kept_dir, found.get("files", []))
     if problems:
         return None, f"the kept model differs from its manifest ({problems[0]})"
     return found, ""
 
 
+def _mismatches(kept_dir: str, entries: list[dict[str, Any]]) -> list[str]:
+    if not storage.is_remote(kept_dir):
+        return manifest_mismatches(kept_dir, entries)
+    sizes = storage.files(kept_dir)
+    return [f"{e['path']}: missing" if e["path"] not in sizes
+            else f"{e['path']}: size {sizes[e['path']]} != {e['size']}"
+            for e in entries if sizes.get(e["path"]) != e["size"]]
+
+
 def find(preferred_dir: str, inputs: dict[str, str]) -> tuple[str, dict[str, Any]] | None:
     """A verified kept model made from `inputs`: in `preferred_dir` (this run's) first, then beside it — a job
     that does not know the run's name (convert) finds it there."""
-    others = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(os.path.dirname(preferred_dir), "*", MANIFEST)))
+    parent = preferred_dir.rstrip("/").rsplit("/", 1)[0]
+    others = [storage.join(parent, name) for name in storage.list_dirs(parent)]
     for candidate in [preferred_dir, *(d for d in others if d != preferred_dir)]:
         found = read(candidate)
         if found is not None and made_from(found, inputs):  # hash the files only of a model that could match

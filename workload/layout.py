@@ -116,7 +116,7 @@ class Layout:
 
     @property
     def kept_dir(self) -> str:
-        return os.path.join(self.output_dir, self.run_name)
+        return storage.join(self.output_dir, self.run_name)
 
     def result(self, name: str) -> str:
         return os.path.join(self.results_dir, name)

@@ -12,6 +12,7 @@ The last stdout line is always the summary:
      "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
      "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
      "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
+     "worker": W (on a multi-host slice: which worker; workers other than 0 end after train),
      "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"} (workload/bill.py; when measured)}
 
 Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
@@ -25,7 +26,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, kept, logit_parity, markers, tiny, verify_hf
+from workload import export_fix, kept, logit_parity, markers, storage, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -33,8 +34,11 @@ from workload.steps import STEPS, Context
 ORDER = ("convert", "train", "export", "verify", "keep")
 
 
-def plan(profile: str, until: str) -> list[str]:
-    steps = list(ORDER[: ORDER.index(until) + 1])
+LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/workers.py)
+
+
+def plan(profile: str, until: str, leader: bool = True) -> list[str]:
+    steps = [s for s in ORDER[: ORDER.index(until) + 1] if leader or s not in LEADER_ONLY]
     return ["assets", *steps] if profile == "tiny" else steps
 
 
@@ -88,14 +92,14 @@ def run(ctx: Context, until: str = "keep") -> int:
 
 def step_fingerprints(ctx: Context, until: str = "keep") -> dict[str, str]:
     """Each step's inputs up to `until`, one fingerprint per step: what a kept model records it was made from."""
-    return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until)}
+    return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until, ctx.worker.leader)}
 
 
 def _reuse_kept(ctx: Context, until: str) -> bool:
     """A model kept from these inputs (by another VM, before this one): verify it and report it. A job that ends
     before train does not know train's inputs: it converts nothing for a kept model, and train converts first
     if its own inputs turn out to differ."""
-    steps = plan(ctx.config.profile, until)
+    steps = plan(ctx.config.profile, until, ctx.worker.leader)
     found = kept.find(ctx.layout.kept_dir, step_fingerprints(ctx, until))
     if found is None:
         return False
@@ -106,7 +110,7 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
     # The kept run's name: a convert job's own is made from defaults for the train settings it is not given.
     ctx.events.emit("summary", **{
         **kept.facts(manifest, steps), "ok": True, "until": until, "run_name": manifest.get("run_name"),
-        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": os.path.join(kept_dir, kept.MANIFEST),
+        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": storage.join(kept_dir, kept.MANIFEST),
         "kept_files": len(manifest["files"]), "kept_bytes": sum(e["size"] for e in manifest["files"]),
         "reused_kept_model": True, "logs": [],
     })
@@ -119,8 +123,10 @@ def _run(ctx: Context, until: str) -> int:
         return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
+    if ctx.worker.multi_host:  # which worker's summary this is: only worker 0's runs up to `until`
+        summary["worker"] = ctx.worker.id
     previous = ""
-    for step in plan(ctx.config.profile, until):
+    for step in plan(ctx.config.profile, until, ctx.worker.leader):
         current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
         marker_path = ctx.layout.marker(step)
         marker = markers.read(marker_path)

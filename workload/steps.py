@@ -22,6 +22,7 @@ from workload.fingerprint import manifest
 from workload.layout import Layout
 from workload.proc import StepFailed, run_logged
 from workload.tensorboard_redact import redact_event_files
+from workload.workers import ONE_HOST, Worker
 
 ORBAX_COMMIT_FILE = "commit_success.txt"  # orbax's atomicity_types.COMMIT_SUCCESS_FILE
 
@@ -40,6 +41,7 @@ class Context:
     # recorded with what is kept
     log_paths: list[str] = field(default_factory=list)
     meter: Meter | None = None  # the VM's bill so far (workload/bill.py); None: not measured
+    worker: Worker = ONE_HOST  # this host's place in a slice (workload/workers.py)
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
             on_line: Callable[[str], None] = lambda line: None) -> None:
@@ -52,7 +54,7 @@ class Context:
         run_logged(argv, env=child_env, log_path=path, cwd=self.layout.work_dir, on_line=on_line, scrub=self.scrub)
 
     def command(self, builder) -> commands.Command:
-        return builder(self.config, self.layout, python=self.python, hostname=self.hostname)
+        return builder(self.config, self.layout, python=self.python, hostname=self.hostname, worker=self.worker)
 
 
 @dataclass
@@ -115,7 +117,10 @@ def train(ctx: Context) -> Outcome:
     if start_step is not None and start_step > steps:
         raise StepFailed(f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; "
                          "set another runName")
-    train_metrics.restore(layout)
+    # The runner's records beside the checkpoints are worker 0's: every worker logs the same steps.
+    leader = ctx.worker.leader
+    if leader:
+        train_metrics.restore(layout)
     if start_step != steps:
         if start_step is not None:
             # Tunix restores the weights only: the data iterator and the optimizer state start afresh.
@@ -124,8 +129,9 @@ def train(ctx: Context) -> Outcome:
         try:
             _train_attempt(ctx)
         finally:  # a failed or killed attempt's event files too: the next step keeps them
-            redact_event_files(layout.tensorboard_dir, ctx.base_env.get(hf_token.ENV))
-            train_metrics.persist(layout)
+            if leader:  # JAX process 0 writes MaxText's TensorBoard files
+                redact_event_files(layout.tensorboard_dir, ctx.base_env.get(hf_token.ENV))
+                train_metrics.persist(layout)
     final = latest_checkpoint(layout)
     if final != steps:
         raise StepFailed(f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
@@ -181,7 +187,7 @@ def _train_attempt(ctx: Context) -> None:
             fields = progress.fields(record)
             cost = ctx.meter.reading()["cost_usd"] if ctx.meter else None
             ctx.events.step("train", fields if cost is None else {**fields, "cost_usd": cost})
-            if persisting.due(record["step"]):
+            if ctx.worker.leader and persisting.due(record["step"]):
                 train_metrics.persist(ctx.layout)
 
     command = ctx.command(commands.train_sft)
@@ -240,7 +246,8 @@ def keep(ctx: Context) -> Outcome:
         "verify.json": layout.result("verify.json"),
         "export-fixes.json": layout.result("export-fixes.json"),
     }
-    partial = layout.kept_dir + ".partial"
+    remote = storage.is_remote(layout.kept_dir)  # a slice keeps to the bucket: its hosts have no data disk
+    partial = layout.result("kept-partial") if remote else layout.kept_dir + ".partial"
     _fresh(partial)
     os.makedirs(partial)
     for name, source in items.items():
@@ -257,12 +264,21 @@ def keep(ctx: Context) -> Outcome:
              for step, inputs in ctx.step_fingerprints.items()}
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
         json.dump({"run_name": layout.run_name, "steps": steps, "files": files}, f, indent=1)
-    # Swap in whole: a reader of the output dir never sees a half-copied model.
-    _fresh(layout.kept_dir)
-    os.replace(partial, layout.kept_dir)
-    return Outcome(layout.kept_dir, {
+    # Swap in whole: a reader of the output dir never sees a half-copied model (in a bucket: the manifest, which
+    # kept.find requires, is written last).
+    outputs = layout.kept_dir
+    if remote:
+        storage.upload_tree(partial, layout.kept_dir, last=kept.MANIFEST)
+        _fresh(partial)
+        outputs = layout.result("kept.json")  # what the done-marker checks: the kept model is in the bucket
+        with open(outputs, "w", encoding="utf-8") as f:
+            json.dump({"kept_dir": layout.kept_dir, "files": storage.files(layout.kept_dir)}, f)
+    else:
+        _fresh(layout.kept_dir)
+        os.replace(partial, layout.kept_dir)
+    return Outcome(outputs, {
         "kept_dir": layout.kept_dir,
-        "manifest": os.path.join(layout.kept_dir, kept.MANIFEST),
+        "manifest": storage.join(layout.kept_dir, kept.MANIFEST),
         "kept_files": len(files),
         "kept_bytes": sum(e["size"] for e in files),
     })

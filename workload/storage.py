@@ -70,6 +70,16 @@ class _Local:
     def download(self, url: str, local_dir: str) -> None:
         shutil.copytree(url, local_dir, dirs_exist_ok=True)
 
+    def upload(self, local_path: str, url: str) -> None:
+        os.makedirs(os.path.dirname(url), exist_ok=True)
+        shutil.copy2(local_path, url)
+
+    def remove_tree(self, url: str) -> None:
+        if os.path.isfile(url):
+            os.remove(url)
+        else:
+            shutil.rmtree(url, ignore_errors=True)
+
 
 class _Gcs:
     def __init__(self) -> None:
@@ -107,6 +117,13 @@ class _Gcs:
             target = os.path.join(local_dir, relative)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             self.fs.get_file(join(url, relative), target)
+
+    def upload(self, local_path: str, url: str) -> None:
+        self.fs.put_file(local_path, url)
+
+    def remove_tree(self, url: str) -> None:
+        if self.fs.exists(url):
+            self.fs.rm(url, recursive=True)
 
 
 _gcs: _Gcs | None = None
@@ -150,6 +167,17 @@ def files(url: str) -> dict[str, int]:
 def download(url: str, local_dir: str) -> None:
     """Copy the tree at `url` into `local_dir` (which may exist)."""
     _backend(url).download(url, local_dir)
+
+
+def upload_tree(local_dir: str, url: str, *, last: str) -> None:
+    """Copy the files under `local_dir` to `url`, replacing what was there, with the file named `last` written
+    after all the others: a reader that trusts that file never sees a half-copied tree."""
+    backend = _backend(url)
+    backend.remove_tree(join(url, last))
+    backend.remove_tree(url)
+    names = sorted(_LOCAL.files(local_dir), key=lambda name: name == last)
+    for relative in names:
+        backend.upload(os.path.join(local_dir, relative), join(url, *relative.split(os.sep)))
 
 
 def rewrite_files(url: str, name_prefix: str, rewrite: Callable[[bytes], bytes | None]) -> list[str]:

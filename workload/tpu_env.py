@@ -9,20 +9,21 @@ moment it starts it, so the token never appears in printed commands, argv or log
 from __future__ import annotations
 
 from workload.accelerators import ACCELERATORS
+from workload.workers import ONE_HOST, Worker
 
 
-def tpu_env(accelerator_type: str, hostname: str) -> dict[str, str]:
-    """Seed step 5's exports for a single-host slice (worker 0 on localhost)."""
+def tpu_env(accelerator_type: str, hostname: str, worker: Worker = ONE_HOST) -> dict[str, str]:
+    """Seed step 5's exports; on one host, worker 0 on localhost, as the seed has them."""
     accelerator = ACCELERATORS[accelerator_type]
-    if accelerator.host_bounds != (1, 1, 1):
-        # TPU_WORKER_ID=0 and TPU_WORKER_HOSTNAMES=localhost below are only true on a single host.
-        raise ValueError(f"{accelerator_type} spans several hosts; this runner drives single-host slices only")
+    if accelerator.hosts != worker.count:
+        raise ValueError(f"{accelerator_type} has {accelerator.hosts} host(s), but {worker.count} worker(s) were given")
+    cluster = worker.tpu_env()
     return {
         "TPU_ACCELERATOR_TYPE": accelerator.name,
-        "TPU_WORKER_ID": "0",
+        "TPU_WORKER_ID": cluster["TPU_WORKER_ID"],
         "TPU_NAME": hostname,
         "TPU_SKIP_MDS_QUERY": "1",
-        "TPU_WORKER_HOSTNAMES": "localhost",
+        "TPU_WORKER_HOSTNAMES": cluster["TPU_WORKER_HOSTNAMES"],
         "TPU_TOPOLOGY": accelerator.topology,
         "TPU_CHIPS_PER_HOST_BOUNDS": ",".join(map(str, accelerator.chips_per_host_bounds)),
         "TPU_HOST_BOUNDS": ",".join(map(str, accelerator.host_bounds)),

@@ -77,6 +77,29 @@ CASES = [
     run_case("token-file-readable-by-others", {}, "is readable by others", "--hf-token-file", "{tmp}/token-open"),
     run_case("token-file-empty", {}, "is empty", "--hf-token-file", "{tmp}/token-empty"),
     run_case("until-unknown", {}, "argument --until: invalid choice: 'deploy'", "--until", "deploy"),
+    run_case("worker-id-alone", {}, "--worker-id/--worker-hostnames: one is given without the other",
+             "--worker-id", "1"),
+    run_case("worker-hostnames-alone", {}, "--worker-id/--worker-hostnames: one is given without the other",
+             "--worker-hostnames", "a,b"),
+    run_case("worker-id-out-of-range", {"profile": "tiny"}, "--worker-id: 2 is not a worker of 2",
+             "--worker-id", "2", "--worker-hostnames", "a,b", "--runs-dir", "gs://b/runs"),
+    run_case("worker-id-negative", {}, "argument --worker-id: '-1' is not a worker id", "--worker-id=-1",
+             "--worker-hostnames", "a,b"),
+    run_case("worker-id-arabic", {}, "argument --worker-id: '١' is not a worker id", "--worker-id", "١",
+             "--worker-hostnames", "a,b"),
+    run_case("worker-hostnames-twice", {"profile": "tiny"}, "--worker-hostnames: lists a host twice",
+             "--worker-id", "0", "--worker-hostnames", "a,a"),
+    run_case("worker-hostnames-empty-name", {"profile": "tiny"}, "--worker-hostnames: '' is not a hostname",
+             "--worker-id", "0", "--worker-hostnames", "a,,b"),
+    run_case("worker-hostname-with-space", {"profile": "tiny"}, "--worker-hostnames: 'a b' is not a hostname",
+             "--worker-id", "0", "--worker-hostnames", "a b,c"),
+    run_case("workers-not-the-slice", {"acceleratorType": "v6e-16"},
+             "--worker-hostnames: names 2 worker(s), but v6e-16 has 4 host(s)", "--worker-id", "0",
+             "--worker-hostnames", "a,b", "--runs-dir", "gs://b/runs"),
+    run_case("one-vm-given-workers", {}, "--worker-hostnames: names 2 worker(s), but v6e-8 has 1 host(s)",
+             "--worker-id", "0", "--worker-hostnames", "a,b"),
+    run_case("slice-without-runs-dir", {"profile": "tiny"}, "--runs-dir: is missing on a multi-host slice",
+             "--worker-id", "0", "--worker-hostnames", "a,b"),
     Case("run-without-config", ("run", "--output-dir", "{tmp}/out"), "the following arguments are required: --config"),
     Case("commands-config-list", ("commands", "--config", "{cfg}"), "settings JSON must be an object", []),
     Case("commands-steps-newline", ("commands", "--config", "{cfg}"), "tpu-sft:steps", {"steps": "5\n"}),
@@ -118,7 +141,7 @@ def test_bad_input_is_one_line_naming_the_problem(case, outcomes, tmp_path_facto
     expect = case.expect.replace("{tmp}", str(directory))
     assert "Traceback" not in done.stderr + done.stdout
     assert done.returncode == 2
-    if case.argv[:1] == ("run",) and "--config" in case.argv and "deploy" not in case.argv:
+    if case.argv[:1] == ("run",) and "--config" in case.argv and not case.expect.startswith("argument "):
         summary = json.loads(done.stdout.splitlines()[-1])  # the summary is the last line, even here
         assert summary["event"] == "summary" and summary["ok"] is False and summary["failed_step"] == "setup"
         assert expect in summary["error"] and "\n" not in summary["error"]

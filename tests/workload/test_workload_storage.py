@@ -29,12 +29,33 @@ print(json.dumps({
     "downloaded": sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs),
     "rewritten": len(s.rewrite_files(s.join(root, "run"), "events.out", lambda b: b.replace(b"SECRET", b"******"))),
     "after": s.read_text(s.join(root, "run", "tensorboard", "events.out.tfevents.1")),
+    **keep_and_find(root),
 }))
+"""
+# What a slice's keep step does with the bucket (workload/steps.py keep): upload a kept model, manifest last, over
+# an older one; then find it by its inputs, and refuse it once a file's size changed.
+KEEP_AND_FIND = r"""
+from workload import fingerprint, kept
+def keep_and_find(root):
+    src = tempfile.mkdtemp()
+    os.makedirs(os.path.join(src, "hf-model"))
+    with open(os.path.join(src, "hf-model", "w"), "w") as f:
+        f.write("weights")
+    files = fingerprint.manifest(src, hashes=True)
+    with open(os.path.join(src, kept.MANIFEST), "w") as f:
+        json.dump({"run_name": "run", "steps": {"train": {"inputs": "t1", "facts": {}}}, "files": files}, f)
+    s.write_text(s.join(root, "kept", "run", "stale-from-an-older-model"), "old")
+    s.upload_tree(src, s.join(root, "kept", "run"), last=kept.MANIFEST)
+    found = kept.find(s.join(root, "kept", "not-this-run"), {"train": "t1"})
+    s.write_text(s.join(root, "kept", "run", "hf-model", "w"), "WEIGHTS, longer")
+    return {"kept_files": s.files(s.join(root, "kept", "run")), "found": found and os.path.basename(found[0]),
+            "found_other_inputs": kept.find(s.join(root, "kept", "run"), {"train": "t2"}),
+            "after_change": kept.verified(s.join(root, "kept", "run"), {"train": "t1"})[1]}
 """
 
 
 def exercise(python: str, root: str) -> dict:
-    done = subprocess.run([python, "-c", EXERCISE, root], cwd=REPO, capture_output=True, text=True, timeout=300,
+    done = subprocess.run([python, "-c", KEEP_AND_FIND + EXERCISE, root], cwd=REPO, capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -50,6 +71,9 @@ def test_a_directory_and_a_bucket_answer_alike(maxtext_python, gcs, tmp_path):
     assert on_disk["is_dir"] == [True, False]
     assert on_disk["downloaded"] == ["10/commit_success.txt", "20/model_params/a"]
     assert on_disk["rewritten"] == 1 and on_disk["after"] == "has ****** in it"
+    assert set(on_disk["kept_files"]) == {"hf-model/w", "manifest.json"}  # the older model's file is gone
+    assert on_disk["found"] == "run" and on_disk["found_other_inputs"] is None
+    assert on_disk["after_change"] == "the kept model differs from its manifest (hf-model/w: size 15 != 7)"
     assert gcs.objects("storage-test/run/checkpoints/20/") == {"storage-test/run/checkpoints/20/model_params/a": 10}
 
 
