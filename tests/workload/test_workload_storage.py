@@ -55,8 +55,8 @@ def keep_and_find(root):
 
 
 def exercise(python: str, root: str) -> dict:
-    done = subprocess.run([python, "-c", KEEP_AND_FIND + EXERCISE, root], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run([python, "-c", KEEP_AND_FIND + EXERCISE, root], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
