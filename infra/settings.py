@@ -447,7 +447,7 @@ def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> None:
             raise ConfigError(
                 stack_key(key),
                 f"has no use on a {s.accelerator.name} slice: its hosts cannot share one read-write data disk, so "
-                "a slice declares none (its kept model is to go to the checkpoint bucket)",
+                "a slice declares none (its kept model goes to the checkpoint bucket)",
                 f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
             )
 
