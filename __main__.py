@@ -2,7 +2,8 @@
 
 Wiring only: settings → infrastructure → post-deploy tasks → exports. Each piece lives in infra/; the tasks
 run the remote CLI (`python -m remote phase …`), which ships workload/ to the VM. A multi-host accelerator type
-(v6e-16 and up) declares a slice instead of the VM and its data disk, and no tasks yet (infra/slice.py).
+(v6e-16 and up) declares a slice instead of the VM and its data disk (infra/slice.py), and the same tasks run on
+every host of it.
 """
 
 import pulumi
@@ -17,10 +18,10 @@ from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFire
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_access import OsLoginKey, OsLoginKeyArgs
-from infra.tasks import PostDeployTasks, TasksArgs, last_json_line
+from infra.tasks import PostDeployTasks, TasksArgs, last_json_line, slice_target_json, vm_target_json
 from infra.vm import TpuVm, TpuVmArgs
 from workload.config import ConfigError
-from workload.contract import MOUNT_POINT, RUNS_PREFIX
+from workload.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 try:
     settings = stack_settings.from_pulumi()
@@ -67,24 +68,61 @@ def export_cost() -> None:
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
 
 
+def hf_token() -> pulumi.Output[str] | None:
+    return pulumi.Output.secret(settings.hf_token) if settings.hf_token else None
+
+
+def export_run(tasks: PostDeployTasks) -> None:
+    """What the phases' JSON summaries say (worker 0's on a slice)."""
+    trained = tasks.summaries["export"]
+    pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
+    pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
+    pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
+    pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
+    pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
+    trained_on = tasks.summaries["train"]
+    pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+    pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+
+
 if settings.is_slice:
-    # A slice: its hosts, their SSH firewall and the traffic between them, the bucket. No data disk (the hosts
-    # cannot share one) and no post-deploy tasks yet: `pulumi up` stops in settings before creating anything.
+    # A slice: its hosts, their SSH firewall and the traffic between them, the bucket, and the same tasks run on
+    # every host. No data disk (the hosts cannot share one): the model is kept in the bucket too.
     firewall = SshFirewall(
         f"{settings.instance_name}-ssh",
         SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
     )
-    SliceFirewall(f"{settings.instance_name}-slice", SliceFirewallArgs(network=settings.network, tag=network_tag))
-    os_login_key()
+    slice_firewall = SliceFirewall(f"{settings.instance_name}-slice",
+                                   SliceFirewallArgs(network=settings.network, tag=network_tag))
+    access_key = os_login_key()
     hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
     checkpoints = checkpoint_bucket(hosts.service_account_email)
+    runs_url = checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
+    kept_url = checkpoints.url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
+    tasks = PostDeployTasks(
+        f"{settings.instance_name}-pipeline",
+        TasksArgs(
+            settings=settings,
+            target_json=slice_target_json(settings, hosts.group_id, hosts.host_names, kept_url, runs_url),
+            identity=hosts.group_id,
+            hf_token=hf_token(),
+            # The MIG itself: it is declared to wait until every host exists and the group is stable.
+            after=[hosts.group, firewall, slice_firewall, checkpoints, *access_key],
+        ),
+    )
     pulumi.export("instanceGroupName", hosts.name)
     pulumi.export("zone", settings.zone)
     pulumi.export("acceleratorType", settings.accelerator.name)
     pulumi.export("hosts", hosts.hosts)
+    pulumi.export("hostNames", hosts.host_names)  # worker 0 first: the worker ids the phases give the hosts
+    pulumi.export("sshCommand", hosts.host_names.apply(lambda names: ssh_command(settings, names[0], None)))
+    pulumi.export("gcloudSshCommand", hosts.host_names.apply(lambda names: gcloud_ssh_command(settings, names[0])))
     pulumi.export("chips", settings.accelerator.chips)
-    pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
+    pulumi.export("checkpointsUrl", runs_url)
     export_cost()
+    # The measured bill (chipHoursUsed, costUsd) is not exported: the export job's reading is worker 0's own
+    # chips and uptime (workload/bill.py), not the slice's.
+    export_run(tasks)
 else:
     data_disk = DataDisk(
         f"{settings.instance_name}-data",
@@ -118,15 +156,14 @@ else:
                 service_account_email=vm.service_account_email,
             ),
         )
+    runs_url = checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
     tasks = PostDeployTasks(
         f"{settings.instance_name}-pipeline",
         TasksArgs(
             settings=settings,
-            instance_name=vm.name,
-            instance_id=vm.instance_id,
-            external_ip=vm.external_ip,
-            runs_url=checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"),
-            hf_token=pulumi.Output.secret(settings.hf_token) if settings.hf_token else None,
+            target_json=vm_target_json(settings, vm.name, vm.instance_id, vm.external_ip, runs_url),
+            identity=vm.instance_id,
+            hf_token=hf_token(),
             after=[vm, firewall, data_disk, checkpoints, *access_key],
         ),
     )
@@ -137,24 +174,15 @@ else:
     pulumi.export("gcloudSshCommand", vm.name.apply(lambda name: gcloud_ssh_command(settings, name)))
     pulumi.export("dataDiskName", data_disk.name)
     pulumi.export("dataDiskMountPoint", MOUNT_POINT)
-    pulumi.export("checkpointsUrl", checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}"))
+    pulumi.export("checkpointsUrl", runs_url)
     export_cost()
-
-    trained = tasks.summaries["export"]
-    pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
-    pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
-    pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
-    pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
-    pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
+    export_run(tasks)
     # Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
-    bill = trained.apply(lambda r: r.get("bill") or {})
+    bill = tasks.summaries["export"].apply(lambda r: r.get("bill") or {})
     pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
     pulumi.export("costUsd", bill.apply(
         lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
     ))
-    trained_on = tasks.summaries["train"]
-    pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
-    pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
 
     if settings.publishes:
         published = PublishTask(
@@ -162,7 +190,7 @@ else:
             PublishArgs(
                 settings=settings,
                 target_json=tasks.target_json,
-                instance_id=vm.instance_id,
+                identity=vm.instance_id,
                 write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
                 export=tasks.phases["export"],
             ),

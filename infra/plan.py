@@ -44,6 +44,22 @@ def vm_identity(s: Settings) -> dict[str, Any]:
     }
 
 
+def slice_identity(s: Settings) -> dict[str, Any]:
+    """The settings feeding a slice's identity, which the tasks' triggers and host keys name: its managed instance
+    group's name and zone are ForceNew. Other host settings change the instance template, which reaches the hosts
+    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing."""
+    return {"gcp:project": s.project, "gcp:zone": s.zone, "tpu-sft:instanceName": s.instance_name}
+
+
+def _host_changes(base: Settings, head: Settings) -> list[str]:
+    """Other hosts altogether: from one VM to a slice or back, or a slice of another size (the target lists every
+    host). Between single-host types the VM's machine type changes in place."""
+    if base.accelerator.hosts == head.accelerator.hosts:
+        return []
+    key = "tpu-sft:acceleratorType"
+    return _changes({key: base.accelerator.name}, {key: head.accelerator.name})
+
+
 def reach(s: Settings) -> dict[str, Any]:
     """The settings feeding the target every phase is handed (infra/tasks.py): a new way to reach the VM, or a new
     place for its checkpoints, changes every phase's inputs, so every phase re-runs."""
@@ -62,11 +78,15 @@ def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
 
 def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     """(task, re-runs?, why) for each phase, in order, then the publish task when either side publishes."""
-    vm_changes = _changes(vm_identity(base), vm_identity(head))
+    identity = slice_identity if head.is_slice else vm_identity
+    host_changes = _host_changes(base, head)
+    replaced = _changes(identity(base), identity(head))
     reach_changes = _changes(reach(base), reach(head))
     before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
-    everything = (f"the VM is replaced: {', '.join(vm_changes)}" if vm_changes else
-                  f"the VM is reached differently: {', '.join(reach_changes)}" if reach_changes else "")
+    what = "the slice" if head.is_slice else "the VM"
+    everything = (f"the hosts change: {', '.join(host_changes)}" if host_changes else
+                  f"{what} is replaced: {', '.join(replaced)}" if replaced else
+                  f"{what} is reached differently: {', '.join(reach_changes)}" if reach_changes else "")
     rows = [(phase, True, everything) if everything else
             (phase, bool(changed), ", ".join(changed))
             for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)]
@@ -97,7 +117,7 @@ def render(base: Settings, head: Settings) -> str:
     lines += [
         "",
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
-        f"(${costs[1].hourly_usd:.2f}/h while the VM exists).",
+        f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
     ]
     return "\n".join(lines)
 

@@ -32,7 +32,7 @@ from workload.contract import (
 class PublishArgs:
     settings: Settings
     target_json: pulumi.Input[str]
-    instance_id: pulumi.Input[str]
+    identity: pulumi.Input[str]  # the VM's instance id: a new VM publishes again
     write_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_WRITE_TOKEN of `pulumi up`
     export: pulumi.Resource  # the export phase's task: publishing starts after it
 
@@ -47,7 +47,7 @@ class PublishTask(pulumi.ComponentResource):
                 create=put_secret_command(HF_WRITE_TOKEN_SECRET),
                 stdin=args.write_token,
                 environment={TARGET_ENV: args.target_json},
-                triggers=[args.instance_id, args.write_token],
+                triggers=[args.identity, args.write_token],
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[args.export]),
             ))
@@ -57,7 +57,7 @@ class PublishTask(pulumi.ComponentResource):
             name,
             create=publish_command(),
             environment={TARGET_ENV: args.target_json, PIPELINE_ENV: pipeline, PUBLISH_ENV: where},
-            triggers=[args.instance_id, pipeline, where],
+            triggers=[args.identity, pipeline, where],
             add_previous_output_in_env=False,
             logging=local.Logging.STDOUT_AND_STDERR,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),

@@ -408,10 +408,35 @@ def slice_instance_name(s: Settings) -> None:
         )
 
 
+def slice_through_iap(s: Settings) -> None:
+    """The tasks reach a slice's hosts by instance name through IAP (infra/tasks.py): the program declares the
+    hosts' names, not their external addresses, which the managed instance group assigns."""
+    if s.is_slice and s.access != "iap":
+        raise ConfigError(
+            stack_key("access"),
+            f"{s.access} needs each host's external IP, and a {s.accelerator.name} slice's hosts get theirs from the "
+            "managed instance group, which the program cannot name in advance",
+            f"pulumi config set tpu-sft:access iap, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+        )
+
+
+def slice_publish(s: Settings) -> None:
+    """Publishing reads the kept model from a local directory (workload/publish.py); a slice keeps its model in
+    the bucket (remote/profile.py slice_host)."""
+    for key, value in (("publishGcsUri", s.publish_gcs_uri), ("publishHubRepo", s.publish_hub_repo)):
+        if s.is_slice and value:
+            raise ConfigError(
+                stack_key(key),
+                f"publishing from a {s.accelerator.name} slice is not built yet: a slice keeps its model in the "
+                "checkpoint bucket, and publishing reads it from a host's disk",
+                f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+            )
+
+
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
-    slice_provisioning_model, slice_autostop, slice_instance_name,
+    slice_provisioning_model, slice_autostop, slice_instance_name, slice_through_iap, slice_publish,
 )
 
 
@@ -422,22 +447,9 @@ def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> None:
             raise ConfigError(
                 stack_key(key),
                 f"has no use on a {s.accelerator.name} slice: its hosts cannot share one read-write data disk, so "
-                "a slice declares none (its kept model is to go to the checkpoint bucket)",
+                "a slice declares none (its kept model goes to the checkpoint bucket)",
                 f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
             )
-
-
-def require_single_host_for_update(settings: Settings, *, is_update: bool) -> None:
-    """`pulumi preview` declares a slice; `pulumi up` would create it with nothing to run on it: the post-deploy
-    tasks drive one VM (remote/), and running the phases on every worker is not built yet."""
-    if is_update and settings.is_slice:
-        raise ConfigError(
-            stack_key("acceleratorType"),
-            f"{settings.accelerator.name} is a slice of {settings.accelerator.hosts} hosts: `pulumi preview` "
-            "declares it, but `pulumi up` can run the pipeline on one VM only (running the phases on every worker "
-            "is not built yet)",
-            "pulumi config set tpu-sft:acceleratorType v6e-8 (or v6e-1, v6e-4) to train today",
-        )
 
 
 def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
@@ -466,7 +478,6 @@ def from_pulumi() -> Settings:
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
     is_update = not pulumi.runtime.is_dry_run()
-    require_single_host_for_update(settings, is_update=is_update)
     require_token_for_update(settings, is_update=is_update, environ=os.environ)
     require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
     publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,

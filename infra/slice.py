@@ -28,9 +28,21 @@ ON_FAILURE = "DO_NOTHING"
 # roll them): it reaches the hosts when the MIG recreates them.
 UPDATE_TYPE = "OPPORTUNISTIC"
 # A base instance name ending in a hyphen and hash signs makes the MIG number its hosts instead of appending four
-# random characters (the Compute API's InstanceGroupManager.baseInstanceName: "vm-###" gives "vm-001"): two
-# digits hold the 64 hosts of a v6e-256. infra/settings.py keeps the name short enough (SLICE_NAME_MAX).
+# random characters. The Compute API reference, InstanceGroupManager.baseInstanceName: "If you want the MIG to
+# assign sequential numbers instead of a random string, then end the base instance name with a hyphen followed by
+# one or more hash symbols. The hash symbols indicate the number of digits. For example, a base instance name of
+# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256. infra/settings.py keeps
+# the name short enough (SLICE_NAME_MAX).
 HOST_NUMBER = "-##"
+
+
+def host_names(base_instance_name: str, count: int) -> list[str]:
+    """The hosts' names in worker order, from the MIG's numbered base instance name: "tpu-sft-dev-##" and 4 give
+    tpu-sft-dev-01 … tpu-sft-dev-04. That a group of N hosts is numbered exactly 1 … N, with no gap, is read from
+    "sequential numbers" and the "vm-001" example above; the reference does not say it outright (README)."""
+    prefix = base_instance_name.rstrip("#")
+    digits = len(base_instance_name) - len(prefix)
+    return [f"{prefix}{number:0{digits}d}" for number in range(1, count + 1)]
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,12 @@ class TpuSlice(pulumi.ComponentResource):
         )
         self.name = self.group.name
         self.hosts = accelerator.hosts
+        # Read from what the group was given, so the tasks reach exactly the hosts it names.
+        self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(
+            self.group.base_instance_name, self.group.target_size
+        ).apply(lambda a: host_names(a[0], int(a[1])))
+        # Server-assigned, new when the group is replaced: what the tasks' host keys and triggers are pinned to.
+        self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
         # The bucket's grant needs the hosts' identity before they exist: the one named, or the project's
         # default compute account, which the API attaches when none is (as for the single VM).
         self.service_account_email: pulumi.Output[str] = (
@@ -134,4 +152,4 @@ class TpuSlice(pulumi.ComponentResource):
             if s.service_account
             else gcp.compute.get_default_service_account_output(project=s.project).email
         )
-        self.register_outputs({"name": self.name, "hosts": self.hosts})
+        self.register_outputs({"name": self.name, "hosts": self.hosts, "hostNames": self.host_names})

@@ -1,11 +1,12 @@
 """The post-deploy tasks: one pulumi-command `local.Command` per pipeline phase, each running the project's
-own CLI (`python -m remote phase …`) against the VM.
+own CLI (`python -m remote phase …`) against the VM, or against every host of a slice.
 
 pulumi-command re-runs `create` when any input changes, not only `triggers`. So each phase's inputs are the
-target (which names the VM instance) and only the settings that phase depends on (infra/phases.py), in both
-`environment` and `triggers`: `pulumi preview` shows which phase would re-run and why, and a `pulumi up` with
-nothing changed runs nothing (no SSH at all). The HF token never enters a phase's environment (that would make
-every phase's output secret): a separate task pipes it over stdin into a 0600 file on the VM.
+target (which names the VM instance, or the slice's hosts) and only the settings that phase depends on
+(infra/phases.py), in both `environment` and `triggers`: `pulumi preview` shows which phase would re-run and why,
+and a `pulumi up` with nothing changed runs nothing (no SSH at all). The HF token never enters a phase's
+environment (that would make every phase's output secret): a separate task pipes it over stdin into a 0600 file
+on each host.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pulumi_command import local
 from infra.access import iap_proxy_command, ssh_host
 from infra.phases import phase_inputs
 from infra.settings import Settings
-from remote.profile import VM
+from remote.profile import VM, slice_host
 from workload.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
@@ -30,26 +31,61 @@ KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
 @dataclass(frozen=True)
 class TasksArgs:
     settings: Settings
-    instance_name: pulumi.Output[str]
-    instance_id: pulumi.Output[str]
-    external_ip: pulumi.Output[str | None]
-    runs_url: pulumi.Output[str]  # the workload's --runs-dir: gs://<checkpoint bucket>/runs
+    target_json: pulumi.Output[str]  # remote.target JSON: vm_target or slice_target
+    # The VM's instance id, or the slice's MIG id: a new one is new hosts, and every phase re-runs on them.
+    identity: pulumi.Output[str]
     hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
-    after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM, its firewall)
+    after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM or MIG, its firewall)
 
 
-def target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None, runs_url: str) -> dict[str, Any]:
-    """remote.target JSON. Host keys are pinned per instance id: a replaced VM is a new host, not a changed key.
-    The first contact records the key: over IAP the tunnel itself is authenticated by Google."""
+def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
+    """How the tasks log in: the stack's one SSH identity, its IAP gateway (`%h` is the instance name), and host
+    keys recorded on first use (over IAP the tunnel itself is authenticated by Google)."""
     return {
-        "host": ssh_host(s, instance_name, external_ip),
         "user": s.ssh_user,
         "key_path": s.ssh_private_key_path,
-        "known_hosts": f"{KNOWN_HOSTS_DIR}/{s.stack}-{instance_id}",
+        "known_hosts": f"{KNOWN_HOSTS_DIR}/{known_hosts}",
         "gateway": iap_proxy_command(s, "%h", "%p") if s.access == "iap" else None,
         "trust_on_first_use": True,
+    }
+
+
+def vm_target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None,
+              runs_url: str) -> dict[str, Any]:
+    """remote.target JSON of the VM. Host keys are pinned per instance id: a replaced VM is a new host, not a
+    changed key."""
+    return {
+        "host": ssh_host(s, instance_name, external_ip),
+        **_reach(s, f"{s.stack}-{instance_id}"),
         "profile": replace(VM, runs_dir=runs_url).to_mapping(),
     }
+
+
+def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url: str,
+                 runs_url: str) -> dict[str, Any]:
+    """remote.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
+    `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
+    Worker ids are positions in that order, not the TPU runtime's own numbering; host keys are pinned per MIG."""
+    return {
+        "host": host_names[0],
+        "workers": list(host_names[1:]),
+        **_reach(s, f"{s.stack}-slice-{group_id}"),
+        "profile": slice_host(kept_url, runs_url).to_mapping(),
+    }
+
+
+def vm_target_json(s: Settings, instance_name: pulumi.Output[str], instance_id: pulumi.Output[str],
+                   external_ip: pulumi.Output[str | None], runs_url: pulumi.Output[str]) -> pulumi.Output[str]:
+    return pulumi.Output.all(instance_name, instance_id, external_ip, runs_url).apply(
+        lambda a: json.dumps(vm_target(s, *a), sort_keys=True)
+    )
+
+
+def slice_target_json(s: Settings, group_id: pulumi.Output[str], host_names: pulumi.Output[list[str]],
+                      kept_url: pulumi.Output[str], runs_url: pulumi.Output[str]) -> pulumi.Output[str]:
+    return pulumi.Output.all(group_id, host_names, kept_url, runs_url).apply(
+        lambda a: json.dumps(slice_target(s, *a), sort_keys=True)
+    )
 
 
 def last_json_line(stdout: str | None) -> dict[str, Any]:
@@ -67,10 +103,7 @@ class PostDeployTasks(pulumi.ComponentResource):
     def __init__(self, name: str, args: TasksArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:PostDeployTasks", name, None, opts)
         s = args.settings
-        target_json = pulumi.Output.all(args.instance_name, args.instance_id, args.external_ip, args.runs_url).apply(
-            lambda a: json.dumps(target(s, *a), sort_keys=True)
-        )
-        self.target_json = target_json
+        target_json = self.target_json = args.target_json
         previous: list[pulumi.Resource] = list(args.after)
         if args.hf_token is not None:
             token = local.Command(
@@ -78,7 +111,7 @@ class PostDeployTasks(pulumi.ComponentResource):
                 create=put_secret_command(HF_TOKEN_SECRET),
                 stdin=args.hf_token,
                 environment={TARGET_ENV: target_json},
-                triggers=[args.instance_id, args.hf_token],
+                triggers=[args.identity, args.hf_token],
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
@@ -89,7 +122,7 @@ class PostDeployTasks(pulumi.ComponentResource):
             environment: dict[str, pulumi.Input[str]] = {
                 TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True),
             }
-            triggers: list[Any] = [args.instance_id, inputs[phase]]
+            triggers: list[Any] = [args.identity, inputs[phase]]
             command = local.Command(
                 f"{name}-{phase}",
                 create=phase_command(phase),

@@ -23,6 +23,7 @@ from pulumi.runtime.stack import run_in_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
+MIG_ID = 4815162342  # the server-assigned id of a managed instance group (an integer, as the API gives it)
 
 
 def is_secret(value: Any) -> bool:
@@ -94,6 +95,8 @@ class _Mocks(pulumi.runtime.Mocks):
             state["stdout"] = self.command_stdout.get(args.name.rsplit("-", 1)[1], "")
         if args.typ == "gcp:compute/resourcePolicy:ResourcePolicy":
             state["selfLink"] = f"https://compute/resourcePolicies/{args.name}"
+        if args.typ == "gcp:compute/instanceGroupManager:InstanceGroupManager":
+            state["instanceGroupManagerId"] = MIG_ID
         if args.typ == "gcp:compute/instanceTemplate:InstanceTemplate":
             state["selfLinkUnique"] = f"https://compute/instanceTemplates/{args.name}?uniqueId=1"
         return f"{args.name}-id", state

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 
 
 def keygen(path: Path) -> Path:
@@ -55,10 +57,14 @@ def make_user_key(directory: Path) -> UserKey:
 class Sshd:
     """One sshd listening on `address`; `stop`/`start` keep the port, `kill_sessions` drops connections."""
 
-    def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1"):
+    def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1", *,
+                 sftp_log: Path | None = None):
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: run scripts/install-sshd (installs Debian's openssh-server)")
         self.dir, self.user_key, self.address = directory, user_key, address
+        # Where OpenSSH's sftp-server logs each request it serves (paths and modes, never contents), for tests
+        # that must tell which server received a file; a file the login user can write. None: internal-sftp.
+        self.sftp_log = sftp_log
         directory.mkdir(parents=True, exist_ok=True)
         self.host_key = keygen(directory / "ssh_host_ed25519_key")
         self.log_path = directory / "sshd.log"
@@ -77,9 +83,15 @@ class Sshd:
             f"Port {self.port}\nListenAddress {self.address}\nHostKey {self.host_key}\nPidFile none\n"
             f"AuthorizedKeysFile {self.user_key.authorized_keys}\nStrictModes no\nUsePAM no\nMaxStartups 200\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-            "PubkeyAuthentication yes\nSubsystem sftp internal-sftp\nPrintMotd no\nLogLevel INFO\n"
+            f"PubkeyAuthentication yes\nSubsystem sftp {self._sftp_server()}\nPrintMotd no\nLogLevel INFO\n"
         )
         return cfg
+
+    def _sftp_server(self) -> str:
+        if self.sftp_log is None:
+            return "internal-sftp"
+        # sshd runs an external subsystem through the login user's shell, which does the redirection.
+        return f"{SFTP_SERVER} -e -l INFO 2>>{shlex.quote(str(self.sftp_log))}"
 
     def start(self, port: int | None = None) -> "Sshd":
         """Start on `port`, on the port it had before, or on a free one (retrying if another process wins it)."""

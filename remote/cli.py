@@ -35,7 +35,7 @@ from remote.errors import (
     describe,
 )
 from remote.phase_request import PhaseRequest
-from remote.secrets import write_secret
+from remote.secrets import write_secret_everywhere
 from remote.sync import fetch, local_names
 from remote.target import Target
 from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
@@ -64,7 +64,7 @@ EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_UNREACHABLE}  unreachable: no answer within the connect/command timeouts, or refused
   {EXIT_JOB_LOST}  `follow`: the job ended without an exit code (killed, host rebooted, cancelled)
   {EXIT_VERIFY}  `fetch`: a file's size or sha256 did not match
-  {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap`: some hosts failed (each is named on stderr)
+  {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap` / `put-secret`: some hosts failed (each is named on stderr)
   {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback
   130 interrupted (Ctrl-C)
   `follow` otherwise exits with the job's own exit code."""
@@ -407,9 +407,10 @@ def _phase(args) -> int:
 
 # ---- put-secret
 def _add_put_secret(verbs, common) -> None:
-    p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on the host.",
+    p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on every host.",
               "The value travels over SFTP only (never a command line, never a log) into\n"
-              "<state_dir>/secrets/NAME; `phase` hands the HF token's file to the workload. Prints nothing secret.")
+              "<state_dir>/secrets/NAME on the main host and every worker, all at once; `phase` hands the HF\n"
+              "token's file to the workload. Prints nothing secret; a host that failed is named on stderr.")
     p.add_argument("name", choices=(HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET))
     _add_deadline(p)
     p.set_defaults(func=_put_secret)
@@ -422,10 +423,16 @@ def _put_secret(args) -> int:
         raise BadInput(f"put-secret {args.name}: stdin is not UTF-8 text; pipe the secret in as text") from None
     if not value:
         raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
-    with wait_for_ssh(target_from(args), args.deadline) as conn:
-        path = write_secret(conn, args.name, value)
-    print(f"stored {args.name} on {conn.host} at {path} (mode 0600)")
-    return EXIT_OK
+    results = write_secret_everywhere(target_from(args), args.name, value, args.deadline)
+    failed = {host: result for host, result in results.items() if isinstance(result, RemoteError)}
+    for host, result in results.items():
+        if host in failed:
+            print(f"error: {describe(failed[host], host)}", file=sys.stderr)
+        else:
+            print(f"stored {args.name} on {host} at {result} (mode 0600)")
+    if not failed:
+        return EXIT_OK
+    return next(iter(failed.values())).exit_code if len(results) == 1 else EXIT_SOME_HOSTS_FAILED
 
 
 VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch,

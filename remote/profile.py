@@ -8,7 +8,7 @@ the Pulumi program builds the VM's profile without importing Fabric.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
 from remote.errors import TargetError
@@ -19,7 +19,7 @@ from workload.contract import KEPT_DIR, MOUNT_POINT, SCRATCH_DIR
 class HostProfile:
     name: str = "vm"
     scratch_dir: str = SCRATCH_DIR  # the workload's --work-dir
-    kept_dir: str = KEPT_DIR  # the workload's --output-dir: what outlives the host
+    kept_dir: str = KEPT_DIR  # the workload's --output-dir: what outlives the host (a path, or gs://bucket/prefix)
     # The workload's --runs-dir: checkpoints that outlive the host (gs://bucket/prefix or a path); None: scratch.
     runs_dir: str | None = None
     required_mount: str | None = MOUNT_POINT  # kept outputs wait until this is mounted; None: nothing to wait for
@@ -35,7 +35,14 @@ class HostProfile:
             raise TargetError("profile.runs_dir",
                               f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
                               'give "gs://<bucket>/<prefix>", an absolute path, or null')
-        for name in ("scratch_dir", "kept_dir"):  # handed to the workload, which does not start in the home dir
+        if self.kept_dir.startswith("gs://"):  # a slice keeps its model in the bucket: its hosts share no disk
+            if len(self.kept_dir) <= 5 or not self.kept_dir.isprintable():
+                raise TargetError("profile.kept_dir", f"{self.kept_dir!r} names no bucket",
+                                  'give "gs://<bucket>/<prefix>" or an absolute path')
+            local: tuple[str, ...] = ("scratch_dir",)
+        else:
+            local = ("scratch_dir", "kept_dir")
+        for name in local:  # handed to the workload, which does not start in the home dir
             value = getattr(self, name)
             if not value.startswith("/") or not value.isprintable():
                 raise TargetError(f"profile.{name}", f"{value!r} is not an absolute path on the host",
@@ -63,3 +70,10 @@ class HostProfile:
 
 # A Compute Engine VM made by the Pulumi program: the seed's install, /dev/shm scratch, the data disk.
 VM = HostProfile()
+
+
+def slice_host(kept_dir: str, runs_dir: str) -> HostProfile:
+    """A host of a multi-host slice made by the Pulumi program: the VM's install and scratch, but no data disk (its
+    hosts cannot share one read-write), so nothing to wait for before keeping; the kept model and the training
+    runs both go to the checkpoint bucket (infra: gs://<bucket>/kept and gs://<bucket>/runs)."""
+    return replace(VM, name="slice-host", kept_dir=kept_dir, runs_dir=runs_dir, required_mount=None)

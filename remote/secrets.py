@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 
 from remote.connection import Connection, run
+from remote.errors import RemoteError
+from remote.target import Target
+from remote.wait import wait_for_ssh
 
 
 def secret_path(conn: Connection, name: str) -> str:
@@ -16,12 +20,31 @@ def write_secret(conn: Connection, name: str, value: str) -> str:
     directory = f"{conn.target.state_dir}/secrets"
     run(conn, f"mkdir -p -- {shlex.quote(directory)} && chmod 700 -- {shlex.quote(directory)}")
     sftp = conn.sftp()
-    tmp = f"{directory}/.{name}.tmp"
+    # Named for the host: hosts that share a home (the rehearsal's and the tests' loopback hosts) each write
+    # their own before the rename, and a rename never moves another host's half-written file.
+    tmp = f"{directory}/.{name}.{conn.host}.tmp"
     with sftp.open(tmp, "w") as f:
         f.chmod(0o600)
         f.write(value.encode())
     sftp.posix_rename(tmp, secret_path(conn, name))
     return secret_path(conn, name)
+
+
+def write_secret_everywhere(target: Target, name: str, value: str,
+                            deadline_s: float) -> dict[str, str | RemoteError]:
+    """`write_secret` on every host of the target at once (each worker of a slice runs the job and reads its own
+    copy), each host waited for up to `deadline_s` (a new slice's hosts answer SSH late, as a new VM does).
+    Each host's path, or the error that stopped it there, in `target.hosts` order."""
+
+    def one(host: str) -> str | RemoteError:
+        try:
+            with wait_for_ssh(target, deadline_s, host) as conn:
+                return write_secret(conn, name, value)
+        except RemoteError as e:
+            return e
+
+    with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:
+        return dict(zip(target.hosts, pool.map(one, target.hosts), strict=True))
 
 
 def place_secret(conn: Connection, name: str, value: str | None) -> bool:

@@ -17,6 +17,9 @@ KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
 # The object prefix, in the stack's checkpoint bucket (infra/bucket.py), of the workload's --runs-dir: training
 # checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
 RUNS_PREFIX = "runs"
+# The prefix, in the same bucket, of a slice's kept model (remote/profile.py slice_host): a slice has no data disk.
+# Outside RUNS_PREFIX, so the lifecycle rule never expires it.
+KEPT_PREFIX = "kept"
 # Fast scratch, as the seed; lost on reboot, hence the keep step.
 SCRATCH_DIR = "/dev/shm/tpu-sft"
 

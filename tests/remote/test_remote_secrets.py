@@ -92,7 +92,7 @@ def test_stored_token_is_private_from_its_first_byte(sshd_host, scratch, monkeyp
         assert write_secret(conn, "hf_token", TOKEN) == f"{secrets_dir}/hf_token"
         assert place_secret(conn, "hf_token", None) is True  # placed earlier: found
         assert place_secret(conn, "hf_token", TOKEN + "2") is True
-    assert oct(modes[".hf_token.tmp"]) == "0o600"
+    assert oct(modes[f".hf_token.{target.host}.tmp"]) == "0o600"
     assert oct(secrets_dir.stat().st_mode & 0o777) == "0o700"
     assert (secrets_dir / "hf_token").read_text() == TOKEN + "2"
     assert oct((secrets_dir / "hf_token").stat().st_mode & 0o777) == "0o600"

@@ -48,9 +48,9 @@ def test_rules_see_a_broken_slice(slice_resources):
 
 
 def test_the_slices_own_firewall_is_no_way_in_from_outside(slice_resources):
-    """Sourced by tags only: with an external IP and SSH from IAP alone, the advisory still fires; opened to
-    203.0.113.0/24 directly, it does not."""
-    resources, _ = slice_resources({"tpu-sft:access": "direct", "tpu-sft:sshSourceRanges": '["203.0.113.0/24"]'})
+    """Sourced by tags only: with an external IP and SSH from IAP alone, the advisory still fires; with SSH also
+    open to 203.0.113.0/24 (a slice is reached through IAP: tpu-sft:access direct is refused), it does not."""
+    resources, _ = slice_resources({"tpu-sft:sshSourceRanges": '["35.235.240.0/20", "203.0.113.0/24"]'})
     assert [v for v in check_stack(resources) if v.policy == "no-external-ip-behind-iap"] == []
     resources, _ = slice_resources({"tpu-sft:externalIp": "false"})
     assert check_stack(resources) == []

@@ -1,6 +1,7 @@
 """A multi-host slice, as the real program declares it under the mock engine, field by field: the workload
 policy, the instance template (each host is the single VM in every fact it can be), the managed instance group,
-the firewall, and what a slice does not get (a data disk, tasks, autostop's grant)."""
+the firewall, and what a slice does not get (a VM, a data disk, autostop's grant). Its tasks:
+tests/unit/test_slice_tasks.py."""
 
 import pytest
 
@@ -116,18 +117,21 @@ def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
     assert WATCHER_PATH in script
 
 
-def test_a_slice_has_no_vm_data_disk_tasks_or_autostop_grant(slice_stack):
+def test_a_slice_has_no_vm_data_disk_or_autostop_grant(slice_stack):
     stack = slice_stack("v6e-32")
     types = {r.type for r in stack.resources}
     assert INSTANCE not in types
     assert "gcp:compute/disk:Disk" not in types
-    assert "command:local:Command" not in types
     assert "gcp:compute/instanceIAMMember:InstanceIAMMember" not in types
 
 
 def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
     """The list the README shows under "From v6e-8 to v6e-32"."""
     assert sorted((r.type, r.name) for r in slice_stack("v6e-32").resources) == [
+        ("command:local:Command", "tpu-sft-dev-pipeline-bootstrap"),
+        ("command:local:Command", "tpu-sft-dev-pipeline-convert"),
+        ("command:local:Command", "tpu-sft-dev-pipeline-export"),
+        ("command:local:Command", "tpu-sft-dev-pipeline-train"),
         ("gcp:compute/firewall:Firewall", "tpu-sft-dev-slice"),
         ("gcp:compute/firewall:Firewall", "tpu-sft-dev-ssh"),
         ("gcp:compute/firewall:Firewall", "tpu-sft-dev-ssh-deny-other"),
@@ -137,6 +141,7 @@ def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
         ("gcp:storage/bucket:Bucket", "tpu-sft-dev-runs"),
         ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-object-user-0"),
         ("tpu-sft:infra:Bucket", "tpu-sft-dev-runs"),
+        ("tpu-sft:infra:PostDeployTasks", "tpu-sft-dev-pipeline"),
         ("tpu-sft:infra:SliceFirewall", "tpu-sft-dev-slice"),
         ("tpu-sft:infra:SshFirewall", "tpu-sft-dev-ssh"),
         ("tpu-sft:infra:TpuSlice", "tpu-sft-dev"),
@@ -186,7 +191,7 @@ def test_cost_outputs_are_the_whole_slice(slice_stack, accelerator, hosts):
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
     assert (out["instanceGroupName"], out["acceleratorType"]) == ("tpu-sft-dev", accelerator)
     assert out["checkpointsUrl"] == "gs://my-tpu-project-tpu-sft-dev-runs/runs"
-    assert "sshCommand" not in out and "dataDiskName" not in out
+    assert "dataDiskName" not in out and "dataDiskMountPoint" not in out
 
 
 def test_os_login_on_a_slice(slice_stack):

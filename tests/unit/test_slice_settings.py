@@ -1,5 +1,5 @@
 """tpu-sft:acceleratorType v6e-16 … v6e-256: which slices exist, what a slice cannot be given (one line naming
-the key, before anything is declared), and `pulumi up` refusing a slice while `pulumi preview` declares it."""
+the key, before anything is declared), and `pulumi up` going ahead on one."""
 
 import functools
 
@@ -60,6 +60,10 @@ REFUSED = [
     ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
     ({"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"}, DISK_KEYS, "tpu-sft:instanceName",
      "at most 52 before the number"),
+    ({"tpu-sft:access": "direct"}, DISK_KEYS, "tpu-sft:access", "access iap"),
+    ({"tpu-sft:publishGcsUri": "gs://models/gemma-sft"}, DISK_KEYS, "tpu-sft:publishGcsUri", "not built yet"),
+    ({"tpu-sft:publishHubRepo": "team/gemma-sft"}, DISK_KEYS, "tpu-sft:publishHubRepo",
+     "pulumi config rm tpu-sft:publishHubRepo"),
     # the single-host rules still hold on a slice
     ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
     ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
@@ -99,27 +103,11 @@ def test_every_other_provisioning_model_is_accepted_on_a_slice(dev_config, model
     assert parse(_config(dev_config, {"tpu-sft:provisioningModel": model}, remove)).provisioning_model == model
 
 
-def test_pulumi_up_on_a_slice_stops_before_anything_is_created(dev_config, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
-    declared = Stack()
-    with pytest.raises(RunError) as raised:
-        run_program(_config(dev_config), preview=False, into=declared)
-    assert str(raised.value) == (
-        "tpu-sft:acceleratorType: v6e-32 is a slice of 8 hosts: `pulumi preview` declares it, but `pulumi up` can run "
-        "the pipeline on one VM only (running the phases on every worker is not built yet). Fix: pulumi config set "
-        "tpu-sft:acceleratorType v6e-8 (or v6e-1, v6e-4) to train today"
-    )
-    assert declared.resources == []
-    assert run_program(_config(dev_config), preview=True).resources  # a preview declares the slice
-
-
-def test_the_refusal_is_a_settings_rule_that_a_single_vm_passes(dev_config):
-    single = settings.parse(dev_config, stack="dev")
-    settings.require_single_host_for_update(single, is_update=True)
-    sliced = settings.parse(_config(dev_config), stack="dev")
-    settings.require_single_host_for_update(sliced, is_update=False)
-    with pytest.raises(ConfigError, match="^tpu-sft:acceleratorType: "):
-        settings.require_single_host_for_update(sliced, is_update=True)
+def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/unit/test_settings_errors.py)
+    declared = run_program(_config(dev_config), preview=False)
+    types = {r.type for r in declared.resources}
+    assert {"gcp:compute/instanceGroupManager:InstanceGroupManager", "command:local:Command"} <= types
 
 
 def test_the_flex_start_refusal_names_what_a_slice_can_take(dev_config):

@@ -1,0 +1,26 @@
+"""Host profiles (remote/profile.py): a slice's host is the VM less its data disk, keeping to the bucket."""
+
+import pytest
+
+from remote.errors import TargetError
+from remote.profile import VM, HostProfile, slice_host
+
+BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
+
+
+def test_a_slice_host_is_the_vm_without_a_disk_keeping_to_the_bucket():
+    host = slice_host(f"{BUCKET}/kept", f"{BUCKET}/runs")
+    assert host.to_mapping() == {
+        **VM.to_mapping(),  # the seed's install, /dev/shm scratch
+        "name": "slice-host",
+        "kept_dir": f"{BUCKET}/kept",
+        "runs_dir": f"{BUCKET}/runs",
+        "required_mount": None,  # no data disk to wait for
+    }
+    assert HostProfile.from_mapping(host.to_mapping()) == host  # as the remote CLI reads it from the target
+
+
+@pytest.mark.parametrize("kept_dir", ["gs://", "gs://b/kept\n", "kept", "s3://b/kept"])
+def test_a_kept_dir_is_a_bucket_url_or_an_absolute_path(kept_dir):
+    with pytest.raises(TargetError, match="^target.profile.kept_dir: "):
+        HostProfile(kept_dir=kept_dir)

@@ -1,0 +1,193 @@
+"""`pulumi up` on a slice: the same post-deploy tasks as on the VM, run against every host of the slice.
+
+Under the mock engine, for v6e-16 and v6e-256: each task's target (the hosts in worker order, worker 0 the main
+host, all through the same IAP gateway with the stack's one identity, a host profile keeping to the bucket), what
+it waits for (the MIG), its environment (only its phase's settings) and triggers, and the PR plan's answer."""
+
+import json
+
+import pytest
+
+from infra.phases import OWN_INPUTS
+from rehearsal.engine import MIG_ID, is_secret, plain
+from remote.target import Target
+from workload.config import PipelineConfig
+from workload.contract import PHASES
+
+COMMAND = "command:local:Command"
+GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+FIREWALL = "gcp:compute/firewall:Firewall"
+DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
+BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
+GATEWAY = ("gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-tpu-project "
+           "--verbosity=warning")
+TOKEN = "hf_" + "Sl1ce" * 7
+SHAPES = [("v6e-16", 4), ("v6e-256", 64)]
+
+
+@pytest.fixture
+def slice_stack(mock_stack):
+    def run(accelerator="v6e-16", overrides=None, remove=(), secret_keys=()):
+        return mock_stack({"tpu-sft:acceleratorType": accelerator, "tpu-sft:autostop": "off", **(overrides or {})},
+                          remove=(*DISK_KEYS, *remove), secret_keys=secret_keys)
+    return run
+
+
+def tasks(stack):
+    """Task name's last part (bootstrap, convert, …, token) → what was declared."""
+    return {r.name.rsplit("-", 1)[1]: r for r in stack.of_type(COMMAND)}
+
+
+def names(hosts):
+    return [f"tpu-sft-dev-{n:02d}" for n in range(1, hosts + 1)]
+
+
+@pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator, hosts):
+    declared = tasks(slice_stack(accelerator, {"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",)))
+    assert sorted(declared) == sorted([*PHASES, "token"])  # hf-token, then the four phases
+    for name, task in declared.items():
+        target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
+        assert target == {
+            "host": "tpu-sft-dev-01",  # worker 0, the host the phases follow
+            "workers": names(hosts)[1:],  # workers 1 … N-1, in the MIG's numbering
+            "user": "tpu-sft",
+            "key_path": "~/.ssh/google_compute_engine",  # the stack's one identity, a path, never the key
+            "known_hosts": f".tpu-sft/known_hosts/dev-slice-{MIG_ID}",  # pinned per MIG: a new one is new hosts
+            "gateway": GATEWAY,  # %h: each host's instance name
+            "trust_on_first_use": True,
+            "profile": {
+                "name": "slice-host",
+                "bootstrap": None,  # the seed's install, as on the VM
+                "scratch_dir": "/dev/shm/tpu-sft",
+                "kept_dir": f"{BUCKET}/kept",  # no data disk: the model is kept in the bucket
+                "runs_dir": f"{BUCKET}/runs",
+                "required_mount": None,  # nothing to wait for
+            },
+        }, name
+        parsed = Target.from_json(task.inputs["environment"]["TPU_SFT_TARGET"])  # as the remote CLI reads it
+        assert parsed.hosts == tuple(names(hosts)) and parsed.profile.kept_dir == f"{BUCKET}/kept"
+
+
+@pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerator, hosts):
+    stack = slice_stack(accelerator, {"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",))
+    declared = tasks(stack)
+    group = stack.one(GROUP)
+    assert group.inputs["waitForInstancesStatus"] == "STABLE"  # created = every host exists (infra/slice.py)
+    firewalls = {r.name: r.urn for r in stack.of_type(FIREWALL)}
+    bucket = stack.one("gcp:storage/bucket:Bucket").urn
+    grant = stack.one("gcp:storage/bucketIAMMember:BucketIAMMember").urn
+    for first in (declared["token"], declared["bootstrap"]):
+        assert group.urn in first.dependencies
+        assert {firewalls["tpu-sft-dev-ssh"], firewalls["tpu-sft-dev-slice"], bucket, grant} <= set(first.dependencies)
+    assert declared["token"].urn in declared["bootstrap"].dependencies  # the token is on every host before convert
+    for before, after in zip(PHASES, PHASES[1:], strict=False):
+        assert declared[before].urn in declared[after].dependencies
+
+
+@pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_each_phase_holds_only_its_settings_and_the_group_identity(slice_stack, accelerator, hosts):
+    declared = tasks(slice_stack(accelerator))
+    assert "token" not in declared  # no hfToken in the stack: the phases use $HF_TOKEN of `pulumi up`
+    for phase in PHASES:
+        task = declared[phase]
+        assert task.inputs["create"] == f".venv/bin/python -m remote phase {phase}"
+        env = task.inputs["environment"]
+        assert set(env) == {"TPU_SFT_TARGET", "TPU_SFT_PIPELINE"}
+        settings = json.loads(env["TPU_SFT_PIPELINE"])
+        assert PipelineConfig.from_mapping(settings).phase_settings(phase) == settings  # only its phase's
+        assert {*OWN_INPUTS[phase]} <= set(settings)
+        # The slice's type feeds train (and so export), as on the VM; convert and bootstrap never see it.
+        assert settings.get("acceleratorType") == (accelerator if phase in ("train", "export") else None)
+        identity, inputs = task.inputs["triggers"]
+        assert identity == str(MIG_ID)  # a replaced group is new hosts: every phase re-runs
+        assert inputs == settings
+
+
+def test_the_token_task_pipes_a_secret_to_every_host(slice_stack):
+    stack = slice_stack(overrides={"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",))
+    token = tasks(stack)["token"]
+    assert token.inputs["create"] == ".venv/bin/python -m remote put-secret hf_token"
+    assert is_secret(token.inputs["stdin"])
+    assert set(token.inputs["environment"]) == {"TPU_SFT_TARGET"}
+    assert json.loads(token.inputs["environment"]["TPU_SFT_TARGET"])["workers"] == names(4)[1:]
+    assert token.inputs["triggers"][0] == str(MIG_ID)
+    assert TOKEN not in json.dumps([plain(r.inputs) for r in stack.resources])
+
+
+def test_the_host_names_follow_the_groups_base_name(slice_stack):
+    stack = slice_stack("v6e-32", {"tpu-sft:instanceName": "team-a", "tpu-sft:checkpointBucket": "team-a-runs"})
+    assert stack.one(GROUP).inputs["baseInstanceName"] == "team-a-##"
+    target = json.loads(tasks(stack)["bootstrap"].inputs["environment"]["TPU_SFT_TARGET"])
+    assert [target["host"], *target["workers"]] == [f"team-a-{n:02d}" for n in range(1, 9)]
+    assert stack.outputs["hostNames"] == [target["host"], *target["workers"]]
+
+
+def test_what_a_user_needs_to_reach_the_slice(slice_stack):
+    out = slice_stack("v6e-16").outputs
+    assert out["hostNames"] == names(4)  # worker 0 first
+    assert out["sshCommand"] == (
+        "ssh -i ~/.ssh/google_compute_engine -o 'ProxyCommand=gcloud compute start-iap-tunnel tpu-sft-dev-01 22 "
+        "--listen-on-stdin --zone=us-east5-b --project=my-tpu-project --verbosity=warning' tpu-sft@tpu-sft-dev-01"
+    )
+    assert out["gcloudSshCommand"] == ("gcloud compute ssh tpu-sft@tpu-sft-dev-01 --zone=us-east5-b "
+                                       "--project=my-tpu-project --tunnel-through-iap")
+    # One host's measured bill is not the slice's: the whole slice's cost is the estimate's.
+    assert "chipHoursUsed" not in out and "costUsd" not in out
+    assert out["hourlyCostUsd"] == pytest.approx(16 * 2.70)
+
+
+def test_the_single_vm_keeps_its_own_target(mock_stack):
+    """v6e-8 is unchanged: one host, pinned per instance id, the data disk's profile
+    (tests/unit/test_phases.py checks its target field by field)."""
+    for task in tasks(mock_stack()).values():
+        target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
+        assert "workers" not in target and target["host"] == "tpu-sft-dev"
+        assert target["profile"]["name"] == "vm" and target["profile"]["required_mount"] == "/mnt/tpu-sft-data"
+        assert task.inputs["triggers"][0] == "tpu-sft-dev-id"
+
+
+def _recorded_inputs(stack):
+    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")}
+            for phase, c in tasks(stack).items() if phase in PHASES}
+
+
+# (what changes from a v6e-16 stack, the phases whose recorded inputs change)
+SLICE_CHANGES = [
+    ({"tpu-sft:acceleratorType": "v6e-32"}, set(PHASES)),  # more hosts in the target
+    ({"tpu-sft:instanceName": "tpu-sft-b", "tpu-sft:checkpointBucket": "my-tpu-project-tpu-sft-dev-runs"},
+     set(PHASES)),  # new host names
+    ({"tpu-sft:steps": "2000"}, {"train", "export"}),
+    ({"tpu-sft:bootDiskSizeGb": "300"}, set()),  # the template changes; no host is recreated by it
+    ({"tpu-sft:maxRunHours": "2"}, set()),
+    ({"tpu-sft:labels": '{"owner": "someone-else"}'}, set()),
+]
+
+
+@pytest.mark.parametrize(("change", "rerun"), SLICE_CHANGES, ids=[next(iter(c)) for c, _ in SLICE_CHANGES])
+def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, change, rerun):
+    from infra.plan import plan
+    from infra.settings import parse
+
+    before, after = _recorded_inputs(slice_stack()), _recorded_inputs(slice_stack(overrides=change))
+    recorded = {phase for phase in PHASES if before[phase] != after[phase]}
+    assert recorded == rerun
+    base = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
+            if k not in DISK_KEYS}
+    planned = {phase for phase, reruns, _ in plan(parse(base, stack="dev"), parse({**base, **change}, stack="dev"))
+               if reruns}
+    assert planned == recorded
+
+
+def test_the_plan_says_when_the_hosts_change(dev_config):
+    from infra.plan import plan, render
+    from infra.settings import parse
+
+    single = parse(dev_config, stack="dev")
+    sliced = parse({**{k: v for k, v in dev_config.items() if k not in DISK_KEYS},
+                    "tpu-sft:acceleratorType": "v6e-32", "tpu-sft:autostop": "off"}, stack="dev")
+    rows = plan(single, sliced)
+    assert [(task, reruns) for task, reruns, _ in rows] == [(phase, True) for phase in PHASES]
+    assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
+    assert render(single, sliced).endswith("($86.40/h while the slice exists).")
