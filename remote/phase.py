@@ -4,7 +4,8 @@
 
 bootstrap installs MaxText (remote.bootstrap); the others ship `workload/` to the host (remote/ship.py), start
 `python -m workload run --until <step>` there as a detached job (remote/claim.py) and follow it, printing one
-progress line per event (workload/progress.py). The job outlives this process: if it is interrupted (Ctrl-C,
+progress line per event (workload/progress.py). On a multi-host slice they run on every worker
+(remote/slice_phase.py). The job outlives this process: if it is interrupted (Ctrl-C,
 a laptop asleep, a dropped link), running the same phase again re-attaches to the same job instead of
 starting a second one. A job that finished with the same settings is not run again (its summary is printed
 again); one that failed is retried as a new attempt, and the workload's own done-markers and checkpoints make
@@ -26,6 +27,7 @@ from remote.connection import Connection
 from remote.errors import RemoteError, describe
 from remote.phase_request import PhaseRequest
 from remote.ship import code_dir, prepare
+from remote.slice_phase import run_on_slice
 from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.bill import describe as describe_bill
 from workload.progress import ProgressPrinter
@@ -33,6 +35,8 @@ from workload.progress import ProgressPrinter
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
     """Run one phase; progress lines then a JSON summary on `out`. Returns the exit code for the CLI."""
+    if request.phase != "bootstrap" and len(request.target.hosts) > 1:
+        return run_on_slice(request, out, hf_token=hf_token)
     conn = wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S)
     if request.phase == "bootstrap":
         conn.close()  # bootstrap connects to every host itself
