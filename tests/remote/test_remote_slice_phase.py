@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -302,6 +303,41 @@ def test_an_unreachable_worker_stops_the_phase_before_anything_starts(on_slice, 
         assert not on_slice.path(on_slice.hosts.hosts[worker], "code").exists()
         assert not on_slice.path(on_slice.hosts.hosts[worker], "secrets").exists()
         assert on_slice.jobs(worker) == [] and on_slice.calls(worker) == []
+
+
+def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, remote_user, monkeypatch, capsys):
+    monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
+    with SliceHosts(testbed / "slice-lost", 2, REMOTE_USER, user_key) as hosts:
+        on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
+        on_two.control(0, "hold")
+        on_two.control(1, "hold")
+        monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
+        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+
+        following, follow = threading.Event(), jobs.follow
+
+        def follow_and_tell(*args, **kwargs):
+            following.set()
+            return follow(*args, **kwargs)
+
+        monkeypatch.setattr(jobs, "follow", follow_and_tell)
+
+        def take_worker_1_down() -> None:  # its host goes away mid-run: no status, no exit code, ever
+            assert following.wait(20)
+            hosts.hosts[1].sshd.stop()
+
+        down = threading.Thread(target=take_worker_1_down)
+        down.start()
+        code = cli.main(["phase", "train"])
+        down.join()
+        out, err = capsys.readouterr()
+        summary = json.loads(out.splitlines()[-1])
+        assert code == EXIT_UNREACHABLE, out + err
+        assert summary["worker"] == 1 and summary["error"].startswith(
+            f"worker 1 ({hosts.addresses[1]}): job train-") and " unreachable for 1 s: " in summary["error"]
+        (job_id,) = on_two.jobs(0)
+        assert on_two.path(hosts.hosts[0], f"jobs/{job_id}/cancelled").exists()
+        assert on_two.standins_running(0) == []
 
 
 def test_worker_ids_follow_the_targets_host_order():
