@@ -57,6 +57,8 @@ def make_user_key(directory: Path) -> UserKey:
 class Sshd:
     """One sshd listening on `address`; `stop`/`start` keep the port, `kill_sessions` drops connections."""
 
+    die_with_parent = staticmethod(_die_with_parent)  # run in the child before exec
+
     def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1", *,
                  sftp_log: Path | None = None):
         if not os.path.exists(SSHD):
@@ -75,7 +77,8 @@ class Sshd:
     @property
     def known_hosts_line(self) -> str:
         kind, key = Path(f"{self.host_key}.pub").read_text().split()[:2]
-        return f"[{self.address}]:{self.port} {kind} {key}\n"
+        name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"  # OpenSSH's own form
+        return f"{name} {kind} {key}\n"
 
     def _write_config(self) -> Path:
         cfg = self.dir / "sshd_config"
@@ -106,12 +109,15 @@ class Sshd:
                 return self
         raise RuntimeError(f"sshd would not start on {self.address}; see {self.log_path}")
 
+    def command(self, cfg: Path) -> list[str]:
+        """The server in the foreground, logging to stderr; a subclass may run it inside something else."""
+        return [SSHD, "-D", "-e", "-f", str(cfg)]
+
     def _launch(self) -> bool:
         cfg = self._write_config()
         log = open(self.log_path, "ab")
         start_size = self.log_path.stat().st_size
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stdout=log, stderr=log,
-                                     preexec_fn=_die_with_parent)
+        self.proc = subprocess.Popen(self.command(cfg), stdout=log, stderr=log, preexec_fn=self.die_with_parent)
         log.close()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

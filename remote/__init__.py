@@ -5,5 +5,6 @@ wait        wait_for_ssh for a fresh VM                      bootstrap   fingerp
 jobs        detached jobs: start, status, follow, cancel    sync        push_tree and fetch, sha256-verified
 group       one command on every host                        cli         `python -m remote VERB`
 profile     what kind of host (VM, local rehearsal)          errors      one failure type, the exit codes
-phase       one pipeline phase: phase_request → secrets → mount → claim → follow
+phase       one pipeline phase: phase_request → ship (code, token, mount) → claim → follow
+slice_phase the same on every worker of a slice: workers (connect, fan out) → ship → slice_claim → follow 0, watch rest
 """

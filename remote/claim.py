@@ -1,5 +1,6 @@
 """Which job a phase follows: the latest attempt with the same settings if it is running or succeeded, else a
-new attempt of `python -m workload run` started as a detached job (remote/jobs.py)."""
+new attempt of `python -m workload run` started as a detached job (remote/jobs.py). A slice's workers agree on
+one attempt first (remote/slice_claim.py) and start it with these same functions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import logging
 import os
 import shlex
+from typing import Sequence
 
 from remote import jobs
 from remote.connection import Connection, run
@@ -17,18 +19,31 @@ log = logging.getLogger("remote")
 
 
 def claim(conn: Connection, request: PhaseRequest, code_dir: str, has_token: bool) -> tuple[str, jobs.JobStatus]:
-    prefix = request.job_prefix
-    listing = run(conn, f"ls -1 -- {shlex.quote(jobs.jobs_root(request.target))} 2>/dev/null; true").stdout.split()
+    latest = latest_attempt(conn, request.job_prefix)
+    if latest is not None:
+        number, state = latest
+        if state.state in ("running", "succeeded"):
+            log.info("%s: re-attaching to job %s (%s)", conn.host, state.job_id, state.state)
+            return state.job_id, state
+        log.info("%s: job %s %s; starting attempt %d", conn.host, state.job_id, state.state, number + 1)
+    return start_attempt(conn, request, code_dir, has_token, latest[0] + 1 if latest else 1)
+
+
+def latest_attempt(conn: Connection, prefix: str) -> tuple[int, jobs.JobStatus] | None:
+    """The highest attempt number of job `prefix` on the host and that job's state; None if there is none."""
+    listing = run(conn, f"ls -1 -- {shlex.quote(jobs.jobs_root(conn.target))} 2>/dev/null; true").stdout.split()
     attempts = sorted(int(n.rsplit("-", 1)[1]) for n in listing
                       if n.startswith(prefix + "-") and n.rsplit("-", 1)[1].isdigit())
-    if attempts:
-        latest = f"{prefix}-{attempts[-1]}"
-        state = jobs.status(conn, latest)
-        if state.state in ("running", "succeeded"):
-            log.info("%s: re-attaching to job %s (%s)", conn.host, latest, state.state)
-            return latest, state
-        log.info("%s: job %s %s; starting attempt %d", conn.host, latest, state.state, attempts[-1] + 1)
-    job_id = f"{prefix}-{attempts[-1] + 1 if attempts else 1}"
+    if not attempts:
+        return None
+    return attempts[-1], jobs.status(conn, f"{prefix}-{attempts[-1]}")
+
+
+def start_attempt(conn: Connection, request: PhaseRequest, code_dir: str, has_token: bool, number: int,
+                  extra_argv: Sequence[str] = ()) -> tuple[str, jobs.JobStatus]:
+    """Start attempt `number` of the phase's job (`extra_argv` ends the workload's argv), unless it exists."""
+    prefix = request.job_prefix
+    job_id = f"{prefix}-{number}"
     config_file = f"{request.target.state_dir}/runs/{prefix}.json"
     run(conn, f"mkdir -p -- {shlex.quote(os.path.dirname(config_file))} && printf %s "
               f"{shlex.quote(json.dumps(request.pipeline.to_mapping()))} > {shlex.quote(config_file)}")
@@ -40,6 +55,7 @@ def claim(conn: Connection, request: PhaseRequest, code_dir: str, has_token: boo
         argv += ["--runs-dir", request.target.profile.runs_dir]
     if has_token:
         argv += ["--hf-token-file", f"../secrets/{HF_TOKEN_SECRET}"]
+    argv += extra_argv
     # A job starts in its own directory: reach the code and the venv from the home directory.
     command = f"cd {from_home(code_dir)} && exec {from_home(request.venv)}/bin/python {shlex.join(argv)}"
     return job_id, jobs.start(conn, job_id, command, env={"PYTHONUNBUFFERED": "1"})

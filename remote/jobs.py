@@ -124,6 +124,11 @@ def job_dir(target: Target, job_id: str) -> str:
     return f"{jobs_root(target)}/{check_job_id(job_id)}"
 
 
+def shown(path: str) -> str:
+    """A host path as a user reads it: relative ones are under the login's home."""
+    return path if path.startswith("/") else f"~/{path}"
+
+
 def check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise BadInput(f"job id {job_id!r} is not valid: use 1–128 letters, digits, '.', '_', '-' (not first)")

@@ -2,9 +2,10 @@
 
     python -m remote phase bootstrap|convert|train|export
 
-bootstrap installs MaxText (remote.bootstrap); the others ship `workload/` to the host, start
+bootstrap installs MaxText (remote.bootstrap); the others ship `workload/` to the host (remote/ship.py), start
 `python -m workload run --until <step>` there as a detached job (remote/claim.py) and follow it, printing one
-progress line per event (workload/progress.py). The job outlives this process: if it is interrupted (Ctrl-C,
+progress line per event (workload/progress.py). On a multi-host slice they run on every worker
+(remote/slice_phase.py). The job outlives this process: if it is interrupted (Ctrl-C,
 a laptop asleep, a dropped link), running the same phase again re-attaches to the same job instead of
 starting a second one. A job that finished with the same settings is not run again (its summary is printed
 again); one that failed is retried as a new attempt, and the workload's own done-markers and checkpoints make
@@ -17,45 +18,32 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TextIO
 
 from remote import jobs, phase_outcome
 from remote.bootstrap import bootstrap_all
 from remote.claim import claim
 from remote.connection import Connection
-from remote.errors import BadInput, RemoteError, describe
-from remote.mount import MOUNT_WAIT_S, require_mounted
+from remote.errors import RemoteError, describe
 from remote.phase_request import PhaseRequest
-from remote.secrets import place_secret
-from remote.sync import push_tree
+from remote.ship import code_dir, prepare
+from remote.slice_phase import run_on_slice
 from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.bill import describe as describe_bill
-from workload.contract import HF_TOKEN_SECRET
 from workload.progress import ProgressPrinter
-
-WORKLOAD_DIR = Path(__file__).resolve().parent.parent / "workload"
 
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
     """Run one phase; progress lines then a JSON summary on `out`. Returns the exit code for the CLI."""
+    if request.phase != "bootstrap" and len(request.target.hosts) > 1:
+        return run_on_slice(request, out, hf_token=hf_token)
     conn = wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S)
     if request.phase == "bootstrap":
         conn.close()  # bootstrap connects to every host itself
         return _bootstrap(request, out)
     with conn:
-        code_dir = f"{request.target.state_dir}/code"
-        pushed = push_tree(conn, WORKLOAD_DIR, f"{code_dir}/workload")
-        if pushed.uploaded:
-            print(f"shipped workload/ ({len(pushed.uploaded)} files changed)", file=out, flush=True)
-        has_token = place_secret(conn, HF_TOKEN_SECRET, hf_token)
-        if not has_token and request.pipeline.profile == "full":
-            raise BadInput("no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
-                           f"export HF_TOKEN, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`")
-        mount = request.target.profile.required_mount
-        if request.phase == "export" and mount is not None:
-            require_mounted(conn, mount, MOUNT_WAIT_S)
-        job_id, state = claim(conn, request, code_dir, has_token)
+        has_token = prepare(conn, request, hf_token, out)
+        job_id, state = claim(conn, request, code_dir(request), has_token)
         return _follow(request, job_id, state, out, conn)
 
 
@@ -84,7 +72,7 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     printer = ProgressPrinter(out, quiet=state.state == "succeeded")
     log_path = f"{jobs.job_dir(request.target, job_id)}/log"
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
-          f"full log: {log_path if log_path.startswith('/') else '~/' + log_path}", file=out, flush=True)
+          f"full log: {jobs.shown(log_path)}", file=out, flush=True)
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
     if printer.summary and printer.summary.get("bill"):
         print(describe_bill(printer.summary["bill"]), file=out, flush=True)

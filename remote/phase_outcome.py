@@ -22,3 +22,8 @@ def reason_for(error: BaseException) -> str:
     if isinstance(error, (RemoteError, ConfigError)):
         return str(error).splitlines()[0] if str(error) else type(error).__name__
     return f"unexpected error ({type(error).__name__}); see stderr"
+
+
+def worker_failed(phase: str, reason: str, worker_id: int, host: str) -> dict:
+    """A slice's phase that failed on one worker: which one, as fields too."""
+    return {**failed(phase, reason), "worker": worker_id, "host": host}

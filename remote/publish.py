@@ -22,12 +22,12 @@ from remote import jobs
 from remote.claim import from_home
 from remote.connection import run
 from remote.errors import BadInput, RemoteError
-from remote.phase import NEW_VM_DEADLINE_S, WORKLOAD_DIR
 from remote.phase_request import PhaseRequest
 from remote.secrets import place_secret
+from remote.ship import WORKLOAD_DIR
 from remote.sync import push_tree
 from remote.target import Target
-from remote.wait import wait_for_ssh
+from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.commands import run_name
 from workload.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV, TARGET_ENV
 from workload.progress import ProgressPrinter

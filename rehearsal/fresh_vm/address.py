@@ -1,7 +1,7 @@
 """A loopback address of its own for each simulated VM, so its sshd listens on port 22 like a real one.
 
-127.0.0.1–4 belong to the tests' own sshds; a VM takes the first of 127.0.0.20–250 whose port 22 is free
-and holds a lock on it, so two rehearsals on this machine never share one.
+127.0.0.1–4 belong to the tests' own sshds; a VM (or a host of rehearsal/slice_hosts.py) takes the first of
+127.0.0.20–250 whose port 22 is free and holds a lock on it, so two rehearsals on this machine never share one.
 """
 
 from __future__ import annotations

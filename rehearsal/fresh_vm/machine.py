@@ -103,7 +103,7 @@ class FreshVm:
         with open(console, "w") as out:
             self._proc = subprocess.Popen(
                 [*UNSHARE, "/bin/sh", str(sim / "hypervisor.sh")],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=_killed_with_parent,
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=killed_with_parent,
             )
         self.boots.append(boot)
         return boot
@@ -190,7 +190,7 @@ def discard(path: Path) -> None:
     subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=True)
 
 
-def _killed_with_parent() -> None:
+def killed_with_parent() -> None:
     """In unshare before exec: SIGKILL when the process that created the VM ends, however it ends (unshare
     ignores SIGTERM), so that no VM outlives its rehearsal."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG

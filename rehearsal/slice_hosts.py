@@ -1,0 +1,151 @@
+"""The hosts of a simulated multi-host slice on this machine: N real OpenSSH servers, each with a home of its own.
+
+The login's state (`<state_dir>`, its jobs) lives under its home directory, so hosts that shared this machine's
+home would see each other's jobs. Each host is therefore an sshd (rehearsal/sshd.py) started inside its own
+mount, UTS and PID namespaces (`unshare`, as root): a private directory bind-mounted over the login's home, its
+own hostname (`worker-N`), and its own loopback address with port 22 (rehearsal/fresh_vm/address.py), so all
+hosts share one port as a slice's workers do. `ssh` to each address lands in a separate home; from this machine
+that home is `SliceHost.home`.
+
+The sshd is the namespace's PID 1: killing `unshare` (--kill-child) ends every process of the host, detached
+jobs included. `unshare` dies with the thread that started it (PR_SET_PDEATHSIG, SIGKILL: it ignores SIGTERM),
+so a killed run leaves no host running; its homes stay (a re-run finds its jobs there, dead), and an address
+whose port 22 is still taken is skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from rehearsal.fresh_vm.address import claim_address
+from rehearsal.fresh_vm.machine import killed_with_parent
+from rehearsal.sshd import Sshd, UserKey
+
+# Own mounts (the home), hostname and processes; --kill-child: the namespace ends with unshare.
+UNSHARE = ("unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private")
+# Run as the namespace's first process: bind the private home, name the host, become sshd.
+_ENTER = 'mount --bind -- "$1" "$2" && hostname -- "$3" && shift 3 && exec "$@"'
+
+
+class NamespacedSshd(Sshd):
+    """An sshd in its own namespaces, seeing `home` as the login's home directory `user_home`."""
+
+    die_with_parent = staticmethod(killed_with_parent)
+
+    def __init__(self, directory: Path, user_key: UserKey, address: str, *, home: Path, user_home: str,
+                 hostname: str):
+        super().__init__(directory, user_key, address)
+        self.home, self.user_home, self.hostname = home, user_home, hostname
+
+    def command(self, cfg: Path) -> list[str]:
+        return [*UNSHARE, "sh", "-c", _ENTER, "slice-host", str(self.home), self.user_home, self.hostname,
+                *super().command(cfg)]
+
+    def stop(self) -> None:
+        """Kill the namespace: its sshd, every session and every job on this host."""
+        if self.proc is not None:
+            init = _first_child(self.proc.pid)
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            _wait_ended(init)
+        self.proc = None
+
+
+@dataclass
+class SliceHost:
+    worker_id: int
+    sshd: NamespacedSshd
+    home: Path  # the login's home on this host, as a path on this machine
+
+    @property
+    def address(self) -> str:
+        return self.sshd.address
+
+    @property
+    def hostname(self) -> str:
+        return self.sshd.hostname
+
+
+class SliceHosts:
+    """`count` hosts for `user` (who logs in with `user_key`) under `directory`; a context manager that starts them
+    and stops them all. Worker N's home is `directory/worker-N/home` (kept across runs); all host keys are pinned
+    in `known_hosts`."""
+
+    def __init__(self, directory: Path, count: int, user: str, user_key: UserKey):
+        if count < 1:
+            raise ValueError("a slice needs at least one host")
+        self.directory, self.count, self.user, self.user_key = directory, count, user, user_key
+        self.known_hosts = directory / "known_hosts"
+        self.hosts: list[SliceHost] = []
+        self._locks: list[IO] = []
+
+    def __enter__(self) -> "SliceHosts":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        login = pwd.getpwnam(self.user)
+        pins = []
+        for worker_id in range(self.count):
+            address, lock = claim_address()
+            self._locks.append(lock)
+            base = self.directory / f"worker-{worker_id}"
+            home = base / "home"
+            home.mkdir(parents=True, exist_ok=True)
+            os.chown(home, login.pw_uid, login.pw_gid)
+            home.chmod(0o755)
+            sshd = NamespacedSshd(base / "sshd", self.user_key, address, home=home, user_home=login.pw_dir,
+                                  hostname=f"worker-{worker_id}")
+            self.hosts.append(SliceHost(worker_id, sshd, home))
+            sshd.start(22)
+            pins.append(sshd.known_hosts_line)
+        self.known_hosts.write_text("".join(pins))  # rewritten: a leftover run's keys are not these
+
+    def stop(self) -> None:
+        for host in self.hosts:
+            host.sshd.stop()
+        for lock in self._locks:
+            lock.close()
+        self.hosts, self._locks = [], []
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """In worker order: what a target lists as its host and workers."""
+        return tuple(host.address for host in self.hosts)
+
+
+def _first_child(pid: int) -> int | None:
+    """The namespace's PID 1 as this machine sees it: unshare's only child."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
+
+
+def _wait_ended(pid: int | None, timeout_s: float = 30.0) -> None:
+    """Until the namespace's PID 1 is a zombie or gone: the kernel makes it a zombie only once every other process
+    of its namespace has died (who reaps it, and when, is this machine's init's business)."""
+    deadline = time.monotonic() + timeout_s
+    while pid is not None:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return
+        if state in ("Z", "X"):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"slice host process {pid} is still alive {timeout_s:g} s after it was killed")
+        time.sleep(0.02)

@@ -1,0 +1,175 @@
+"""`phase convert|train|export` on a multi-host slice: the same job on every worker, worker 0 followed.
+
+Every worker is waited for, gets workload/ and the token (remote/ship.py), and runs one attempt of the job
+(remote/slice_claim.py). Worker 0's progress and summary are what the phase prints, as on one host; the other
+workers' jobs are watched meanwhile (a status poll every `POLL_S` over each worker's own connection). When any
+worker's job fails, dies, is cancelled or stays unreachable, the job is cancelled on every other worker (a
+multi-controller job cannot go on without one of its processes) and the phase fails naming that worker. When
+worker 0 succeeds, the phase waits for the others. Interrupted (Ctrl-C), it leaves every job running: running
+the phase again re-attaches to all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Sequence, TextIO
+
+from remote import jobs, phase_outcome
+from remote.connection import Connection
+from remote.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, Unreachable
+from remote.phase_request import PhaseRequest
+from remote.ship import code_dir, prepare
+from remote.slice_claim import claim_on_slice
+from remote.target import Target
+from remote.wait import NEW_VM_DEADLINE_S
+from remote.workers import Worker, connect_all, on_all_or_raise, on_every, workers_of
+from workload.bill import describe as describe_bill
+from workload.progress import ProgressPrinter
+
+log = logging.getLogger("remote")
+
+POLL_S = 2.0  # how often the other workers' jobs are looked at: one short command each
+UNREACHABLE_S = 600.0  # a worker unreachable this long counts as lost (worker 0's follow gives up after as long)
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    worker: Worker
+    what: str  # how its job ended, e.g. "failed: exited with code 3"
+    log_path: str
+    exit_code: int  # the phase's: the job's own where it has one
+
+    def __str__(self) -> str:
+        return f"{self.worker}: job {self.what}; its log: {self.log_path}"
+
+
+def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
+    workers = workers_of(request.target)
+    conns = connect_all(request.target, workers, NEW_VM_DEADLINE_S)
+    try:
+        has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
+        job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
+        where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))
+        print(f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
+              f"each: {jobs.shown(_log_path(request.target, job_id))}", file=out, flush=True)
+        return _follow(request, workers, conns, job_id, states[0], out)
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Connection], job_id: str,
+            first: jobs.JobStatus, out: TextIO) -> int:
+    printer = ProgressPrinter(out, quiet=first.state == "succeeded")
+    watch = _Watch(request.target, workers[1:], conns, job_id)
+    failure: WorkerFailure | None
+    try:
+        code = jobs.follow(request.target, job_id, printer.line, conn=conns[0], on_status=watch.check)
+        failure = _ended(workers[0], request.target, job_id, code)
+        if failure is None:
+            running = list(watch.pending)
+            if running:
+                print(f"{request.phase}: worker 0's job succeeded; waiting for {', '.join(map(str, running))}",
+                      file=out, flush=True)
+            failure = watch.wait()
+    except _AnotherFailed:
+        failure = watch.failure
+    except JobLost as e:
+        failure = WorkerFailure(workers[0], f"{job_id} {e.state} without an exit code",
+                                jobs.shown(_log_path(request.target, job_id)), EXIT_JOB_LOST)
+    except Unreachable as e:
+        failure = WorkerFailure(workers[0], f"{job_id} unreachable: {e.reason}",
+                                jobs.shown(_log_path(request.target, job_id)), EXIT_UNREACHABLE)
+    finally:
+        watch.stop()  # on Ctrl-C too: nothing is cancelled, every job goes on
+    if failure is not None:
+        _cancel_all_but(failure.worker, workers, conns, job_id)
+        print(f"✗ {failure}", file=out, flush=True)
+        print(json.dumps(phase_outcome.worker_failed(request.phase, str(failure), failure.worker.id,
+                                                     failure.worker.host)), file=out, flush=True)
+        return failure.exit_code
+    if printer.summary and printer.summary.get("bill"):
+        print(describe_bill(printer.summary["bill"]), file=out, flush=True)
+    fallback = phase_outcome.failed(request.phase, "worker 0's job ended without a summary; its log: "
+                                                   f"{jobs.shown(_log_path(request.target, job_id))}")
+    print(json.dumps(printer.summary or fallback), file=out, flush=True)
+    return 0
+
+
+def _ended(worker: Worker, target: Target, job_id: str, code: int) -> WorkerFailure | None:
+    if code == 0:
+        return None
+    return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", jobs.shown(_log_path(target, job_id)),
+                         code)
+
+
+def _log_path(target: Target, job_id: str) -> str:
+    return f"{jobs.job_dir(target, job_id)}/log"
+
+
+def _cancel_all_but(failed: Worker, workers: Sequence[Worker], conns: Sequence[Connection], job_id: str) -> None:
+    """Best effort: a worker that cannot be reached now is named in the log; its job is left to end alone."""
+    others = [w for w in workers if w != failed]
+    for worker, outcome in zip(others, on_every(others, lambda w: jobs.cancel(conns[w.id], job_id)), strict=True):
+        if isinstance(outcome, Exception):
+            log.warning("%s: could not cancel job %s: %s", worker, job_id, outcome)
+
+
+class _AnotherFailed(Exception):
+    """Raised inside worker 0's follow (its status callback) to stop following once another worker failed."""
+
+
+class _Watch:
+    """Workers 1…N-1's jobs, polled in a thread until each has succeeded or one has failed."""
+
+    def __init__(self, target: Target, workers: Sequence[Worker], conns: Sequence[Connection], job_id: str):
+        self.target, self.conns, self.job_id = target, conns, job_id
+        self.pending = list(workers)
+        self.failure: WorkerFailure | None = None
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="slice-watch", daemon=True)
+        self._thread.start()
+
+    def check(self, _state: jobs.JobStatus) -> None:
+        if self.failure is not None:
+            raise _AnotherFailed
+
+    def wait(self) -> WorkerFailure | None:
+        """Until every watched job has ended; the first failure, if one failed."""
+        self._thread.join()
+        return self.failure
+
+    def stop(self) -> None:
+        self._stopped.set()
+        # A poll in flight ends within a command timeout; its connection must be free before anyone else uses it.
+        self._thread.join(timeout=self.target.command_timeout)
+
+    def _run(self) -> None:
+        down_since: dict[int, float] = {}
+        while self.pending and self.failure is None and not self._stopped.is_set():
+            for worker in list(self.pending):
+                try:
+                    state = jobs.status(self.conns[worker.id], self.job_id)
+                except Unreachable as e:
+                    since = down_since.setdefault(worker.id, time.monotonic())
+                    if time.monotonic() - since >= UNREACHABLE_S:
+                        self._fail(worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {e.reason}",
+                                   EXIT_UNREACHABLE)
+                    continue
+                down_since.pop(worker.id, None)
+                if state.state == "succeeded":
+                    self.pending.remove(worker)
+                elif state.state != "running":  # failed, died, cancelled, or absent
+                    self._fail(worker, f"{self.job_id} {state.state}: {state.detail or 'no such job'}",
+                               state.exit_code or EXIT_JOB_LOST)
+                if self.failure is not None:
+                    return
+            self._stopped.wait(POLL_S)
+
+    def _fail(self, worker: Worker, what: str, exit_code: int) -> None:
+        if not self._stopped.is_set():  # a poll cut short by a stop is no failure
+            self.failure = WorkerFailure(worker, what, jobs.shown(_log_path(self.target, self.job_id)), exit_code)

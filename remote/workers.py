@@ -1,0 +1,89 @@
+"""The workers of a multi-host slice, and one step on all of them at once.
+
+A worker's id is its place in `target.hosts`: 0 is `target.host`, the host of JAX's coordinator (the Pulumi
+program lists a slice's hosts in that order). Each worker gets its own connection; a failure on one is
+reported as that worker's (`WorkerError`: its id and host, the cause's message and exit code).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Sequence, TypeVar
+
+from remote.connection import Connection
+from remote.errors import RemoteError
+from remote.target import Target
+from remote.wait import wait_for_ssh
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Worker:
+    id: int
+    host: str
+
+    def __str__(self) -> str:
+        return f"worker {self.id} ({self.host})"
+
+
+def workers_of(target: Target) -> tuple[Worker, ...]:
+    return tuple(Worker(number, host) for number, host in enumerate(target.hosts))
+
+
+def hostnames_flag(workers: Sequence[Worker]) -> str:
+    """`--worker-hostnames`' value: every host, in worker order."""
+    return ",".join(w.host for w in workers)
+
+
+class WorkerError(RemoteError):
+    """What stopped one worker: the worker named in front of the cause's own message; the cause's exit code."""
+
+    def __init__(self, worker: Worker, cause: RemoteError):
+        self.worker, self.cause = worker, cause
+        self.exit_code = cause.exit_code
+        said = str(cause).removeprefix(f"{worker.host}: ")  # a host error names the host itself
+        super().__init__(f"{worker}: {said}")
+
+
+def on_every(workers: Sequence[Worker], step: Callable[[Worker], T]) -> list[T | RemoteError]:
+    """`step(worker)` for every worker at once; each one's result, or the `RemoteError` that stopped it, in
+    worker order. Waits for all. Anything else (a bug) is raised."""
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        futures = [pool.submit(step, w) for w in workers]
+    outcomes: list[T | RemoteError] = []
+    for future in futures:
+        try:
+            outcomes.append(future.result())
+        except RemoteError as e:
+            outcomes.append(e)
+    return outcomes
+
+
+def first_failure(workers: Sequence[Worker], outcomes: Sequence[object]) -> WorkerError | None:
+    """The failure of the lowest worker id among `outcomes` (from `on_every`), if any."""
+    return next((WorkerError(w, o) for w, o in zip(workers, outcomes, strict=True) if isinstance(o, RemoteError)),
+                None)
+
+
+def on_all_or_raise(workers: Sequence[Worker], step: Callable[[Worker], T]) -> list[T]:
+    """`on_every`, raising the first worker's failure."""
+    outcomes = on_every(workers, step)
+    failure = first_failure(workers, outcomes)
+    if failure is not None:
+        raise failure
+    return outcomes  # type: ignore[return-value]  # no RemoteError left
+
+
+def connect_all(target: Target, workers: Sequence[Worker], deadline_s: float) -> list[Connection]:
+    """Wait for SSH on every worker at once (a new slice's hosts answer late). If one does not answer, the
+    others' connections are closed and its failure raised: nothing is started on a slice that is not whole."""
+    outcomes = on_every(workers, lambda w: wait_for_ssh(target, deadline_s, w.host))
+    failure = first_failure(workers, outcomes)
+    if failure is not None:
+        for conn in outcomes:
+            if isinstance(conn, Connection):
+                conn.close()
+        raise failure
+    return outcomes  # type: ignore[return-value]  # connections only

@@ -1,0 +1,347 @@
+"""`python -m remote phase` on a multi-host slice: the same job on every worker, each with its worker id and all the
+hostnames; worker 0 followed; one worker failing stops them all and is named; a re-run re-attaches on every
+worker, or starts one new attempt on every worker; Ctrl-C leaves every job running; an unreachable worker stops
+the phase before anything starts.
+
+The hosts are real sshds, each with a home of its own (rehearsal/slice_hosts.py). MaxText's venv is a stand-in
+written into each host's home: a shell script in place of its python that records its argv, its pid and its
+host's name, then succeeds or fails as its control files say, optionally held until the test releases it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rehearsal.fresh_vm.address import claim_address
+from rehearsal.slice_hosts import SliceHost, SliceHosts
+from remote import cli, jobs, slice_phase
+from remote.connection import connect, run
+from remote.errors import EXIT_UNREACHABLE
+from remote.phase_outcome import INTERRUPTED
+from remote.profile import HostProfile
+from remote.target import Target
+from remote.workers import workers_of
+from tests.remote.conftest import FAST
+from tests.remote.ssh_testbed import REMOTE_USER, wait_until
+from workload.contract import PHASE_UNTIL
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "hf_SliceCanary" + "y" * 24
+PIPELINE = json.dumps({"profile": "tiny", "steps": 2})
+STANDIN = """#!/bin/sh
+# Stands in for `python -m workload run …`: records what it was given, then does what its control files say.
+control="$(dirname "$0")/../../standin"
+mkdir -p "$control/calls"
+printf '%s\\0' "$@" > "$control/calls/$$.argv"
+hostname > "$control/calls/$$.host"
+echo '{"event": "phase", "phase": "train", "status": "start"}'
+if [ -e "$control/hold" ]; then while [ ! -e "$control/release" ]; do sleep 0.05; done; fi
+if [ "$(cat "$control/plan" 2>/dev/null)" = fail ]; then
+  echo '{"event": "summary", "phase": "train", "ok": false, "error": "the stand-in failed as planned"}'
+  exit 3
+fi
+echo "{\\"event\\": \\"summary\\", \\"phase\\": \\"train\\", \\"ok\\": true, \\"host\\": \\"$(hostname)\\"}"
+"""
+
+
+@pytest.fixture(scope="module")
+def slice_hosts(testbed, user_key, remote_user):
+    with SliceHosts(testbed / "slice", 3, REMOTE_USER, user_key) as hosts:
+        yield hosts
+
+
+class Slice:
+    """This test's view of the hosts: its own state directory on each, the stand-in venv installed there."""
+
+    def __init__(self, hosts: SliceHosts, state: str, uid: int, gid: int):
+        self.hosts, self.state = hosts, state
+        for host in hosts.hosts:
+            python = self.path(host, "maxtext_venv/bin/python")
+            python.parent.mkdir(parents=True)
+            python.write_text(STANDIN)
+            python.chmod(0o755)
+            self.path(host, "standin").mkdir()
+            for root, dirs, _ in os.walk(self.path(host, "")):
+                for name in [".", *dirs]:
+                    os.chown(os.path.join(root, name), uid, gid)
+
+    def path(self, host: SliceHost, relative: str) -> Path:
+        """A file of this test's state on `host`, as this machine sees it."""
+        return host.home / self.state / relative
+
+    def target(self, workers: tuple[str, ...] | None = None) -> Target:
+        addresses = self.hosts.addresses
+        home = os.path.expanduser(f"~{REMOTE_USER}")
+        profile = HostProfile(name="slice-test", scratch_dir=f"{home}/scratch", kept_dir=f"{home}/kept",
+                              required_mount=None)
+        return Target(host=addresses[0], workers=addresses[1:] if workers is None else workers, port=22,
+                      user=REMOTE_USER, key_path=str(self.hosts.user_key.private),
+                      known_hosts=str(self.hosts.known_hosts), state_dir=self.state,
+                      connect_timeout=FAST["connect_timeout"], command_timeout=FAST["command_timeout"],
+                      profile=profile)
+
+    def control(self, worker: int, name: str, text: str = "") -> None:
+        self.path(self.hosts.hosts[worker], f"standin/{name}").write_text(text)
+
+    def uncontrol(self, worker: int, name: str) -> None:
+        self.path(self.hosts.hosts[worker], f"standin/{name}").unlink(missing_ok=True)
+
+    def calls(self, worker: int) -> list[list[str]]:
+        """The argv of every stand-in run on `worker`, oldest first."""
+        found = sorted(self.path(self.hosts.hosts[worker], "standin/calls").glob("*.argv"),
+                       key=lambda p: p.stat().st_mtime_ns)
+        return [p.read_bytes().decode().split("\0")[:-1] for p in found]
+
+    def hostnames(self, worker: int) -> set[str]:
+        return {p.read_text().strip() for p in self.path(self.hosts.hosts[worker], "standin/calls").glob("*.host")}
+
+    def jobs(self, worker: int) -> list[str]:
+        root = self.path(self.hosts.hosts[worker], "jobs")
+        return sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) if root.exists() else []
+
+    def exit_code(self, worker: int, job_id: str) -> str | None:
+        path = self.path(self.hosts.hosts[worker], f"jobs/{job_id}/exit")
+        return path.read_text().strip() if path.exists() else None
+
+    def standins_running(self, worker: int) -> list[str]:
+        """The live stand-in processes on `worker`, read on the host itself (its own process namespace)."""
+        target = self.target()
+        with connect(target, self.hosts.addresses[worker]) as conn:
+            # "pytho[n]" matches the stand-in's command line but not this grep's own.
+            out = run(conn, "grep -ls 'maxtext_venv/bin/pytho[n]' /proc/[0-9]*/cmdline; true").stdout
+        return out.split()
+
+
+@pytest.fixture
+def on_slice(slice_hosts, remote_user, request) -> Slice:
+    return Slice(slice_hosts, f"state-{request.node.name[:60]}", remote_user.pw_uid, remote_user.pw_gid)
+
+
+def start_phase(target: Target, phase: str = "train") -> subprocess.Popen:
+    env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": PIPELINE, "HF_TOKEN": TOKEN}
+    return subprocess.Popen([sys.executable, "-m", "remote", "phase", phase], cwd=REPO, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, list[str], dict]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # a phase that never ends must not outlive its test
+        raise
+    assert "Traceback" not in out + err and TOKEN not in out + err, out + err
+    lines = out.splitlines()
+    return proc.returncode, lines, json.loads(lines[-1])
+
+
+def following(proc: subprocess.Popen) -> None:
+    """Until the phase prints worker 0's first event: every worker's job has started and is being followed."""
+    assert proc.stdout is not None
+    assert next(line for line in proc.stdout if line.startswith("▶ ")) == "▶ train\n"
+
+
+def run_phase(target: Target, phase: str = "train") -> tuple[int, list[str], dict]:
+    return finish(start_phase(target, phase))
+
+
+def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
+    addresses = on_slice.hosts.addresses
+    for phase in ("convert", "train"):
+        code, lines, summary = run_phase(on_slice.target(), phase)
+        assert code == 0, lines
+        assert summary["ok"] is True and summary["host"] == "worker-0"  # worker 0's own summary is the phase's
+        (job_id,) = {j for j in on_slice.jobs(0) if j.startswith(phase)}
+        assert job_id.endswith("-1")
+        assert any(line.startswith(f"{phase}: job {job_id} on 3 workers: 0 {addresses[0]} (") for line in lines)
+        argvs = []
+        for worker in range(3):
+            assert {j for j in on_slice.jobs(worker) if j.startswith(phase)} == {job_id}  # one job, the same name
+            assert on_slice.exit_code(worker, job_id) == "0"
+            (argv,) = [a for a in on_slice.calls(worker) if a[a.index("--until") + 1] == PHASE_UNTIL[phase]]
+            assert argv[-4:] == ["--worker-id", str(worker), "--worker-hostnames", ",".join(addresses)]
+            argvs.append(argv[:-4])
+            job_sh = on_slice.path(on_slice.hosts.hosts[worker], f"jobs/{job_id}/job.sh").read_text()
+            assert TOKEN not in job_sh and "--hf-token-file ../secrets/hf_token" in job_sh
+            secret = on_slice.path(on_slice.hosts.hosts[worker], "secrets/hf_token")
+            assert secret.read_text() == TOKEN and stat.S_IMODE(secret.stat().st_mode) == 0o600
+        assert argvs[0] == argvs[1] == argvs[2]  # the same job, config and flags everywhere but the worker id
+        assert argvs[0][:4] == ["-m", "workload", "run", "--config"]
+    assert [on_slice.hostnames(w) for w in range(3)] == [{"worker-0"}, {"worker-1"}, {"worker-2"}]
+
+
+@pytest.mark.parametrize("failing", [1, 0])
+def test_a_failing_worker_stops_every_worker_and_is_named(on_slice, failing):
+    addresses = on_slice.hosts.addresses
+    others = [w for w in range(3) if w != failing]
+    on_slice.control(failing, "plan", "fail")
+    for held in others:
+        on_slice.control(held, "hold")
+    code, lines, summary = run_phase(on_slice.target())
+    (job_id,) = on_slice.jobs(failing)
+    log = f"~/{on_slice.state}/jobs/{job_id}/log"
+    error = f"worker {failing} ({addresses[failing]}): job {job_id} failed: exited with code 3; its log: {log}"
+    assert code == 3
+    assert lines[-2] == f"✗ {error}"
+    assert summary == {"event": "summary", "phase": "train", "ok": False, "error": error, "worker": failing,
+                       "host": addresses[failing]}
+    for worker in others:
+        assert len(on_slice.calls(worker)) == 1  # it had started
+        assert on_slice.path(on_slice.hosts.hosts[worker], f"jobs/{job_id}/cancelled").exists()
+        assert on_slice.standins_running(worker) == []
+
+    # Failed on one worker and cancelled on the others: the next run is attempt 2, on every worker.
+    on_slice.control(failing, "plan", "ok")
+    for held in others:
+        on_slice.uncontrol(held, "hold")
+    code, lines, summary = run_phase(on_slice.target())
+    assert code == 0 and summary["ok"] is True, lines
+    second = job_id.removesuffix("-1") + "-2"
+    for worker in range(3):
+        assert on_slice.jobs(worker) == [job_id, second]
+        assert on_slice.exit_code(worker, second) == "0"
+        assert on_slice.calls(worker)[-1][-3] == str(worker)
+
+
+def test_a_rerun_after_a_partial_success_runs_a_new_attempt_on_every_worker(on_slice):
+    on_slice.control(1, "plan", "fail")
+    on_slice.control(1, "hold")
+    proc = start_phase(on_slice.target())
+    assert proc.stdout is not None
+    # Workers 0 and 2 succeed first, and the phase has seen worker 0 end; only then does worker 1 fail.
+    waiting = next(line for line in proc.stdout if "waiting for" in line)
+    assert waiting.startswith("train: worker 0's job succeeded; waiting for worker 1 (")
+    (job_id,) = on_slice.jobs(1)
+    wait_until(lambda: on_slice.exit_code(2, job_id) == "0", 20, "worker 2's job to succeed")
+    on_slice.control(1, "release")
+    code, lines, summary = finish(proc)
+    assert code == 3 and summary["worker"] == 1 and summary["ok"] is False, lines
+
+    on_slice.control(1, "plan", "ok")
+    code, lines, summary = run_phase(on_slice.target())
+    assert code == 0 and summary["ok"] is True, lines
+    second = job_id.removesuffix("-1") + "-2"
+    for worker in range(3):
+        assert on_slice.jobs(worker) == [job_id, second]  # the workers that had succeeded run it again too
+        assert on_slice.exit_code(worker, second) == "0"
+        assert len(on_slice.calls(worker)) == 2
+
+
+def test_ctrl_c_leaves_every_job_running_and_a_rerun_reattaches_on_every_worker(on_slice):
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    first = start_phase(on_slice.target())
+    following(first)
+    first.send_signal(signal.SIGINT)
+    code, lines, summary = finish(first)
+    assert code == 130 and summary["ok"] is False and summary["error"] == INTERRUPTED
+    (job_id,) = on_slice.jobs(0)
+    for worker in range(3):
+        assert on_slice.exit_code(worker, job_id) is None and on_slice.standins_running(worker) != []
+
+    second = start_phase(on_slice.target())
+    assert second.stdout is not None
+    started = next(line for line in second.stdout if line.startswith("train: job "))  # claimed on every worker
+    assert started.startswith(f"train: job {job_id} on 3 workers: ") and started.count("(running)") == 3
+    for worker in range(3):
+        on_slice.control(worker, "release")
+    code, lines, summary = finish(second)
+    assert code == 0 and summary["ok"] is True and summary["host"] == "worker-0", lines
+    for worker in range(3):
+        assert on_slice.jobs(worker) == [job_id]  # re-attached: no second job anywhere
+        assert len(on_slice.calls(worker)) == 1
+        assert on_slice.exit_code(worker, job_id) == "0"
+
+
+def test_a_rerun_stops_what_runs_of_an_attempt_a_worker_lost_and_starts_anew(on_slice):
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    first = start_phase(on_slice.target())
+    following(first)
+    first.send_signal(signal.SIGINT)
+    assert finish(first)[0] == 130
+    (job_id,) = on_slice.jobs(0)
+    with connect(on_slice.target(), on_slice.hosts.addresses[1]) as conn:  # worker 1's job ends while unwatched
+        assert jobs.cancel(conn, job_id).state == "cancelled"
+    for worker in range(3):
+        on_slice.uncontrol(worker, "hold")
+    code, lines, summary = run_phase(on_slice.target())
+    assert code == 0 and summary["ok"] is True, lines
+    second = job_id.removesuffix("-1") + "-2"
+    for worker in range(3):
+        assert on_slice.jobs(worker) == [job_id, second]
+        assert on_slice.exit_code(worker, job_id) is None  # attempt 1 was stopped, not finished
+        assert on_slice.exit_code(worker, second) == "0"
+        assert on_slice.standins_running(worker) == []
+
+
+def test_an_unreachable_worker_stops_the_phase_before_anything_starts(on_slice, monkeypatch, capsys):
+    monkeypatch.setattr(slice_phase, "NEW_VM_DEADLINE_S", 1.0)
+    silent, lock = claim_address()  # a loopback address of our own with nothing listening on port 22
+    try:
+        target = on_slice.target(workers=(on_slice.hosts.addresses[1], silent))
+        monkeypatch.setenv("TPU_SFT_TARGET", target.to_json())
+        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        code = cli.main(["phase", "train"])
+    finally:
+        lock.close()
+    out, err = capsys.readouterr()
+    summary = json.loads(out.splitlines()[-1])
+    assert code == EXIT_UNREACHABLE
+    assert summary["ok"] is False and summary["error"].startswith(f"worker 2 ({silent}): no SSH answer within 1 s")
+    assert f"error: {summary['error']}" in err
+    for worker in (0, 1):  # nothing shipped, placed or started on the workers that did answer
+        assert not on_slice.path(on_slice.hosts.hosts[worker], "code").exists()
+        assert not on_slice.path(on_slice.hosts.hosts[worker], "secrets").exists()
+        assert on_slice.jobs(worker) == [] and on_slice.calls(worker) == []
+
+
+def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, remote_user, monkeypatch, capsys):
+    monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
+    with SliceHosts(testbed / "slice-lost", 2, REMOTE_USER, user_key) as hosts:
+        on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
+        on_two.control(0, "hold")
+        on_two.control(1, "hold")
+        monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
+        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+
+        following, follow = threading.Event(), jobs.follow
+
+        def follow_and_tell(*args, **kwargs):
+            following.set()
+            return follow(*args, **kwargs)
+
+        monkeypatch.setattr(jobs, "follow", follow_and_tell)
+
+        def take_worker_1_down() -> None:  # its host goes away mid-run: no status, no exit code, ever
+            assert following.wait(20)
+            hosts.hosts[1].sshd.stop()
+
+        down = threading.Thread(target=take_worker_1_down)
+        down.start()
+        code = cli.main(["phase", "train"])
+        down.join()
+        out, err = capsys.readouterr()
+        summary = json.loads(out.splitlines()[-1])
+        assert code == EXIT_UNREACHABLE, out + err
+        assert summary["worker"] == 1 and summary["error"].startswith(
+            f"worker 1 ({hosts.addresses[1]}): job train-") and " unreachable for 1 s: " in summary["error"]
+        (job_id,) = on_two.jobs(0)
+        assert on_two.path(hosts.hosts[0], f"jobs/{job_id}/cancelled").exists()
+        assert on_two.standins_running(0) == []
+
+
+def test_worker_ids_follow_the_targets_host_order():
+    target = Target(host="10.0.0.9", workers=("10.0.0.3", "10.0.0.5"), user="u", key_path="k", known_hosts="h")
+    assert [(w.id, w.host) for w in workers_of(target)] == [(0, "10.0.0.9"), (1, "10.0.0.3"),
+                                                                        (2, "10.0.0.5")]
+    assert jobs.shown("rel/log") == "~/rel/log" and jobs.shown("/abs/log") == "/abs/log"
