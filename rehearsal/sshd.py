@@ -16,6 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
@@ -60,13 +61,15 @@ class Sshd:
     die_with_parent = staticmethod(_die_with_parent)  # run in the child before exec
 
     def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1", *,
-                 sftp_log: Path | None = None):
+                 sftp_log: Path | None = None, session_env: Mapping[str, str] | None = None):
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: run scripts/install-sshd (installs Debian's openssh-server)")
         self.dir, self.user_key, self.address = directory, user_key, address
         # Where OpenSSH's sftp-server logs each request it serves (paths and modes, never contents), for tests
         # that must tell which server received a file; a file the login user can write. None: internal-sftp.
         self.sftp_log = sftp_log
+        # Variables every session gets (sshd's SetEnv): how the rehearsal's hosts reach a local Cloud Storage API.
+        self.session_env = dict(session_env or {})
         directory.mkdir(parents=True, exist_ok=True)
         self.host_key = keygen(directory / "ssh_host_ed25519_key")
         self.log_path = directory / "sshd.log"
@@ -87,6 +90,7 @@ class Sshd:
             f"AuthorizedKeysFile {self.user_key.authorized_keys}\nStrictModes no\nUsePAM no\nMaxStartups 200\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             f"PubkeyAuthentication yes\nSubsystem sftp {self._sftp_server()}\nPrintMotd no\nLogLevel INFO\n"
+            + (f"SetEnv {' '.join(f'{k}={v}' for k, v in self.session_env.items())}\n" if self.session_env else "")
         )
         return cfg
 

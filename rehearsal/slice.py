@@ -1,0 +1,144 @@
+"""python -m rehearsal.slice: `pulumi up` on a multi-host slice, on this machine, with the tiny model.
+
+  1. evaluates the real program under the Pulumi SDK's mock engine with the rehearsal stack set to a v6e-16
+     slice (rehearsal/Pulumi.rehearsal.yaml plus SLICE_SETTINGS), and takes the post-deploy commands it
+     declares: their targets list the slice's hosts in worker order, their profile the checkpoint bucket;
+  2. starts HOSTS simulated hosts (rehearsal/slice_hosts.py: an sshd each, in its own namespaces, with its own
+     home, hostname, address and /dev/shm) and gcp-storage-emulator as the checkpoint bucket;
+  3. runs the commands as pulumi-command would, each target pointed at those hosts: every phase's job starts
+     on every host, MaxText trains as one JAX job across them (one CPU process per host, gloo), checkpoints go
+     to the bucket, and worker 0 alone exports, verifies and keeps the model in the bucket.
+
+What stands in for what: the hosts are namespaces on this machine, not VMs; Cloud Storage is the emulator
+(reached through each host's sshd `SetEnv`, as a VM reaches the real API without any); MaxText runs on CPUs,
+so the tiny profile takes any number of workers where a real v6e-16 has four. The program's target names four
+hosts; the rehearsal replaces the hosts (and nothing else of the target but its keys and bootstrap) with its
+own. Every run starts from new hosts and an empty bucket (the emulator keeps it in memory); it leaves
+DIR/worker-N/home, each host's jobs and logs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import shlex
+import shutil
+import sys
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+from infra.tasks import last_json_line
+from rehearsal import gcs_emulator
+from rehearsal.local_host import MAXTEXT_VENV
+from rehearsal.run import Executed, Recorded, execute, record
+from rehearsal.slice_hosts import SliceHosts
+from rehearsal.sshd import make_user_key
+from remote.bootstrap import BootstrapSpec, Step
+from remote.target import Target
+from workload.contract import EXIT_BAD_INPUT, STATE_DIR, TARGET_ENV
+
+CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
+USER = "root"  # the login on every host (each host sees its own home)
+# A slice refuses what acts on one VM (autostop) and direct SSH (the program cannot know the hosts' addresses).
+SLICE_SETTINGS = {"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:access": "iap", "tpu-sft:autostop": "off"}
+DEFAULT_HOSTS = 2
+
+
+@dataclasses.dataclass
+class SliceRehearsal:
+    directory: Path
+    hosts: SliceHosts
+    emulator: gcs_emulator.GcsEmulator
+    commands: list[Recorded]
+    runs_prefix: str  # the checkpoints' prefix in the bucket
+
+    def command(self, phase: str) -> Recorded:
+        return next(c for c in self.commands if c.name.endswith(f"-{phase}"))
+
+    def environment(self, command: Recorded) -> dict[str, str]:
+        """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys,
+        no IAP gateway, and MaxText linked instead of installed (the rest of the profile is the program's)."""
+        recorded = Target.from_json(command.environment[TARGET_ENV])
+        target = dataclasses.replace(
+            recorded, host=self.hosts.addresses[0], workers=self.hosts.addresses[1:], port=22, gateway=None,
+            key_path=str(self.hosts.user_key.private), known_hosts=str(self.hosts.known_hosts),
+            trust_on_first_use=False,
+            profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=_link_venv().to_mapping()))
+        return {TARGET_ENV: target.to_json()}
+
+    def run(self, phase: str, *, echo: bool = True) -> Executed:
+        command = self.command(phase)
+        return execute(command, self.environment(command), echo=echo)
+
+
+def _link_venv() -> BootstrapSpec:
+    """Instead of seed step 3 on each host: the venv scripts/maxtext-venv built, linked where a VM has its own."""
+    venv = f"{STATE_DIR}/maxtext_venv"
+    command = f"mkdir -p {STATE_DIR} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {venv}"
+    return BootstrapSpec((Step("link-maxtext-venv", command, 60),))
+
+
+def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, steps: int | None = None,
+          checkpoint_period: int | None = None) -> SliceRehearsal:
+    """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = make_user_key(directory / "user-key")
+    overrides = {**SLICE_SETTINGS, "tpu-sft:sshUser": USER, "tpu-sft:sshPublicKeyPath": f"{key.private}.pub",
+                 "tpu-sft:sshPublicKey": Path(f"{key.private}.pub").read_text().strip()}
+    if steps is not None:
+        overrides["tpu-sft:steps"] = str(steps)
+    if checkpoint_period is not None:
+        overrides["tpu-sft:checkpointPeriod"] = str(checkpoint_period)
+    _, commands = record(CONFIG, overrides)
+    runs_url = Target.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
+    bucket, _, runs_prefix = runs_url.removeprefix("gs://").partition("/")
+    emulator = gcs_emulator.start(bucket, directory / "storage-emulator.log")
+    stack.callback(emulator.stop)
+    slice_hosts = stack.enter_context(SliceHosts(directory, hosts, USER, key, session_env=emulator.env))
+    return SliceRehearsal(directory, slice_hosts, emulator, commands, runs_prefix)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rehearsal.slice", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", type=Path, default=Path("runs/slice-rehearsal"),
+                        help="where the run lives (default runs/slice-rehearsal)")
+    parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"hosts (default {DEFAULT_HOSTS})")
+    args = parser.parse_args(argv)
+    if not (MAXTEXT_VENV / "bin" / "python").exists():
+        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not 2 <= args.hosts <= 8:
+        print("error: --hosts must be 2 to 8 (each host is a MaxText process on this machine's CPUs). Fix: --hosts 2",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    started = time.monotonic()
+    directory = args.dir.resolve()
+    if directory.exists() and any(directory.iterdir()):
+        if not (directory / "known_hosts").exists():
+            print(f"error: {directory} holds something else than a slice rehearsal. Fix: give a new or empty --dir",
+                  file=sys.stderr)
+            return EXIT_BAD_INPUT
+        shutil.rmtree(directory)  # the bucket of the previous run is gone: so go its hosts' jobs
+    with ExitStack() as stack:
+        rehearsal = start(directory, stack, hosts=args.hosts)
+        summary: dict = {}
+        for command in rehearsal.commands:
+            print(f"\n=== {command.name}: {command.create}", flush=True)
+            done = execute(command, rehearsal.environment(command))
+            if done.returncode != 0:
+                print(f"\nslice rehearsal: {command.name} failed (exit {done.returncode}); its output is above. "
+                      "Fix what it names and run it again: finished work is not redone.", file=sys.stderr)
+                return 1
+            summary = last_json_line(done.stdout)
+        kept = sorted(n for n in rehearsal.emulator.objects("kept/") if n.endswith("/manifest.json"))
+    print(f"\nslice rehearsal done in {time.monotonic() - started:.0f} s on {args.hosts} hosts")
+    print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; kept: {', '.join(kept)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""The multi-host rehearsal (rehearsal/slice.py): the program's tasks for a v6e-16 slice, run against two simulated
+hosts (an sshd each in its own namespaces: hostname, home, /dev/shm; rehearsal/slice_hosts.py), real MaxText on
+the tiny model training as ONE JAX job across them (one CPU process per host, gloo), its checkpoints in
+gcp-storage-emulator. One worker's trainer is kill -9'd mid-run (what the kernel's OOM killer does): every worker
+stops, the error names that worker, and the next `up` resumes from the bucket; export and keep run once, on
+worker 0, into the bucket; a further `up` redoes nothing.
+
+Stand-ins, where nothing real exists here: namespaces on this machine for the slice's VMs, the emulator for Cloud
+Storage, CPUs for TPUs (the tiny profile runs on any number of workers; a real v6e-16 has four hosts)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from infra.tasks import last_json_line
+from rehearsal import slice as slice_rehearsal
+from rehearsal.run import Executed
+
+STEPS, CHECKPOINT_PERIOD = 8, 4
+TRAINER = "maxtext.trainers.post_train.sft.train_sft"
+PHASES = ("bootstrap", "convert", "train", "export")
+
+
+def trainers() -> dict[int, int]:
+    """pid → worker id (its JAX process index) of every trainer on this machine, whichever host runs it."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and TRAINER in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                env = dict(item.split("=", 1) for item in (entry / "environ").read_bytes().decode().split("\0")
+                           if "=" in item)
+                found[int(entry.name)] = int(env["JOB_COMPLETION_INDEX"])
+        except (OSError, KeyError, ValueError):
+            continue
+    return found
+
+
+@dataclass
+class SliceUp:
+    rehearsal: slice_rehearsal.SliceRehearsal
+    addresses: tuple[str, ...]  # the hosts', in worker order (they are gone once the fixture ends)
+    first: dict[str, Executed] = field(default_factory=dict)  # bootstrap, convert, and the train a worker broke
+    killed: dict[int, int] = field(default_factory=dict)  # pid → worker id of the trainer killed
+    checkpoint_at_kill: int | None = None
+    checkpoint_at_end: int | None = None
+    trainers_after_failure: dict[int, int] = field(default_factory=dict)
+    resumed: dict[str, Executed] = field(default_factory=dict)
+    again: dict[str, Executed] = field(default_factory=dict)
+    jobs_before_again: dict[int, list[str]] = field(default_factory=dict)
+    jobs_after_again: dict[int, list[str]] = field(default_factory=dict)
+    export_dirs: dict[int, bool] = field(default_factory=dict)  # worker → has an export in its own /dev/shm
+    objects: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def jobs(self) -> dict[int, list[str]]:
+        return {h.worker_id: sorted(p.name for p in (h.home / ".tpu-sft" / "jobs").iterdir())
+                for h in self.rehearsal.hosts.hosts}
+
+
+def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
+    while up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix) is None:
+        assert not following.done(), "train ended before its first checkpoint reached the bucket"
+        time.sleep(0.5)
+    up.checkpoint_at_kill = up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix)
+    up.killed = {pid: worker for pid, worker in trainers().items() if worker == 1}
+    assert up.killed, "no trainer of worker 1 is running"
+    for pid in up.killed:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory) -> SliceUp:
+    started = time.monotonic()
+    with ExitStack() as stack:
+        rehearsal = slice_rehearsal.start(tmp_path_factory.mktemp("slice"), stack, steps=STEPS,
+                                          checkpoint_period=CHECKPOINT_PERIOD)
+        result = SliceUp(rehearsal, rehearsal.hosts.addresses)
+        for phase in ("bootstrap", "convert"):
+            result.first[phase] = rehearsal.run(phase)
+            assert result.first[phase].returncode == 0, result.first[phase].stdout[-3000:]
+        with ThreadPoolExecutor(1) as pool:
+            following = pool.submit(rehearsal.run, "train")
+            kill_worker_1_after_a_checkpoint(result, following)
+            result.first["train"] = following.result(timeout=900)
+        result.trainers_after_failure = trainers()
+        for phase in ("train", "export"):  # the next `pulumi up`: bootstrap and convert are done
+            result.resumed[phase] = rehearsal.run(phase)
+        result.checkpoint_at_end = rehearsal.emulator.latest_checkpoint(rehearsal.runs_prefix)
+        result.jobs_before_again = result.jobs()
+        result.again = {phase: rehearsal.run(phase) for phase in PHASES}
+        result.jobs_after_again = result.jobs()
+        result.export_dirs = {h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
+                              for h in rehearsal.hosts.hosts}
+        result.objects = rehearsal.emulator.objects()
+    result.seconds = time.monotonic() - started
+    print(f"\nslice rehearsal on 2 hosts: {result.seconds:.0f} s", flush=True)
+    return result
+
+
+def test_every_worker_ran_each_phase_as_its_own_jax_process(up):
+    convert = last_json_line(up.first["convert"].stdout)
+    assert convert["ok"] and convert["worker"] == 0  # worker 0 is followed
+    jobs = up.jobs_before_again
+    assert jobs[0] == jobs[1] and {j.rsplit("-", 2)[0] for j in jobs[0]} == {"convert", "train", "export"}
+    assert sum(j.startswith("train-") for j in jobs[1]) == 2  # the broken attempt and the resumed one, on both
+    train = last_json_line(up.resumed["train"].stdout)
+    assert train["ok"] and train["final_step"] == STEPS
+    assert train["devices"] == 2  # one JAX job over both hosts' CPU devices, not two jobs of one device each
+
+
+def test_a_killed_worker_stops_every_worker_and_is_named(up):
+    broken = up.first["train"]
+    summary = last_json_line(broken.stdout)
+    host = up.addresses[1]
+    assert broken.returncode != 0 and summary["ok"] is False
+    assert (summary["worker"], summary["host"]) == (1, host)
+    assert summary["error"].startswith(f"worker 1 ({host}): job train-")
+    assert "failed: exited with code 1 (killed by signal 9 (SIGKILL" in summary["error"]  # its own reason
+    assert f"✗ worker 1 ({host})" in broken.stdout
+    assert up.trainers_after_failure == {}  # worker 0's trainer did not outlive the failure
+
+
+def test_the_next_up_resumes_from_the_bucket(up):
+    train = up.resumed["train"]
+    assert train.returncode == 0, train.stdout[-3000:]
+    assert f"↻ train resumes from checkpoint {up.checkpoint_at_kill} in gs://" in train.stdout
+    assert up.checkpoint_at_end == STEPS
+
+
+def test_export_and_keep_ran_once_into_the_bucket(up):
+    export = last_json_line(up.resumed["export"].stdout)
+    assert export["ok"] and export["verify"]["ok"]
+    assert export["kept_dir"].startswith("gs://") and export["kept_dir"].endswith(export["run_name"])
+    kept = {name for name in up.objects if name.startswith(f"kept/{export['run_name']}/")}
+    assert f"kept/{export['run_name']}/manifest.json" in kept
+    assert f"kept/{export['run_name']}/hf-model/model.safetensors" in kept
+    assert up.export_dirs == {0: True, 1: False}  # worker 1 ends after train
+
+
+def test_a_further_up_redoes_nothing(up):
+    for phase, done in up.again.items():
+        assert done.returncode == 0, f"{phase}: {done.stdout[-2000:]}"
+    assert up.jobs_after_again == up.jobs_before_again  # no new job on any worker: each re-attached
