@@ -11,16 +11,18 @@ the phase again re-attaches to all of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import shlex
 import threading
 import time
 from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from remote import jobs, phase_outcome
-from remote.connection import Connection
-from remote.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, Unreachable
+from remote.connection import Connection, run
+from remote.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, RemoteError, Unreachable
 from remote.phase_request import PhaseRequest
 from remote.ship import code_dir, prepare
 from remote.slice_claim import claim_on_slice
@@ -42,9 +44,11 @@ class WorkerFailure:
     what: str  # how its job ended, e.g. "failed: exited with code 3"
     log_path: str
     exit_code: int  # the phase's: the job's own where it has one
+    cause: str = ""  # the worker's own one-line error, where its workload printed one
 
     def __str__(self) -> str:
-        return f"{self.worker}: job {self.what}; its log: {self.log_path}"
+        cause = f" ({self.cause})" if self.cause else ""
+        return f"{self.worker}: job {self.what}{cause}; its log: {self.log_path}"
 
 
 def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
@@ -88,6 +92,7 @@ def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Co
         watch.stop()  # on Ctrl-C too: nothing is cancelled, every job goes on
     if failure is not None:
         _cancel_all_but(failure.worker, workers, conns, job_id)
+        failure = dataclasses.replace(failure, cause=_reported_error(conns[failure.worker.id], request.target, job_id))
         print(f"✗ {failure}", file=out, flush=True)
         print(json.dumps(phase_outcome.worker_failed(request.phase, str(failure), failure.worker.id,
                                                      failure.worker.host)), file=out, flush=True)
@@ -105,6 +110,24 @@ def _ended(worker: Worker, target: Target, job_id: str, code: int) -> WorkerFail
         return None
     return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", jobs.shown(_log_path(target, job_id)),
                          code)
+
+
+def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
+    """What the failed worker's workload said went wrong: the error of the summary it printed last (best effort;
+    workload errors are one line and carry no secret). Only worker 0's output is shown, so this is the one place
+    another worker's own reason (e.g. its trainer killed by the OOM killer) reaches the user."""
+    try:
+        tail = run(conn, f"tail -n 5 -- {shlex.quote(_log_path(target, job_id))}", warn=True).stdout
+    except RemoteError:
+        return ""
+    for line in reversed(tail.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == "summary":
+            return str(event.get("error") or "")
+    return ""
 
 
 def _log_path(target: Target, job_id: str) -> str:

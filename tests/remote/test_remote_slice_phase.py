@@ -188,7 +188,9 @@ def test_a_failing_worker_stops_every_worker_and_is_named(on_slice, failing):
     code, lines, summary = run_phase(on_slice.target())
     (job_id,) = on_slice.jobs(failing)
     log = f"~/{on_slice.state}/jobs/{job_id}/log"
-    error = f"worker {failing} ({addresses[failing]}): job {job_id} failed: exited with code 3; its log: {log}"
+    # The failed worker's own reason, from the summary its workload printed last: only worker 0's output is shown.
+    error = (f"worker {failing} ({addresses[failing]}): job {job_id} failed: exited with code 3 "
+             f"(the stand-in failed as planned); its log: {log}")
     assert code == 3
     assert lines[-2] == f"✗ {error}"
     assert summary == {"event": "summary", "phase": "train", "ok": False, "error": error, "worker": failing,
