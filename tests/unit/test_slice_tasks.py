@@ -213,3 +213,33 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
     assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
     assert render(single, sliced).endswith("($86.40/h while the slice exists).")
 
+
+# (base's overrides, head's overrides, the plan's reason, or None where only train and export re-run)
+FLEX_CHANGES = [
+    ({**FLEX_START, "tpu-sft:maxRunHours": "4"}, {**FLEX_START, "tpu-sft:maxRunHours": "8"},
+     "the slice is replaced: `tpu-sft:maxRunHours`: 4 → 8"),
+    ({"tpu-sft:provisioningModel": "SPOT"}, FLEX_START,
+     'the slice is replaced: `tpu-sft:provisioningModel`: "SPOT" → "FLEX_START"'),
+    (FLEX_START, {"tpu-sft:provisioningModel": "STANDARD"},
+     'the slice is replaced: `tpu-sft:provisioningModel`: "FLEX_START" → "STANDARD"'),
+    (FLEX_START, {**FLEX_START, "tpu-sft:steps": "2000"}, None),
+]
+
+
+@pytest.mark.parametrize(("base", "head", "why"), FLEX_CHANGES, ids=["run-cap", "to-flex", "from-flex", "steps"])
+def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_config, base, head, why):
+    """A new resize request would add hosts beside the group's own, so the program replaces the group when its
+    request changes (a changed description: replace_on_changes) and the plan says every phase re-runs."""
+    from infra.plan import plan
+    from infra.settings import parse
+
+    common = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
+              if k not in (*DISK_KEYS, "tpu-sft:reservation")}
+    rows = plan(parse({**common, **base}, stack="dev"), parse({**common, **head}, stack="dev"))
+    groups = [slice_stack(overrides=o, remove=("tpu-sft:reservation",)).one(GROUP) for o in (base, head)]
+    replaced = groups[0].inputs.get("description") != groups[1].inputs.get("description")
+    assert replaced == (why is not None) and groups[1].replace_on_changes == ["description"]
+    if why is None:
+        assert {task for task, reruns, _ in rows if reruns} == {"train", "export"}
+    else:
+        assert rows == [(phase, True, why) for phase in PHASES]
