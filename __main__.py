@@ -106,8 +106,9 @@ if settings.is_slice:
             target_json=slice_target_json(settings, hosts.group_id, hosts.host_names, kept_url, runs_url),
             identity=hosts.group_id,
             hf_token=hf_token(),
-            # The MIG itself: it is declared to wait until every host exists and the group is stable.
-            after=[hosts.group, firewall, slice_firewall, checkpoints, *access_key],
+            # The MIG, declared to wait until every host exists and the group is stable; for FLEX_START its resize
+            # request too, which makes the hosts (infra/slice.py).
+            after=[*hosts.ready, firewall, slice_firewall, checkpoints, *access_key],
         ),
     )
     pulumi.export("instanceGroupName", hosts.name)

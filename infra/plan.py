@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cost import estimate
+from infra.flex_start import group_description
 from infra.phases import phase_inputs
 from infra.publish_settings import destinations
 from infra.settings import Settings, parse
@@ -47,8 +48,19 @@ def vm_identity(s: Settings) -> dict[str, Any]:
 def slice_identity(s: Settings) -> dict[str, Any]:
     """The settings feeding a slice's identity, which the tasks' triggers and host keys name: its managed instance
     group's name and zone are ForceNew. Other host settings change the instance template, which reaches the hosts
-    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing."""
+    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing, except what changes a
+    FLEX_START slice's resize request (`_flex_start_changes`)."""
     return {"gcp:project": s.project, "gcp:zone": s.zone, "tpu-sft:instanceName": s.instance_name}
+
+
+def _flex_start_changes(base: Settings, head: Settings) -> list[str]:
+    """A FLEX_START slice's hosts come from one resize request, and a new one (another run cap, or flex-start turned
+    on or off) replaces the whole group (infra/flex_start.py `group_description`): new hosts, every phase re-runs."""
+    if group_description(base) == group_description(head):
+        return []
+    keys = ("tpu-sft:provisioningModel", "tpu-sft:maxRunHours")
+    return _changes(dict(zip(keys, (base.provisioning_model, base.max_run_hours), strict=True)),
+                    dict(zip(keys, (head.provisioning_model, head.max_run_hours), strict=True)))
 
 
 def _host_changes(base: Settings, head: Settings) -> list[str]:
@@ -80,7 +92,7 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     """(task, re-runs?, why) for each phase, in order, then the publish task when either side publishes."""
     identity = slice_identity if head.is_slice else vm_identity
     host_changes = _host_changes(base, head)
-    replaced = _changes(identity(base), identity(head))
+    replaced = _changes(identity(base), identity(head)) + (_flex_start_changes(base, head) if head.is_slice else [])
     reach_changes = _changes(reach(base), reach(head))
     before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
     what = "the slice" if head.is_slice else "the VM"

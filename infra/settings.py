@@ -363,27 +363,26 @@ def flex_start_needs_run_cap(s: Settings) -> None:
         )
 
 
-# What a multi-host slice can be given: its hosts come from an instance template through a managed instance
-# group's target size (infra/slice.py). Flex-start VMs in a MIG come from a resize request instead
-# (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig), which this stack does not declare.
-SLICE_PROVISIONING_MODELS = ("RESERVATION_BOUND", "STANDARD", "SPOT")
+# Flex-start VMs run "for up to seven days"; a slice's resize request takes a run duration of at most 604800 s
+# (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig; pulumi-gcp ResizeRequest).
+FLEX_START_MAX_RUN_HOURS = 7 * 24
+
+
+def flex_start_within_seven_days(s: Settings) -> None:
+    if s.provisioning_model == "FLEX_START" and s.max_run_hours and s.max_run_hours > FLEX_START_MAX_RUN_HOURS:
+        raise ConfigError(
+            stack_key("maxRunHours"),
+            f"is {s.max_run_hours}, but FLEX_START VMs run for at most {FLEX_START_MAX_RUN_HOURS} hours (seven days)",
+            set_hint("maxRunHours", str(FLEX_START_MAX_RUN_HOURS)),
+        )
+
+
 # A MIG's base instance name numbered by hash signs is at most 52 characters before them (the Compute API's
 # pattern for baseInstanceName: [a-z][-a-z0-9]{0,51}-#{1,10}); the slice's hosts are <instanceName>-01, -02, …
 SLICE_NAME_MAX = 52
 # The data disk is one VM's: a slice's hosts cannot share one read-write persistent disk, so a slice has none.
 SINGLE_HOST_KEYS = ("dataDiskSizeGb", "dataDiskType")
 _SINGLE_HOST_TYPES = "v6e-1, v6e-4 or v6e-8"
-
-
-def slice_provisioning_model(s: Settings) -> None:
-    if s.is_slice and s.provisioning_model not in SLICE_PROVISIONING_MODELS:
-        raise ConfigError(
-            stack_key("provisioningModel"),
-            f"{s.provisioning_model} is not available for a {s.accelerator.name} slice here: a MIG gets flex-start "
-            "hosts through a resize request, which this stack does not declare yet",
-            f"pulumi config set tpu-sft:provisioningModel {SLICE_PROVISIONING_MODELS[0]} (or "
-            f"{', '.join(SLICE_PROVISIONING_MODELS[1:])}), or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
-        )
 
 
 def slice_autostop(s: Settings) -> None:
@@ -436,7 +435,7 @@ def slice_publish(s: Settings) -> None:
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
-    slice_provisioning_model, slice_autostop, slice_instance_name, slice_through_iap, slice_publish,
+    flex_start_within_seven_days, slice_autostop, slice_instance_name, slice_through_iap, slice_publish,
 )
 
 

@@ -7,6 +7,9 @@ Each host is the single VM of infra/vm.py in every fact it can be: image, boot d
 account, scheduling (provisioning model, termination, run cap), reservation affinity, labels and metadata
 (ssh-keys, the startup script, autostop's and the bill's settings). What differs: the machine type, no data disk
 (the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them.
+
+With FLEX_START the group starts empty and a resize request for the slice's hosts fills it (infra/flex_start.py,
+where what is read and what is inferred is said).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import flex_start
 from infra.bucket import region_of
 from infra.settings import IMAGE, Settings
 from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
@@ -63,6 +67,8 @@ def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingAr
 
 
 def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateReservationAffinityArgs | None:
+    if flex_start.is_flex_start(s):
+        return gcp.compute.InstanceTemplateReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
         return None
     return gcp.compute.InstanceTemplateReservationAffinityArgs(
@@ -70,6 +76,24 @@ def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateRe
         specific_reservation=gcp.compute.InstanceTemplateReservationAffinitySpecificReservationArgs(
             key=RESERVATION_KEY, values=[s.reservation]
         ),
+    )
+
+
+def resize_request(name: str, s: Settings, group: gcp.compute.InstanceGroupManager,
+                   opts: pulumi.ResourceOptions) -> gcp.compute.ResizeRequest:
+    """The hosts of a flex-start slice, made all at once when there is capacity for every one, and deleted by
+    Compute Engine at the end of the run duration (tpu-sft:maxRunHours, as each host's own cap)."""
+    accelerator = s.accelerator
+    return gcp.compute.ResizeRequest(
+        name,
+        instance_group_manager=group.name,
+        zone=s.zone,
+        description=f"tpu-sft: the {accelerator.name} slice's {accelerator.hosts} hosts",
+        resize_by=accelerator.hosts,
+        requested_run_duration=gcp.compute.ResizeRequestRequestedRunDurationArgs(
+            seconds=flex_start.run_duration_seconds(s)
+        ),
+        opts=opts,
     )
 
 
@@ -118,13 +142,15 @@ class TpuSlice(pulumi.ComponentResource):
             metadata=metadata(s, data_disk=False),
             opts=child,
         )
+        flex = flex_start.is_flex_start(s)
         self.group = gcp.compute.InstanceGroupManager(
             name,
             name=s.instance_name,
             zone=s.zone,
+            description=flex_start.group_description(s),
             base_instance_name=f"{s.instance_name}{HOST_NUMBER}",  # hosts <instanceName>-01, -02, …
             versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
-            target_size=accelerator.hosts,
+            target_size=flex_start.EMPTY_GROUP if flex else accelerator.hosts,
             resource_policies=gcp.compute.InstanceGroupManagerResourcePoliciesArgs(
                 workload_policy=self.workload_policy.self_link
             ),
@@ -132,17 +158,34 @@ class TpuSlice(pulumi.ComponentResource):
                 default_action_on_failure=ON_FAILURE
             ),
             update_policy=gcp.compute.InstanceGroupManagerUpdatePolicyArgs(type=UPDATE_TYPE, minimal_action="REPLACE"),
-            # `pulumi up` returns once every host exists and the group is stable, as it does for the single VM.
-            wait_for_instances=True,
-            wait_for_instances_status="STABLE",
-            opts=child,
+            # `pulumi up` returns once every host exists and the group is stable, as it does for the single VM. A
+            # flex-start group is not waited for: it is empty when created, and while its request waits for capacity
+            # an update would wait with it. Its tasks depend on the request too (infra/flex_start.py: how far that
+            # waits).
+            wait_for_instances=not flex,
+            wait_for_instances_status=None if flex else "STABLE",
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                # The request raises the target size; a refresh reads it back, and setting it back to 0 would delete
+                # the hosts.
+                ignore_changes=["targetSize"] if flex else None,
+                # A new request would add hosts beside those the group holds (infra/flex_start.py): the group is
+                # made anew instead, the old one (its hosts, its request) deleted first, as its name is the same.
+                replace_on_changes=["description"],
+                delete_before_replace=True,
+            ),
         )
+        self.resize_request = resize_request(f"{name}-hosts", s, self.group, child) if flex else None
         self.name = self.group.name
         self.hosts = accelerator.hosts
-        # Read from what the group was given, so the tasks reach exactly the hosts it names.
+        # Read from what the group (or its request) was given, so the tasks reach exactly the hosts it names.
+        host_count = self.resize_request.resize_by if self.resize_request else self.group.target_size
         self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(
-            self.group.base_instance_name, self.group.target_size
+            self.group.base_instance_name, host_count
         ).apply(lambda a: host_names(a[0], int(a[1])))
+        # What the tasks wait for: the group, and its request, whose hosts they reach (the host names, read from the
+        # request, tie them to it as well; this says so where the tasks are wired).
+        self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]
         # Server-assigned, new when the group is replaced: what the tasks' host keys and triggers are pinned to.
         self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
         # The bucket's grant needs the hosts' identity before they exist: the one named, or the project's

@@ -47,6 +47,31 @@ def test_rules_see_a_broken_slice(slice_resources):
     }
 
 
+FLEX_START = {"tpu-sft:provisioningModel": "FLEX_START"}
+
+
+def test_a_flex_start_slice_passes_as_the_others_do(slice_resources):
+    """Its template (FLEX_START, NO_RESERVATION, the run cap) and its empty group pass every mandatory rule; the
+    resize request is no host of its own (no scheduling, disks or labels to read), so no host rule reads it."""
+    resources, stack_config = slice_resources(FLEX_START, remove=("tpu-sft:reservation",))
+    assert "gcp:compute/resizeRequest:ResizeRequest" in {r.type for r in resources}
+    found = check_stack(resources, stack_config=stack_config)
+    assert [(v.policy, v.level, v.resource) for v in found] == [
+        ("no-external-ip-behind-iap", ADVISORY, "tpu-sft-dev-template")]
+
+
+def test_rules_still_see_a_broken_flex_start_slice(slice_resources):
+    resources, stack_config = slice_resources(
+        {**FLEX_START, "tpu-sft:bootDiskSizeGb": "150", "tpu-sft:labels": '{"owner": "me"}'},
+        remove=("tpu-sft:reservation",))
+    found = {(v.policy, v.level, v.resource) for v in check_stack(resources, stack_config=stack_config)}
+    assert found == {
+        ("boot-disk-fits-maxtext", MANDATORY, "tpu-sft-dev-template"),
+        ("billable-resources-labelled", MANDATORY, "tpu-sft-dev-template"),
+        ("no-external-ip-behind-iap", ADVISORY, "tpu-sft-dev-template"),
+    }
+
+
 def test_the_slices_own_firewall_is_no_way_in_from_outside(slice_resources):
     """Sourced by tags only: with an external IP and SSH from IAP alone, the advisory still fires; with SSH also
     open to 203.0.113.0/24 (a slice is reached through IAP: tpu-sft:access direct is refused), it does not."""
@@ -73,6 +98,8 @@ TEMPLATE = {
     ({"disks": [{"boot": False, "diskSizeGb": 500}]}, "boot-disk-fits-maxtext"),  # no boot disk: the image's 10 GB
     ({"labels": {"app": "tpu-sft"}}, "billable-resources-labelled"),
     ({"scheduling": {"provisioningModel": "SPOT"}, "reservationAffinity": None}, "run-duration-capped"),
+    ({"scheduling": {"provisioningModel": "FLEX_START"}, "reservationAffinity": {"type": "NO_RESERVATION"}},
+     "run-duration-capped"),
 ])
 def test_each_host_rule_reads_the_template(change, policy):
     assert [v.policy for v in check_resource(INSTANCE_TEMPLATE, {**TEMPLATE, **change}, name="t")] == [policy]

@@ -38,6 +38,8 @@ MALFORMED = [
     ({"tpu-sft:serviceAccount": "default"}, (), (), "tpu-sft:serviceAccount"),
     ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"}, ("tpu-sft:reservation",), (),
      "tpu-sft:maxRunHours"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"}, ("tpu-sft:reservation",), (),
+     "tpu-sft:maxRunHours"),  # flex-start VMs run at most seven days
     ({"tpu-sft:autostop": "hibernate"}, (), (), "tpu-sft:autostop"),
     ({"tpu-sft:idleMinutes": "0"}, (), (), "tpu-sft:idleMinutes"),
     ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),

@@ -1,7 +1,7 @@
 """A multi-host slice, as the real program declares it under the mock engine, field by field: the workload
 policy, the instance template (each host is the single VM in every fact it can be), the managed instance group,
-the firewall, and what a slice does not get (a VM, a data disk, autostop's grant). Its tasks:
-tests/unit/test_slice_tasks.py."""
+the firewall, and what a slice does not get (a VM, a data disk, autostop's grant); with FLEX_START, the empty group
+and the resize request that fills it. Its tasks: tests/unit/test_slice_tasks.py."""
 
 import pytest
 
@@ -11,6 +11,7 @@ from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
@@ -34,7 +35,12 @@ MODELS = [
     ("SPOT", None,
      {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
       "automaticRestart": False, "preemptible": True, "maxRunDuration": CAP}, None),
+    # the single VM's FLEX_START scheduling; no reservation, as in the provider's example for resize requests
+    ("FLEX_START", None,
+     {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
+      "automaticRestart": False, "maxRunDuration": CAP}, {"type": "NO_RESERVATION"}),
 ]
+MODEL_IDS = ["reservation-bound", "standard-reserved", "standard", "spot", "flex-start"]
 SHAPES = [("v6e-16", "4x4", 4), ("v6e-256", "16x16", 64)]
 
 
@@ -47,8 +53,7 @@ def slice_stack(mock_stack):
 
 
 @pytest.mark.parametrize(("accelerator", "topology", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
-@pytest.mark.parametrize(("model", "reservation", "scheduling", "affinity"), MODELS,
-                         ids=["reservation-bound", "standard-reserved", "standard", "spot"])
+@pytest.mark.parametrize(("model", "reservation", "scheduling", "affinity"), MODELS, ids=MODEL_IDS)
 def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, hosts, model, reservation,
                                            scheduling, affinity):
     overrides = {"tpu-sft:provisioningModel": model}
@@ -83,19 +88,45 @@ def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, h
     assert metadata["ssh-keys"].startswith("tpu-sft:ssh-ed25519 ")
 
     group = stack.one(GROUP)
+    flex = model == "FLEX_START"
     assert group.inputs == {
         "name": "tpu-sft-dev",
         "baseInstanceName": "tpu-sft-dev-##",  # hosts tpu-sft-dev-01, -02, …
         "zone": "us-east5-b",
         "versions": [{"instanceTemplate": "https://compute/instanceTemplates/tpu-sft-dev-template?uniqueId=1"}],
-        "targetSize": hosts,
         "resourcePolicies": {"workloadPolicy": "https://compute/resourcePolicies/tpu-sft-dev-workload"},
         "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
         "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE"},
-        "waitForInstances": True,
-        "waitForInstancesStatus": "STABLE",
+        **({  # empty: its hosts come from the request; nothing to wait for until they do
+            "targetSize": 0,
+            "waitForInstances": False,
+            "description": f"tpu-sft: the {accelerator} slice, {hosts} flex-start hosts from a resize request, "
+                           "each for at most 4 h",
+        } if flex else {
+            "targetSize": hosts,
+            "waitForInstances": True,
+            "waitForInstancesStatus": "STABLE",
+        }),
     }
     assert template.urn in group.dependencies and policy.urn in group.dependencies
+    # A refresh reads back the size the request set; a new request replaces the group, the old one deleted first.
+    assert group.ignore_changes == (["targetSize"] if flex else [])
+    assert (group.replace_on_changes, group.delete_before_replace) == (["description"], True)
+
+    requests = stack.of_type(RESIZE_REQUEST)
+    if not flex:
+        assert requests == []  # the group makes its hosts itself
+        return
+    request = stack.one(RESIZE_REQUEST)
+    assert request.name == "tpu-sft-dev-hosts"
+    assert request.inputs == {
+        "instanceGroupManager": "tpu-sft-dev",  # the group's name, from the group itself
+        "zone": "us-east5-b",
+        "description": f"tpu-sft: the {accelerator} slice's {hosts} hosts",
+        "resizeBy": hosts,
+        "requestedRunDuration": {"seconds": "14400"},  # tpu-sft:maxRunHours (the derived 4 h), as a string
+    }
+    assert group.urn in request.dependencies
 
 
 def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
@@ -194,6 +225,16 @@ def test_cost_outputs_are_the_whole_slice(slice_stack, accelerator, hosts):
     assert "dataDiskName" not in out and "dataDiskMountPoint" not in out
 
 
+def test_a_flex_start_slice_costs_the_whole_slice_at_the_vms_price(mock_stack, slice_stack):
+    """No flex-start discount is assumed, for the VM or a slice: the list price, tpu-sft:pricePerChipHour."""
+    flex = {"tpu-sft:provisioningModel": "FLEX_START"}
+    vm = mock_stack(flex, remove=("tpu-sft:reservation",)).outputs
+    out = slice_stack("v6e-32", flex, remove=("tpu-sft:reservation",)).outputs
+    assert vm["hourlyCostUsd"] == pytest.approx(8 * 2.70)
+    assert (out["hosts"], out["chips"], out["hourlyCostUsd"]) == (8, 32, pytest.approx(32 * 2.70))
+    assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
+
+
 def test_os_login_on_a_slice(slice_stack):
     stack = slice_stack(overrides={"tpu-sft:sshAccess": "oslogin", "tpu-sft:osLoginAccount": "me@example.com"},
                         remove=("tpu-sft:sshUser",))
@@ -208,3 +249,14 @@ def test_no_external_ip_and_a_cap_are_the_single_vms_settings(slice_stack):
     assert template["networkInterfaces"] == [{"network": "default", "accessConfigs": []}]
     assert template["scheduling"]["maxRunDuration"] == {"seconds": 7200}
     assert template["disks"][0]["diskSizeGb"] == 300
+
+
+def test_a_flex_start_slice_asks_for_its_hosts_for_the_run_cap(slice_stack):
+    """tpu-sft:maxRunHours is both each host's own cap and the request's run duration."""
+    stack = slice_stack("v6e-32", {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "24"},
+                        remove=("tpu-sft:reservation",))
+    assert stack.one(TEMPLATE).inputs["scheduling"]["maxRunDuration"] == {"seconds": 24 * 3600}
+    request = stack.one(RESIZE_REQUEST).inputs
+    assert (request["resizeBy"], request["requestedRunDuration"]) == (8, {"seconds": str(24 * 3600)})
+    assert stack.one(GROUP).inputs["description"].endswith("8 flex-start hosts from a resize request, each for at "
+                                                           "most 24 h")

@@ -52,8 +52,12 @@ def test_a_slice_parses(dev_config):
 
 # (overrides, keys removed, the key the message must name, words it must hold)
 REFUSED = [
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, (*DISK_KEYS, "tpu-sft:reservation"),
-     "tpu-sft:provisioningModel", "resize request"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, DISK_KEYS, "tpu-sft:reservation",
+     "FLEX_START"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"}, (*DISK_KEYS, "tpu-sft:reservation"),
+     "tpu-sft:maxRunHours", "required for FLEX_START"),
+    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"}, (*DISK_KEYS, "tpu-sft:reservation"),
+     "tpu-sft:maxRunHours", "seven days"),
     ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "managed instance group"),
     ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
     ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
@@ -96,8 +100,8 @@ def test_the_longest_slice_name_is_accepted(dev_config):
     assert parsed.instance_name == "a" * 52
 
 
-@pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT"])
-def test_every_other_provisioning_model_is_accepted_on_a_slice(dev_config, model):
+@pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT", "FLEX_START"])
+def test_every_provisioning_model_is_accepted_on_a_slice(dev_config, model):
     remove = DISK_KEYS if model == "RESERVATION_BOUND" else (*DISK_KEYS, "tpu-sft:reservation")
     parse = functools.partial(settings.parse, stack="dev")
     assert parse(_config(dev_config, {"tpu-sft:provisioningModel": model}, remove)).provisioning_model == model
@@ -110,14 +114,29 @@ def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monke
     assert {"gcp:compute/instanceGroupManager:InstanceGroupManager", "command:local:Command"} <= types
 
 
-def test_the_flex_start_refusal_names_what_a_slice_can_take(dev_config):
-    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
-                     (*DISK_KEYS, "tpu-sft:reservation"))
+# (overrides, keys removed, the whole line): what a FLEX_START slice cannot be given
+FLEX_REFUSED = [
+    ({"tpu-sft:maxRunHours": "4"}, DISK_KEYS,
+     "tpu-sft:reservation: cannot be consumed by a FLEX_START VM. Fix: pulumi config rm tpu-sft:reservation, or set "
+     "tpu-sft:provisioningModel STANDARD (an ordinary reservation) or RESERVATION_BOUND (a calendar-mode one)"),
+    ({"tpu-sft:maxRunHours": "off"}, (*DISK_KEYS, "tpu-sft:reservation"),
+     "tpu-sft:maxRunHours: is required for FLEX_START VMs (Google caps their run time). Fix: pulumi config set "
+     "tpu-sft:maxRunHours 4"),
+    ({"tpu-sft:maxRunHours": "169"}, (*DISK_KEYS, "tpu-sft:reservation"),
+     "tpu-sft:maxRunHours: is 169, but FLEX_START VMs run for at most 168 hours (seven days). Fix: pulumi config set "
+     "tpu-sft:maxRunHours 168"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "remove", "line"), FLEX_REFUSED, ids=["reservation", "no-cap", "over-7-days"])
+def test_what_a_flex_start_slice_cannot_take_is_one_whole_line(dev_config, overrides, remove, line):
+    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", **overrides}, remove)
     with pytest.raises(ConfigError) as raised:
         settings.parse(config, stack="dev")
-    assert str(raised.value) == (
-        "tpu-sft:provisioningModel: FLEX_START is not available for a v6e-32 slice here: a MIG gets flex-start hosts "
-        "through a resize request, which this stack does not declare yet. Fix: pulumi config set "
-        "tpu-sft:provisioningModel RESERVATION_BOUND (or STANDARD, SPOT), or use tpu-sft:acceleratorType v6e-1, "
-        "v6e-4 or v6e-8"
-    )
+    assert str(raised.value) == line
+
+
+def test_a_flex_start_slice_takes_seven_days(dev_config):
+    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "168"},
+                     (*DISK_KEYS, "tpu-sft:reservation"))
+    assert settings.parse(config, stack="dev").max_run_hours == 168

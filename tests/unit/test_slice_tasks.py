@@ -16,6 +16,8 @@ from workload.contract import PHASES
 
 COMMAND = "command:local:Command"
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
+FLEX_START = {"tpu-sft:provisioningModel": "FLEX_START"}
 FIREWALL = "gcp:compute/firewall:Firewall"
 DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
@@ -84,6 +86,25 @@ def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerat
     assert declared["token"].urn in declared["bootstrap"].dependencies  # the token is on every host before convert
     for before, after in zip(PHASES, PHASES[1:], strict=False):
         assert declared[before].urn in declared[after].dependencies
+
+
+@pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_stack, accelerator, hosts):
+    """The group starts empty: its hosts are the request's, so every first task waits for the request too, and the
+    hosts it reaches are named from the request's count, not the group's target size (0)."""
+    stack = slice_stack(accelerator, {**FLEX_START, "tpu-sft:hfToken": TOKEN}, remove=("tpu-sft:reservation",),
+                        secret_keys=("tpu-sft:hfToken",))
+    declared = tasks(stack)
+    group, request = stack.one(GROUP), stack.one(RESIZE_REQUEST)
+    assert group.inputs["targetSize"] == 0 and request.inputs["resizeBy"] == hosts
+    for first in (declared["token"], declared["bootstrap"]):
+        assert {group.urn, request.urn} <= set(first.dependencies)
+    for task in declared.values():
+        target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
+        assert [target["host"], *target["workers"]] == names(hosts)
+        assert target["known_hosts"] == f".tpu-sft/known_hosts/dev-slice-{MIG_ID}"  # pinned per group, as before
+        assert task.inputs["triggers"][0] == str(MIG_ID)
+    assert stack.outputs["hostNames"] == names(hosts)
 
 
 @pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
@@ -191,3 +212,34 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
     assert [(task, reruns) for task, reruns, _ in rows] == [(phase, True) for phase in PHASES]
     assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
     assert render(single, sliced).endswith("($86.40/h while the slice exists).")
+
+
+# (base's overrides, head's overrides, the plan's reason, or None where only train and export re-run)
+FLEX_CHANGES = [
+    ({**FLEX_START, "tpu-sft:maxRunHours": "4"}, {**FLEX_START, "tpu-sft:maxRunHours": "8"},
+     "the slice is replaced: `tpu-sft:maxRunHours`: 4 → 8"),
+    ({"tpu-sft:provisioningModel": "SPOT"}, FLEX_START,
+     'the slice is replaced: `tpu-sft:provisioningModel`: "SPOT" → "FLEX_START"'),
+    (FLEX_START, {"tpu-sft:provisioningModel": "STANDARD"},
+     'the slice is replaced: `tpu-sft:provisioningModel`: "FLEX_START" → "STANDARD"'),
+    (FLEX_START, {**FLEX_START, "tpu-sft:steps": "2000"}, None),
+]
+
+
+@pytest.mark.parametrize(("base", "head", "why"), FLEX_CHANGES, ids=["run-cap", "to-flex", "from-flex", "steps"])
+def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_config, base, head, why):
+    """A new resize request would add hosts beside the group's own, so the program replaces the group when its
+    request changes (a changed description: replace_on_changes) and the plan says every phase re-runs."""
+    from infra.plan import plan
+    from infra.settings import parse
+
+    common = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
+              if k not in (*DISK_KEYS, "tpu-sft:reservation")}
+    rows = plan(parse({**common, **base}, stack="dev"), parse({**common, **head}, stack="dev"))
+    groups = [slice_stack(overrides=o, remove=("tpu-sft:reservation",)).one(GROUP) for o in (base, head)]
+    replaced = groups[0].inputs.get("description") != groups[1].inputs.get("description")
+    assert replaced == (why is not None) and groups[1].replace_on_changes == ["description"]
+    if why is None:
+        assert {task for task, reruns, _ in rows if reruns} == {"train", "export"}
+    else:
+        assert rows == [(phase, True, why) for phase in PHASES]
