@@ -33,6 +33,7 @@ from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError, describe
 from remote.target import Target
 from remote.wait import wait_for_ssh
+from remote.workers import on_every_host
 from workload.config import PipelineConfig
 
 log = logging.getLogger("remote")
@@ -369,12 +370,8 @@ def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None 
     """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
     With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too)."""
 
-    def one(host: str):
-        try:
-            with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
-                return bootstrap(conn, spec, stream=stream)
-        except RemoteError as e:
-            return e
+    def one(host: str) -> BootstrapResult:
+        with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
+            return bootstrap(conn, spec, stream=stream)
 
-    with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:
-        return dict(zip(target.hosts, pool.map(one, target.hosts), strict=True))
+    return on_every_host(target, one)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shlex
-from concurrent.futures import ThreadPoolExecutor
 
 from remote.connection import Connection, run
 from remote.errors import RemoteError
 from remote.target import Target
 from remote.wait import wait_for_ssh
+from remote.workers import on_every_host
 
 
 def secret_path(conn: Connection, name: str) -> str:
@@ -36,15 +36,11 @@ def write_secret_everywhere(target: Target, name: str, value: str,
     copy), each host waited for up to `deadline_s` (a new slice's hosts answer SSH late, as a new VM does).
     Each host's path, or the error that stopped it there, in `target.hosts` order."""
 
-    def one(host: str) -> str | RemoteError:
-        try:
-            with wait_for_ssh(target, deadline_s, host) as conn:
-                return write_secret(conn, name, value)
-        except RemoteError as e:
-            return e
+    def one(host: str) -> str:
+        with wait_for_ssh(target, deadline_s, host) as conn:
+            return write_secret(conn, name, value)
 
-    with ThreadPoolExecutor(max_workers=len(target.hosts)) as pool:
-        return dict(zip(target.hosts, pool.map(one, target.hosts), strict=True))
+    return on_every_host(target, one)
 
 
 def place_secret(conn: Connection, name: str, value: str | None) -> bool:

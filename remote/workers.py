@@ -61,6 +61,13 @@ def on_every(workers: Sequence[Worker], step: Callable[[Worker], T]) -> list[T |
     return outcomes
 
 
+def on_every_host(target: Target, step: Callable[[str], T]) -> dict[str, T | RemoteError]:
+    """`step(host)` on every host of the target at once: each host's result, or the `RemoteError` that stopped it
+    there, in `target.hosts` order."""
+    workers = workers_of(target)
+    return {w.host: outcome for w, outcome in zip(workers, on_every(workers, lambda w: step(w.host)), strict=True)}
+
+
 def first_failure(workers: Sequence[Worker], outcomes: Sequence[object]) -> WorkerError | None:
     """The failure of the lowest worker id among `outcomes` (from `on_every`), if any."""
     return next((WorkerError(w, o) for w, o in zip(workers, outcomes, strict=True) if isinstance(o, RemoteError)),
