@@ -124,6 +124,11 @@ def job_dir(target: Target, job_id: str) -> str:
     return f"{jobs_root(target)}/{check_job_id(job_id)}"
 
 
+def log_path(target: Target, job_id: str) -> str:
+    """The job's output on the host: what `follow` reads."""
+    return f"{job_dir(target, job_id)}/log"
+
+
 def shown(path: str) -> str:
     """A host path as a user reads it: relative ones are under the login's home."""
     return path if path.startswith("/") else f"~/{path}"

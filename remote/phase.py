@@ -70,7 +70,7 @@ def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
 
 def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO, conn: Connection) -> int:
     printer = ProgressPrinter(out, quiet=state.state == "succeeded")
-    log_path = f"{jobs.job_dir(request.target, job_id)}/log"
+    log_path = jobs.log_path(request.target, job_id)
     print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
           f"full log: {jobs.shown(log_path)}", file=out, flush=True)
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)

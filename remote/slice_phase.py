@@ -59,7 +59,7 @@ def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = N
         job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
         where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))
         print(f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
-              f"each: {jobs.shown(_log_path(request.target, job_id))}", file=out, flush=True)
+              f"each: {_shown_log(request.target, job_id)}", file=out, flush=True)
         return _follow(request, workers, conns, job_id, states[0], out)
     finally:
         for conn in conns:
@@ -84,10 +84,10 @@ def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Co
         failure = watch.failure
     except JobLost as e:
         failure = WorkerFailure(workers[0], f"{job_id} {e.state} without an exit code",
-                                jobs.shown(_log_path(request.target, job_id)), EXIT_JOB_LOST)
+                                _shown_log(request.target, job_id), EXIT_JOB_LOST)
     except Unreachable as e:
         failure = WorkerFailure(workers[0], f"{job_id} unreachable: {e.reason}",
-                                jobs.shown(_log_path(request.target, job_id)), EXIT_UNREACHABLE)
+                                _shown_log(request.target, job_id), EXIT_UNREACHABLE)
     finally:
         watch.stop()  # on Ctrl-C too: nothing is cancelled, every job goes on
     if failure is not None:
@@ -100,7 +100,7 @@ def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Co
     if printer.summary and printer.summary.get("bill"):
         print(describe_bill(printer.summary["bill"]), file=out, flush=True)
     fallback = phase_outcome.failed(request.phase, "worker 0's job ended without a summary; its log: "
-                                                   f"{jobs.shown(_log_path(request.target, job_id))}")
+                                                   f"{_shown_log(request.target, job_id)}")
     print(json.dumps(printer.summary or fallback), file=out, flush=True)
     return 0
 
@@ -108,8 +108,13 @@ def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Co
 def _ended(worker: Worker, target: Target, job_id: str, code: int) -> WorkerFailure | None:
     if code == 0:
         return None
-    return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", jobs.shown(_log_path(target, job_id)),
+    return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", _shown_log(target, job_id),
                          code)
+
+
+def _shown_log(target: Target, job_id: str) -> str:
+    """The job's log as a user reads it: the same path on every worker."""
+    return jobs.shown(jobs.log_path(target, job_id))
 
 
 def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
@@ -117,7 +122,7 @@ def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
     workload errors are one line and carry no secret). Only worker 0's output is shown, so this is the one place
     another worker's own reason (e.g. its trainer killed by the OOM killer) reaches the user."""
     try:
-        tail = run(conn, f"tail -n 5 -- {shlex.quote(_log_path(target, job_id))}", warn=True).stdout
+        tail = run(conn, f"tail -n 5 -- {shlex.quote(jobs.log_path(target, job_id))}", warn=True).stdout
     except RemoteError:
         return ""
     for line in reversed(tail.splitlines()):
@@ -128,10 +133,6 @@ def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
         if isinstance(event, dict) and event.get("event") == "summary":
             return str(event.get("error") or "")
     return ""
-
-
-def _log_path(target: Target, job_id: str) -> str:
-    return f"{jobs.job_dir(target, job_id)}/log"
 
 
 def _cancel_all_but(failed: Worker, workers: Sequence[Worker], conns: Sequence[Connection], job_id: str) -> None:
@@ -195,4 +196,4 @@ class _Watch:
 
     def _fail(self, worker: Worker, what: str, exit_code: int) -> None:
         if not self._stopped.is_set():  # a poll cut short by a stop is no failure
-            self.failure = WorkerFailure(worker, what, jobs.shown(_log_path(self.target, self.job_id)), exit_code)
+            self.failure = WorkerFailure(worker, what, _shown_log(self.target, self.job_id), exit_code)
