@@ -24,10 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-from infra.tasks import last_json_line
 from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
-from rehearsal.run import execute, record
+from rehearsal.run import record, up
 from workload.contract import EXIT_BAD_INPUT
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
@@ -65,15 +64,9 @@ def _rehearse(directory: Path, steps: int | None) -> int:
         if steps is not None:
             overrides["tpu-sft:steps"] = str(steps)
         _, commands = record(CONFIG, overrides)
-        summary: dict = {}
-        for command in commands:
-            print(f"\n=== {command.name}: {command.create}", flush=True)
-            done = execute(command, host.environment(command.environment, directory))
-            if done.returncode != 0:
-                print(f"\nrehearsal: {command.name} failed (exit {done.returncode}); its output is above. "
-                      f"Fix what it names and run the rehearsal again: finished work is not redone.", file=sys.stderr)
-                return 1
-            summary = last_json_line(done.stdout)
+        summary = up(commands, lambda command: host.environment(command.environment, directory), "rehearsal")
+        if summary is None:
+            return 1
     finally:
         host.stop()
     print(f"\nrehearsal done in {time.monotonic() - started:.0f} s")

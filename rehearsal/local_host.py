@@ -74,15 +74,9 @@ class LocalHost:
             scratch_dir=str(run_dir / "scratch"),
             kept_dir=str(run_dir / "disk"),
             required_mount=None,
-            bootstrap=self._bootstrap_spec().to_mapping(),
+            bootstrap=linked_venv_spec(str(self.state_dir)).to_mapping(),
         )
 
-    def _bootstrap_spec(self) -> BootstrapSpec:
-        """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own."""
-        venv = f"{self.state_dir}/maxtext_venv"
-        state_dir = shlex.quote(str(self.state_dir))
-        command = f"mkdir -p {state_dir} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
-        return BootstrapSpec((Step("link-maxtext-venv", command, 60),))
 
     def stop(self) -> None:
         """Stop the sshd and delete its keys; the host's state (jobs, logs) stays for a re-run to find."""
@@ -92,3 +86,11 @@ class LocalHost:
                 shutil.rmtree(throwaway)
             else:
                 throwaway.unlink(missing_ok=True)
+
+
+def linked_venv_spec(state_dir: str) -> BootstrapSpec:
+    """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own
+    (`state_dir` as the target gives it: absolute, or relative to the login's home)."""
+    venv = f"{state_dir}/maxtext_venv"
+    command = f"mkdir -p {shlex.quote(state_dir)} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
+    return BootstrapSpec((Step("link-maxtext-venv", command, 60),))

@@ -15,8 +15,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from infra.stack_file import read_stack_config
+from infra.tasks import last_json_line
 from rehearsal.engine import ROOT, Declared, Stack, run_program
 
 COMMAND = "command:local:Command"
@@ -98,3 +100,19 @@ def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) 
         t.join()
     return Executed(command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]),
                     time.monotonic() - started)
+
+
+def up(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str]], label: str) -> dict | None:
+    """Every command in order, as `pulumi up` runs them, each with its header and live output: the last one's JSON
+    summary, or None once one failed (after saying so on stderr)."""
+    summary: dict = {}
+    for command in commands:
+        print(f"\n=== {command.name}: {command.create}", flush=True)
+        done = execute(command, environment(command))
+        if done.returncode != 0:
+            print(f"\n{label}: {command.name} failed (exit {done.returncode}); its output is above. "
+                  f"Fix what it names and run the {label} again: finished work is not redone.", file=sys.stderr)
+            return None
+        summary = last_json_line(done.stdout)
+    return summary
+

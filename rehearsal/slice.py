@@ -21,22 +21,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shlex
 import shutil
 import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from infra.tasks import last_json_line
 from rehearsal import gcs_emulator
-from rehearsal.local_host import MAXTEXT_VENV
-from rehearsal.run import Executed, Recorded, execute, record
+from rehearsal.local_host import MAXTEXT_VENV, linked_venv_spec
+from rehearsal.run import Executed, Recorded, execute, record, up
 from rehearsal.slice_hosts import SliceHosts
 from rehearsal.sshd import make_user_key
-from remote.bootstrap import BootstrapSpec, Step
 from remote.target import Target
-from workload.contract import EXIT_BAD_INPUT, STATE_DIR, TARGET_ENV
+from workload.contract import EXIT_BAD_INPUT, TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 USER = "root"  # the login on every host (each host sees its own home)
@@ -60,23 +57,17 @@ class SliceRehearsal:
         """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys,
         no IAP gateway, and MaxText linked instead of installed (the rest of the profile is the program's)."""
         recorded = Target.from_json(command.environment[TARGET_ENV])
+        linked = linked_venv_spec(recorded.state_dir).to_mapping()
         target = dataclasses.replace(
             recorded, host=self.hosts.addresses[0], workers=self.hosts.addresses[1:], port=22, gateway=None,
             key_path=str(self.hosts.user_key.private), known_hosts=str(self.hosts.known_hosts),
             trust_on_first_use=False,
-            profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=_link_venv().to_mapping()))
+            profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=linked))
         return {TARGET_ENV: target.to_json()}
 
     def run(self, phase: str, *, echo: bool = True) -> Executed:
         command = self.command(phase)
         return execute(command, self.environment(command), echo=echo)
-
-
-def _link_venv() -> BootstrapSpec:
-    """Instead of seed step 3 on each host: the venv scripts/maxtext-venv built, linked where a VM has its own."""
-    venv = f"{STATE_DIR}/maxtext_venv"
-    command = f"mkdir -p {STATE_DIR} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {venv}"
-    return BootstrapSpec((Step("link-maxtext-venv", command, 60),))
 
 
 def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, steps: int | None = None,
@@ -125,15 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(directory)  # the bucket of the previous run is gone: so go its hosts' jobs
     with ExitStack() as stack:
         rehearsal = start(directory, stack, hosts=args.hosts)
-        summary: dict = {}
-        for command in rehearsal.commands:
-            print(f"\n=== {command.name}: {command.create}", flush=True)
-            done = execute(command, rehearsal.environment(command))
-            if done.returncode != 0:
-                print(f"\nslice rehearsal: {command.name} failed (exit {done.returncode}); its output is above. "
-                      "Fix what it names and run it again: finished work is not redone.", file=sys.stderr)
-                return 1
-            summary = last_json_line(done.stdout)
+        summary = up(rehearsal.commands, rehearsal.environment, "slice rehearsal")
+        if summary is None:
+            return 1
         kept = sorted(n for n in rehearsal.emulator.objects("kept/") if n.endswith("/manifest.json"))
     print(f"\nslice rehearsal done in {time.monotonic() - started:.0f} s on {args.hosts} hosts")
     print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; kept: {', '.join(kept)}")
