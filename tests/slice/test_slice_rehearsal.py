@@ -23,21 +23,22 @@ import pytest
 from infra.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
 from rehearsal.run import Executed
+from tests.workload.tiny_run import TRAINER, processes
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
-TRAINER = "maxtext.trainers.post_train.sft.train_sft"
 PHASES = ("bootstrap", "convert", "train", "export")
 
 
 def trainers() -> dict[int, int]:
-    """pid → worker id (its JAX process index) of every trainer on this machine, whichever host runs it."""
+    """pid → worker id (its JAX process index) of every live trainer on this machine, whichever host runs it."""
     found = {}
-    for entry in Path("/proc").iterdir():
+    for process in processes():
+        if TRAINER not in process["cmdline"]:
+            continue
         try:
-            if entry.name.isdigit() and TRAINER in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                env = dict(item.split("=", 1) for item in (entry / "environ").read_bytes().decode().split("\0")
-                           if "=" in item)
-                found[int(entry.name)] = int(env["JOB_COMPLETION_INDEX"])
+            environ = Path(f"/proc/{process['pid']}/environ").read_bytes().decode().split("\0")
+            found[process["pid"]] = int(dict(item.split("=", 1) for item in environ if "=" in item)[
+                "JOB_COMPLETION_INDEX"])
         except (OSError, KeyError, ValueError):
             continue
     return found
