@@ -173,7 +173,7 @@ def upload_tree(local_dir: str, url: str, *, last: str) -> None:
     """Copy the files under `local_dir` to `url`, replacing what was there, with the file named `last` written
     after all the others: a reader that trusts that file never sees a half-copied tree."""
     backend = _backend(url)
-    backend.remove_tree(join(url, last))
+    backend.remove_tree(join(url, last))  # first: a recursive delete's order is the store's, not ours
     backend.remove_tree(url)
     names = sorted(_LOCAL.files(local_dir), key=lambda name: name == last)
     for relative in names:
