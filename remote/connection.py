@@ -134,6 +134,21 @@ class Connection(fabric.Connection):
         self.transport.set_keepalive(self.target.keepalive_s)
         return result
 
+    def abandon(self) -> None:
+        """Drop the connection without another message to the server, for the way out of a Ctrl-C. Python raises
+        KeyboardInterrupt wherever the main thread is, paramiko included, and it can leave a transport's send
+        lock held for good; close() then sends the SFTP channel's close and waits for that lock forever (seen:
+        `phase` on a slice hung after Ctrl-C). paramiko's Transport.close() only closes the socket, and after
+        it every send returns at once. The server sees the connection end; detached jobs go on."""
+        transport = self.client.get_transport()
+        if transport is not None:
+            transport.close()
+
+    def __exit__(self, kind, *_) -> None:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            self.abandon()
+        self.close()
+
 
 class _PinningPolicy(paramiko.MissingHostKeyPolicy):
     """Unknown host key: refuse, or (trust-on-first-use) accept it for this connection and append it to

@@ -61,6 +61,10 @@ def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = N
         print(f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
               f"each: {_shown_log(request.target, job_id)}", file=out, flush=True)
         return _follow(request, workers, conns, job_id, states[0], out)
+    except KeyboardInterrupt:
+        for conn in conns:
+            conn.abandon()
+        raise
     finally:
         for conn in conns:
             conn.close()

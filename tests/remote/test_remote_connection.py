@@ -1,9 +1,11 @@
 """Connections pin host keys, time out instead of hanging, and never inherit Fabric's unsafe defaults."""
 
+import contextlib
 import dataclasses
 import io
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -220,3 +222,38 @@ def test_home_relative_key_and_known_hosts_paths(target, tmp_path, monkeypatch, 
     assert tilde.key_path == f"{home}/.ssh/google_compute_engine"
     with connect(tilde) as conn:
         assert run(conn, "echo ok").stdout == "ok\n"
+
+
+def _held(lock) -> threading.Event:
+    """Hold `lock` from another thread until the returned event is set: what Ctrl-C leaves behind when it strikes
+    the main thread inside paramiko between taking a transport's send lock and releasing it."""
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            taken.set()
+            done.wait()
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert taken.wait(5)
+    return done
+
+
+def test_leaving_a_connection_on_ctrl_c_never_waits_for_a_send_lock_it_left_held(target):
+    """A polite close would send the SFTP channel's close and wait for that lock forever; abandoning sends nothing."""
+    conn = connect(target)
+    conn.sftp()
+    release = _held(conn.transport.clear_to_send_lock)
+    ended = threading.Event()
+
+    def interrupted() -> None:
+        with contextlib.suppress(KeyboardInterrupt), conn:
+            raise KeyboardInterrupt
+        ended.set()
+
+    threading.Thread(target=interrupted, daemon=True).start()
+    try:
+        assert ended.wait(10), "closing the connection after Ctrl-C hung on the transport's send lock"
+        assert not conn.transport.is_active()
+    finally:
+        release.set()

@@ -263,6 +263,44 @@ def test_ctrl_c_leaves_every_job_running_and_a_rerun_reattaches_on_every_worker(
         assert on_slice.exit_code(worker, job_id) == "0"
 
 
+def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, capsys):
+    """Ctrl-C can strike worker 0's follow while paramiko holds its transport's send lock, which then stays held
+    (seen under load: the phase hung instead of exiting 130). Here the lock is held on purpose before the
+    interrupt; the phase must still end at once, leaving every job running."""
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    monkeypatch.setenv("TPU_SFT_TARGET", on_slice.target().to_json())
+    monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+    held = threading.Event()
+    release = threading.Event()
+
+    def interrupted_inside_paramiko(*_, conn, **__):
+        conn.sftp()  # open, as shipping left it: its close would send a message under that lock
+
+        def hold() -> None:
+            with conn.transport.clear_to_send_lock:
+                held.set()
+                release.wait()
+
+        threading.Thread(target=hold, daemon=True).start()
+        assert held.wait(5)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jobs, "follow", interrupted_inside_paramiko)
+    codes: list[int] = []
+    phase = threading.Thread(target=lambda: codes.append(cli.main(["phase", "train"])), daemon=True)
+    phase.start()
+    phase.join(20)
+    release.set()
+    assert codes == [130], "the phase hung after Ctrl-C on a connection whose send lock was left held"
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert summary["ok"] is False and summary["error"] == INTERRUPTED
+    (job_id,) = on_slice.jobs(0)
+    for worker in range(3):
+        assert on_slice.exit_code(worker, job_id) is None and on_slice.standins_running(worker) != []
+        on_slice.control(worker, "release")
+
+
 def test_a_rerun_stops_what_runs_of_an_attempt_a_worker_lost_and_starts_anew(on_slice):
     for worker in range(3):
         on_slice.control(worker, "hold")
