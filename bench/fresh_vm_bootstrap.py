@@ -11,6 +11,11 @@ model in place of the hub download, to_maxtext, train_sft), each in its own `ssh
 ≤ 0.7, by overlapping independent work, never by skipping any: the rehearsal's bootstrap runs apt beside
 uv → Python → venv → MaxText (remote/bootstrap.py), the person types them one after another. Both run the
 same step commands (the same spec); only the order and overlap differ. Each side takes minutes.
+
+Each side is also split into its parts (boot until the login user exists, install, the tiny model, convert,
+train's start-up), and the run prints the floor: the rehearsal's time with its install and its model made in
+no time at all — what no overlap of independent work can go below, since convert needs the model and train
+needs convert. A floor above 0.7 of the by-hand time means the target cannot be met here by overlapping.
 """
 
 from __future__ import annotations
@@ -49,6 +54,32 @@ from workload.events import parse_step
 
 ROOT = Path(__file__).resolve().parent.parent
 RETRY_S = 5  # how often a person retries `ssh` on a VM that does not answer yet
+PARTS = ("boot", "install", "model", "convert", "train_start")  # consecutive, from "VM created"
+
+
+@dataclasses.dataclass
+class Timed:
+    total_s: float  # "VM created" → first training step
+    parts_s: dict[str, float]  # PARTS, summing to total_s
+
+    @classmethod
+    def of(cls, created: float, marks: list[float]) -> "Timed":
+        """marks: when each part ended, in PARTS order, the last one being the first training step."""
+        starts = [created, *marks[:-1]]
+        return cls(marks[-1] - created,
+                   {part: round(end - start, 1) for part, start, end in zip(PARTS, starts, marks, strict=True)})
+
+
+def _login_possible(vm: FreshVm) -> float:
+    created = vm.boots[-1].first("user-created")
+    assert created, "the guest agent never created the login user"
+    return created[0]
+
+
+def _line_at(run: FreshVmRun, prefix: str) -> float:
+    at = next((line.at for line in run.lines if line.stream == "stdout" and line.text.startswith(prefix)), None)
+    assert at, f"the rehearsal printed no line starting {prefix!r}"
+    return at
 
 
 @contextmanager
@@ -65,18 +96,22 @@ def new_vm(directory: Path, declared: DeclaredVm, image: Path) -> Iterator[Fresh
         discard(directory / "boot-disks")
 
 
-def rehearsal(directory: Path, declared: DeclaredVm, image: Path, commands, spec: BootstrapSpec) -> float:
+def rehearsal(directory: Path, declared: DeclaredVm, image: Path, commands, spec: BootstrapSpec) -> Timed:
     profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping())
     with new_vm(directory, declared, image) as vm:
         run = FreshVmRun(vm.address, image, [])
-        for command in commands[:3]:  # bootstrap, convert, train
+        bootstrap, *phases = commands[:3]  # bootstrap, convert, train
+        execute_timestamped(bootstrap, target_env(bootstrap, profile, vm.address, directory), run, sys.stderr)
+        installed = time.time()
+        for command in phases:
             execute_timestamped(command, target_env(command, profile, vm.address, directory), run, sys.stderr)
         assert run.first_train_step_at, "the train phase printed no step"
-        return run.first_train_step_at - vm.boots[-1].created_at
+        return Timed.of(vm.boots[-1].created_at, [_login_possible(vm), installed, _line_at(run, "✓ assets"),
+                                                  _line_at(run, "✓ convert"), run.first_train_step_at])
 
 
 def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipeline_json: str,
-            spec: BootstrapSpec) -> float:
+            spec: BootstrapSpec) -> Timed:
     with new_vm(directory, declared, image) as vm:
         created = vm.boots[-1].created_at
         ssh = ["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=no",
@@ -86,6 +121,7 @@ def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipel
         exports = " ".join(f"export {k}={shlex.quote(v)};" for k, v in spec.env.items())
         for step in spec.steps:
             _checked([*ssh, f"{exports} {step.command}"])
+        installed = time.time()
         shipped = subprocess.run(["tar", "-C", str(ROOT), "-c", "workload"], check=True, capture_output=True).stdout
         unpack = f"mkdir -p code && tar -x -C code && printf %s {shlex.quote(pipeline_json)} > settings.json"
         _checked([*ssh, unpack], shipped)
@@ -94,14 +130,17 @@ def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipel
                                   f"--work-dir {SCRATCH_DIR} --output-dir {KEPT_DIR} --python {python}"]).decode()
         scripts = [f"cd code && {python} -m workload.tiny {SCRATCH_DIR}/tiny"]
         scripts += [f"cd code && {block.split(chr(10), 1)[1]}" for block in printed.strip().split("\n\n")][:2]
-        for script in scripts[:-1]:
-            _checked([*ssh, script])
+        model, convert = scripts[:-1]
+        _checked([*ssh, model])
+        modelled = time.time()
+        _checked([*ssh, convert])
+        converted = time.time()
         train = subprocess.Popen([*ssh, scripts[-1]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert train.stdout
         first_step = next((time.time() for line in train.stdout if parse_step(line)), None)
         train.kill()
         assert first_step, "train_sft printed no step"
-        return first_step - created
+        return Timed.of(created, [_login_possible(vm), installed, modelled, converted, first_step])
 
 
 def _checked(argv: list[str], stdin: bytes | None = None) -> bytes:
@@ -123,10 +162,15 @@ def main() -> int:
     spec, _ = transform(real_spec(commands[0]))
     rehearsed = rehearsal(directory / "rehearsal", declared, image, commands, spec)
     manual = by_hand(directory / "by-hand", declared, image, key, commands[-1].environment[PIPELINE_ENV], spec)
-    print(json.dumps({"rehearsal_s": round(rehearsed, 1), "by_hand_s": round(manual, 1),
-                      "ratio": round(rehearsed / manual, 3), "target": 0.7}))
-    print(f"VM created → first training step: rehearsal {rehearsed:.0f} s, by hand {manual:.0f} s, "
-          f"ratio {rehearsed / manual:.3f} (target ≤ 0.7)")
+    ratio = rehearsed.total_s / manual.total_s
+    # As if install and model took no time: only what is serial by data (and the boot) is left.
+    floor = rehearsed.total_s - rehearsed.parts_s["install"] - rehearsed.parts_s["model"]
+    print(json.dumps({"rehearsal_s": round(rehearsed.total_s, 1), "by_hand_s": round(manual.total_s, 1),
+                      "ratio": round(ratio, 3), "target": 0.7, "floor_ratio": round(floor / manual.total_s, 3),
+                      "rehearsal_parts_s": rehearsed.parts_s, "by_hand_parts_s": manual.parts_s}))
+    print(f"VM created → first training step: rehearsal {rehearsed.total_s:.0f} s, by hand {manual.total_s:.0f} s, "
+          f"ratio {ratio:.3f} (target ≤ 0.7); with install and model hidden entirely the rehearsal would still "
+          f"take {floor:.0f} s, ratio {floor / manual.total_s:.3f}")
     return 0
 
 
