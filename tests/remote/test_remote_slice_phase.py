@@ -126,6 +126,17 @@ def on_slice(slice_hosts, remote_user, request) -> Slice:
     return Slice(slice_hosts, f"state-{request.node.name[:60]}", remote_user.pw_uid, remote_user.pw_gid)
 
 
+@pytest.fixture
+def interruptible():
+    """The phases these tests send SIGINT to must take it as a user's Ctrl-C. Under a background job of a
+    non-interactive shell (`.ci/run &`, nohup) pytest inherits SIGINT ignored, an ignored signal stays ignored
+    across exec, and the phase would never see it. A handler of pytest's own is reset to the default in the child,
+    where Python then raises KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def start_phase(target: Target, phase: str = "train") -> subprocess.Popen:
     env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": PIPELINE, "HF_TOKEN": TOKEN}
     return subprocess.Popen([sys.executable, "-m", "remote", "phase", phase], cwd=REPO, env=env, text=True,
@@ -237,7 +248,7 @@ def test_a_rerun_after_a_partial_success_runs_a_new_attempt_on_every_worker(on_s
         assert len(on_slice.calls(worker)) == 2
 
 
-def test_ctrl_c_leaves_every_job_running_and_a_rerun_reattaches_on_every_worker(on_slice):
+def test_ctrl_c_leaves_every_job_running_and_a_rerun_reattaches_on_every_worker(on_slice, interruptible):
     for worker in range(3):
         on_slice.control(worker, "hold")
     first = start_phase(on_slice.target())
@@ -301,7 +312,7 @@ def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, caps
         on_slice.control(worker, "release")
 
 
-def test_a_rerun_stops_what_runs_of_an_attempt_a_worker_lost_and_starts_anew(on_slice):
+def test_a_rerun_stops_what_runs_of_an_attempt_a_worker_lost_and_starts_anew(on_slice, interruptible):
     for worker in range(3):
         on_slice.control(worker, "hold")
     first = start_phase(on_slice.target())
