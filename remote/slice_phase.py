@@ -11,6 +11,7 @@ the phase again re-attaches to all of them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -54,20 +55,15 @@ class WorkerFailure:
 def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
     workers = workers_of(request.target)
     conns = connect_all(request.target, workers, NEW_VM_DEADLINE_S)
-    try:
+    with contextlib.ExitStack() as opened:  # each closed as a `with` does: abandoned first on Ctrl-C
+        for conn in conns:
+            opened.enter_context(conn)
         has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
         job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
         where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))
         print(f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
               f"each: {_shown_log(request.target, job_id)}", file=out, flush=True)
         return _follow(request, workers, conns, job_id, states[0], out)
-    except KeyboardInterrupt:
-        for conn in conns:
-            conn.abandon()
-        raise
-    finally:
-        for conn in conns:
-            conn.close()
 
 
 def _follow(request: PhaseRequest, workers: Sequence[Worker], conns: Sequence[Connection], job_id: str,

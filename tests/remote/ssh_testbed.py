@@ -97,3 +97,18 @@ def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def held_by_another_thread(lock) -> threading.Event:
+    """Hold `lock` from another thread until the returned event is set: what Ctrl-C leaves behind when it strikes
+    the main thread inside paramiko between taking a transport's send lock and releasing it."""
+    taken, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            taken.set()
+            done.wait()
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert taken.wait(5)
+    return done

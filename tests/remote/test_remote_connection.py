@@ -14,7 +14,7 @@ import pytest
 
 from remote.connection import _known_hosts_name, connect, run
 from remote.errors import AuthError, CommandFailed, HostKeyError, TargetError, Unreachable
-from tests.remote.ssh_testbed import free_port, make_user_key
+from tests.remote.ssh_testbed import free_port, held_by_another_thread, make_user_key
 
 
 def test_connects_with_pinned_key_and_keepalive(target):
@@ -224,26 +224,11 @@ def test_home_relative_key_and_known_hosts_paths(target, tmp_path, monkeypatch, 
         assert run(conn, "echo ok").stdout == "ok\n"
 
 
-def _held(lock) -> threading.Event:
-    """Hold `lock` from another thread until the returned event is set: what Ctrl-C leaves behind when it strikes
-    the main thread inside paramiko between taking a transport's send lock and releasing it."""
-    taken, done = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        with lock:
-            taken.set()
-            done.wait()
-
-    threading.Thread(target=hold, daemon=True).start()
-    assert taken.wait(5)
-    return done
-
-
 def test_leaving_a_connection_on_ctrl_c_never_waits_for_a_send_lock_it_left_held(target):
     """A polite close would send the SFTP channel's close and wait for that lock forever; abandoning sends nothing."""
     conn = connect(target)
     conn.sftp()
-    release = _held(conn.transport.clear_to_send_lock)
+    release = held_by_another_thread(conn.transport.clear_to_send_lock)
     ended = threading.Event()
 
     def interrupted() -> None:

@@ -31,7 +31,7 @@ from remote.profile import HostProfile
 from remote.target import Target
 from remote.workers import workers_of
 from tests.remote.conftest import FAST
-from tests.remote.ssh_testbed import REMOTE_USER, wait_until
+from tests.remote.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
 from workload.contract import PHASE_UNTIL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -282,19 +282,11 @@ def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, caps
         on_slice.control(worker, "hold")
     monkeypatch.setenv("TPU_SFT_TARGET", on_slice.target().to_json())
     monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
-    held = threading.Event()
-    release = threading.Event()
+    releases: list[threading.Event] = []
 
     def interrupted_inside_paramiko(*_, conn, **__):
         conn.sftp()  # open, as shipping left it: its close would send a message under that lock
-
-        def hold() -> None:
-            with conn.transport.clear_to_send_lock:
-                held.set()
-                release.wait()
-
-        threading.Thread(target=hold, daemon=True).start()
-        assert held.wait(5)
+        releases.append(held_by_another_thread(conn.transport.clear_to_send_lock))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(jobs, "follow", interrupted_inside_paramiko)
@@ -302,7 +294,8 @@ def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, caps
     phase = threading.Thread(target=lambda: codes.append(cli.main(["phase", "train"])), daemon=True)
     phase.start()
     phase.join(20)
-    release.set()
+    for release in releases:
+        release.set()
     assert codes == [130], "the phase hung after Ctrl-C on a connection whose send lock was left held"
     summary = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert summary["ok"] is False and summary["error"] == INTERRUPTED
