@@ -31,10 +31,13 @@ from typing import Any, TextIO, cast
 
 from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError, describe
+from remote.secrets import write_secret
 from remote.target import Target
 from remote.wait import wait_for_ssh
 from remote.workers import on_every_host
-from workload.config import PipelineConfig
+from workload.config import HUB_IDS, PipelineConfig
+from workload.contract import HF_TOKEN_SECRET, SCRATCH_DIR, STATE_DIR
+from workload.layout import hf_home
 
 log = logging.getLogger("remote")
 
@@ -49,6 +52,10 @@ APT_GET = ("sudo", "env", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "apt-get
            "-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}",
            "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
+# The Hub client that downloads the weights, hf-xet (the transfer the Gemma repositories are stored for) and typer
+# (the newest no longer brings the click that `hf` imports): the versions pinned beside MaxText in
+# workload/maxtext-requirements.txt.
+HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
 _SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names]}], "env": {…}}'
 
@@ -168,13 +175,16 @@ class BootstrapResult:
     fingerprint: str
 
 
-def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
+def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR,
+             state_dir: str = STATE_DIR) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
     and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
-    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND.
+    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND. On the full profile, also the model's weights
+    into the HF cache under `work_dir`, which to_maxtext (seed step 4) then reads instead of downloading them.
 
-    Two branches run at once: apt, and uv → Python → venv → MaxText (uv brings its own Python and MaxText's
-    wheels need no compiler). The post-train extras build from source with apt's compilers, so they need both."""
+    Independent work runs at once: apt; uv → Python → venv → MaxText (uv brings its own Python and MaxText's
+    wheels need no compiler); and, once Python is there, the weights (network-bound: gigabytes). The post-train
+    extras build from source with apt's compilers, so they need both apt and MaxText."""
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
@@ -191,7 +201,26 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV) -> BootstrapSpec:
     if config.install_post_train_extras:
         steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600,
                           after=("apt", "maxtext")))
+    if config.profile == "full":
+        steps.append(Step("weights", weights_download(HUB_IDS[config.model], hf_home(work_dir),
+                                                      f"{state_dir}/secrets/{HF_TOKEN_SECRET}"), 3600,
+                          after=("python",)))
     return BootstrapSpec(tuple(steps))
+
+
+def weights_download(repo: str, home: str, token_path: str) -> str:
+    """`hf download` of a whole model repository into the HF cache at `home`, the token read from the file
+    `put-secret` wrote (never on a command line). Only a head start: /dev/shm is empty again after a reboot, and
+    to_maxtext then downloads what is missing itself. `hf download` fails (non-zero, the Hub's reason) on a
+    refused token, a gated repository not accepted yet, or a network error."""
+    q_token = shlex.quote(token_path)
+    missing = (f"no HF token at {token_path} on this host, but {repo} is gated: export HF_TOKEN before "
+               f"`pulumi up`, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`")
+    return (f"{{ [ -s {q_token} ] || {{ echo {shlex.quote(missing)} >&2; exit 1; }}; }} && "
+            f"HF_HOME={shlex.quote(home)} HF_TOKEN_PATH={q_token} HF_HUB_DISABLE_PROGRESS_BARS=1 "
+            f"HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_DISABLE_UPDATE_CHECK=1 {UV} tool run --python 3.12 "
+            f"--from {HUB_CLIENT[0]} {' '.join(f'--with {pin}' for pin in HUB_CLIENT[1:])} "
+            f"hf download {shlex.quote(repo)}")
 
 
 def apt_update(apt: str) -> str:
@@ -365,13 +394,16 @@ class _StepLines:
             self.stream.flush()
 
 
-def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None,
-                  deadline_s: float = 0.0) -> dict[str, BootstrapResult | RemoteError]:
+def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None, deadline_s: float = 0.0,
+                  hf_token: str | None = None) -> dict[str, BootstrapResult | RemoteError]:
     """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
-    With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too)."""
+    With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too). `hf_token`,
+    when given, is placed on each host first: the weights step reads it."""
 
     def one(host: str) -> BootstrapResult:
         with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
+            if hf_token:
+                write_secret(conn, HF_TOKEN_SECRET, hf_token)
             return bootstrap(conn, spec, stream=stream)
 
     return on_every_host(target, one)

@@ -206,8 +206,10 @@ def _bootstrap(args) -> int:
     if args.spec:
         spec = BootstrapSpec.from_json(_read(args.spec))
     else:
-        spec = spec_for(PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig())
-    results = bootstrap_all(target, spec, stream=sys.stderr, deadline_s=args.deadline)
+        config = PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig()
+        spec = spec_for(config, work_dir=target.profile.scratch_dir, state_dir=target.state_dir)
+    results = bootstrap_all(target, spec, stream=sys.stderr, deadline_s=args.deadline,
+                            hf_token=os.environ.get("HF_TOKEN") or None)
     summary: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     for host, result in results.items():

@@ -40,18 +40,18 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
     conn = wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S)
     if request.phase == "bootstrap":
         conn.close()  # bootstrap connects to every host itself
-        return _bootstrap(request, out)
+        return _bootstrap(request, out, hf_token)
     with conn:
         has_token = prepare(conn, request, hf_token, out)
         job_id, state = claim(conn, request, code_dir(request), has_token)
         return _follow(request, job_id, state, out, conn)
 
 
-def _bootstrap(request: PhaseRequest, out: TextIO) -> int:
+def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
     spec = request.bootstrap_spec()
     print(f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
           f"MaxText {request.pipeline.maxtext_version}", file=out, flush=True)
-    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S)
+    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S, hf_token=hf_token)
     failed = {h: r for h, r in results.items() if isinstance(r, RemoteError)}
     for host, result in results.items():
         if isinstance(result, RemoteError):

@@ -19,6 +19,10 @@ NAMESPACE = "tpu-sft"
 
 # Models that MaxText 0.2.2 both converts from Hugging Face (to_maxtext) and fine-tunes with train_sft.
 SUPPORTED_MODELS = ("gemma3-4b", "gemma3-12b", "gemma3-27b")
+# Each one's Hugging Face repository: MaxText's own `HF_IDS` (maxtext/utils/globals.py), which to_maxtext reads the
+# weights from. Here too because bootstrap downloads them before MaxText is installed (remote/bootstrap.py).
+HUB_IDS = {"gemma3-4b": "google/gemma-3-4b-it", "gemma3-12b": "google/gemma-3-12b-it",
+           "gemma3-27b": "google/gemma-3-27b-it"}
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
 TORCH_BACKENDS = ("cpu", "auto")
 
@@ -218,8 +222,9 @@ SETTINGS: tuple[Setting, ...] = (
             "bootstrap", names_run=True),
     Setting("installPostTrainExtras", "install_post_train_extras", _bool, "true", "bootstrap"),
     Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
-    Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "convert", names_run=True),
-    Setting("profile", "profile", _choice(PROFILES), "full", "convert", names_run=True),
+    # Bootstrap downloads the model's weights beside the install (the full profile only).
+    Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),
+    Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
     Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
     Setting("dataset", "dataset", _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),

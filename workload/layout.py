@@ -24,6 +24,11 @@ from dataclasses import dataclass
 from workload import storage
 
 
+def hf_home(work_dir: str) -> str:
+    """HF_HOME under a work dir: also where bootstrap downloads the weights to (remote/bootstrap.py)."""
+    return os.path.join(work_dir, "hf-home")
+
+
 @dataclass(frozen=True)
 class Layout:
     work_dir: str
@@ -37,7 +42,7 @@ class Layout:
 
     @property
     def hf_home(self) -> str:
-        return os.path.join(self.work_dir, "hf-home")
+        return hf_home(self.work_dir)
 
     @property
     def logs_dir(self) -> str:

@@ -137,11 +137,12 @@ def test_every_host_rechecks_in_one_round_trip(cluster, scratch, channels):
 
 def test_spec_for_follows_the_seed_and_the_settings():
     default = spec_for(PipelineConfig())
-    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras"]
+    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras",
+                                               "weights"]
     maxtext = default.steps[4].command
     assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.2' --resolution=lowest" in maxtext
     lean = spec_for(PipelineConfig(maxtext_version="0.2.5", install_post_train_extras=False, torch_backend="auto"))
-    assert [s.name for s in lean.steps][-1] == "maxtext" and "==0.2.5" in lean.steps[4].command
+    assert "post-train-extras" not in [s.name for s in lean.steps] and "==0.2.5" in lean.steps[4].command
     assert "UV_TORCH_BACKEND=auto" in lean.steps[4].command
     assert lean.step_hashes()[:4] == default.step_hashes()[:4]  # a version change keeps apt, uv, python, venv
     assert lean.fingerprint != default.fingerprint
@@ -269,7 +270,7 @@ def test_the_seed_spec_runs_apt_beside_the_python_branch():
     spec = spec_for(PipelineConfig())
     assert {s.name: s.after for s in spec.steps} == {
         "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",),
-        "post-train-extras": ("apt", "maxtext")}
+        "post-train-extras": ("apt", "maxtext"), "weights": ("python",)}
 
 
 def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(target, scratch):

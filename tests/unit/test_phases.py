@@ -98,7 +98,8 @@ def _triggers(mock_stack, overrides):
         ({"tpu-sft:steps": "2000"}, {"train", "export"}),
         ({"tpu-sft:perDeviceBatchSize": "4"}, {"train", "export"}),
         ({"tpu-sft:learningRate": "1e-4"}, {"train", "export"}),
-        ({"tpu-sft:model": "gemma3-12b"}, {"convert", "train", "export"}),
+        # bootstrap too: it downloads the new model's weights (only that step re-runs there)
+        ({"tpu-sft:model": "gemma3-12b"}, {"bootstrap", "convert", "train", "export"}),
         ({"tpu-sft:maxtextVersion": "0.2.3"}, {"bootstrap", "convert", "train", "export"}),
         ({"tpu-sft:instanceName": "tpu-sft-other"}, {"bootstrap", "convert", "train", "export"}),
         ({"tpu-sft:labels": '{"owner": "someone-else"}'}, set()),

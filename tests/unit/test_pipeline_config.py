@@ -25,8 +25,9 @@ CHANGED = {
 }
 # Where each key first feeds (workload/contract.py PHASES); a change re-runs that phase and every later one.
 FIRST_PHASE = {
-    "bootstrap": {"maxtextVersion", "installPostTrainExtras", "torchBackend"},
-    "convert": {"model", "profile"},
+    # model and profile: bootstrap downloads the full profile's weights.
+    "bootstrap": {"maxtextVersion", "installPostTrainExtras", "torchBackend", "model", "profile"},
+    "convert": set(),
     "train": {"steps", "perDeviceBatchSize", "dataset", "trainSplit", "trainDataColumns", "learningRate",
               "maxTargetLength", "acceleratorType", "checkpointPeriod", "runName"},
     "export": set(),
