@@ -29,6 +29,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TextIO, cast
 
+from invoke.runners import Result
+
 from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError, describe
 from remote.secrets import write_secret
@@ -57,7 +59,8 @@ VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 # workload/maxtext-requirements.txt.
 HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
 _SKIPPED = "TPU_SFT_STEP_ALREADY_DONE"
-_SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names]}], "env": {…}}'
+_SPEC_SHAPE = ('{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], '
+               '"env": {…}}')
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,10 @@ class Step:
     timeout_s: float = 3600.0  # not part of the fingerprint: changing it changes nothing installed
     # The steps this one needs, all listed before it; None: the step listed just before it (the first: nothing).
     after: tuple[str, ...] | None = None
+    # Left running on the host by the bootstrap phase, so that convert starts beside it; train and export wait
+    # for it (remote/ship.py finish_install). Only a detached step may need a detached step. Not part of the
+    # fingerprint: where it runs changes nothing installed.
+    detached: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,10 @@ class BootstrapSpec:
             if unknown:
                 raise BadInput(f"bootstrap spec: step {step.name!r} needs {unknown[0]!r}, which is not a step "
                                "listed before it")
+            detached = [name for name in after if self.steps[names.index(name)].detached]
+            if detached and not step.detached:
+                raise BadInput(f"bootstrap spec: step {step.name!r} needs {detached[0]!r}, which is detached: "
+                               f"make {step.name!r} detached too, or {detached[0]!r} not")
             resolved.append(dataclasses.replace(step, after=after))
         object.__setattr__(self, "steps", tuple(resolved))
 
@@ -152,10 +163,11 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def _step(number: int, raw: object) -> Step:
-    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s", "after"}:
-        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command, timeout_s and after")
+    if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s", "after", "detached"}:
+        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command, timeout_s, after "
+                       "and detached")
     name, command, timeout = raw.get("name"), raw.get("command"), raw.get("timeout_s", 3600.0)
-    after = raw.get("after")
+    after, detached = raw.get("after"), raw.get("detached", False)
     if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
         raise BadInput(f"bootstrap spec: step {number}'s name {name!r} is not 1–64 letters, digits, '.', '_', '-'")
     if not isinstance(command, str) or not command.strip():
@@ -164,7 +176,9 @@ def _step(number: int, raw: object) -> Step:
         raise BadInput(f"bootstrap spec: step {name}'s timeout_s {timeout!r} is not a number of seconds in (0, 86400]")
     if after is not None and (not isinstance(after, list) or not all(isinstance(a, str) for a in after)):
         raise BadInput(f"bootstrap spec: step {name}'s after must be a list of step names")
-    return Step(name, command, float(timeout), None if after is None else tuple(after))
+    if not isinstance(detached, bool):
+        raise BadInput(f"bootstrap spec: step {name}'s detached must be true or false")
+    return Step(name, command, float(timeout), None if after is None else tuple(after), detached)
 
 
 @dataclass(frozen=True)
@@ -173,6 +187,7 @@ class BootstrapResult:
     installed: bool  # False: the fingerprint matched and nothing ran
     steps_run: tuple[str, ...]
     fingerprint: str
+    left_running: tuple[str, ...] = ()  # detached steps started and not waited for: no fingerprint yet
 
 
 def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR,
@@ -184,7 +199,8 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATC
 
     Independent work runs at once: apt; uv → Python → venv → MaxText (uv brings its own Python and MaxText's
     wheels need no compiler); and, once Python is there, the weights (network-bound: gigabytes). The post-train
-    extras build from source with apt's compilers, so they need both apt and MaxText."""
+    extras build from source with apt's compilers, so they need both apt and MaxText; bootstrap leaves them
+    running (detached), and convert, which does not need them, runs beside them."""
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
@@ -199,8 +215,9 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATC
              3600, after=("venv",)),
     ]
     if config.install_post_train_extras:
+        # Detached: convert does not need them, so it runs beside their build; train waits for them.
         steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600,
-                          after=("apt", "maxtext")))
+                          after=("apt", "maxtext"), detached=True))
     if config.profile == "full":
         steps.append(Step("weights", weights_download(HUB_IDS[config.model], hf_home(work_dir),
                                                       f"{state_dir}/secrets/{HF_TOKEN_SECRET}"), 3600,
@@ -264,30 +281,41 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
     return run(conn, f"cat -- {path} 2>/dev/null; true").stdout.strip() == spec.fingerprint
 
 
-def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None) -> BootstrapResult:
+def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None,
+              leave_running: bool = False) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
     done, each as soon as the steps it needs are, then the fingerprint. Step output goes to `stream` as it
     arrives, if given, each line led by its step's name. A failing step raises `BootstrapStepFailed`, a
-    `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done and leaves no fingerprint."""
+    `CommandFailed` naming the step (a timeout `Unreachable`), is not marked done and leaves no fingerprint.
+
+    `leave_running`: detached steps not done yet are started in the background (their output in
+    `<state_dir>/bootstrap/logs/<step>.log`) and not waited for; then no fingerprint is written, and a later
+    bootstrap without it waits for them (their locks) and finishes the install, re-running one that failed."""
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
         return BootstrapResult(conn.host, False, (), spec.fingerprint)
     base = f"{conn.target.state_dir}/bootstrap"
     q_base = shlex.quote(base)
-    run(conn, f"mkdir -p -- {q_base}/done {q_base}/locks")
-    ran = _run_steps(conn, spec, base, stream)
+    run(conn, f"mkdir -p -- {q_base}/done {q_base}/locks {q_base}/logs")
+    ran, left = _run_steps(conn, spec, base, stream, leave_running)
+    if left:
+        log.info("%s: bootstrap %s… left running: %s", conn.host, spec.fingerprint[:12], ", ".join(left))
+        return BootstrapResult(conn.host, True, ran, spec.fingerprint, left)
     fp = shlex.quote(f"{base}/fingerprint")
     run(conn, f"printf %s {spec.fingerprint} > {fp}.$$ && mv -- {fp}.$$ {fp}")
     log.info("%s: bootstrap %s… complete (ran: %s)", conn.host, spec.fingerprint[:12], ", ".join(ran) or "nothing")
     return BootstrapResult(conn.host, True, ran, spec.fingerprint)
 
 
+def detached_log(target: Target, step: str) -> str:
+    return f"{target.state_dir}/bootstrap/logs/{step}.log"
+
+
 def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
     """The host command of one step: its locks (what it needs shared, its own exclusive, taken in name order so
     two runs never wait on each other in a circle), then, unless its marker exists, the step and its marker.
     The check is inside the locks: the leftovers of an interrupted run may still be finishing this step."""
-    digest = dict(zip((s.name for s in spec.steps), spec.step_hashes(), strict=True))[step.name]
-    marker = shlex.quote(f"{base}/done/{digest}")
+    marker = shlex.quote(_marker(spec, step, base))
     locks = " ".join(f"flock {'' if name == step.name else '-s '}{shlex.quote(f'{base}/locks/{name}')}"
                      for name in sorted({step.name, *spec.ancestors(step.name)}))
     body = (f"if [ -e {marker} ]; then echo {_SKIPPED}; "
@@ -295,14 +323,70 @@ def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
     return f"{locks} sh -c {shlex.quote(body)}"
 
 
-def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO | None) -> tuple[str, ...]:
+def _marker(spec: BootstrapSpec, step: Step, base: str) -> str:
+    digest = dict(zip((s.name for s in spec.steps), spec.step_hashes(), strict=True))[step.name]
+    return f"{base}/done/{digest}"
+
+
+def detached_script(spec: BootstrapSpec, step: Step, base: str, log_path: str) -> str:
+    """The host command that starts `step_script` in its own session, outliving this SSH session, unless the
+    step is done already. The step itself checks its marker again, inside its locks."""
+    return (f"if [ -e {shlex.quote(_marker(spec, step, base))} ]; then echo {_SKIPPED}; "
+            f"else setsid -f sh -c {shlex.quote(step_script(spec, step, base))} "
+            f"> {shlex.quote(log_path)} 2>&1 < /dev/null; fi")
+
+
+def left_running(conn: Connection, spec: BootstrapSpec) -> tuple[Step, ...]:
+    """The detached steps a bootstrap started on this host that have not succeeded (their log is there, their
+    marker is not): still running, or ended in failure or by a reboot. One round trip; none for a spec without
+    detached steps. A host installed without leaving anything running has no such log."""
+    detached = [s for s in spec.steps if s.detached]
+    if not detached:
+        return ()
+    base = f"{conn.target.state_dir}/bootstrap"
+    checks = "".join(f"[ -e {shlex.quote(detached_log(conn.target, s.name))} ] && "
+                     f"[ ! -e {shlex.quote(_marker(spec, s, base))} ] && echo {s.name}; " for s in detached)
+    unfinished = run(conn, f"{checks}true").stdout.split()
+    return tuple(s for s in detached if s.name in unfinished)
+
+
+def finish_detached(conn: Connection, spec: BootstrapSpec, steps: tuple[Step, ...], *,
+                    stream: TextIO | None = None) -> None:
+    """Run `steps` (from `left_running`) in the foreground, one after another: each waits for its detached run
+    (its lock) and is then skipped, or runs again if that run failed, raising `BootstrapStepFailed` if it fails
+    again. Output goes to `stream` as in `bootstrap`."""
+    base, output = f"{conn.target.state_dir}/bootstrap", threading.Lock()
+    for step in steps:
+        _run_step(conn, spec, step, step_script(spec, step, base), stream, output)
+
+
+def _run_step(conn: Connection, spec: BootstrapSpec, step: Step, script: str, stream: TextIO | None,
+              output: threading.Lock) -> Result:
+    """`script` (one of `step`'s) on the host; its lines to `stream`, led by the step's name (`output` keeps
+    steps that run at once from interleaving); a non-zero exit raised as `BootstrapStepFailed`."""
+    out, err = (_StepLines(stream, step.name, output), _StepLines(stream, step.name, output)) if stream else (
+        None, None)
+    try:
+        return run(conn, script, env=spec.env, timeout=step.timeout_s,
+                   stream=cast(TextIO, out), err_stream=cast(TextIO, err))
+    except CommandFailed as failed:
+        raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
+    finally:
+        for lines in (out, err):
+            if lines:
+                lines.end()
+
+
+def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO | None,
+               leave_running: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every step, each started once the steps it needs are done; independent ones at once, each over its own
-    connection (`conn` is the first). Returns the steps that ran (the others were already done), in spec order."""
+    connection (`conn` is the first). Returns the steps that ran (the others were already done) and, with
+    `leave_running`, the detached ones started in the background, each in spec order."""
     # By identity: Fabric's connections to one host and user compare equal.
     spare, opened, busy = [conn], [], dict[int, Connection]()
     guard, output = threading.Lock(), threading.Lock()
 
-    def one(step: Step) -> bool:
+    def one(step: Step) -> str:
         with guard:
             own = spare.pop() if spare else None
         if own is None:
@@ -312,23 +396,20 @@ def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO 
         with guard:
             busy[id(own)] = own
         log.info("%s: bootstrap step %s", conn.host, step.name)
-        out, err = (_StepLines(stream, step.name, output), _StepLines(stream, step.name, output)) if stream else (
-            None, None)
+        background = leave_running and step.detached
+        script = (detached_script(spec, step, base, detached_log(conn.target, step.name)) if background
+                  else step_script(spec, step, base))
         try:
-            result = run(own, step_script(spec, step, base), env=spec.env, timeout=step.timeout_s,
-                         stream=cast(TextIO, out), err_stream=cast(TextIO, err))
-        except CommandFailed as failed:
-            raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
+            result = _run_step(own, spec, step, script, stream, output)
         finally:
-            for lines in (out, err):
-                if lines:
-                    lines.end()
             with guard:
                 busy.pop(id(own), None)
                 spare.append(own)
-        return _SKIPPED not in result.stdout
+        if _SKIPPED in result.stdout:
+            return "skipped"
+        return "left running" if background else "ran"
 
-    waiting, done, ran = list(spec.steps), set[str](), set[str]()
+    waiting, done, ran, left = list(spec.steps), set[str](), set[str](), set[str]()
     running: dict[Future, Step] = {}
     failures: list[RemoteError] = []
     pool = ThreadPoolExecutor(max_workers=len(spec.steps))
@@ -344,8 +425,11 @@ def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO 
             for future in finished:
                 step = running.pop(future)
                 try:
-                    if future.result():
+                    outcome = future.result()
+                    if outcome == "ran":
                         ran.add(step.name)
+                    elif outcome == "left running":
+                        left.add(step.name)
                     done.add(step.name)
                 except RemoteError as failure:
                     failures.append(failure)
@@ -364,7 +448,7 @@ def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO 
         for later in failures[1:]:
             log.error("%s: also failed: %s", conn.host, describe(later, conn.host))
         raise failures[0]
-    return tuple(s.name for s in spec.steps if s.name in ran)
+    return tuple(s.name for s in spec.steps if s.name in ran), tuple(s.name for s in spec.steps if s.name in left)
 
 
 class _StepLines:
@@ -395,7 +479,7 @@ class _StepLines:
 
 
 def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None, deadline_s: float = 0.0,
-                  hf_token: str | None = None) -> dict[str, BootstrapResult | RemoteError]:
+                  hf_token: str | None = None, leave_running: bool = False) -> dict[str, BootstrapResult | RemoteError]:
     """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
     With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too). `hf_token`,
     when given, is placed on each host first: the weights step reads it."""
@@ -404,6 +488,6 @@ def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None 
         with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
             if hf_token:
                 write_secret(conn, HF_TOKEN_SECRET, hf_token)
-            return bootstrap(conn, spec, stream=stream)
+            return bootstrap(conn, spec, stream=stream, leave_running=leave_running)
 
     return on_every_host(target, one)

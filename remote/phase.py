@@ -21,7 +21,7 @@ import sys
 from typing import TextIO
 
 from remote import jobs, phase_outcome
-from remote.bootstrap import bootstrap_all
+from remote.bootstrap import bootstrap_all, detached_log
 from remote.claim import claim
 from remote.connection import Connection
 from remote.errors import RemoteError, describe
@@ -51,18 +51,23 @@ def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
     spec = request.bootstrap_spec()
     print(f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
           f"MaxText {request.pipeline.maxtext_version}", file=out, flush=True)
-    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S, hf_token=hf_token)
+    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S, hf_token=hf_token,
+                            leave_running=True)
     failed = {h: r for h, r in results.items() if isinstance(r, RemoteError)}
     for host, result in results.items():
         if isinstance(result, RemoteError):
             print(f"✗ {describe(result, host)}", file=out, flush=True)
         else:
             done = "installed " + ", ".join(result.steps_run) if result.installed else "already installed"
-            print(f"✓ {host}: {done}", file=out, flush=True)
+            left = "".join(f"; {step} goes on beside convert (log: {detached_log(request.target, step)})"
+                           for step in result.left_running)
+            print(f"✓ {host}: {done}{left}", file=out, flush=True)
     summary = {
         "event": "summary", "phase": "bootstrap", "ok": not failed, "fingerprint": spec.fingerprint,
         "hosts": {h: ("failed" if isinstance(r, RemoteError) else "installed" if r.installed else "unchanged")
                   for h, r in results.items()},
+        "left_running": {h: list(r.left_running) for h, r in results.items()
+                         if not isinstance(r, RemoteError) and r.left_running},
     }
     print(json.dumps(summary), file=out, flush=True)
     return 0 if not failed else 1

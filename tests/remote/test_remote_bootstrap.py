@@ -298,11 +298,11 @@ def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(
     assert _at(scratch, "a", "end") - _at(scratch, "a", "start") >= 2
 
 
-SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names]}], "env": {…}}'
+SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], "env": {…}}'
 
 
 @pytest.mark.parametrize(("spec", "why"), [
-    ({"steps": ["apt"]}, "step 1 must be an object with name, command, timeout_s and after"),
+    ({"steps": ["apt"]}, "step 1 must be an object with name, command, timeout_s, after and detached"),
     ({"steps": [{"name": "a", "command": "true"}, {"name": "b", "command": ":", "after": ["y", "z"]}]},
      "step 'b' needs 'y', which is not a step listed before it"),
     ({"steps": []}, f"steps must be a non-empty list; expected {SHAPE}"),
