@@ -10,6 +10,9 @@ each over its own SSH connection. On the host, under `<state_dir>/bootstrap/`:
   locks/<name>  flock: a step holds its own exclusively and those of everything it depends on shared, so two
                 bootstraps, or one and the remains of an interrupted one, never run the same step twice at once,
                 nor a step beside one it depends on
+  logs/<name>   the output of a detached step, which the bootstrap phase starts in its own session and does not
+                wait for (`leave_running`): convert runs beside it, and train and export wait for it
+                (`left_running`, `finish_detached`)
 A re-run with an equal fingerprint costs one round trip per host and installs nothing. An interrupted run
 leaves no fingerprint; the next run skips the steps whose markers exist and re-runs the rest. When a step
 fails, no further step starts; those already running are let finish (killing apt or uv mid-install would break

@@ -54,7 +54,8 @@ def test_a_real_spec_of_another_shape_stops_the_rehearsal():
 
 def test_the_steps_keep_what_they_need_and_a_left_out_step_hands_on_its_own_needs():
     real = real_spec(installPostTrainExtras=True)
-    smoke = Step("smoke", "true", after=("post-train-extras",))  # a later step that needs the extras
+    # A later step that needs the (detached) extras, so detached itself.
+    smoke = Step("smoke", "true", after=("post-train-extras",), detached=True)
     changed, _ = transform(BootstrapSpec((*real.steps, smoke), real.env))
     assert {s.name: s.after for s in changed.steps} == {
         "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",), "smoke": ("apt", "maxtext")}
