@@ -36,7 +36,7 @@ from invoke.runners import Result
 
 from remote.connection import Connection, connect, env_prefix, run
 from remote.errors import BadInput, CommandFailed, RemoteError, describe
-from remote.secrets import write_secret
+from remote.secrets import secret_file, write_secret
 from remote.target import Target
 from remote.wait import wait_for_ssh
 from remote.workers import on_every_host
@@ -223,7 +223,7 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATC
                           after=("apt", "maxtext"), detached=True))
     if config.profile == "full":
         steps.append(Step("weights", weights_download(HUB_IDS[config.model], hf_home(work_dir),
-                                                      f"{state_dir}/secrets/{HF_TOKEN_SECRET}"), 3600,
+                                                      secret_file(state_dir, HF_TOKEN_SECRET)), 3600,
                           after=("python",)))
     return BootstrapSpec(tuple(steps))
 
@@ -280,7 +280,7 @@ class BootstrapStepFailed(CommandFailed):
 
 def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
     """One round trip: does the host already hold exactly this spec's installation?"""
-    path = shlex.quote(f"{conn.target.state_dir}/bootstrap/fingerprint")
+    path = shlex.quote(f"{_host_dir(conn.target)}/fingerprint")
     return run(conn, f"cat -- {path} 2>/dev/null; true").stdout.strip() == spec.fingerprint
 
 
@@ -297,7 +297,7 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
     if is_current(conn, spec):
         log.info("%s: bootstrap %s… already done", conn.host, spec.fingerprint[:12])
         return BootstrapResult(conn.host, False, (), spec.fingerprint)
-    base = f"{conn.target.state_dir}/bootstrap"
+    base = _host_dir(conn.target)
     q_base = shlex.quote(base)
     run(conn, f"mkdir -p -- {q_base}/done {q_base}/locks {q_base}/logs")
     ran, left = _run_steps(conn, spec, base, stream, leave_running)
@@ -310,8 +310,13 @@ def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = 
     return BootstrapResult(conn.host, True, ran, spec.fingerprint)
 
 
+def _host_dir(target: Target) -> str:
+    """`<state_dir>/bootstrap`: the fingerprint, markers, locks and logs on the host."""
+    return f"{target.state_dir}/bootstrap"
+
+
 def detached_log(target: Target, step: str) -> str:
-    return f"{target.state_dir}/bootstrap/logs/{step}.log"
+    return f"{_host_dir(target)}/logs/{step}.log"
 
 
 def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
@@ -346,7 +351,7 @@ def left_running(conn: Connection, spec: BootstrapSpec) -> tuple[Step, ...]:
     detached = [s for s in spec.steps if s.detached]
     if not detached:
         return ()
-    base = f"{conn.target.state_dir}/bootstrap"
+    base = _host_dir(conn.target)
     checks = "".join(f"[ -e {shlex.quote(detached_log(conn.target, s.name))} ] && "
                      f"[ ! -e {shlex.quote(_marker(spec, s, base))} ] && echo {s.name}; " for s in detached)
     unfinished = run(conn, f"{checks}true").stdout.split()
@@ -358,7 +363,7 @@ def finish_detached(conn: Connection, spec: BootstrapSpec, steps: tuple[Step, ..
     """Run `steps` (from `left_running`) in the foreground, one after another: each waits for its detached run
     (its lock) and is then skipped, or runs again if that run failed, raising `BootstrapStepFailed` if it fails
     again. Output goes to `stream` as in `bootstrap`."""
-    base, output = f"{conn.target.state_dir}/bootstrap", threading.Lock()
+    base, output = _host_dir(conn.target), threading.Lock()
     for step in steps:
         _run_step(conn, spec, step, step_script(spec, step, base), stream, output)
 

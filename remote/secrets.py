@@ -11,8 +11,13 @@ from remote.wait import wait_for_ssh
 from remote.workers import on_every_host
 
 
+def secret_file(state_dir: str, name: str) -> str:
+    """Where secret `name` lives under a host's state dir (also what a command that reads it is given)."""
+    return f"{state_dir}/secrets/{name}"
+
+
 def secret_path(conn: Connection, name: str) -> str:
-    return f"{conn.target.state_dir}/secrets/{name}"
+    return secret_file(conn.target.state_dir, name)
 
 
 def write_secret(conn: Connection, name: str, value: str) -> str:
