@@ -2,8 +2,12 @@
 
 General on purpose (the training checkpoints use one; publishing may use another): uniform bucket-level access
 with public access prevented, the stack's labels, a lifecycle rule that deletes objects under given prefixes after
-some days, `force_destroy` only when asked, and `roles/storage.objectUser` on this bucket alone for each member —
-the smallest predefined role that lets orbax and tensorstore create, read, list and delete objects.
+some days, `force_destroy` only when asked, and two roles on this bucket alone for each member:
+`roles/storage.objectUser`, the smallest predefined role that lets orbax and tensorstore create, read, list and
+delete objects, and `roles/storage.legacyBucketReader`, whose only permission objectUser lacks is
+`storage.buckets.get`. orbax-checkpoint 0.11.39 needs it on every resume: a CheckpointManager opened on an
+existing directory looks the bucket up (`gcs_utils.is_hierarchical_namespace_enabled`, uncaught). No custom
+role: a deleted custom role's ID cannot be reused for up to 37 days.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 OBJECT_USER = "roles/storage.objectUser"
+BUCKET_READER = "roles/storage.legacyBucketReader"  # storage.buckets.get (+ objects.list, multipartUploads.list)
 
 
 @dataclass(frozen=True)
@@ -26,7 +31,8 @@ class BucketArgs:
     expire_after_days: int
     force_destroy: bool  # `pulumi destroy` deletes a bucket that still holds objects
     keep_on_destroy: bool  # `pulumi destroy` forgets the bucket instead of deleting it
-    object_users: Sequence[pulumi.Input[str]]  # IAM members ("serviceAccount:…") that read and write objects
+    object_users: Sequence[pulumi.Input[str]]  # IAM members ("serviceAccount:…") that read and write objects and
+    # read the bucket's metadata
 
 
 class Bucket(pulumi.ComponentResource):
@@ -53,13 +59,14 @@ class Bucket(pulumi.ComponentResource):
         )
         self.members = [
             gcp.storage.BucketIAMMember(
-                f"{name}-object-user-{index}",
+                f"{name}-{suffix}-{index}",
                 bucket=self.bucket.name,
-                role=OBJECT_USER,
+                role=role,
                 member=member,
                 opts=pulumi.ResourceOptions(parent=self),
             )
             for index, member in enumerate(args.object_users)
+            for suffix, role in (("object-user", OBJECT_USER), ("bucket-reader", BUCKET_READER))
         ]
         self.name = self.bucket.name
         self.url = self.bucket.name.apply(lambda bucket: f"gs://{bucket}")

@@ -2,7 +2,9 @@
 as its own process on a free port: the fresh-VM rehearsal's checkpoint bucket, and the checkpoint and publish
 tests'. MaxText's gs:// paths reach it through the variables each client reads: tensorstore (orbax checkpoints)
 TENSORSTORE_GCS_HTTP_URL; gcsfs and google-cloud-storage STORAGE_EMULATOR_HOST. Its contents are read over the
-same HTTP API, with the standard library only."""
+same HTTP API, with the standard library only. This address is anonymous and unchecked: the test's own view, as
+the project's owner. A host's clients reach the bucket through rehearsal/storage_iam.py, which refuses what
+their service account's roles do not allow."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from contextlib import contextmanager
@@ -22,6 +25,17 @@ from rehearsal.sshd import free_port
 EMULATOR = Path(sys.executable).parent / "gcp-storage-emulator"
 
 
+def client_env(url: str) -> dict[str, str]:
+    """What every Cloud Storage client on a host reads to reach the API at `url` instead of Google's."""
+    return {
+        "STORAGE_EMULATOR_HOST": url,
+        "TENSORSTORE_GCS_HTTP_URL": url,
+        # gcsfs otherwise probes each bucket for hierarchical namespaces and stalls ~60 s (DESIGN.md).
+        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
+        "FSSPEC_GCS_TOKEN": "anon",
+    }
+
+
 @dataclass
 class GcsEmulator:
     process: subprocess.Popen
@@ -30,13 +44,15 @@ class GcsEmulator:
 
     @property
     def env(self) -> dict[str, str]:
-        return {
-            "STORAGE_EMULATOR_HOST": self.url,
-            "TENSORSTORE_GCS_HTTP_URL": self.url,
-            # gcsfs otherwise probes each bucket for hierarchical namespaces and stalls ~60 s (DESIGN.md).
-            "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
-            "FSSPEC_GCS_TOKEN": "anon",
-        }
+        return client_env(self.url)
+
+    def status(self, path: str) -> int:
+        """The HTTP status of a GET of `path` on the emulator itself."""
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
 
     def gs(self, *parts: str) -> str:
         return "/".join([f"gs://{self.bucket}", *parts])

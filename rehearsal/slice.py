@@ -4,13 +4,15 @@
      slice (rehearsal/Pulumi.rehearsal.yaml plus SLICE_SETTINGS), and takes the post-deploy commands it
      declares: their targets list the slice's hosts in worker order, their profile the checkpoint bucket;
   2. starts HOSTS simulated hosts (rehearsal/slice_hosts.py: an sshd each, in its own namespaces, with its own
-     home, hostname, address and /dev/shm) and gcp-storage-emulator as the checkpoint bucket;
+     home, hostname, address and /dev/shm) and gcp-storage-emulator as the checkpoint bucket, behind the IAM
+     stand-in (rehearsal/storage_iam.py), which allows the hosts what the program granted their service account;
   3. runs the commands as pulumi-command would, each target pointed at those hosts: every phase's job starts
      on every host, MaxText trains as one JAX job across them (one CPU process per host, gloo), checkpoints go
      to the bucket, and worker 0 alone exports, verifies and keeps the model in the bucket.
 
-What stands in for what: the hosts are namespaces on this machine, not VMs; Cloud Storage is the emulator
-(reached through each host's sshd `SetEnv`, as a VM reaches the real API without any); MaxText runs on CPUs,
+What stands in for what: the hosts are namespaces on this machine, not VMs; Cloud Storage is the emulator behind
+the IAM stand-in, at the endpoint that stands for the hosts' service account (reached through each host's sshd
+`SetEnv`, as a VM reaches the real API without any); MaxText runs on CPUs,
 so the tiny profile takes any number of workers where a real v6e-16 has four. The program's target names four
 hosts; the rehearsal replaces the hosts (and nothing else of the target but its keys and bootstrap) with its
 own. Every run starts from new hosts and an empty bucket (the emulator keeps it in memory); it leaves
@@ -27,7 +29,7 @@ import time
 from contextlib import ExitStack
 from pathlib import Path
 
-from rehearsal import gcs_emulator
+from rehearsal import gcs_emulator, storage_iam
 from rehearsal.local_host import MAXTEXT_VENV, linked_venv_spec
 from rehearsal.run import Executed, Recorded, execute, record, up
 from rehearsal.slice_hosts import SliceHosts
@@ -46,7 +48,8 @@ DEFAULT_HOSTS = 2
 class SliceRehearsal:
     directory: Path
     hosts: SliceHosts
-    emulator: gcs_emulator.GcsEmulator
+    emulator: gcs_emulator.GcsEmulator  # the bucket as its owner sees it (no IAM check)
+    storage: storage_iam.StorageIam  # the bucket as the hosts reach it
     commands: list[Recorded]
     runs_prefix: str  # the checkpoints' prefix in the bucket
 
@@ -81,13 +84,15 @@ def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, step
         overrides["tpu-sft:steps"] = str(steps)
     if checkpoint_period is not None:
         overrides["tpu-sft:checkpointPeriod"] = str(checkpoint_period)
-    _, commands = record(CONFIG, overrides)
+    declared, commands = record(CONFIG, overrides)
     runs_url = Target.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
-    bucket, _, runs_prefix = runs_url.removeprefix("gs://").partition("/")
-    emulator = gcs_emulator.start(bucket, directory / "storage-emulator.log")
-    stack.callback(emulator.stop)
-    slice_hosts = stack.enter_context(SliceHosts(directory, hosts, USER, key, session_env=emulator.env))
-    return SliceRehearsal(directory, slice_hosts, emulator, commands, runs_prefix)
+    runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
+    declared_storage = storage_iam.DeclaredStorage.of(declared)
+    storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
+    stack.callback(storage.stop)
+    slice_hosts = stack.enter_context(SliceHosts(directory, hosts, USER, key,
+                                                 session_env=storage.env(declared_storage.host)))
+    return SliceRehearsal(directory, slice_hosts, storage.emulator, storage, commands, runs_prefix)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         rehearsal = start(directory, stack, hosts=args.hosts)
         summary = up(rehearsal.commands, rehearsal.environment, "slice rehearsal")
         if summary is None:
+            for refused in rehearsal.storage.refusals:  # a 403 is often the cause a host's log buries
+                print(f"Cloud Storage refused: {refused}", file=sys.stderr)
             return 1
         kept = sorted(n for n in rehearsal.emulator.objects("kept/") if n.endswith("/manifest.json"))
     print(f"\nslice rehearsal done in {time.monotonic() - started:.0f} s on {args.hosts} hosts")

@@ -3,8 +3,11 @@ the sha256 the manifest gives it (custom metadata `sha256`), so a later attempt 
 from one that differs without downloading it.
 
 Credentials: google-cloud-storage's defaults, i.e. on the VM its service account's token from the metadata
-server (that account needs roles/storage.objectCreator and objectViewer on the bucket). STORAGE_EMULATOR_HOST
-points it at an emulator (tests).
+server. That account needs roles/storage.objectUser on the bucket (the program grants nothing there): it reads
+objects' metadata (storage.objects.get), and publishing a new model where an older one is replaces objects,
+which Google allows only with storage.objects.delete besides storage.objects.create — objectCreator with
+objectViewer fails there with a 403 (tests/workload/test_publish_bucket_iam.py). STORAGE_EMULATOR_HOST points
+it at an emulator (tests).
 """
 
 from __future__ import annotations

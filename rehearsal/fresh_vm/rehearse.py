@@ -3,7 +3,9 @@ VM resumes; a further `up` finds everything done; then delete and recreate.
 
 1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile) and read
    what it declared: the VM's `ssh-keys` and `startup-script` metadata, the data disk's device name, the
-   checkpoint bucket (served by gcp-storage-emulator on this machine);
+   checkpoint bucket and the VM's grants on it (gcp-storage-emulator on this machine, behind the IAM stand-in,
+   rehearsal/storage_iam.py: the VM's clients reach it as the VM's service account, and get Google's 403 for
+   whatever its declared roles do not allow);
 2. "create" the VM (it boots on its own) and at once run the recorded post-deploy commands as pulumi-command
    does, pointed at the VM's address, with the real bootstrap spec transformed by substitutions.py;
 3. once training has a checkpoint in the bucket, delete the VM (a preemption: its root filesystem and
@@ -29,7 +31,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from infra.tasks import last_json_line
-from rehearsal import gcs_emulator
+from rehearsal import storage_iam
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
@@ -77,6 +79,7 @@ class FreshVmRun:
     known_hosts: str = ""  # what the client pinned
     summary: dict = field(default_factory=dict)  # the export phase's JSON summary, after the resumed up
     bucket_objects: dict[str, int] = field(default_factory=dict)  # the checkpoint bucket at the end
+    storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the VM's clients
     kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from the last boot
     kept_train_steps: list[dict] = field(default_factory=list)  # its metrics/train_steps.jsonl: the loss curve
     vm_created_at: float = 0.0
@@ -110,12 +113,14 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     until_train = commands[:commands.index(train)]
     checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
     runs_url = Target.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
-    bucket, _, runs_prefix = runs_url.removeprefix("gs://").partition("/")
-    emulator = gcs_emulator.start(bucket, directory / "storage-emulator.log")
+    runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
+    declared_storage = storage_iam.DeclaredStorage.of(stack)
+    cloud_storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
+    emulator = cloud_storage.emulator
     # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
     profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping(), runs_dir=runs_url)
     address, address_lock = claim_address()
-    storage = StorageEndpoint(emulator.env)
+    storage = StorageEndpoint(cloud_storage.env(declared_storage.host), declared_storage.host)
     result = FreshVmRun(address, image, [*PLATFORM, storage.substitution, *made])
     for substitution in result.substitutions:
         say(substitution.line())
@@ -184,7 +189,9 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         raise
     finally:
         vm.delete()
-        emulator.stop()
+        cloud_storage.stop()
+        result.storage_refusals = list(cloud_storage.refusals)
+        _keep_refusals(cloud_storage, directory / "storage-refusals.log", say)
         address_lock.close()
         discard(directory / "boot-disks")
     result.finished_at = time.time()
@@ -249,6 +256,13 @@ def _keep_vm_logs(vm: FreshVm, into: Path) -> None:
     if logs.is_dir():
         discard(into)
         shutil.copytree(logs, into)
+
+
+def _keep_refusals(storage: storage_iam.StorageIam, into: Path, say: Callable[[str], None]) -> None:
+    """Every 403 the VM's clients got from Cloud Storage: a resume that dies on one names it here."""
+    into.write_text("".join(f"{line}\n" for line in storage.refusals))
+    if storage.refusals:
+        say(f"Cloud Storage refused {len(storage.refusals)} request(s) of the VM (see {into}): {storage.refusals[0]}")
 
 
 def _mkdir(path: Path) -> Path:

@@ -173,14 +173,18 @@ def _run(argv: list[str]) -> None:
 @dataclass(frozen=True)
 class StorageEndpoint:
     """Cloud Storage for the VM's clients: on a real VM, Google's API with the VM's service account; here the
-    storage emulator on this machine's loopback (the VM shares it), set for every SSH session by sshd."""
+    storage emulator behind the IAM stand-in (rehearsal/storage_iam.py), at the endpoint that stands for the VM's
+    account, on this machine's loopback (the VM shares it), set for every SSH session by sshd."""
 
     env: dict[str, str]
+    identity: str  # the member the endpoint stands for: "serviceAccount:…"
 
     @property
     def substitution(self) -> Substitution:
-        return Substitution("cloud-storage", "the checkpoint bucket on storage.googleapis.com",
-                            f"gcp-storage-emulator at {self.env['STORAGE_EMULATOR_HOST']}, anonymous")
+        return Substitution("cloud-storage", "the checkpoint bucket on storage.googleapis.com, as the VM's service "
+                            "account (a token from the metadata server)",
+                            f"gcp-storage-emulator behind the IAM stand-in at {self.env['STORAGE_EMULATOR_HOST']}, "
+                            f"which stands for {self.identity} and allows what its declared roles allow")
 
     def provision(self, rootfs: Path) -> None:
         settings = " ".join(f"{name}={value}" for name, value in sorted(self.env.items()))

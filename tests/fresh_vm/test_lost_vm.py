@@ -1,6 +1,7 @@
 """A VM lost mid-training (preempted: its root filesystem and /dev/shm gone, the data disk and the bucket kept):
 the next `up` creates a new one, which resumes from the last checkpoint in the bucket, and one loss curve spans
-both VMs. The bucket is gcp-storage-emulator, a real Cloud Storage API server on this machine."""
+both VMs. The bucket is gcp-storage-emulator, a real Cloud Storage API server on this machine, behind the IAM
+stand-in: the VMs reach it as their service account, with the roles the program declared."""
 
 from __future__ import annotations
 
@@ -41,3 +42,11 @@ def test_the_checkpoints_are_in_the_bucket_not_on_the_vm(fresh_vm):
     for step in (fresh_vm.run.lost_at_checkpoint, STEPS):
         assert any(n.endswith(f"/checkpoints/{step}/commit_success.txt") for n in names), step
     assert any("/train-metrics/train_steps.jsonl" in n for n in names)
+
+
+def test_the_vms_reached_the_bucket_as_their_service_account_and_were_refused_nothing(fresh_vm):
+    """Cloud Storage here enforces the roles the program declared for the VM's account (rehearsal/storage_iam.py):
+    the resume above passed on the declared grant, with not one 403 on the way."""
+    (storage,) = [s for s in fresh_vm.run.substitutions if s.name == "cloud-storage"]
+    assert "IAM stand-in" in storage.here and "123456789012-compute@developer.gserviceaccount.com" in storage.here
+    assert fresh_vm.run.storage_refusals == []

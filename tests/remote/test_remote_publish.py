@@ -2,7 +2,9 @@
 engine (rehearsal config, with both destinations and a Hub write token as a secret), executed against a local
 sshd standing in for the VM, whose kept model is a small directory laid out as `keep` leaves it.
 
-Cloud Storage is gcp-storage-emulator (a real local server of its JSON API); the Hub is a local stand-in of its
+Cloud Storage is gcp-storage-emulator (a real local server of its JSON API) behind the IAM stand-in: the job on
+the VM reaches it as the VM's service account, with roles/storage.objectUser on the destination bucket, the
+grant the README tells the user to give (the program declares none there); the Hub is a local stand-in of its
 upload API (tests/workload/hub_standin.py), since neither Google Cloud nor the Hub can be reached from here.
 """
 
@@ -14,10 +16,12 @@ import urllib.request
 
 import pytest
 
+from rehearsal import gcs_emulator
 from rehearsal.__main__ import CONFIG
-from rehearsal.gcs_emulator import storage_emulator
 from rehearsal.local_host import LocalHost
 from rehearsal.run import execute, record
+from rehearsal.storage_iam import StorageIam, host_identity
+from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests.workload.hub_standin import HubStandin
 from workload.commands import run_name
 from workload.config import PipelineConfig
@@ -29,8 +33,9 @@ WRITE_TOKEN = "hf_" + "PublishCanary" * 3
 
 @pytest.fixture
 def gcs():
-    with storage_emulator() as host:
-        yield host
+    iam = StorageIam(gcs_emulator.start("models"), {})
+    yield iam
+    iam.stop()
 
 
 @pytest.fixture
@@ -49,12 +54,14 @@ def vm(tmp_path):
 def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     overrides = {**vm.config_overrides(), "tpu-sft:publishGcsUri": "gs://models/team/gemma-sft",
                  "tpu-sft:publishHubRepo": "team/gemma-sft", "tpu-sft:hfWriteToken": WRITE_TOKEN}
-    _, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
+    stack, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
+    vm_account = host_identity(stack)
+    gcs.grants = {vm_account: {"models": PREDEFINED_ROLES["roles/storage.objectUser"]}}
     by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in commands}
     assert [n for n in by_name if n.startswith("publish")] == ["publish-hf-write-token", "publish"]
     run_dir = tmp_path / "run"
     env = {**vm.environment(by_name["bootstrap"].environment, run_dir),
-           "STORAGE_EMULATOR_HOST": gcs, "HF_ENDPOINT": hub.endpoint}
+           "STORAGE_EMULATOR_HOST": gcs.url(vm_account), "HF_ENDPOINT": hub.endpoint}
     assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
 
     # What export's keep step left on the data disk.
@@ -71,7 +78,7 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     assert "✓ published to gs://models/team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
     assert "✓ published to hf://team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
-    with urllib.request.urlopen(f"{gcs}/storage/v1/b/models/o") as response:
+    with urllib.request.urlopen(f"{gcs.emulator.url}/storage/v1/b/models/o") as response:
         stored = {o["name"] for o in json.load(response)["items"]}
     paths = ("manifest.json", "hf-model/config.json", "hf-model/model.safetensors")
     assert stored == {f"team/gemma-sft/{p}" for p in paths}

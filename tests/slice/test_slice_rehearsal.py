@@ -1,7 +1,8 @@
 """The multi-host rehearsal (rehearsal/slice.py): the program's tasks for a v6e-16 slice, run against two simulated
 hosts (an sshd each in its own namespaces: hostname, home, /dev/shm; rehearsal/slice_hosts.py), real MaxText on
 the tiny model training as ONE JAX job across them (one CPU process per host, gloo), its checkpoints in
-gcp-storage-emulator. One worker's trainer is kill -9'd mid-run (what the kernel's OOM killer does): every worker
+gcp-storage-emulator behind the IAM stand-in (the hosts act as their service account, with the roles the program
+declared). One worker's trainer is kill -9'd mid-run (what the kernel's OOM killer does): every worker
 stops, the error names that worker, and the next `up` resumes from the bucket; export and keep run once, on
 worker 0, into the bucket; a further `up` redoes nothing.
 
@@ -59,6 +60,7 @@ class SliceUp:
     jobs_after_again: dict[int, list[str]] = field(default_factory=dict)
     export_dirs: dict[int, bool] = field(default_factory=dict)  # worker → has an export in its own /dev/shm
     objects: dict[str, int] = field(default_factory=dict)
+    storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the hosts
     seconds: float = 0.0
 
     def jobs(self) -> dict[int, list[str]]:
@@ -101,6 +103,7 @@ def up(tmp_path_factory) -> SliceUp:
         result.export_dirs = {h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
                               for h in rehearsal.hosts.hosts}
         result.objects = rehearsal.emulator.objects()
+        result.storage_refusals = list(rehearsal.storage.refusals)
     result.seconds = time.monotonic() - started
     print(f"\nslice rehearsal on 2 hosts: {result.seconds:.0f} s", flush=True)
     return result
@@ -134,6 +137,10 @@ def test_the_next_up_resumes_from_the_bucket(up):
     assert train.returncode == 0, train.stdout[-3000:]
     assert f"↻ train resumes from checkpoint {up.checkpoint_at_kill} in gs://" in train.stdout
     assert up.checkpoint_at_end == STEPS
+
+
+def test_the_hosts_declared_grant_covered_every_request_they_made(up):
+    assert up.storage_refusals == []  # not one 403 from Cloud Storage, the resume included
 
 
 def test_export_and_keep_ran_once_into_the_bucket(up):

@@ -1,4 +1,5 @@
-"""Fixtures for the real-MaxText tests: the MaxText venv, a local Cloud Storage API, and ONE tiny pipeline per
+"""Fixtures for the real-MaxText tests: the MaxText venv, a local Cloud Storage API that enforces the IAM grants
+the program declares for the VM's service account (rehearsal/storage_iam.py), and ONE tiny pipeline per
 session (≈ 5 min on 2 cores) whose checkpoints go to gs:// on that API, interrupted once during training and
 resumed from the bucket, that the tests then inspect."""
 
@@ -11,7 +12,10 @@ import sys
 
 import pytest
 
-from rehearsal import gcs_emulator
+from rehearsal import storage_iam
+from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
+from rehearsal.run import record
+from rehearsal.sshd import keygen
 from tests.workload.tiny_run import (
     MAXTEXT_PYTHON,
     TINY_SETTINGS,
@@ -31,18 +35,29 @@ def maxtext_python() -> str:
 
 
 @pytest.fixture(scope="session")
-def gcs(tmp_path_factory):
-    """gcp-storage-emulator with one bucket; every child process (MaxText included) is pointed at it."""
-    emulator = gcs_emulator.start("tpu-sft-runs", tmp_path_factory.mktemp("gcs") / "emulator.log")
-    saved = {key: os.environ.get(key) for key in emulator.env}
-    os.environ.update(emulator.env)
+def declared_storage(tmp_path_factory) -> storage_iam.DeclaredStorage:
+    """The checkpoint bucket, the VM's identity and its grants, as the rehearsal stack's program declares them."""
+    key = keygen(tmp_path_factory.mktemp("stack-key") / "id_ed25519")
+    stack, _ = record(CONFIG, identity_overrides(key))
+    return storage_iam.DeclaredStorage.of(stack)
+
+
+@pytest.fixture(scope="session")
+def gcs(declared_storage, tmp_path_factory):
+    """gcp-storage-emulator with the declared bucket; every child process (MaxText included) reaches it as the
+    VM's service account, through the IAM stand-in. The fixture's own reads are the project owner's."""
+    iam = storage_iam.start(declared_storage, tmp_path_factory.mktemp("gcs") / "emulator.log")
+    emulator = iam.emulator
+    client_env = iam.env(declared_storage.host)
+    saved = {key: os.environ.get(key) for key in client_env}
+    os.environ.update(client_env)
     yield emulator
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    emulator.stop()
+    iam.stop()
 
 
 @pytest.fixture(scope="session")
