@@ -55,8 +55,10 @@ _LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _ACCOUNT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
-# Cloud Storage bucket names without dots (dotted names need domain verification): 3-63 characters.
+# Cloud Storage bucket names without dots (dotted names need domain verification): 3-63 characters, not beginning
+# with "goog", holding no "google" or close misspelling (cloud.google.com/storage/docs/buckets, "Bucket names").
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
+_BUCKET_RESERVED = re.compile(r"goog|.*g[o0][o0]g[l1]e")
 # A Hugging Face access token: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 
@@ -203,14 +205,25 @@ def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
 def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str:
     """The given name, or one derived from the project id (globally unique) and the instance name."""
     if raw is not None:
-        return parse_pattern("checkpointBucket", raw, _BUCKET, "a bucket name (3-63 of a-z, 0-9, '-', '_')",
+        name = parse_pattern("checkpointBucket", raw, _BUCKET, "a bucket name (3-63 of a-z, 0-9, '-', '_')",
                              f"{project}-tpu-sft-runs")
+        _not_reserved_by_google(name, f"{project}-tpu-sft-runs")
+        return name
     name = f"{project}-{instance_name or Settings.instance_name}-runs"
     if not _BUCKET.fullmatch(name):
         raise ConfigError(stack_key("checkpointBucket"),
                           f"the derived bucket name {name!r} is longer than 63 characters",
                           set_hint("checkpointBucket", f"{project[:40]}-runs"))
+    _not_reserved_by_google(name, f"{project}-tpu-sft-runs")
     return name
+
+
+def _not_reserved_by_google(bucket: str, example: str) -> None:
+    """Cloud Storage keeps "goog…" and "google" (and its look-alikes) for Google's own buckets."""
+    if _BUCKET_RESERVED.match(bucket):
+        raise ConfigError(stack_key("checkpointBucket"),
+                          f"{bucket!r} begins with \"goog\" or contains \"google\", which Cloud Storage reserves",
+                          set_hint("checkpointBucket", example))
 
 
 def parse(
@@ -377,6 +390,17 @@ def flex_start_within_seven_days(s: Settings) -> None:
         )
 
 
+def flex_start_cannot_stop(s: Settings) -> None:
+    """Google does not stop flex-start VMs (they run once, then are deleted): autostop's stop would be refused every
+    poll while the VM bills on. Delete keeps what matters: the data disk and the checkpoint bucket outlive the VM.
+    A slice is refused any autostop by slice_autostop."""
+    if s.provisioning_model == "FLEX_START" and s.autostop == "stop" and not s.is_slice:
+        raise ConfigError(
+            stack_key("autostop"), "is stop, but Google cannot stop a FLEX_START VM, only delete it",
+            "pulumi config set tpu-sft:autostop delete",
+        )
+
+
 # A MIG's base instance name numbered by hash signs is at most 52 characters before them (the Compute API's
 # pattern for baseInstanceName: [a-z][-a-z0-9]{0,51}-#{1,10}); the slice's hosts are <instanceName>-01, -02, …
 SLICE_NAME_MAX = 52
@@ -397,13 +421,59 @@ def slice_autostop(s: Settings) -> None:
         )
 
 
-def slice_instance_name(s: Settings) -> None:
-    if s.is_slice and len(s.instance_name) > SLICE_NAME_MAX:
+# Compute Engine names: RFC 1035, at most 63 characters (cloud.google.com/compute/docs/naming-resources).
+COMPUTE_NAME_MAX = 63
+# What Pulumi appends to the logical name of a resource declared without `name`: "-" and 7 random hex digits (written
+# x here). Google receives the whole; pulumi-gcp's own limit, 255, never fires first (provider/resources.go
+# `prov.SetAutonaming(255, "-")`; rehearsal/autonaming.py).
+AUTO_NAME_SUFFIX = "-xxxxxxx"
+_HOST_NUMBER = "-##"  # infra/slice.py HOST_NUMBER (it imports this module); tests/unit/test_names.py checks they agree
+
+
+@dataclass(frozen=True)
+class DerivedName:
+    """A Compute Engine name the program derives from tpu-sft:instanceName, as Google receives it."""
+
+    what: str
+    name: str
+    limit: int
+
+
+def derived_names(s: Settings) -> tuple[DerivedName, ...]:
+    """Every Compute Engine name the program derives from tpu-sft:instanceName (__main__.py, infra/disk.py,
+    infra/network.py, infra/vm.py, infra/slice.py). tests/unit/test_names.py checks that this is exactly what the
+    program declares, so the rule below and the program cannot drift apart."""
+    n = s.instance_name
+
+    def auto(what: str, logical_name: str) -> DerivedName:
+        return DerivedName(f"{what} (auto-named: Pulumi adds '-' and 7 hex digits)", logical_name + AUTO_NAME_SUFFIX,
+                           COMPUTE_NAME_MAX)
+
+    firewalls = (auto("SSH firewall", f"{n}-ssh"), auto("SSH deny firewall", f"{n}-ssh-deny-other"))
+    if not s.is_slice:
+        return DerivedName("VM", n, COMPUTE_NAME_MAX), auto("data disk", f"{n}-data"), *firewalls
+    group = (
+        DerivedName("managed instance group", n, COMPUTE_NAME_MAX),
+        DerivedName("group's numbered base instance name", n + _HOST_NUMBER, SLICE_NAME_MAX + len(_HOST_NUMBER)),
+        auto("slice firewall", f"{n}-slice"), auto("workload policy", f"{n}-workload"),
+        auto("instance template", f"{n}-template"),
+    )
+    resize_request = (auto("resize request", f"{n}-hosts"),) if s.provisioning_model == "FLEX_START" else ()
+    return *firewalls, *group, *resize_request
+
+
+def names_fit(s: Settings) -> None:
+    """Google refuses a name over its limit with a 400 at the first `pulumi up`, after part of the stack exists."""
+    names = derived_names(s)
+    length = len(s.instance_name)
+    fitting = min(d.limit - (len(d.name) - length) for d in names)
+    if length > fitting:
+        worst = max(names, key=lambda d: len(d.name) - d.limit)
         raise ConfigError(
             stack_key("instanceName"),
-            f"is {len(s.instance_name)} characters, but a slice's hosts are named <instanceName>-01, -02, … and "
-            f"the managed instance group allows at most {SLICE_NAME_MAX} before the number",
-            set_hint("instanceName", s.instance_name[:SLICE_NAME_MAX].rstrip("-")),
+            f"is {length} characters, so the {worst.what} would be {worst.name!r}, {len(worst.name)} characters where "
+            f"Google allows {worst.limit}; at most {fitting} fit",
+            set_hint("instanceName", s.instance_name[:fitting].rstrip("-")),
         )
 
 
@@ -435,7 +505,8 @@ def slice_publish(s: Settings) -> None:
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
-    flex_start_within_seven_days, slice_autostop, slice_instance_name, slice_through_iap, slice_publish,
+    flex_start_within_seven_days, flex_start_cannot_stop, slice_autostop, names_fit, slice_through_iap,
+    slice_publish,
 )
 
 

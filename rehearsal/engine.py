@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import runpy
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -20,6 +21,9 @@ from pulumi.runtime import config as runtime_config
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
+
+from rehearsal.autonaming import auto_named
+from rehearsal.name_rules import refuse_invalid_names
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
@@ -55,6 +59,7 @@ class Declared:
     ignore_changes: list[str]
     replace_on_changes: list[str]
     urn: str = ""
+    custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete, as Pulumi sends them
 
 
 @dataclass
@@ -71,6 +76,14 @@ class Stack:
         return found[0]
 
 
+def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    """The resource's state as Google would create it: named by Pulumi where the program gave no name, and refused
+    (raising, which fails the program's run as a provider error does) where its service would refuse a name."""
+    state = auto_named(args.typ, args.name, dict(args.inputs))
+    refuse_invalid_names(args.typ, state)
+    return state
+
+
 class _Mocks(pulumi.runtime.Mocks):
     """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
 
@@ -78,8 +91,7 @@ class _Mocks(pulumi.runtime.Mocks):
         self.command_stdout = command_stdout
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        state = dict(args.inputs)
-        state.setdefault("name", args.name)
+        state = named_as_google_would(args)
         if args.typ == "gcp:compute/instance:Instance":
             state["instanceId"] = f"{args.name}-id"
             for nic in state.get("networkInterfaces", []):
@@ -87,6 +99,8 @@ class _Mocks(pulumi.runtime.Mocks):
                     config["natIp"] = "203.0.113.7"
             if "serviceAccount" in state:  # no e-mail given: the API attaches the default compute account
                 state["serviceAccount"].setdefault("email", DEFAULT_COMPUTE_ACCOUNT)
+        if args.typ == "random:index/randomId:RandomId":  # fresh bytes on every creation, as the provider draws them
+            state["hex"] = state.get("prefix", "") + secrets.token_hex(int(state["byteLength"]))
         if args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
             state["name"] = f"projects/{state['project']}/roles/{state['roleId']}"
         if args.typ == "gcp:compute/disk:Disk":
@@ -128,6 +142,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     ignore_changes=list(request.ignoreChanges),
                     replace_on_changes=list(request.replaceOnChanges),
                     urn=response.urn,
+                    custom_timeouts=json_format.MessageToDict(request.customTimeouts),
                 )
             )
         return response

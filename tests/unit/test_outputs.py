@@ -1,5 +1,7 @@
 """What `pulumi up` hands the user: names, the exact ssh commands, the disk, and what it costs."""
 
+import re
+
 import pytest
 
 
@@ -7,7 +9,7 @@ def test_outputs(mock_stack):
     out = mock_stack().outputs
     assert out["instanceName"] == "tpu-sft-dev"
     assert out["zone"] == "us-east5-b"
-    assert out["dataDiskName"] == "tpu-sft-dev-data"
+    assert re.fullmatch(r"tpu-sft-dev-data-[0-9a-f]{7}", out["dataDiskName"])  # Pulumi's auto-name
     assert out["dataDiskMountPoint"] == "/mnt/tpu-sft-data"
     assert out["gcloudSshCommand"] == (
         "gcloud compute ssh tpu-sft@tpu-sft-dev --zone=us-east5-b --project=my-tpu-project --tunnel-through-iap"

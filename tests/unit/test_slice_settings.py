@@ -63,7 +63,7 @@ REFUSED = [
     ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
     ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
     ({"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"}, DISK_KEYS, "tpu-sft:instanceName",
-     "at most 52 before the number"),
+     "at most 40 fit"),
     ({"tpu-sft:access": "direct"}, DISK_KEYS, "tpu-sft:access", "access iap"),
     ({"tpu-sft:publishGcsUri": "gs://models/gemma-sft"}, DISK_KEYS, "tpu-sft:publishGcsUri", "not built yet"),
     ({"tpu-sft:publishHubRepo": "team/gemma-sft"}, DISK_KEYS, "tpu-sft:publishHubRepo",
@@ -88,16 +88,17 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 
 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
-    """dataDiskSizeGb, dataDiskType, autostop and a 63-character name keep their meaning on one VM."""
-    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 63,
+    """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/unit/test_names.py) keep their meaning on
+    one VM."""
+    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 40,
                              "tpu-sft:checkpointBucket": "my-runs"}, stack="dev")
     assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "stop")
 
 
 def test_the_longest_slice_name_is_accepted(dev_config):
-    long_name = {"tpu-sft:instanceName": "a" * 52, "tpu-sft:checkpointBucket": "my-runs"}
+    long_name = {"tpu-sft:instanceName": "a" * 40, "tpu-sft:checkpointBucket": "my-runs"}
     parsed = settings.parse(_config(dev_config, long_name), stack="dev")
-    assert parsed.instance_name == "a" * 52
+    assert parsed.instance_name == "a" * 40
 
 
 @pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT", "FLEX_START"])
