@@ -1,18 +1,78 @@
 """A local stand-in for the two Google endpoints a VM's autostop talks to: the metadata server and the Compute
 Engine API's instances.stop/delete. Neither exists off Google Cloud, so this is a stand-in, not the real thing:
-it answers only the paths autostop uses, with the real paths, headers and JSON shapes, and it refuses what the
-real ones refuse (metadata without `Metadata-Flavor: Google`, an API call without the bearer token it issued,
-an instance other than its own), recording every request so a test can check what the VM asked for."""
+it answers only the paths autostop uses, with the real paths, headers and JSON shapes, and records every request
+so a test can check what the VM asked for.
+
+What the VM may do is what the program declared (`DeclaredAccess.of`, from the mock engine's record), evaluated
+as IAM evaluates it. Rules enforced:
+- metadata needs `Metadata-Flavor: Google` (403 without it);
+- an API call needs the bearer token the metadata server issued to the VM's service account (401 without it);
+- `POST …/instances/I/stop` needs `compute.instances.stop`, `DELETE …/instances/I` needs `compute.instances.delete`,
+  granted on that very instance: an InstanceIAMMember on I for `serviceAccount:<the VM's account>` whose role is a
+  declared custom role holding the permission. Anything else is 403 with Google's "Required '<permission>'
+  permission for '<resource>'" message, whether or not the instance exists (Google does not tell a caller
+  without the permission which instances exist); with the permission, an instance other than the VM is 404;
+- a FLEX_START VM cannot be stopped, only deleted (Google's TPU Builders guide: "TPU VMs created with FLEX_START
+  or the standard Compute Engine API do not support the stop and restart operations"; the MIG resize-request
+  docs say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
+
+Not enforced: predefined roles and bindings at project, folder or organization level (the program declares none
+for autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions and deny
+policies; the exact status and wording of Google's refusal of a flex-start stop (not published; 400 stands for
+it); whether deleting an instance also checks `compute.disks.delete` on its auto-delete boot disk (not settled
+from a source reachable here; the data disk is attached without auto-delete, so it is never deleted with the VM);
+operations, their polling, and the instance's state afterwards (the VM is not actually stopped).
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT, Stack
+
 TOKEN = "ya29.standin-access-token-0123456789"
+INSTANCE = "gcp:compute/instance:Instance"
+ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
+PERMISSION = {"POST": "compute.instances.stop", "DELETE": "compute.instances.delete"}
+INSTANCE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/?]+)")
+
+
+@dataclass(frozen=True)
+class DeclaredAccess:
+    """The VM and what the program granted on instances, as declared under the mock engine."""
+
+    project: str
+    zone: str
+    instance: str
+    service_account: str
+    provisioning_model: str
+    role_permissions: Mapping[str, frozenset[str]]  # custom role name → its permissions
+    bindings: frozenset[tuple[str, str, str, str, str]]  # (project, zone, instance, role, member)
+
+    @classmethod
+    def of(cls, stack: Stack, project: str) -> "DeclaredAccess":
+        """`project` is the provider's (gcp:project): the Instance itself names none."""
+        vm = stack.one(INSTANCE).inputs
+        roles = {f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs["permissions"])
+                 for r in stack.of_type(ROLE)}
+        bindings = frozenset((b.inputs["project"], b.inputs["zone"], b.inputs["instanceName"], b.inputs["role"],
+                              b.inputs["member"]) for b in stack.of_type(BINDING))
+        return cls(project=project, zone=vm["zone"], instance=vm["name"],
+                   service_account=vm.get("serviceAccount", {}).get("email", DEFAULT_COMPUTE_ACCOUNT),
+                   provisioning_model=vm.get("scheduling", {}).get("provisioningModel", "STANDARD"),
+                   role_permissions=roles, bindings=bindings)
+
+    def granted(self, permission: str, project: str, zone: str, instance: str) -> bool:
+        member = f"serviceAccount:{self.service_account}"
+        return any((p, z, i, m) == (project, zone, instance, member) and permission in self.role_permissions.get(r, ())
+                   for p, z, i, r, m in self.bindings)
 
 
 @dataclass
@@ -21,9 +81,13 @@ class GceStandin:
     zone: str = "us-east5-b"
     instance: str = "tpu-sft-dev"
     attributes: dict[str, str] = field(default_factory=dict)
-    refuse: int | None = None  # answer API calls with this status, as the API does without the IAM permission
+    access: DeclaredAccess | None = None  # None: nothing is granted, so every stop or delete is refused
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # method, path, headers
     api_times: list[float] = field(default_factory=list)  # when each stop/delete arrived (time.time())
+
+    def __post_init__(self) -> None:
+        if self.access:
+            self.project, self.zone, self.instance = self.access.project, self.access.zone, self.access.instance
 
     def start(self) -> "GceStandin":
         standin = self
@@ -39,6 +103,9 @@ class GceStandin:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def _error(self, code: int, message: str) -> None:
+                self._answer(code, json.dumps({"error": {"code": code, "message": message}}), "application/json")
 
             def do_GET(self) -> None:
                 standin.calls.append(("GET", self.path, dict(self.headers)))
@@ -59,14 +126,22 @@ class GceStandin:
             def _instance_call(self, suffix: str) -> None:
                 standin.calls.append((self.command, self.path, dict(self.headers)))
                 standin.api_times.append(time.time())
-                expected = f"/compute/v1/projects/{standin.project}/zones/{standin.zone}/instances/{standin.instance}"
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    return self._answer(401, json.dumps({"error": {"code": 401}}), "application/json")
-                if standin.refuse:
-                    return self._answer(standin.refuse, json.dumps({"error": {"code": standin.refuse}}),
-                                        "application/json")
-                if self.path != expected + suffix:
-                    return self._answer(404, json.dumps({"error": {"code": 404}}), "application/json")
+                    return self._error(401, "Request is missing required authentication credential.")
+                path = self.path.split("?", 1)[0]
+                target = INSTANCE_PATH.fullmatch(path.removesuffix(suffix)) if path.endswith(suffix) else None
+                if target is None:
+                    return self._error(404, f"The requested URL {path} was not found on this server.")
+                project, zone, name = target.groups()
+                permission = PERMISSION[self.command]
+                if not (standin.access and standin.access.granted(permission, project, zone, name)):
+                    return self._error(403, f"Required '{permission}' permission for "
+                                            f"'projects/{project}/zones/{zone}/instances/{name}'")
+                if (project, zone, name) != (standin.project, standin.zone, standin.instance):
+                    return self._error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' "
+                                            "was not found")
+                if suffix == "/stop" and standin.access.provisioning_model == "FLEX_START":
+                    return self._error(400, "A FLEX_START instance cannot be stopped; delete it instead.")
                 self._answer(200, json.dumps({"kind": "compute#operation", "name": "operation-1234-stand-in"}),
                              "application/json")
 

@@ -5,35 +5,82 @@ session is open.
 The watcher (workload/autostop.py) runs here as the VM's startup script runs it, as a process of its own; the
 jobs are real detached jobs (remote/jobs.py) on a real sshd, and the SSH sessions real ones. The metadata
 server and the Compute Engine API do not exist off Google Cloud: a local stand-in answers for them
-(tests/remote/gce_standin.py) and records what the VM asked.
+(tests/remote/gce_standin.py), allows only what the program declared (run here under the mock engine) and records
+what the VM asked.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from infra.stack_file import read_stack_config
+from rehearsal.engine import ROOT, run_program
 from remote import jobs
 from remote.connection import connect
-from tests.remote.gce_standin import TOKEN, GceStandin
+from tests.remote.gce_standin import TOKEN, DeclaredAccess, GceStandin
 from tests.remote.ssh_testbed import wait_until
 from workload import autostop
 
 WATCHER = Path(autostop.__file__)
 IDLE_MINUTES = "0.03"  # 1.8 s
 IDLE_S = 1.8
+FLEX_START = {"provisioningModel": "FLEX_START", "maxRunHours": "4", "reservation": None}
+API = "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances"
+
+
+@pytest.fixture(scope="module")
+def declare(tmp_path_factory) -> Callable[..., DeclaredAccess]:
+    """What the dev stack, with these tpu-sft keys changed (None: removed), declares for the VM: run once each."""
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ssh").mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / ".ssh/google_compute_engine")],
+                   check=True)
+    base = {**read_stack_config(ROOT / "Pulumi.dev.yaml"),
+            "tpu-sft:sshPublicKey": (home / ".ssh/google_compute_engine.pub").read_text().strip()}
+    declared: dict[tuple, DeclaredAccess] = {}
+
+    def run(**keys: str | None) -> DeclaredAccess:
+        if (key := tuple(sorted(keys.items()))) not in declared:
+            config = {**base, **{f"tpu-sft:{k}": v for k, v in keys.items()}}
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("HOME", str(home))
+                stack = run_program({k: v for k, v in config.items() if v is not None})
+            declared[key] = DeclaredAccess.of(stack, config["gcp:project"])
+        return declared[key]
+
+    return run
 
 
 @pytest.fixture
-def cloud():
-    standin = GceStandin(attributes={autostop.ACTION_KEY: "stop", autostop.IDLE_KEY: IDLE_MINUTES}).start()
-    yield standin
-    standin.stop()
+def serve() -> Iterator[Callable[..., GceStandin]]:
+    started: list[GceStandin] = []
+
+    def start(access: DeclaredAccess | None, action: str = "stop") -> GceStandin:
+        standin = GceStandin(attributes={autostop.ACTION_KEY: action, autostop.IDLE_KEY: IDLE_MINUTES},
+                             access=access).start()
+        started.append(standin)
+        return standin
+
+    yield start
+    for standin in started:
+        standin.stop()
+
+
+@pytest.fixture
+def cloud(declare, serve) -> GceStandin:
+    """The dev stack as shipped: autostop stop, its role and binding declared."""
+    return serve(declare(autostop="stop"))
 
 
 @pytest.fixture
@@ -113,7 +160,8 @@ def test_never_while_an_ssh_session_is_open(host_target, cloud, start_watcher):
     assert "last job train-0123456789abcdef-1 failed (exit 3)" in log.read_text()
 
 
-def test_delete_deletes_the_instance(host_target, cloud, start_watcher):
+def test_delete_deletes_the_instance(host_target, declare, cloud, start_watcher):
+    cloud.access = declare(autostop="delete")  # the grant the program declares for delete
     cloud.attributes[autostop.ACTION_KEY] = "delete"
     _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
     watcher, _ = start_watcher()
@@ -136,8 +184,8 @@ def test_off_never_calls_the_api_and_a_later_change_in_metadata_takes_effect(hos
     assert watcher.wait(10) == 0
 
 
-def test_a_refused_request_is_reported_in_one_line_and_retried(host_target, cloud, start_watcher):
-    cloud.refuse = 403  # what the API answers when the service account lacks compute.instances.stop
+def test_a_refused_request_is_reported_in_one_line_and_retried(host_target, declare, cloud, start_watcher):
+    cloud.access = declare(autostop="delete")  # the role holds compute.instances.delete, not .stop
     _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
     watcher, log = start_watcher()
     wait_until(lambda: len(cloud.api_calls()) >= 2, 30, "a retry")
@@ -158,3 +206,45 @@ def test_a_job_whose_wrapper_never_recorded_its_pid_counts_as_starting_for_a_min
     (job / "boot_id").write_text("an earlier boot")  # and a job of an earlier boot died with it
     os.utime(job, None)
     assert autostop.running_jobs(str(tmp_path / "jobs")) == []
+
+
+def _call(standin: GceStandin, method: str, path: str, token: str = TOKEN) -> tuple[int, str]:
+    request = urllib.request.Request(f"http://{standin.host}{path}", method=method,
+                                     headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())["error"]["message"]
+
+
+def test_the_api_allows_only_what_the_declared_role_grants_on_this_instance(declare, serve):
+    stop_grant = serve(declare(autostop="stop"))
+    assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
+    assert _call(stop_grant, "DELETE", f"{API}/tpu-sft-dev") == (
+        403, "Required 'compute.instances.delete' permission for "
+             "'projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev'")
+    # Bound on this one instance: another instance is refused as Google refuses it, existing or not.
+    assert _call(stop_grant, "POST", f"{API}/someone-elses-vm/stop")[0] == 403
+    assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop", token="ya29.someone-else")[0] == 401
+    assert serve(declare(autostop="off")).access.role_permissions == {}
+    assert _call(serve(declare(autostop="off")), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403
+    assert _call(serve(None), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # nothing declared grants nothing
+
+
+def test_the_grant_must_name_the_vms_own_account(declare, serve):
+    access = declare(autostop="stop", serviceAccount="tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com")
+    assert _call(serve(access), "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
+    other_account = dataclasses.replace(access, service_account="someone@my-tpu-project.iam.gserviceaccount.com")
+    assert _call(serve(other_account), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403
+
+
+def test_a_flex_start_vm_is_deleted_never_stopped(declare, serve):
+    flex = declare(autostop="delete", **FLEX_START)
+    assert flex.provisioning_model == "FLEX_START"
+    assert _call(serve(flex), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
+    assert _call(serve(flex), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
+    # Even a stop grant would not stop it (the program refuses to declare one: tests/unit/test_autostop_access.py).
+    stop_granted = dataclasses.replace(declare(autostop="stop"), provisioning_model="FLEX_START")
+    status, message = _call(serve(stop_granted), "POST", f"{API}/tpu-sft-dev/stop")
+    assert status == 400 and "FLEX_START" in message

@@ -5,8 +5,12 @@ VM's own service account on that one instance."""
 import subprocess
 
 import pytest
+from pulumi import RunError
 
+from infra.autostop import ROLE_SUFFIX_HEX_DIGITS, role_id_prefix
 from infra.startup import WATCHER_SOURCE
+from rehearsal.engine import Stack, run_program
+from tests.unit.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
 from workload import autostop
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -22,10 +26,10 @@ def test_one_permission_on_this_instance_only(mock_stack, action, permission):
     role, binding = stack.one(ROLE), stack.one(BINDING)
     assert role.inputs["permissions"] == [permission]
     assert role.inputs["project"] == "my-tpu-project"
-    assert role.inputs["roleId"] == "tpuSftAutostop.dev.tpu_sft_dev_autostop"
+    assert ROLE_ID.fullmatch(role.inputs["roleId"])
     assert binding.inputs == {
         "project": "my-tpu-project", "zone": "us-east5-b", "instanceName": "tpu-sft-dev",
-        "role": "projects/my-tpu-project/roles/tpuSftAutostop.dev.tpu_sft_dev_autostop",
+        "role": f"projects/my-tpu-project/roles/{role.inputs['roleId']}",
         "member": f"serviceAccount:{DEFAULT_ACCOUNT}",
     }
     # Nothing at project level: no IAM member or binding on the project.
@@ -66,3 +70,59 @@ def test_startup_script_mounts_then_starts_the_watcher_with_the_users_jobs(mock_
     # The image's python3 runs it: it compiles, and it says what it needs.
     help_text = subprocess.run(["python3", str(written), "--help"], capture_output=True, text=True, check=True).stdout
     assert "--jobs-root" in help_text
+
+
+def _apply(namespace: CustomRoleNamespace, before: set[tuple[str, str]], stack) -> set[tuple[str, str]]:
+    """What `pulumi up` does to the project's custom roles: create the declared ones that are new, then delete
+    those no longer declared (a changed roleId is a replace, create before delete); returns what now exists."""
+    declared = {(r.inputs["project"], r.inputs["roleId"]) for r in stack.of_type(ROLE)}
+    for project, role_id in sorted(declared - before):
+        namespace.provider_create(project, role_id)
+    for project, role_id in sorted(before - declared):
+        namespace.delete(project, role_id)
+    return declared
+
+
+@pytest.mark.parametrize("days_later", [1, 8, 36])
+@pytest.mark.parametrize("gone_by", ["destroy", "autostop off"])
+def test_the_role_can_be_made_again_any_day_after_it_was_deleted(mock_stack, days_later, gone_by):
+    """A deleted custom role's ID stays taken for 37 days (undeletable for the first 7): each creation needs an ID
+    of its own, or `pulumi up` a week after `pulumi destroy` (or after autostop off) fails."""
+    namespace = CustomRoleNamespace()
+    existing = _apply(namespace, set(), mock_stack())
+    if gone_by == "destroy":
+        for project, role_id in existing:
+            namespace.delete(project, role_id)
+        existing = set()
+    else:
+        existing = _apply(namespace, existing, mock_stack({"tpu-sft:autostop": "off"}))
+    assert existing == set() and namespace.active == set()
+    namespace.today = days_later
+    try:
+        again = _apply(namespace, existing, mock_stack())
+    except RoleIdRefused as refused:
+        pytest.fail(f"pulumi up {days_later} days after {gone_by}: {refused}")
+    assert len(again) == 1 and namespace.active == again
+
+
+def test_a_long_stack_and_instance_name_still_give_a_valid_role_id():
+    prefix = role_id_prefix("a-stack-" + "s" * 60, "tpu-sft-" + "n" * 60)
+    assert ROLE_ID.fullmatch(prefix + "0" * ROLE_SUFFIX_HEX_DIGITS), prefix
+
+
+FLEX_START_VM = {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}
+
+
+def test_a_flex_start_vm_cannot_be_stopped_so_stop_is_refused_up_front(mock_stack, dev_config):
+    """Google's flex-start VMs cannot be stopped (only deleted): autostop's stop would be refused by the API every
+    poll while the VM bills on, so the program refuses it before anything is created and names the fix."""
+    declared = Stack()
+    config = {k: v for k, v in dev_config.items() if k != "tpu-sft:reservation"}
+    with pytest.raises(RunError) as refused:
+        run_program({**config, **FLEX_START_VM, "tpu-sft:autostop": "stop"}, into=declared)
+    message = str(refused.value)
+    assert message.startswith("tpu-sft:autostop") and "\n" not in message
+    assert "pulumi config set tpu-sft:autostop delete" in message
+    assert declared.resources == []
+    deleting = mock_stack({**FLEX_START_VM, "tpu-sft:autostop": "delete"}, remove=("tpu-sft:reservation",))
+    assert deleting.one(ROLE).inputs["permissions"] == ["compute.instances.delete"]

@@ -129,10 +129,9 @@ def test_startup_script_mounts_the_data_disk(vm):
     [
         ("SPOT", {}, {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
                       "instanceTerminationAction": "DELETE", "automaticRestart": False, "preemptible": True}),
-        ("FLEX_START", {"tpu-sft:maxRunHours": "4"}, {"provisioningModel": "FLEX_START",
-                                                      "onHostMaintenance": "TERMINATE",
-                                                      "instanceTerminationAction": "DELETE", "automaticRestart": False,
-                                                      "maxRunDuration": {"seconds": 14400}}),
+        ("FLEX_START", {"tpu-sft:maxRunHours": "4", "tpu-sft:autostop": "delete"},  # a flex-start VM cannot stop
+         {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
+          "automaticRestart": False, "maxRunDuration": {"seconds": 14400}}),
         ("STANDARD", {}, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}),
     ],
 )
