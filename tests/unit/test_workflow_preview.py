@@ -48,6 +48,12 @@ def test_permissions_are_granted_per_job_and_no_more():
     assert JOBS["preview"]["permissions"] == {"contents": "read", "id-token": "write", "pull-requests": "write"}
 
 
+def test_only_the_preview_job_gets_credentials_and_only_in_its_reviewed_environment():
+    # The name is what the workload identity provider's condition admits (docs/review.md).
+    assert JOBS["preview"]["environment"] == "preview"
+    assert "environment" not in JOBS["test"] and "id-token" not in JOBS["test"]["permissions"]
+
+
 def test_every_action_is_pinned_to_a_commit_with_its_release_named():
     uses = [line.strip() for line in PATH.read_text().splitlines() if re.match(r"\s*(- )?uses:", line)]
     assert len(uses) == sum("uses" in s for job in JOBS.values() for s in job["steps"])
