@@ -19,7 +19,7 @@ Read in Google's and the provider's own words:
   manager `Read`: `d.Set("target_size", manager.TargetSize)`), and "`lifecycle.ignore_changes` can be used to
   prevent Terraform from modifying the value" (pulumi-gcp's `target_size` doc).
 
-Inferred, not read (README, "From v6e-8 to v6e-32"): that a request for a TPU slice's hosts is accepted with the
+Inferred, not read (docs/slices.md, "Flex-start hosts"): that a request for a TPU slice's hosts is accepted with the
 workload policy on the group; that the insert operation ends when the request is accepted, before any host exists;
 that its hosts are numbered like the group's own (-01 … -N); and what deleting a fulfilled request does to its hosts.
 """

@@ -38,12 +38,21 @@ UPDATE_TYPE = "OPPORTUNISTIC"
 # "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256. infra/settings.py keeps
 # the name short enough (SLICE_NAME_MAX).
 HOST_NUMBER = "-##"
+# How long `pulumi up` waits on the group: creating it, patching it, deleting it, and above all its wait for STABLE,
+# which the provider times against the create timeout even on an update (terraform-provider-google
+# `computeIGMWaitForInstanceStatus`). Its default, 15 minutes, is for any MIG; this one's hosts, up to 64 TPU VMs of a
+# v6e-256, are all created and booted together. With capacity that takes minutes (not measured here); without it
+# (a reservation too small, a zone out of v6e, too little TPU quota) the MIG keeps retrying and never gets there, while
+# each host it did make bills. Twice the default leaves the largest slice room and still ends that wait. Google gives
+# no capacity or quota answer before the hosts are asked for, so the timeout is the signal: docs/slices.md ("If the
+# slice never comes up") says what its error looks like, its likely causes and what to do.
+GROUP_TIMEOUT = "30m"
 
 
 def host_names(base_instance_name: str, count: int) -> list[str]:
     """The hosts' names in worker order, from the MIG's numbered base instance name: "tpu-sft-dev-##" and 4 give
     tpu-sft-dev-01 … tpu-sft-dev-04. That a group of N hosts is numbered exactly 1 … N, with no gap, is read from
-    "sequential numbers" and the "vm-001" example above; the reference does not say it outright (README)."""
+    "sequential numbers" and the "vm-001" example above; the reference does not say it outright (docs/slices.md)."""
     prefix = base_instance_name.rstrip("#")
     digits = len(base_instance_name) - len(prefix)
     return [f"{prefix}{number:0{digits}d}" for number in range(1, count + 1)]
@@ -166,12 +175,18 @@ class TpuSlice(pulumi.ComponentResource):
             wait_for_instances_status=None if flex else "STABLE",
             opts=pulumi.ResourceOptions(
                 parent=self,
+                custom_timeouts=pulumi.CustomTimeouts(create=GROUP_TIMEOUT, update=GROUP_TIMEOUT, delete=GROUP_TIMEOUT),
                 # The request raises the target size; a refresh reads it back, and setting it back to 0 would delete
                 # the hosts.
                 ignore_changes=["targetSize"] if flex else None,
                 # A new request would add hosts beside those the group holds (infra/flex_start.py): the group is
                 # made anew instead, the old one (its hosts, its request) deleted first, as its name is the same.
-                replace_on_changes=["description"],
+                # So is a new workload policy (another acceleratorType: another topology, another auto-named
+                # policy): Compute Engine refuses to patch one onto a group that has hosts ("Workload policy update
+                # is not allowed when the MIG has instances.", terraform-provider-google's acceptance test
+                # TestAccInstanceGroupManager_addingResourcePoliciesToMigWithNonZeroTargetSize_fails), and the
+                # provider patches it in place unless the policy is removed.
+                replace_on_changes=["description", "resourcePolicies.workloadPolicy"],
                 delete_before_replace=True,
             ),
         )

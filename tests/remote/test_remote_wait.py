@@ -131,5 +131,5 @@ def test_a_host_name_that_is_not_valid_fails_at_once():
 
 
 def test_a_new_vm_gets_the_documented_ten_minutes():
-    """README: every first contact (put-secret, phase, each host of bootstrap) waits up to 10 min."""
+    """docs/google-cloud.md: every first contact (put-secret, phase, each host of bootstrap) waits up to 10 min."""
     assert wait.NEW_VM_DEADLINE_S == 600

@@ -111,7 +111,11 @@ def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, h
     assert template.urn in group.dependencies and policy.urn in group.dependencies
     # A refresh reads back the size the request set; a new request replaces the group, the old one deleted first.
     assert group.ignore_changes == (["targetSize"] if flex else [])
-    assert (group.replace_on_changes, group.delete_before_replace) == (["description"], True)
+    assert (group.replace_on_changes, group.delete_before_replace) == (
+        ["description", "resourcePolicies.workloadPolicy"], True)
+    # The provider's default is 15 min for each (and its wait for STABLE counts against create's, even on an
+    # update); a 64-host slice is given longer, and a slice Google cannot fill still fails in bounded time.
+    assert group.custom_timeouts == {"create": "30m", "update": "30m", "delete": "30m"}
 
     requests = stack.of_type(RESIZE_REQUEST)
     if not flex:
@@ -157,7 +161,7 @@ def test_a_slice_has_no_vm_data_disk_or_autostop_grant(slice_stack):
 
 
 def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
-    """The list the README shows under "From v6e-8 to v6e-32"."""
+    """The list docs/slices.md shows under "What `pulumi preview` would show"."""
     assert sorted((r.type, r.name) for r in slice_stack("v6e-32").resources) == [
         ("command:local:Command", "tpu-sft-dev-pipeline-bootstrap"),
         ("command:local:Command", "tpu-sft-dev-pipeline-convert"),
@@ -170,6 +174,7 @@ def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
         ("gcp:compute/instanceTemplate:InstanceTemplate", "tpu-sft-dev-template"),
         ("gcp:compute/resourcePolicy:ResourcePolicy", "tpu-sft-dev-workload"),
         ("gcp:storage/bucket:Bucket", "tpu-sft-dev-runs"),
+        ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-bucket-reader-0"),
         ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-object-user-0"),
         ("tpu-sft:infra:Bucket", "tpu-sft-dev-runs"),
         ("tpu-sft:infra:PostDeployTasks", "tpu-sft-dev-pipeline"),
@@ -198,11 +203,12 @@ def test_the_ssh_firewall_is_the_single_vms_and_the_slice_talks_only_to_itself(m
 
 
 def test_the_bucket_is_granted_to_the_hosts_identity(slice_stack):
-    member = slice_stack().one("gcp:storage/bucketIAMMember:BucketIAMMember").inputs["member"]
-    assert member == f"serviceAccount:{DEFAULT_COMPUTE_ACCOUNT}"  # the API's default account, looked up
+    members = {m.inputs["member"] for m in slice_stack().of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
+    assert members == {f"serviceAccount:{DEFAULT_COMPUTE_ACCOUNT}"}  # the API's default account, looked up
     own = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
     stack = slice_stack(overrides={"tpu-sft:serviceAccount": own})
-    assert stack.one("gcp:storage/bucketIAMMember:BucketIAMMember").inputs["member"] == f"serviceAccount:{own}"
+    assert {m.inputs["member"] for m in stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")} == {
+        f"serviceAccount:{own}"}
     assert stack.one(TEMPLATE).inputs["serviceAccount"]["email"] == own
 
 
@@ -228,7 +234,7 @@ def test_cost_outputs_are_the_whole_slice(slice_stack, accelerator, hosts):
 def test_a_flex_start_slice_costs_the_whole_slice_at_the_vms_price(mock_stack, slice_stack):
     """No flex-start discount is assumed, for the VM or a slice: the list price, tpu-sft:pricePerChipHour."""
     flex = {"tpu-sft:provisioningModel": "FLEX_START"}
-    vm = mock_stack(flex, remove=("tpu-sft:reservation",)).outputs
+    vm = mock_stack({**flex, "tpu-sft:autostop": "delete"}, remove=("tpu-sft:reservation",)).outputs
     out = slice_stack("v6e-32", flex, remove=("tpu-sft:reservation",)).outputs
     assert vm["hourlyCostUsd"] == pytest.approx(8 * 2.70)
     assert (out["hosts"], out["chips"], out["hourlyCostUsd"]) == (8, 32, pytest.approx(32 * 2.70))
@@ -260,3 +266,26 @@ def test_a_flex_start_slice_asks_for_its_hosts_for_the_run_cap(slice_stack):
     assert (request["resizeBy"], request["requestedRunDuration"]) == (8, {"seconds": str(24 * 3600)})
     assert stack.one(GROUP).inputs["description"].endswith("8 flex-start hosts from a resize request, each for at "
                                                            "most 24 h")
+
+
+def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, dev_config):
+    """Compute Engine refuses a workload policy change on a MIG that has instances ("Workload policy update is not
+    allowed when the MIG has instances.", terraform-provider-google's own acceptance test
+    TestAccInstanceGroupManager_addingResourcePoliciesToMigWithNonZeroTargetSize_fails); the provider patches the
+    policy in place unless it is removed. Another size is another topology, so another (auto-named, hence newly
+    linked) policy: the group must be replaced on that link, its old hosts deleted before the new group exists."""
+    small, large = (slice_stack(accelerator) for accelerator in ("v6e-16", "v6e-32"))
+    policies = [stack.one(POLICY) for stack in (small, large)]
+    assert [p.inputs["workloadPolicy"]["acceleratorTopology"] for p in policies] == ["4x4", "4x8"]
+    assert all("name" not in p.inputs for p in policies)  # a new topology is a new policy with a new link
+    group = large.one(GROUP)
+    assert group.inputs["resourcePolicies"] == {"workloadPolicy": f"https://compute/resourcePolicies/{policies[1].name}"}
+    assert "resourcePolicies.workloadPolicy" in group.replace_on_changes and group.delete_before_replace
+
+    # New hosts: `python -m infra.plan` says every phase re-runs on them.
+    from infra.plan import plan
+    from infra.settings import parse
+    base = {k: v for k, v in dev_config.items() if k not in DISK_KEYS} | {"tpu-sft:autostop": "off"}
+    rows = plan(*(parse(base | {"tpu-sft:acceleratorType": a}, stack="dev") for a in ("v6e-16", "v6e-32")))
+    assert {(reruns, why) for _, reruns, why in rows} == {
+        (True, 'the hosts change: `tpu-sft:acceleratorType`: "v6e-16" → "v6e-32"')}
