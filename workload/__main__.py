@@ -6,7 +6,9 @@
 
 `run` needs the MaxText venv's Python (it starts MaxText with the interpreter it runs under). CFG.json is
 `PipelineConfig.to_mapping()` JSON (stack keys without the `tpu-sft:` prefix). The HF token comes from
---hf-token-file (mode 0600) or HF_TOKEN, and reaches MaxText only through its environment.
+--hf-token-file (mode 0600) or HF_TOKEN, and reaches MaxText only as a 0600 file named by HF_TOKEN_PATH (that
+file itself, or a private temporary copy of $HF_TOKEN), never as HF_TOKEN, which MaxText would copy into its
+TensorBoard files.
 It leaves: scratch outputs, logs and done-markers in WORK; checkpoints and TensorBoard logs in RUNS (--runs-dir,
 default WORK); the kept model, metrics, TensorBoard logs,
 loss curve and manifest in OUTPUT/<run name>/.
@@ -26,7 +28,7 @@ from workload.bill import Meter
 from workload.config import ConfigError, PipelineConfig
 from workload.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.events import Events
-from workload.hf_token import TokenError, read_token, redactor
+from workload.hf_token import TokenError, read_token, redactor, token_file_env, without_token
 from workload.layout import Layout
 from workload.one_line_parser import OneLineParser
 from workload.pipeline import ORDER, run
@@ -113,23 +115,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         events.emit("error", phase="setup", cause=str(error), log=None, tail=[])
         events.emit("summary", ok=False, until=args.until, failed_step="setup", error=str(error), logs=[])
         return EXIT_BAD_INPUT
-    base_env = dict(os.environ)
-    if token:
-        base_env["HF_TOKEN"] = token
-    context = Context(
-        config=config,
-        layout=_layout(config, args.work_dir, args.output_dir, args.runs_dir),
-        events=events,
-        python=sys.executable,
-        hostname=socket.gethostname(),
-        base_env=base_env,
-        scrub=redactor(token),
-        package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-        # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
-        meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
-        worker=worker,
-    )
-    return run(context, args.until)
+    with token_file_env(args.hf_token_file, token) as token_env:
+        context = Context(
+            config=config,
+            layout=_layout(config, args.work_dir, args.output_dir, args.runs_dir),
+            events=events,
+            python=sys.executable,
+            hostname=socket.gethostname(),
+            base_env={**without_token(os.environ), **token_env},
+            scrub=redactor(token),
+            token=token,
+            package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
+            meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
+            worker=worker,
+        )
+        return run(context, args.until)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -2,8 +2,9 @@
 
 With default settings and a /dev/shm work dir they are the seed's commands token for token, except that
 `hf_access_token=$HF_TOKEN` is left out of argv on purpose: anything in argv is readable by every user of
-the VM (`ps`, /proc/*/cmdline) and lands in logs. MaxText 0.2.2 reads `HF_TOKEN` from the environment when
-the key is absent (pyconfig `_resolve_or_infer_addl_config`), and the runner sets it there.
+the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in `hf_access_token` MaxText writes into its
+TensorBoard files. With the key unset, MaxText's hub calls get `token=None` and huggingface_hub reads the file
+the runner names in `HF_TOKEN_PATH` (workload/hf_token.py).
 
 Settings left at None are left out, so MaxText's own defaults apply; the tiny profile adds MaxText's CPU
 options and the overrides that shrink gemma3-4b, and runs the converters through `workload.tiny_launcher`.

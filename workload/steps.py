@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, hf_token, kept, markers, storage, throughput, train_metrics
+from workload import commands, export_fix, kept, markers, storage, throughput, train_metrics
 from workload.accelerators import ACCELERATORS
 from workload.bill import Meter
 from workload.config import PipelineConfig
@@ -34,13 +34,14 @@ class Context:
     events: Events
     python: str  # the MaxText venv's interpreter
     hostname: str
-    base_env: dict[str, str]  # the environment children start from (HF_TOKEN included when given)
+    base_env: dict[str, str]  # the environment children start from: the token as HF_TOKEN_PATH, never HF_TOKEN
     scrub: Callable[[str], str]
     package_root: str  # where `workload` is importable from (the tiny launcher and helpers need it)
     step_fingerprints: dict[str, str] = field(default_factory=dict)  # each step's inputs (workload/pipeline.py),
     # recorded with what is kept
     log_paths: list[str] = field(default_factory=list)
     meter: Meter | None = None  # the VM's bill so far (workload/bill.py); None: not measured
+    token: str | None = None  # masked out of MaxText's TensorBoard files, should a copy ever get there
     worker: Worker = ONE_HOST  # this host's place in a slice (workload/workers.py)
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
@@ -130,7 +131,7 @@ def train(ctx: Context) -> Outcome:
             _train_attempt(ctx)
         finally:  # a failed or killed attempt's event files too: the next step keeps them
             if leader:  # JAX process 0 writes MaxText's TensorBoard files
-                redact_event_files(layout.tensorboard_dir, ctx.base_env.get(hf_token.ENV))
+                redact_event_files(layout.tensorboard_dir, ctx.token)
                 train_metrics.persist(layout)
     final = latest_checkpoint(layout)
     if final != steps:

@@ -1,8 +1,10 @@
 """Take the HF token out of MaxText's TensorBoard event files.
 
 MaxText 0.2.2 copies `$HF_TOKEN` into its config (pyconfig infers `hf_access_token`) and writes its whole
-config into TensorBoard as text summaries (`maxtext_utils.add_config_to_summary_writer`), so the event
-files the pipeline keeps would hold the secret. Here each TFRecord holding it gets the token's bytes
+config into TensorBoard as text summaries (`maxtext_utils.add_config_to_summary_writer`). The runner never
+sets `HF_TOKEN` for MaxText (workload/hf_token.py), so this is defence in depth, run after each attempt: should
+the token reach an event file some other way, the files the pipeline keeps do not hold it. Each TFRecord
+holding it gets the token's bytes
 replaced by as many '*' (protobuf lengths stay valid) and its checksums recomputed; the incomplete last record
 a killed writer leaves is masked too. Files are rewritten atomically.
 TFRecord: uint64 length, uint32 masked crc32c(length), data, uint32 masked crc32c(data).

@@ -2,8 +2,9 @@
 the accelerator table, and the Hugging Face cache on fast scratch. Pure: no process state is read except
 what is passed in.
 
-The HF token is deliberately absent: the runner adds `HF_TOKEN` to the child's environment only at the
-moment it starts it, so the token never appears in printed commands, argv or logs.
+The HF token is deliberately absent: the runner adds `HF_TOKEN_PATH`, the path of a 0600 file holding it, to
+the child's environment only at the moment it starts it (workload/hf_token.py), so the token never appears in
+printed commands, argv or logs.
 """
 
 from __future__ import annotations
