@@ -18,7 +18,7 @@ them at zero) and no data-iterator position. The parameters are stored in `weigh
 The same formula gives the tiny test model's count (17,000,192 parameters, 68,000,768 bytes): orbax read its
 converted checkpoint as 64.9 MiB (= 68.0 MB), and stored its SFT checkpoint in the bucket as 62,899,677 bytes of
 array data (0.925 of the computed size: orbax compresses a little), so the formula is an upper bound;
-tests/workload/test_workload_tiny_pipeline.py checks that bound on every run.
+tests/workload/test_tiny_pipeline.py checks that bound on every run.
 
 Throughput. Hyperdisk Balanced includes 140 MiB/s at no extra charge and can be provisioned up to 2,400 MiB/s per
 volume (cloud.google.com/compute/docs/disks/hd-types/hyperdisk-balanced); the data disk here is created without

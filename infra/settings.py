@@ -427,7 +427,7 @@ COMPUTE_NAME_MAX = 63
 # x here). Google receives the whole; pulumi-gcp's own limit, 255, never fires first (provider/resources.go
 # `prov.SetAutonaming(255, "-")`; rehearsal/autonaming.py).
 AUTO_NAME_SUFFIX = "-xxxxxxx"
-_HOST_NUMBER = "-##"  # infra/slice.py HOST_NUMBER (it imports this module); tests/unit/test_names.py checks they agree
+_HOST_NUMBER = "-##"  # infra/slice.py HOST_NUMBER (it imports this module); tests/infra/test_names.py checks they agree
 
 
 @dataclass(frozen=True)
@@ -441,7 +441,7 @@ class DerivedName:
 
 def derived_names(s: Settings) -> tuple[DerivedName, ...]:
     """Every Compute Engine name the program derives from tpu-sft:instanceName (__main__.py, infra/disk.py,
-    infra/network.py, infra/vm.py, infra/slice.py). tests/unit/test_names.py checks that this is exactly what the
+    infra/network.py, infra/vm.py, infra/slice.py). tests/infra/test_names.py checks that this is exactly what the
     program declares, so the rule below and the program cannot drift apart."""
     n = s.instance_name
 
@@ -540,7 +540,7 @@ def from_pulumi() -> Settings:
     Read through `pulumi.runtime.config`, not `pulumi.Config`, on purpose: `pulumi.Config` can neither list the
     keys a stack sets (so a typo such as `tpu-sft:step` would pass silently) nor say synchronously which values
     are stored as secrets (so a token in plain text would pass too); both checks are tested under the mock
-    engine (tests/unit/test_settings_errors.py). Only this function touches the runtime."""
+    engine (tests/infra/test_settings_errors.py). Only this function touches the runtime."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 

@@ -244,7 +244,7 @@ def test_a_flex_start_vm_is_deleted_never_stopped(declare, serve):
     assert flex.provisioning_model == "FLEX_START"
     assert _call(serve(flex), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
     assert _call(serve(flex), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
-    # Even a stop grant would not stop it (the program refuses to declare one: tests/unit/test_autostop_access.py).
+    # Even a stop grant would not stop it (the program refuses to declare one: tests/infra/test_autostop_access.py).
     stop_granted = dataclasses.replace(declare(autostop="stop"), provisioning_model="FLEX_START")
     status, message = _call(serve(stop_granted), "POST", f"{API}/tpu-sft-dev/stop")
     assert status == 400 and "FLEX_START" in message

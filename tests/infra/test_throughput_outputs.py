@@ -7,7 +7,7 @@ from rehearsal.engine import run_program
 
 
 def _outputs(dev_config, monkeypatch, train_summary):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/unit/test_settings_errors.py)
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/infra/test_settings_errors.py)
     stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train_summary) + "\n"}
     return run_program(dev_config, preview=False, command_stdout=stdout).outputs
 

@@ -53,7 +53,7 @@ def test_scheduling_is_reservation_bound(vm):
         "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
-        "maxRunDuration": {"seconds": 4 * 3600},  # not in the seed: the default cap (tests/unit/test_run_cap.py)
+        "maxRunDuration": {"seconds": 4 * 3600},  # not in the seed: the default cap (tests/infra/test_run_cap.py)
     }
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rehearsal.gcs_emulator import storage_emulator
-from tests.workload.hub_standin import HubStandin
+from tests.workload.hub_upload_standin import HubStandin
 from workload.fingerprint import manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -141,7 +141,7 @@ def test_bad_input_is_one_line_before_anything_is_sent(maxtext_python, gcs, kept
 
 
 # The Hub: huggingface_hub's own client (the MaxText venv's) pointed by HF_ENDPOINT at a local stand-in of the
-# Hub's upload API (tests/workload/hub_standin.py), since the Hub itself cannot be reached from here.
+# Hub's upload API (tests/workload/hub_upload_standin.py), since the Hub itself cannot be reached from here.
 WRITE_TOKEN = "hf_" + "Wr1teT0ken" * 4
 
 

@@ -1,6 +1,6 @@
 """wait_for_ssh's schedule on a clock of its own: what it retries, how long it waits between tries, how long one
 try may take, and what it says at the deadline. The real-sshd cases (a late sshd, a late user, a blackholed
-host) are in test_remote_first_boot.py and test_remote_faults.py."""
+host) are in test_first_boot.py and test_faults.py."""
 
 from __future__ import annotations
 

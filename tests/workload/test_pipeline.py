@@ -1,5 +1,5 @@
 """The runner's bookkeeping, with stand-in steps: idempotency, partial re-runs, failures, --until, and the
-token's path into a child process. (tests/workload/test_workload_tiny_pipeline.py runs real MaxText.)"""
+token's path into a child process. (tests/workload/test_tiny_pipeline.py runs real MaxText.)"""
 
 import fcntl
 import io

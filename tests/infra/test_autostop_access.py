@@ -10,7 +10,7 @@ from pulumi import RunError
 from infra.autostop import ROLE_SUFFIX_HEX_DIGITS, role_id_prefix
 from infra.startup import WATCHER_SOURCE
 from rehearsal.engine import Stack, run_program
-from tests.unit.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
+from tests.infra.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
 from workload import autostop
 
 INSTANCE = "gcp:compute/instance:Instance"

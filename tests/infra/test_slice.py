@@ -1,7 +1,7 @@
 """A multi-host slice, as the real program declares it under the mock engine, field by field: the workload
 policy, the instance template (each host is the single VM in every fact it can be), the managed instance group,
 the firewall, and what a slice does not get (a VM, a data disk, autostop's grant); with FLEX_START, the empty group
-and the resize request that fills it. Its tasks: tests/unit/test_slice_tasks.py."""
+and the resize request that fills it. Its tasks: tests/infra/test_slice_tasks.py."""
 
 import pytest
 
@@ -18,10 +18,10 @@ DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 AFFINITY = {"type": "SPECIFIC_RESERVATION",
             "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}
-CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/unit/test_run_cap.py)
+CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/infra/test_run_cap.py)
 
 # (provisioning model, reservation, the template's scheduling, its reservation affinity): the single VM's
-# cases of tests/unit/test_vm.py, with the default cap on.
+# cases of tests/infra/test_vm.py, with the default cap on.
 MODELS = [
     ("RESERVATION_BOUND", "my-v6e-reservation",
      {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",

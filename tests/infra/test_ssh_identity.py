@@ -9,7 +9,7 @@ from pulumi import RunError
 
 from infra.stack_file import read_stack_config
 from rehearsal.engine import run_program
-from tests.unit.conftest import DEV_STACK
+from tests.infra.conftest import DEV_STACK
 
 INSTANCE = "gcp:compute/instance:Instance"
 

@@ -1,6 +1,6 @@
 """How the runner hands the HF token to MaxText: as a 0600 file named by HF_TOKEN_PATH, never as HF_TOKEN (which
 MaxText 0.2.2's pyconfig copies into the config it writes to TensorBoard), and that the libraries MaxText calls
-with `token=None` find it there. (test_workload_token_lost_vm.py shows the effect on a real training run.)"""
+with `token=None` find it there. (test_token_lost_vm.py shows the effect on a real training run.)"""
 
 from __future__ import annotations
 

@@ -162,7 +162,7 @@ def test_what_a_user_needs_to_reach_the_slice(slice_stack):
 
 def test_the_single_vm_keeps_its_own_target(mock_stack):
     """v6e-8 is unchanged: one host, pinned per instance id, the data disk's profile
-    (tests/unit/test_phases.py checks its target field by field)."""
+    (tests/infra/test_phases.py checks its target field by field)."""
     for task in tasks(mock_stack()).values():
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
         assert "workers" not in target and target["host"] == "tpu-sft-dev"

@@ -1,10 +1,10 @@
 """The seed spec's `weights` step: the model's download beside the install. It runs the real `hf download`
 (huggingface_hub's CLI, in a uv tool environment, exactly as the step's command says) against a stand-in for
-the Hugging Face Hub (tests/remote/hub_standin.py: no Hub access here), with the token read from the file
+the Hugging Face Hub (tests/remote/hub_download_standin.py: no Hub access here), with the token read from the file
 `put-secret` writes; and what it leaves is what a later `from_pretrained` finds with no network at all.
 
 The step's command runs under /bin/sh on this machine as bootstrap runs it on a host; how bootstrap runs steps
-over SSH is tested in test_remote_bootstrap.py. Here its `$HOME/.local/bin/uv` is the project's own uv and
+over SSH is tested in test_bootstrap.py. Here its `$HOME/.local/bin/uv` is the project's own uv and
 uv's Python 3.12 (the `python` step's) is pyenv's.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from remote.bootstrap import HUB_CLIENT, BootstrapSpec, bootstrap_all, spec_for
 from remote.connection import connect, run
-from tests.remote.hub_standin import serving
+from tests.remote.hub_download_standin import serving
 from workload.config import HUB_IDS, PipelineConfig
 from workload.contract import HF_TOKEN_SECRET
 

@@ -88,7 +88,7 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 
 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
-    """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/unit/test_names.py) keep their meaning on
+    """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/infra/test_names.py) keep their meaning on
     one VM."""
     parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 40,
                              "tpu-sft:checkpointBucket": "my-runs"}, stack="dev")
@@ -109,7 +109,7 @@ def test_every_provisioning_model_is_accepted_on_a_slice(dev_config, model):
 
 
 def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/unit/test_settings_errors.py)
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/infra/test_settings_errors.py)
     declared = run_program(_config(dev_config), preview=False)
     types = {r.type for r in declared.resources}
     assert {"gcp:compute/instanceGroupManager:InstanceGroupManager", "command:local:Command"} <= types
