@@ -9,7 +9,6 @@ every host of it.
 import pulumi
 
 from infra import settings as stack_settings
-from infra.access import gcloud_ssh_command, ssh_command
 from infra.autostop import AutostopAccess, AutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
@@ -17,11 +16,12 @@ from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
-from infra.ssh_access import OsLoginKey, OsLoginKeyArgs
+from infra.ssh_commands import gcloud_ssh_command, ssh_command
+from infra.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
 from infra.tasks import PostDeployTasks, TasksArgs, last_json_line, slice_target_json, vm_target_json
 from infra.vm import TpuVm, TpuVmArgs
-from workload.config import ConfigError
-from workload.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
+from workload.core.config import ConfigError
+from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 try:
     settings = stack_settings.from_pulumi()

@@ -9,7 +9,7 @@ By hand: a person retrying `ssh` every 5 s until it lets them in, then each boot
 the same substitutions) in its own `ssh`, then the workload shipped and the printed commands (the tiny
 model in place of the hub download, to_maxtext, train_sft), each in its own `ssh`. The issue's target is
 ≤ 0.7, by overlapping independent work, never by skipping any: the rehearsal's bootstrap runs apt beside
-uv → Python → venv → MaxText (remote/bootstrap.py), the person types them one after another. Both run the
+uv → Python → venv → MaxText (remote/pipeline/bootstrap/seed.py), the person types them one after another. Both run the
 same step commands (the same spec); only the order and overlap differ. Each side takes minutes.
 
 Each side is also split into its parts (boot until the login user exists, install, the tiny model, convert,
@@ -47,9 +47,9 @@ from rehearsal.fresh_vm.rehearse import (
 from rehearsal.fresh_vm.substitutions import provision_boot_disk, transform
 from rehearsal.run import record
 from rehearsal.sshd import keygen
-from remote.bootstrap import BootstrapSpec
-from remote.profile import VM
-from workload.contract import KEPT_DIR, PIPELINE_ENV, SCRATCH_DIR
+from remote.pipeline.bootstrap.spec import BootstrapSpec
+from remote.pipeline.profile import VM
+from workload.core.contract import KEPT_DIR, PIPELINE_ENV, SCRATCH_DIR
 from workload.events import parse_step
 
 ROOT = Path(__file__).resolve().parent.parent

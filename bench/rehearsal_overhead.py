@@ -23,7 +23,7 @@ from pathlib import Path
 from infra.stack_file import read_stack_config
 from rehearsal.__main__ import CONFIG
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
-from workload.config import BY_KEY, PipelineConfig
+from workload.core.config import BY_KEY, PipelineConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 

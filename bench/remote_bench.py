@@ -19,12 +19,13 @@ from pathlib import Path
 
 import paramiko
 
-from remote import jobs
-from remote.bootstrap import BootstrapResult, bootstrap_all, spec_for
-from remote.connection import connect
-from remote.target import Target
-from tests.remote.ssh_testbed import REMOTE_USER, Sshd, ensure_remote_user, free_port, make_user_key, wait_until
-from workload.config import PipelineConfig
+from remote.pipeline.bootstrap.scheduler import BootstrapResult, bootstrap_all
+from remote.pipeline.bootstrap.seed import spec_for
+from remote.ssh import jobs
+from remote.ssh.connection import connect
+from remote.ssh.target import Target
+from tests.ssh_testbed import REMOTE_USER, Sshd, ensure_remote_user, free_port, make_user_key, wait_until
+from workload.core.config import PipelineConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

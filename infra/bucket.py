@@ -1,4 +1,4 @@
-"""A Cloud Storage bucket that outlives the VM, and the one identity allowed to use it.
+"""A Cloud Storage bucket that outlives the VM, and the one service account allowed to use it.
 
 General on purpose (the training checkpoints use one; publishing may use another): uniform bucket-level access
 with public access prevented, the stack's labels, a lifecycle rule that deletes objects under given prefixes after

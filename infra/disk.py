@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from workload.contract import MOUNT_POINT
+from workload.core.contract import MOUNT_POINT
 
 DEVICE_NAME = "tpu-sft-data"  # appears on the VM as /dev/disk/by-id/google-tpu-sft-data
 

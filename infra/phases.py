@@ -1,4 +1,4 @@
-"""Which settings each post-deploy phase depends on: derived from the settings table (workload/config.py).
+"""Which settings each post-deploy phase depends on: derived from the settings table (workload/core/config.py).
 
 `phase_inputs` feeds both `infra/tasks.py` (each phase's environment and `triggers`) and `python -m infra.plan`
 (which phases a config change re-runs, and why). A phase depends on its own settings and on everything the
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workload.config import SETTINGS, PipelineConfig
-from workload.contract import PHASES
+from workload.core.config import SETTINGS, PipelineConfig
+from workload.core.contract import PHASES
 
 # The pipeline settings each phase reads itself (stack keys without the namespace).
 OWN_INPUTS: dict[str, tuple[str, ...]] = {phase: tuple(s.key for s in SETTINGS if s.phase == phase) for phase in PHASES}

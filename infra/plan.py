@@ -19,11 +19,10 @@ from typing import Any
 from infra.cost import estimate
 from infra.flex_start import group_description
 from infra.phases import phase_inputs
-from infra.publish_settings import destinations
 from infra.settings import Settings, parse
 from infra.stack_file import read_stack_config
-from workload.config import ConfigError
-from workload.contract import EXIT_BAD_INPUT, PHASES
+from workload.core.config import ConfigError
+from workload.core.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
@@ -111,7 +110,7 @@ def _publish_row(base: Settings, head: Settings, everything: str,
     """The publish task's inputs (infra/publish.py): the target, the export phase's settings, the destinations."""
     if not head.publishes:
         return None if not base.publishes else ("publish", False, "publishing turned off: what was published stays")
-    where = _changes(destinations(base), destinations(head))
+    where = _changes(base.publish_destinations, head.publish_destinations)
     if not base.publishes:
         return ("publish", True, "publishing turned on: " + ", ".join(where))
     changed = [everything] if everything else [*export_changes, *where]

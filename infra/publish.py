@@ -1,4 +1,4 @@
-"""The publish task: after the export phase, `python -m remote.publish` pushes the kept model to the stack's
+"""The publish task: after the export phase, `python -m remote publish` pushes the kept model to the stack's
 destinations (opt-in: declared only when tpu-sft:publishGcsUri or publishHubRepo is set).
 
 Its inputs are the target, the export phase's own settings (a new model publishes again) and the destinations:
@@ -16,9 +16,8 @@ import pulumi
 from pulumi_command import local
 
 from infra.phases import phase_inputs
-from infra.publish_settings import destinations
 from infra.settings import Settings
-from workload.contract import (
+from workload.core.contract import (
     HF_WRITE_TOKEN_SECRET,
     PIPELINE_ENV,
     PUBLISH_ENV,
@@ -51,7 +50,7 @@ class PublishTask(pulumi.ComponentResource):
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[args.export]),
             ))
-        where = json.dumps(destinations(args.settings), sort_keys=True)
+        where = json.dumps(args.settings.publish_destinations, sort_keys=True)
         pipeline = json.dumps(phase_inputs(args.settings.pipeline)["export"], sort_keys=True)
         self.command = local.Command(
             name,

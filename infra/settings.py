@@ -1,76 +1,35 @@
 """Every stack setting, read once and validated before any resource is declared.
 
 `parse` is pure (a mapping of stack keys to raw values in, a frozen `Settings` out) so that any config can be
-checked without an engine; `from_pulumi` feeds it the stack's config. Errors are `ConfigError`: one line
-naming the key, the problem and the fix.
+checked without an engine; `from_pulumi` feeds it the stack's config. Each `tpu-sft:` key is one row of
+`infra/setting_table.py` (the pipeline's of `workload/core/config.py`); the rules across keys are the named functions
+of `CROSS_KEY_RULES` here. Errors are `ConfigError`: one line naming the key, the problem and the fix. How a setting
+reaches the VM: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-from infra import publish_settings
-from infra.cost import PRICE_TABLE, estimate
-from infra.run_cap import default_max_run_hours
-from infra.ssh_access import ACCESS_MODES, os_login_user
-from infra.ssh_identity import require_private_key
-from workload.accelerators import ACCELERATORS, Accelerator
-from workload.config import BY_KEY as PIPELINE_SETTINGS
-from workload.config import (
-    NAMESPACE,
-    ConfigError,
-    PipelineConfig,
-    parse_bool,
-    parse_choice,
-    parse_float,
-    parse_int,
-    parse_list,
-    parse_pattern,
-    parse_structured,
-    set_hint,
-    stack_key,
-)
+from infra.cost import PRICE_TABLE
+from infra.setting_table import BY_KEY, DEFAULT_INSTANCE_NAME, DEFAULT_PUBLIC_KEY, IAP_RANGE, SETTINGS, Given
+from infra.ssh_key_pair import require_private_key
+from workload.core.accelerators import ACCELERATORS, Accelerator
+from workload.core.config import BY_KEY as PIPELINE_SETTINGS
+from workload.core.config import NAMESPACE, ConfigError, PipelineConfig, parse_pattern, set_hint, stack_key
 
-PROVISIONING_MODELS = ("RESERVATION_BOUND", "SPOT", "FLEX_START", "STANDARD")
-ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or straight to its external IP
-IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
-DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
-AUTOSTOP_ACTIONS = ("stop", "delete", "off")  # what the VM does to itself once idle (workload/autostop.py)
 # Consuming an ordinary (on-demand) specific reservation: STANDARD; RESERVATION_BOUND consumes a calendar-mode
 # (future) reservation. Spot and flex-start VMs consume none.
 RESERVATION_MODELS = ("RESERVATION_BOUND", "STANDARD")
-
-# Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only.
+# Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only, like the table's patterns.
 _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
-_RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-_RESERVATION = re.compile(r"(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
-_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
-_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
-_ACCOUNT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
-_SERVICE_ACCOUNT = re.compile(r"[a-z0-9][a-z0-9.-]{0,62}@[a-z0-9][a-z0-9.-]*\.gserviceaccount\.com")
-# Cloud Storage bucket names without dots (dotted names need domain verification): 3-63 characters, not beginning
-# with "goog", holding no "google" or close misspelling (cloud.google.com/storage/docs/buckets, "Bucket names").
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]")
-_BUCKET_RESERVED = re.compile(r"goog|.*g[o0][o0]g[l1]e")
-# A Hugging Face access token: never allowed in a plain (non-secret) setting.
+# A Hugging Face access token, searched for inside every value: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
-
-INFRA_KEYS = (
-    "reservation", "provisioningModel", "instanceName", "network", "subnetwork", "bootDiskSizeGb",
-    "dataDiskSizeGb", "dataDiskType", "keepDataDisk", "allowDataDiskReplace", "access", "externalIp", "sshSourceRanges",
-    "dangerouslyAllowSshFromAnywhere", "sshUser", "sshPublicKey", "sshPublicKeyPath", "labels", "pricePerChipHour",
-    "maxRunHours", "hfToken", "serviceAccount", "sshAccess", "osLoginAccount", "autostop", "idleMinutes",
-    "checkpointBucket", "checkpointRetentionDays", "bucketForceDestroy",
-    *publish_settings.KEYS,
-)
-DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 
 
 @dataclass(frozen=True)
@@ -80,9 +39,9 @@ class Settings:
     stack: str
     pipeline: PipelineConfig
     accelerator: Accelerator
-    reservation: str | None
+    reservation: str | None = None
     provisioning_model: str = "RESERVATION_BOUND"
-    instance_name: str = "tpu-sft"
+    instance_name: str = DEFAULT_INSTANCE_NAME
     network: str = "default"
     subnetwork: str | None = None
     boot_disk_size_gb: int = 200
@@ -99,11 +58,11 @@ class Settings:
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
     max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
-    service_account: str | None = None  # the VM's identity; None: the project's default compute service account
+    service_account: str | None = None  # the VM's service account; None: the project's default compute one
     checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name
     checkpoint_retention_days: int = 30
     bucket_force_destroy: bool = False
-    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_access.py)
+    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_key_trust.py)
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
     autostop: str = "stop"
     idle_minutes: int = 30
@@ -122,6 +81,11 @@ class Settings:
         return bool(self.publish_gcs_uri or self.publish_hub_repo)
 
     @property
+    def publish_destinations(self) -> dict[str, Any]:
+        """Where the publish task sends the model: one of its inputs (infra/publish.py), and a row of the plan."""
+        return {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo, "public": self.publish_hub_public}
+
+    @property
     def ssh_private_key_path(self) -> str:
         return self.ssh_public_key_path.removesuffix(".pub")
 
@@ -131,99 +95,14 @@ def _secret_key(key: str) -> str:
     return key if key.endswith("Token") else stack_key("hfToken")
 
 
-def _cidrs(raw: Any, allow_anywhere: bool) -> tuple[str, ...]:
-    key = "sshSourceRanges"
-    ranges = parse_list(key, raw, f'["{IAP_RANGE}"]')
-    if not ranges:
-        raise ConfigError(stack_key(key), "is empty, so nothing could reach the VM", set_hint(key,
-                                                                                              f"'[\"{IAP_RANGE}\"]'"))
-    for cidr in ranges:
-        try:
-            if not isinstance(cidr, str) or not cidr.isascii():  # ip_network(5) is 0.0.0.5/32
-                raise TypeError(cidr)
-            network = ipaddress.ip_network(cidr, strict=True)
-        except (TypeError, ValueError):
+def refuse_tokens_in_plain_text(raw: Mapping[str, Any], secret_keys: frozenset[str]) -> None:
+    """A value of any key, ours or not, that holds a Hugging Face token and is not stored as a secret."""
+    for key, value in raw.items():
+        if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
-                stack_key(key), f"{cidr!r} is not a CIDR range like 203.0.113.0/24", set_hint(key,
-                                                                                              f"'[\"{IAP_RANGE}\"]'")
-            ) from None
-        if network.prefixlen == 0 and not allow_anywhere:
-            raise ConfigError(
-                stack_key(key),
-                f"{cidr} opens SSH to the whole internet",
-                "list your own ranges, or set tpu-sft:dangerouslyAllowSshFromAnywhere true if you really mean it",
+                key, "holds what looks like a Hugging Face token in plain text",
+                f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
             )
-    return tuple(ranges)
-
-
-def _labels(raw: Any, stack: str) -> tuple[tuple[str, str], ...]:
-    labels = {"app": "tpu-sft", "stack": stack.lower()}
-    if raw is not None:
-        given = parse_structured("labels", raw, dict, '{"owner": "me"}')
-        for k, v in given.items():
-            if not _LABEL_KEY.fullmatch(str(k)) or not isinstance(v, str) or not _LABEL_VALUE.fullmatch(v):
-                raise ConfigError(
-                    stack_key("labels"),
-                    f"label {k}={v!r} is not valid (lower-case letters, digits, '_' and '-'; keys start with a letter)",
-                    "pulumi config set --path tpu-sft:labels.owner my-team",
-                )
-        labels.update(given)
-    return tuple(sorted(labels.items()))
-
-
-# One key on one line (a newline would smuggle a second key into the VM's ssh-keys metadata), comment optional.
-_PUBLIC_KEY = re.compile(r"(ssh-(ed25519|rsa)|ecdsa-sha2-[A-Za-z0-9-]+) [A-Za-z0-9+/=]+( [^\r\n]*)?")
-
-
-def _os_login(get: Callable[[str], Any]) -> dict[str, Any]:
-    """tpu-sft:sshAccess and, for OS Login, the account and the POSIX user Google gives it."""
-    mode = parse_choice("sshAccess", get("sshAccess") or "metadata", ACCESS_MODES)
-    account = get("osLoginAccount")
-    if mode != "oslogin":
-        if account is not None:
-            raise ConfigError(stack_key("osLoginAccount"), "is only used with tpu-sft:sshAccess oslogin",
-                              "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
-        return {"ssh_access": mode}
-    if account is None:
-        raise ConfigError(stack_key("osLoginAccount"),
-                          "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
-                          "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
-    parse_pattern("osLoginAccount", account, _ACCOUNT, "a Google account e-mail", "me@example.com")
-    values = {"ssh_access": mode, "os_login_account": account}
-    if get("sshUser") is None:
-        user = os_login_user(account)
-        if user is None:
-            raise ConfigError(
-                stack_key("sshUser"),
-                f"cannot be derived from {account} (a service account, or a name over 32 characters)",
-                "pulumi config set tpu-sft:sshUser <its POSIX name: gcloud compute os-login describe-profile>",
-            )
-        values["ssh_user"] = user
-    return values
-
-
-def _checkpoint_bucket(raw: Any, project: str, instance_name: str | None) -> str:
-    """The given name, or one derived from the project id (globally unique) and the instance name."""
-    if raw is not None:
-        name = parse_pattern("checkpointBucket", raw, _BUCKET, "a bucket name (3-63 of a-z, 0-9, '-', '_')",
-                             f"{project}-tpu-sft-runs")
-        _not_reserved_by_google(name, f"{project}-tpu-sft-runs")
-        return name
-    name = f"{project}-{instance_name or Settings.instance_name}-runs"
-    if not _BUCKET.fullmatch(name):
-        raise ConfigError(stack_key("checkpointBucket"),
-                          f"the derived bucket name {name!r} is longer than 63 characters",
-                          set_hint("checkpointBucket", f"{project[:40]}-runs"))
-    _not_reserved_by_google(name, f"{project}-tpu-sft-runs")
-    return name
-
-
-def _not_reserved_by_google(bucket: str, example: str) -> None:
-    """Cloud Storage keeps "goog…" and "google" (and its look-alikes) for Google's own buckets."""
-    if _BUCKET_RESERVED.match(bucket):
-        raise ConfigError(stack_key("checkpointBucket"),
-                          f"{bucket!r} begins with \"goog\" or contains \"google\", which Cloud Storage reserves",
-                          set_hint("checkpointBucket", example))
 
 
 def parse(
@@ -234,15 +113,9 @@ def parse(
 ) -> Settings:
     """Validate a stack's config, given as fully qualified keys (`gcp:zone`, `tpu-sft:steps`) to raw values.
     Reads no file: the same config gives the same settings on every machine."""
-    for key, value in raw.items():
-        if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
-            raise ConfigError(
-                key, "holds what looks like a Hugging Face token in plain text",
-                f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
-            )
+    refuse_tokens_in_plain_text(raw, secret_keys)
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
-    pipeline_keys = set(PIPELINE_SETTINGS)
-    unknown = sorted(set(ours) - pipeline_keys - set(INFRA_KEYS))
+    unknown = sorted(set(ours) - set(PIPELINE_SETTINGS) - set(BY_KEY))
     if unknown:
         raise ConfigError(
             stack_key(unknown[0]), "is not a tpu-sft setting (a typo?)",
@@ -258,85 +131,24 @@ def parse(
         raise ConfigError("gcp:zone", "is not set", "pulumi config set gcp:zone us-east5-b")
     parse_pattern("gcp:zone", zone, _ZONE, "a zone like us-east5-b", "us-east5-b")
 
-    pipeline = PipelineConfig.from_mapping({k: v for k, v in ours.items() if k in pipeline_keys})
+    pipeline = PipelineConfig.from_mapping({k: v for k, v in ours.items() if k in PIPELINE_SETTINGS})
+    parsed: dict[str, Any] = {}
+    given = Given(stack=stack, project=project, pipeline=pipeline, secret_keys=secret_keys, parsed=parsed)
     values: dict[str, Any] = {}
-    get = ours.get
-
-    model = parse_choice("provisioningModel", get("provisioningModel", "RESERVATION_BOUND"), PROVISIONING_MODELS)
-    values["provisioning_model"] = model
-    reservation = get("reservation")
-    if reservation is not None:
-        parse_pattern("reservation", reservation, _RESERVATION, "a reservation name", "my-v6e-reservation")
-    for key, attr in (("instanceName", "instance_name"), ("network", "network"), ("subnetwork", "subnetwork")):
-        if get(key) is not None:
-            values[attr] = parse_pattern(key, get(key), _RESOURCE_NAME, "a Compute Engine resource name", "tpu-sft")
-    if get("bootDiskSizeGb") is not None:
-        values["boot_disk_size_gb"] = parse_int("bootDiskSizeGb", get("bootDiskSizeGb"), minimum=100, example="200")
-    if get("dataDiskSizeGb") is not None:
-        values["data_disk_size_gb"] = parse_int("dataDiskSizeGb", get("dataDiskSizeGb"), minimum=10, example="100")
-    if get("dataDiskType") is not None:
-        values["data_disk_type"] = parse_choice("dataDiskType", get("dataDiskType"), DATA_DISK_TYPES)
-    if get("keepDataDisk") is not None:
-        values["keep_data_disk"] = parse_bool("keepDataDisk", get("keepDataDisk"))
-    if get("allowDataDiskReplace") is not None:  # validated here, read by the policy pack (policy/disk.py)
-        parse_bool("allowDataDiskReplace", get("allowDataDiskReplace"))
-    if get("access") is not None:
-        values["access"] = parse_choice("access", get("access"), ACCESS_PATHS)
-    if get("externalIp") is not None:
-        values["external_ip"] = parse_bool("externalIp", get("externalIp"))
-    anywhere = parse_bool("dangerouslyAllowSshFromAnywhere", get("dangerouslyAllowSshFromAnywhere", "false"))
-    # The default is checked like a listed range, so a default that opened SSH to the internet would be refused.
-    values["ssh_source_ranges"] = _cidrs(get("sshSourceRanges", [IAP_RANGE]), anywhere)
-    if get("sshUser") is not None:
-        values["ssh_user"] = parse_pattern("sshUser", get("sshUser"), _USER, "a Linux user name", "tpu-sft")
-    values.update(_os_login(get))
-    key_path = get("sshPublicKeyPath", DEFAULT_PUBLIC_KEY)
-    if not isinstance(key_path, str) or not key_path.endswith(".pub") or key_path == ".pub":
-        raise ConfigError(
-            stack_key("sshPublicKeyPath"), f"expected the path of a public key file (.pub), got {key_path!r}; "
-            "its private key is the same path without .pub", set_hint("sshPublicKeyPath", DEFAULT_PUBLIC_KEY),
-        )
-    values["ssh_public_key_path"] = key_path
-    if get("sshPublicKey") is None:
-        raise ConfigError(
-            stack_key("sshPublicKey"),
-            "is not set; the VM's SSH key must come from the stack, not from the machine that runs pulumi",
-            f"pulumi config set {stack_key('sshPublicKey')} \"$(cat {DEFAULT_PUBLIC_KEY})\"",
-        )
-    values["ssh_public_key"] = parse_pattern(
-        "sshPublicKey", get("sshPublicKey"), _PUBLIC_KEY, "an OpenSSH public key", f"\"$(cat {DEFAULT_PUBLIC_KEY})\""
-    )
-    values["labels"] = _labels(get("labels"), stack)
-    if get("pricePerChipHour") is not None:
-        values["price_per_chip_hour"] = parse_float("pricePerChipHour", get("pricePerChipHour"), example="2.70")
-    values["max_run_hours"] = _max_run_hours(get("maxRunHours"), pipeline)
-    if get("autostop") is not None:
-        values["autostop"] = parse_choice("autostop", get("autostop"), AUTOSTOP_ACTIONS)
-    if get("idleMinutes") is not None:
-        values["idle_minutes"] = parse_int("idleMinutes", get("idleMinutes"), minimum=1, example="30")
-    if get("serviceAccount") is not None:
-        values["service_account"] = parse_pattern(
-            "serviceAccount", get("serviceAccount"), _SERVICE_ACCOUNT, "a service account e-mail",
-            "tpu-sft-vm@my-project.iam.gserviceaccount.com",
-        )
-    values["checkpoint_bucket"] = _checkpoint_bucket(get("checkpointBucket"), project, values.get("instance_name"))
-    if get("checkpointRetentionDays") is not None:
-        values["checkpoint_retention_days"] = parse_int(
-            "checkpointRetentionDays", get("checkpointRetentionDays"), minimum=1, example="30")
-    if get("bucketForceDestroy") is not None:
-        values["bucket_force_destroy"] = parse_bool("bucketForceDestroy", get("bucketForceDestroy"))
-    if get("hfToken") is not None:
-        if stack_key("hfToken") not in secret_keys:
-            raise ConfigError(
-                stack_key("hfToken"), "is stored in plain text",
-                "pulumi config rm tpu-sft:hfToken && pulumi config set --secret tpu-sft:hfToken <token>",
-            )
-        values["hf_token"] = get("hfToken")
-    values.update(publish_settings.parse(get, secret_keys))
+    for row in SETTINGS:
+        value = ours.get(row.key)
+        if value is None and not row.when_unset:
+            continue
+        value = row.parse(row.key, value, row.example, given)
+        if value is None:
+            continue
+        parsed[row.key] = value
+        if row.field is not None:
+            values[row.field] = value
 
     settings = Settings(
         project=project, zone=zone, stack=stack, pipeline=pipeline,
-        accelerator=ACCELERATORS[pipeline.accelerator_type], reservation=reservation, **values,
+        accelerator=ACCELERATORS[pipeline.accelerator_type], **values,
     )
     for rule in CROSS_KEY_RULES:
         rule(settings)
@@ -522,18 +334,6 @@ def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> None:
             )
 
 
-def _max_run_hours(raw: Any, pipeline: PipelineConfig) -> int | None:
-    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
-    run's estimate (infra/run_cap.py) when unset."""
-    if raw is None:
-        run = estimate(ACCELERATORS[pipeline.accelerator_type].chips, PRICE_TABLE["v6e"]["usd_per_chip_hour"],
-                       pipeline.steps, pipeline.per_device_batch_size)
-        return default_max_run_hours(run)
-    if raw == "off":
-        return None
-    return parse_int("maxRunHours", raw, minimum=1, example="4")
-
-
 def from_pulumi() -> Settings:
     """The current stack's settings, from the config the engine handed this program.
 
@@ -550,8 +350,7 @@ def from_pulumi() -> Settings:
     is_update = not pulumi.runtime.is_dry_run()
     require_token_for_update(settings, is_update=is_update, environ=os.environ)
     require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)
-    publish_settings.require_write_token(settings.publish_hub_repo, settings.hf_write_token,
-                                         is_update=is_update, environ=os.environ)
+    require_write_token(settings, is_update=is_update, environ=os.environ)
     return settings
 
 
@@ -562,4 +361,15 @@ def require_token_for_update(settings: Settings, *, is_update: bool, environ: Ma
         raise ConfigError(
             stack_key("hfToken"), "is not set and $HF_TOKEN is empty, but the Gemma weights are gated",
             "pulumi config set --secret tpu-sft:hfToken (or export HF_TOKEN before `pulumi up`)",
+        )
+
+
+def require_write_token(settings: Settings, *, is_update: bool, environ: Mapping[str, str]) -> None:
+    """Publishing to the Hub needs a write token: an update without one fails before anything is created."""
+    hub_repo = settings.publish_hub_repo
+    if is_update and hub_repo and not settings.hf_write_token and not environ.get("HF_WRITE_TOKEN"):
+        raise ConfigError(
+            stack_key("hfWriteToken"),
+            f"is not set and $HF_WRITE_TOKEN is empty, but tpu-sft:publishHubRepo is {hub_repo}",
+            "pulumi config set --secret tpu-sft:hfWriteToken (a token with write access), or export HF_WRITE_TOKEN",
         )

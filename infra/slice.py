@@ -203,7 +203,7 @@ class TpuSlice(pulumi.ComponentResource):
         self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]
         # Server-assigned, new when the group is replaced: what the tasks' host keys and triggers are pinned to.
         self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
-        # The bucket's grant needs the hosts' identity before they exist: the one named, or the project's
+        # The bucket's grant needs the hosts' service account before they exist: the one named, or the project's
         # default compute account, which the API attaches when none is (as for the single VM).
         self.service_account_email: pulumi.Output[str] = (
             pulumi.Output.from_input(s.service_account)

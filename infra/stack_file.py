@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from workload.config import ConfigError
+from workload.core.config import ConfigError
 
 
 def read_stack_config(path: Path) -> dict[str, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from infra.disk import mount_script
 from infra.settings import Settings
 from workload import autostop
-from workload.contract import JOBS_DIR, STATE_DIR
+from workload.core.contract import JOBS_DIR, STATE_DIR
 
 WATCHER_SOURCE = Path(autostop.__file__)
 WATCHER_PATH = "/var/lib/tpu-sft/autostop.py"

@@ -18,11 +18,11 @@ from typing import Any, Sequence
 import pulumi
 from pulumi_command import local
 
-from infra.access import iap_proxy_command, ssh_host
 from infra.phases import phase_inputs
 from infra.settings import Settings
-from remote.profile import VM, slice_host
-from workload.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
+from infra.ssh_commands import iap_proxy_command, ssh_host
+from remote.pipeline.profile import VM, slice_host
+from workload.core.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
 KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
@@ -31,7 +31,7 @@ KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
 @dataclass(frozen=True)
 class TasksArgs:
     settings: Settings
-    target_json: pulumi.Output[str]  # remote.target JSON: vm_target or slice_target
+    target_json: pulumi.Output[str]  # remote.ssh.target JSON: vm_target or slice_target
     # The VM's instance id, or the slice's MIG id: a new one is new hosts, and every phase re-runs on them.
     identity: pulumi.Output[str]
     hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
@@ -39,7 +39,7 @@ class TasksArgs:
 
 
 def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
-    """How the tasks log in: the stack's one SSH identity, its IAP gateway (`%h` is the instance name), and host
+    """How the tasks log in: the stack's one SSH key pair, its IAP gateway (`%h` is the instance name), and host
     keys recorded on first use (over IAP the tunnel itself is authenticated by Google)."""
     return {
         "user": s.ssh_user,
@@ -52,7 +52,7 @@ def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
 
 def vm_target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None,
               runs_url: str) -> dict[str, Any]:
-    """remote.target JSON of the VM. Host keys are pinned per instance id: a replaced VM is a new host, not a
+    """remote.ssh.target JSON of the VM. Host keys are pinned per instance id: a replaced VM is a new host, not a
     changed key."""
     return {
         "host": ssh_host(s, instance_name, external_ip),
@@ -63,7 +63,7 @@ def vm_target(s: Settings, instance_name: str, instance_id: str, external_ip: st
 
 def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url: str,
                  runs_url: str) -> dict[str, Any]:
-    """remote.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
+    """remote.ssh.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
     `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
     Worker ids are positions in that order, not the TPU runtime's own numbering; host keys are pinned per MIG."""
     return {

@@ -10,10 +10,10 @@ import pulumi_gcp as gcp
 
 from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
-from infra.ssh_access import ssh_metadata
+from infra.ssh_key_trust import ssh_metadata
 from infra.startup import metadata as autostop_metadata
 from infra.startup import startup_script
-from workload.bill import PRICE_KEY
+from workload.core.contract import PRICE_KEY
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 BOOT_DISK_TYPE = "hyperdisk-balanced"  # v6e supports Hyperdisk only; left unset, the API may pick another type
@@ -131,7 +131,7 @@ def _external_ip(interfaces) -> str | None:
 
 
 def _service_account_email(account) -> str:
-    """The VM's identity: the one named, or the default compute account the API attaches when none is."""
+    """The VM's service account: the one named, or the default compute account the API attaches when none is."""
     if account is None or not account.email:
         raise ValueError("the VM reports no service account, which autostop needs: set tpu-sft:serviceAccount")
     return account.email

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy import access, disk, firewall, instance, labels
+from policy import disk, external_ip, firewall, instance, labels
 from policy.model import DISK, FIREWALL, HOSTS, INSTANCE_GROUP_MANAGER, Resource, Violation
 
 MANDATORY = "mandatory"
@@ -132,7 +132,7 @@ STACK_RULES: tuple[StackRule, ...] = (
         name="no-external-ip-behind-iap",
         description="A VM reached over SSH only through IAP has no external IP.",
         level=ADVISORY,
-        check=lambda rs, c, s: access.external_ip_behind_iap(rs),
+        check=lambda rs, c, s: external_ip.external_ip_behind_iap(rs),
     ),
 )
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import record, up
-from workload.contract import EXIT_BAD_INPUT
+from workload.core.contract import EXIT_BAD_INPUT
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 

@@ -23,7 +23,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
 from rehearsal.autonaming import auto_named
-from rehearsal.name_rules import refuse_invalid_names
+from rehearsal.name_rules import refuse_invalid_labels, refuse_invalid_names
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
@@ -78,9 +78,11 @@ class Stack:
 
 def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     """The resource's state as Google would create it: named by Pulumi where the program gave no name, and refused
-    (raising, which fails the program's run as a provider error does) where its service would refuse a name."""
+    (raising, which fails the program's run as a provider error does) where its service would refuse a name or a
+    label."""
     state = auto_named(args.typ, args.name, dict(args.inputs))
     refuse_invalid_names(args.typ, state)
+    refuse_invalid_labels(args.typ, state)
     return state
 
 

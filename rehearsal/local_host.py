@@ -1,7 +1,7 @@
 """The rehearsal's stand-in for the VM: a throwaway sshd on 127.0.0.1 that the current user logs in to.
 
 It gets its own host key, user key and known_hosts in a private directory, a free port, and its own host
-profile (remote/profile.py): a bootstrap that links the locally built MaxText venv instead of installing one
+profile (remote/pipeline/profile.py): a bootstrap that links the locally built MaxText venv instead of installing one
 from the internet (this machine reaches only package registries, and the seed's bootstrap would upgrade this
 machine's own packages), scratch and "data disk" folders under the run directory, and no mount to wait for.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Mapping
 
 from rehearsal.sshd import Sshd, make_user_key
-from remote.bootstrap import BootstrapSpec, Step
-from remote.profile import HostProfile
-from workload.contract import TARGET_ENV
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from remote.pipeline.profile import HostProfile
+from workload.core.contract import TARGET_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 MAXTEXT_VENV = REPO / ".maxtext-venv"

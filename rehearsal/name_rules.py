@@ -1,6 +1,6 @@
-"""Google's rules for the names a program declares, as the services apply them to a create request: the mock engine
-(rehearsal/engine.py) refuses a resource whose name (after Pulumi's auto-naming, rehearsal/autonaming.py) breaks
-its service's rule, with an error worded like the service's 400, and the program's run fails.
+"""Google's rules for the names and labels a program declares, as the services apply them to a create request: the
+mock engine (rehearsal/engine.py) refuses a resource whose name (after Pulumi's auto-naming, rehearsal/autonaming.py)
+or labels break its service's rule, with an error worded like the service's 400, and the program's run fails.
 
 Enforced, each from Google's reference (the Compute Engine error is Google's own wording; the others are worded
 here, with the 400's shape):
@@ -18,12 +18,17 @@ here, with the 400's shape):
   `roleId`).
 - service account IDs: 6-30 characters matching `[a-z]([-a-z0-9]*[a-z0-9])` (IAM REST reference,
   projects.serviceAccounts.create, `accountId`).
+- labels, on every `gcp:` resource that has them (cloud.google.com/compute/docs/labeling-resources, "Requirements
+  for labels"; Cloud Storage's are the same): a key is 1-63 characters and starts with a lowercase letter, a value
+  is 0-63 characters, both of lowercase letters, digits, '_' and '-'; at most 64 labels on a resource.
 
 Not enforced: uniqueness (within a project or zone, or Cloud Storage's global namespace); misspellings of "google"
 other than digits for its letters ("g00gle", the documented example), since Google lists none; a dotted bucket name's
-own rules (up to 222 characters, 63 per component) and IP-address look-alikes, which only dotted names can be; label
-keys and values; per-resource exceptions to the Compute Engine rule for types the program does not declare. Google
-refuses at create, so at `pulumi up`; this refuses at preview too, which is stricter.
+own rules (up to 222 characters, 63 per component) and IP-address look-alikes, which only dotted names can be; the
+international characters Google also allows in label keys and values (any character outside ASCII passes here, as
+no rule says which of them count as lowercase letters); per-resource exceptions to the Compute Engine rule for types
+the program does not declare. Google refuses at create, so at `pulumi up`; this refuses at preview too, which is
+stricter.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ ROLE_ID = re.compile(r"[a-zA-Z0-9_.]{3,64}")
 ACCOUNT_ID = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])")
 ACCOUNT_ID_LENGTH = range(6, 31)
 _DIGITS_FOR_LETTERS = str.maketrans("01", "ol")
+# Characters outside ASCII stand in for the international characters Google allows; ASCII ones are checked.
+LABEL_KEY = re.compile("[a-z\u0080-\U0010ffff][-a-z0-9_\u0080-\U0010ffff]{0,62}")
+LABEL_VALUE = re.compile("[-a-z0-9_\u0080-\U0010ffff]{0,63}")
+LABELS_MAX = 64
 
 
 class NameRefused(Exception):
@@ -113,6 +122,25 @@ _BY_TYPE: dict[str, Callable[[dict[str, Any]], None]] = {
     "gcp:organizations/iAMCustomRole:IAMCustomRole": custom_role,
     "gcp:serviceaccount/account:Account": service_account,
 }
+
+
+def refuse_invalid_labels(type_: str, state: dict[str, Any]) -> None:
+    """Raise `NameRefused` where Google would refuse the labels in `state` (any `gcp:` resource's `labels`)."""
+    labels = state.get("labels")
+    if not type_.startswith("gcp:") or not isinstance(labels, dict):
+        return
+    if len(labels) > LABELS_MAX:
+        raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': {len(labels)} labels, "
+                          f"at most {LABELS_MAX} are allowed, invalid")
+    for key, value in labels.items():
+        if not LABEL_KEY.fullmatch(key):
+            raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': '{key}'. Label key "
+                              f"'{key}' violates format constraints: 1-63 lowercase letters, digits, '_' or '-', "
+                              "starting with a lowercase letter, invalid")
+        if isinstance(value, str) and not LABEL_VALUE.fullmatch(value):
+            raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': '{value}'. Label "
+                              f"value '{value}' violates format constraints: at most 63 lowercase letters, digits, "
+                              "'_' or '-', invalid")
 
 
 def refuse_invalid_names(type_: str, state: dict[str, Any]) -> None:

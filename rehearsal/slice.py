@@ -34,8 +34,8 @@ from rehearsal.local_host import MAXTEXT_VENV, linked_venv_spec
 from rehearsal.run import Executed, Recorded, execute, record, up
 from rehearsal.slice_hosts import SliceHosts
 from rehearsal.sshd import make_user_key
-from remote.target import Target
-from workload.contract import EXIT_BAD_INPUT, TARGET_ENV
+from remote.pipeline.target import PipelineTarget
+from workload.core.contract import EXIT_BAD_INPUT, TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 USER = "root"  # the login on every host (each host sees its own home)
@@ -59,7 +59,7 @@ class SliceRehearsal:
     def environment(self, command: Recorded) -> dict[str, str]:
         """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys,
         no IAP gateway, and MaxText linked instead of installed (the rest of the profile is the program's)."""
-        recorded = Target.from_json(command.environment[TARGET_ENV])
+        recorded = PipelineTarget.from_json(command.environment[TARGET_ENV])
         linked = linked_venv_spec(recorded.state_dir).to_mapping()
         target = dataclasses.replace(
             recorded, host=self.hosts.addresses[0], workers=self.hosts.addresses[1:], port=22, gateway=None,
@@ -85,7 +85,7 @@ def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, step
     if checkpoint_period is not None:
         overrides["tpu-sft:checkpointPeriod"] = str(checkpoint_period)
     declared, commands = record(CONFIG, overrides)
-    runs_url = Target.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
+    runs_url = PipelineTarget.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
     declared_storage = storage_iam.DeclaredStorage.of(declared)
     storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")

@@ -15,10 +15,15 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from remote import flags, group, jobs, phase, phase_outcome
-from remote.bootstrap import BootstrapSpec, bootstrap_all, spec_for
-from remote.connection import connect, env_prefix, run
-from remote.errors import (
+from remote.pipeline import outcome, phase, publish
+from remote.pipeline.bootstrap.scheduler import bootstrap_all
+from remote.pipeline.bootstrap.seed import spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec
+from remote.pipeline.request import PhaseRequest
+from remote.pipeline.target import PipelineTarget
+from remote.ssh import flags, group, jobs
+from remote.ssh.connection import connect, env_prefix, run
+from remote.ssh.errors import (
     EXIT_AUTH,
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -34,14 +39,12 @@ from remote.errors import (
     RemoteError,
     describe,
 )
-from remote.phase_request import PhaseRequest
-from remote.secrets import write_secret_everywhere
-from remote.sync import fetch, local_names
-from remote.target import Target
-from remote.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from workload import last_resort
-from workload.config import ConfigError, PipelineConfig
-from workload.contract import (
+from remote.ssh.secrets import write_secret_everywhere
+from remote.ssh.sync import fetch, local_names
+from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
+from workload.core import last_resort
+from workload.core.config import ConfigError, PipelineConfig
+from workload.core.contract import (
     EXIT_UNEXPECTED,
     HF_TOKEN_SECRET,
     HF_WRITE_TOKEN_SECRET,
@@ -49,10 +52,11 @@ from workload.contract import (
     MOUNT_POINT,
     PHASES,
     PIPELINE_ENV,
+    PUBLISH_ENV,
     SCRATCH_DIR,
     TARGET_ENV,
 )
-from workload.one_line_parser import OneLineParser
+from workload.core.one_line_parser import OneLineParser
 
 EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_OK}   done
@@ -67,7 +71,7 @@ EXIT_CODES = f"""exit codes (the same for every verb):
   {EXIT_SOME_HOSTS_FAILED}  `run --all-hosts` / `bootstrap` / `put-secret`: some hosts failed (each is named on stderr)
   {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback
   130 interrupted (Ctrl-C)
-  `follow` otherwise exits with the job's own exit code."""
+  `follow` and `publish` otherwise exit with the job's own exit code."""
 
 TARGET_HELP = f"""The target comes from ${TARGET_ENV} (JSON with the fields host, user, key_path, known_hosts, port,
 gateway, trust_on_first_use, workers, connect_timeout, command_timeout, keepalive_s, state_dir), and
@@ -103,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _secrets(args) -> list[str | None]:
-    """What must never reach a log: the HF token and every --secret-env value."""
-    names = ["HF_TOKEN", *getattr(args, "secret_env", [])]
+    """What must never reach a log: the HF tokens and every --secret-env value."""
+    names = ["HF_TOKEN", "HF_WRITE_TOKEN", *getattr(args, "secret_env", [])]
     return [os.environ.get(name) for name in names]
 
 
@@ -150,15 +154,15 @@ def _common_flags() -> argparse.ArgumentParser:
     return common
 
 
-def target_from(args) -> Target:
+def target_from(args) -> PipelineTarget:
     raw = os.environ.get(TARGET_ENV)
-    fields = Target.from_json(raw).__dict__.copy() if raw else {}
+    fields = PipelineTarget.from_json(raw).__dict__.copy() if raw else {}
     for name in ("host", "port", "user", "key_path", "known_hosts", "gateway", "trust_on_first_use", "workers",
                  "connect_timeout", "command_timeout", "state_dir"):
         value = getattr(args, name)
         if value is not None:
             fields[name] = value
-    return Target.from_mapping(fields)
+    return PipelineTarget.from_mapping(fields)
 
 
 def _print_json(value) -> None:
@@ -406,8 +410,30 @@ def _phase(args) -> int:
         request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
         return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
     except BaseException as error:  # every way a phase ends prints its summary last; main says the rest
-        _print_json(phase_outcome.failed(args.phase, phase_outcome.reason_for(error)))
+        _print_json(outcome.failed(args.phase, outcome.reason_for(error)))
         raise
+
+
+# ---- publish
+def _add_publish(verbs, common) -> None:
+    p = _verb(verbs, "publish", common, "Publish the kept model to Cloud Storage and/or the Hugging Face Hub.",
+              "What the `…-publish` task of `pulumi up` runs after the export phase. Finds the kept model where\n"
+              "export left it (the profile's kept dir and the run's name, from the export phase's settings), ships\n"
+              "workload/ and runs `python -m workload.publish` on the main host as a detached job, printing one line\n"
+              "of progress per event; the last stdout line is a JSON summary. The same model again sends nothing;\n"
+              "an interrupted publish resumes. HF_ENDPOINT and STORAGE_EMULATOR_HOST, when set, go to the job.\n"
+              f"Needs ${TARGET_ENV}, ${PIPELINE_ENV} (the export phase's settings) and ${PUBLISH_ENV}\n"
+              '(JSON: "gcs": gs://…, "hub": OWNER/NAME, "public": true|false); $HF_WRITE_TOKEN for the Hub\n'
+              "(stored on the host in a 0600 file; never on a command line).\n"
+              "Leaves on the host: <state_dir>/code, jobs/, secrets/.")
+    p.set_defaults(func=_publish)
+
+
+def _publish(args) -> int:
+    if not os.environ.get(TARGET_ENV):
+        raise BadInput(f"${TARGET_ENV} is not set: give the target as JSON")
+    request = PhaseRequest.from_env("export", target_from(args), os.environ)
+    return publish.publish(request, publish.destinations(os.environ), sys.stdout, os.environ)
 
 
 # ---- put-secret
@@ -441,7 +467,7 @@ def _put_secret(args) -> int:
 
 
 VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch,
-         _add_phase, _add_put_secret)
+         _add_phase, _add_publish, _add_put_secret)
 
 
 def _add_deadline(p: argparse.ArgumentParser) -> None:

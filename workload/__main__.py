@@ -22,18 +22,19 @@ import os
 import socket
 import sys
 
-from workload import commands, last_resort, storage
-from workload.accelerators import ACCELERATORS
+from workload import commands, storage
 from workload.bill import Meter
-from workload.config import ConfigError, PipelineConfig
-from workload.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
+from workload.core import last_resort
+from workload.core.accelerators import ACCELERATORS
+from workload.core.config import ConfigError, PipelineConfig
+from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
+from workload.core.one_line_parser import OneLineParser
 from workload.events import Events
 from workload.hf_token import TokenError, read_token, redactor, token_file_env, without_token
+from workload.jax_process import JaxProcess
 from workload.layout import Layout
-from workload.one_line_parser import OneLineParser
 from workload.pipeline import ORDER, run
 from workload.steps import Context
-from workload.workers import Worker
 
 RUNS_DIR_HELP = ("where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "
                  "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)")
@@ -79,10 +80,10 @@ def _layout(config: PipelineConfig, work_dir: str, output_dir: str, runs_dir: st
     return Layout(os.path.abspath(work_dir), located(output_dir), config.model, commands.run_name(config), runs)
 
 
-def worker_of(config: PipelineConfig, args: argparse.Namespace) -> Worker:
+def worker_of(config: PipelineConfig, args: argparse.Namespace) -> JaxProcess:
     """This host's place in the slice, which must have as many workers as the accelerator type has hosts
     (the tiny profile runs on CPUs: any number)."""
-    worker = Worker.from_flags(args.worker_id, args.worker_hostnames)
+    worker = JaxProcess.from_flags(args.worker_id, args.worker_hostnames)
     hosts = ACCELERATORS[config.accelerator_type].hosts
     if config.profile != "tiny" and worker.count != hosts:
         raise ConfigError("--worker-hostnames", f"names {worker.count} worker(s), but {config.accelerator_type} has "

@@ -7,7 +7,7 @@ python3 and imports nothing from tpu-sft. It works with the laptop that ran `pul
 Every poll it reads its settings from the instance's metadata (`tpu-sft-autostop`: stop, delete or off;
 `tpu-sft-idle-minutes`), so a `pulumi up` that changes them takes effect without a reboot. The VM is busy while
 
-  - a tpu-sft job runs (a job directory under --jobs-root whose wrapper is alive in this boot: remote/jobs.py), or
+  - a tpu-sft job runs (a job directory under --jobs-root whose wrapper is alive in this boot: remote/ssh/jobs.py), or
   - an SSH session is open (an ESTABLISHED TCP connection on local port --ssh-port, read from /proc/net/tcp
     and tcp6: IAP tunnels and direct logins alike, with or without a terminal, which utmp would miss).
 

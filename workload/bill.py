@@ -14,9 +14,9 @@ import os
 from typing import Any
 
 from workload.autostop import ApiError, Cloud
+from workload.core.contract import PRICE_KEY
 from workload.progress import duration
 
-PRICE_KEY = "tpu-sft-usd-per-chip-hour"
 UPTIME = "/proc/uptime"
 
 

@@ -17,12 +17,12 @@ import shlex
 from dataclasses import dataclass, field
 
 from workload import storage, tiny
-from workload.config import PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.fingerprint import fingerprint
+from workload.jax_process import ONE_HOST, JaxProcess
 from workload.layout import Layout
 from workload.logit_parity import KL_BOUND
 from workload.tpu_env import cpu_env, hf_env, tpu_env
-from workload.workers import ONE_HOST, Worker
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
@@ -70,7 +70,7 @@ def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *,
     return [python, "-m", module]
 
 
-def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool, worker: Worker = ONE_HOST,
+def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool, worker: JaxProcess = ONE_HOST,
          all_workers: bool = False) -> dict[str, str]:
     """`all_workers`: the step is one JAX job across every worker of a slice (train); any other step runs as one
     process on a host, which on a slice host must not start the TPU runtime: it would wait for the other hosts."""
@@ -86,14 +86,14 @@ def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool, wo
     return env
 
 
-def _single_process(config: PipelineConfig, worker: Worker) -> list[str]:
+def _single_process(config: PipelineConfig, worker: JaxProcess) -> list[str]:
     """MaxText options of a one-process step on a slice host (the tiny profile already runs every step so)."""
     one_process_on_a_slice = worker.multi_host and config.profile != "tiny"
     return ["hardware=cpu", "skip_jax_distributed_system=true"] if one_process_on_a_slice else []
 
 
 def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-               worker: Worker = ONE_HOST) -> Command:
+               worker: JaxProcess = ONE_HOST) -> Command:
     argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
@@ -125,7 +125,7 @@ def _profiles(config: PipelineConfig, layout: Layout) -> bool:
 
 
 def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-              worker: Worker = ONE_HOST) -> Command:
+              worker: JaxProcess = ONE_HOST) -> Command:
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
@@ -151,7 +151,7 @@ def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3"
         argv.append(f"checkpoint_period={config.checkpoint_period}")
     if tiny_profile:
         argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
-        # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (workers.cpu_env).
+        # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (JaxProcess.cpu_env).
         argv += _TINY_TRAIN_CPU_OPTIONS + [f"skip_jax_distributed_system={str(not worker.multi_host).lower()}"]
         argv += tiny.maxtext_overrides()
     return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker, all_workers=True))
@@ -159,7 +159,7 @@ def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3"
 
 def to_huggingface(
     config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "", params: str | None = None,
-    out_dir: str | None = None, worker: Worker = ONE_HOST,
+    out_dir: str | None = None, worker: JaxProcess = ONE_HOST,
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
@@ -180,7 +180,7 @@ def to_huggingface(
 
 def logit_parity(
     config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-    export_dir: str | None = None, result: str | None = None, worker: Worker = ONE_HOST,
+    export_dir: str | None = None, result: str | None = None, worker: JaxProcess = ONE_HOST,
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
@@ -204,7 +204,7 @@ def logit_parity(
 
 
 def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str,
-                      worker: Worker = ONE_HOST) -> list[Command]:
+                      worker: JaxProcess = ONE_HOST) -> list[Command]:
     """Every worker's convert and train; worker 0's export."""
     commands = [
         to_maxtext(config, layout, python=python, hostname=hostname, worker=worker),

@@ -25,7 +25,7 @@ from workload import storage
 
 
 def hf_home(work_dir: str) -> str:
-    """HF_HOME under a work dir: also where bootstrap downloads the weights to (remote/bootstrap.py)."""
+    """HF_HOME under a work dir: also where bootstrap downloads the weights to (remote/pipeline/bootstrap/seed.py)."""
     return os.path.join(work_dir, "hf-home")
 
 

@@ -34,7 +34,7 @@ from workload.steps import STEPS, Context
 ORDER = ("convert", "train", "export", "verify", "keep")
 
 
-LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/workers.py)
+LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/jax_process.py)
 
 
 def plan(profile: str, until: str, leader: bool = True) -> list[str]:

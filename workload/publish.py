@@ -18,7 +18,7 @@ import re
 import sys
 from typing import Any, Protocol
 
-from workload.contract import EXIT_BAD_INPUT
+from workload.core.contract import EXIT_BAD_INPUT
 from workload.fingerprint import manifest_mismatches
 from workload.hf_token import TokenError, read_token, redactor
 from workload.publish_gcs import split_uri

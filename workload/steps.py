@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from workload import commands, export_fix, kept, markers, storage, throughput, train_metrics
-from workload.accelerators import ACCELERATORS
 from workload.bill import Meter
-from workload.config import PipelineConfig
+from workload.core.accelerators import ACCELERATORS
+from workload.core.config import PipelineConfig
 from workload.events import Events, StepProgress, parse_step
 from workload.fingerprint import manifest
+from workload.jax_process import ONE_HOST, JaxProcess
 from workload.layout import Layout
 from workload.proc import StepFailed, run_logged
 from workload.tensorboard_redact import redact_event_files
-from workload.workers import ONE_HOST, Worker
 
 ORBAX_COMMIT_FILE = "commit_success.txt"  # orbax's atomicity_types.COMMIT_SUCCESS_FILE
 
@@ -42,7 +42,7 @@ class Context:
     log_paths: list[str] = field(default_factory=list)
     meter: Meter | None = None  # the VM's bill so far (workload/bill.py); None: not measured
     token: str | None = None  # masked out of MaxText's TensorBoard files, should a copy ever get there
-    worker: Worker = ONE_HOST  # this host's place in a slice (workload/workers.py)
+    worker: JaxProcess = ONE_HOST  # this host's place in a slice (workload/jax_process.py)
 
     def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
             on_line: Callable[[str], None] = lambda line: None) -> None:

@@ -22,8 +22,8 @@ import re
 import statistics
 from typing import Any
 
-from workload.accelerators import ACCELERATORS
-from workload.config import PipelineConfig
+from workload.core.accelerators import ACCELERATORS
+from workload.core.config import PipelineConfig
 
 _BACKEND = re.compile(r"System Information: Jax Backend: (\w+)")
 _DEVICES = re.compile(r"Num_devices: (\d+)")

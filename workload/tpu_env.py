@@ -9,11 +9,11 @@ printed commands, argv or logs.
 
 from __future__ import annotations
 
-from workload.accelerators import ACCELERATORS
-from workload.workers import ONE_HOST, Worker
+from workload.core.accelerators import ACCELERATORS
+from workload.jax_process import ONE_HOST, JaxProcess
 
 
-def tpu_env(accelerator_type: str, hostname: str, worker: Worker = ONE_HOST) -> dict[str, str]:
+def tpu_env(accelerator_type: str, hostname: str, worker: JaxProcess = ONE_HOST) -> dict[str, str]:
     """Seed step 5's exports; on one host, worker 0 on localhost, as the seed has them."""
     accelerator = ACCELERATORS[accelerator_type]
     if accelerator.hosts != worker.count:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rehearsal.fresh_vm.evidence import report
 from rehearsal.fresh_vm.rehearse import RehearsalFailed, rehearse
-from workload.contract import EXIT_BAD_INPUT
+from workload.core.contract import EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:

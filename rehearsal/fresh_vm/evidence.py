@@ -16,7 +16,7 @@ class Attempt:
 
 
 def failed_attempts(run: FreshVmRun) -> list[Attempt]:
-    """Failed SSH attempts reported by `wait` (remote/wait.py) during the first `up`."""
+    """Failed SSH attempts reported by `wait` (remote/ssh/wait.py) during the first `up`."""
     found = []
     for line in _first_boot(run):
         if "waiting for SSH on" in line.text:

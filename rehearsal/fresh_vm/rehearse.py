@@ -40,11 +40,11 @@ from rehearsal.fresh_vm.machine import GCE_LIKE, Boot, FreshVm, Timeline, discar
 from rehearsal.fresh_vm.substitutions import PLATFORM, StorageEndpoint, Substitution, provision_boot_disk, transform
 from rehearsal.run import Executed, Recorded, record, start
 from rehearsal.sshd import keygen
-from remote.bootstrap import BootstrapSpec
-from remote.phase_request import PhaseRequest
-from remote.profile import VM, HostProfile
-from remote.target import Target
-from workload.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
+from remote.pipeline.bootstrap.spec import BootstrapSpec
+from remote.pipeline.profile import VM, HostProfile
+from remote.pipeline.request import PhaseRequest
+from remote.pipeline.target import PipelineTarget
+from workload.core.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
 STARTUP_WAIT_S = 120
@@ -112,12 +112,12 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     train = next(c for c in commands if c.name.endswith("-train"))
     until_train = commands[:commands.index(train)]
     checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
-    runs_url = Target.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
+    runs_url = PipelineTarget.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
     declared_storage = storage_iam.DeclaredStorage.of(stack)
     cloud_storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
     emulator = cloud_storage.emulator
-    # The third kind of host (remote/profile.py): a VM's in every fact but how MaxText is installed.
+    # The third kind of host (remote/pipeline/profile.py): a VM's in every fact but how MaxText is installed.
     profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping(), runs_dir=runs_url)
     address, address_lock = claim_address()
     storage = StorageEndpoint(cloud_storage.env(declared_storage.host), declared_storage.host)
@@ -200,7 +200,7 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
 
 def real_spec(bootstrap: Recorded) -> BootstrapSpec:
     """The spec `python -m remote phase bootstrap` would install on the VM with this command's environment."""
-    target = Target.from_json(bootstrap.environment[TARGET_ENV])
+    target = PipelineTarget.from_json(bootstrap.environment[TARGET_ENV])
     return PhaseRequest.from_env("bootstrap", target, bootstrap.environment).bootstrap_spec()
 
 

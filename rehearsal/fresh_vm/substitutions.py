@@ -1,7 +1,7 @@
 """What the fresh-VM rehearsal changes from a real first `pulumi up`, each by name and printed when used.
 
-The bootstrap spec is the real one (remote.bootstrap.spec_for), transformed step by step where a step needs
-what this machine cannot reach (GitHub, PyTorch's own index); every other step runs exactly as declared.
+The bootstrap spec is the real one (remote.pipeline.bootstrap.seed.spec_for), transformed step by step where a
+step needs what this machine cannot reach (GitHub, PyTorch's own index); every other step runs exactly as declared.
 `PLATFORM` lists what differs in the VM itself rather than in the spec.
 """
 
@@ -15,7 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from remote.bootstrap import UV, BootstrapSpec, Step
+from remote.pipeline.bootstrap.seed import UV
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 
 # uv from PyPI instead of astral's installer (which downloads from GitHub): the project's own pin
 # (requirements.txt), its manylinux wheel checked against this sha256.

@@ -16,7 +16,7 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
-from workload.contract import TARGET_ENV
+from workload.core.contract import TARGET_ENV
 
 TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it should not be
 

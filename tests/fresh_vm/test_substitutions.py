@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from rehearsal.fresh_vm.substitutions import VM_UV_CACHE, SubstitutionError, transform
-from remote.bootstrap import BootstrapSpec, Step, spec_for
-from workload.config import PipelineConfig
+from remote.pipeline.bootstrap.seed import spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from workload.core.config import PipelineConfig
 
 VENV = ".tpu-sft/maxtext_venv"
 

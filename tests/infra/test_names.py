@@ -9,7 +9,8 @@ from infra import settings
 from rehearsal.autonaming import AutoNameTooLong, auto_named
 from rehearsal.engine import Stack, run_program
 from rehearsal.name_rules import NameRefused, refuse_invalid_names
-from workload.config import ConfigError
+from tests.fixtures.mock_engine import DISK_KEYS
+from workload.core.config import ConfigError
 
 FIREWALL = "gcp:compute/firewall:Firewall"
 MIG = "gcp:compute/instanceGroupManager:InstanceGroupManager"
@@ -17,7 +18,6 @@ BUCKET = "gcp:storage/bucket:Bucket"
 ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 
-DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 # (accelerator type and provisioning, overrides, keys removed)
 SHAPES = {
     "v6e-8": ({}, ()),

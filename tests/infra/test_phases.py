@@ -7,9 +7,10 @@ import pytest
 
 from infra.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
-from remote.profile import VM
-from workload.config import SETTINGS, PipelineConfig
-from workload.contract import PHASES
+from remote.pipeline.profile import VM
+from tests.fixtures.mock_engine import recorded_inputs
+from workload.core.config import SETTINGS, PipelineConfig
+from workload.core.contract import PHASES
 
 COMMAND = "command:local:Command"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -174,19 +175,13 @@ KEY_CHANGES = [
 ]
 
 
-def _recorded_inputs(stack):
-    """What pulumi-command compares to decide whether a phase's `create` runs again: every input."""
-    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")} for phase,
-            c in phases(stack).items()}
-
-
 @pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
 def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config, key, value):
     from infra.plan import plan
     from infra.settings import parse
 
     assert dev_config.get(key) != value
-    before, after = _recorded_inputs(mock_stack()), _recorded_inputs(mock_stack({key: value}))
+    before, after = recorded_inputs(mock_stack()), recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
     settings = [parse({**dev_config, **change}, stack="dev")
                 for change in ({}, {key: value})]

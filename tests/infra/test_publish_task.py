@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rehearsal.engine import plain, run_program
-from workload.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
+from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
 
 COMMAND = "command:local:Command"
 WRITE_TOKEN = "hf_" + "Wr1teCanary" * 4
@@ -26,7 +26,7 @@ def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
                         "tpu-sft:hfWriteToken": WRITE_TOKEN}, secret_keys=("tpu-sft:hfWriteToken",))
     tasks = commands(stack)
     publish = tasks["publish"]
-    assert publish.inputs["create"] == ".venv/bin/python -m remote.publish"
+    assert publish.inputs["create"] == ".venv/bin/python -m remote publish"
     assert json.loads(publish.inputs["environment"][PUBLISH_ENV]) == {
         "gcs": "gs://models/team/gemma", "hub": "team/gemma-sft", "public": False}
     assert tasks["export"].urn in publish.dependencies

@@ -8,7 +8,7 @@ from pulumi import RunError
 
 from infra import settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
-from workload.config import ConfigError
+from workload.core.config import ConfigError
 
 SECRET = "tpu-sft:hfToken"
 TOKEN = "hf_" + "Abc123" * 6

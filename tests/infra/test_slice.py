@@ -7,6 +7,7 @@ import pytest
 
 from infra.startup import WATCHER_PATH
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT
+from tests.fixtures.mock_engine import DISK_KEYS
 
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
@@ -14,7 +15,6 @@ GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
-DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 AFFINITY = {"type": "SPECIFIC_RESERVATION",
             "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}
@@ -42,14 +42,6 @@ MODELS = [
 ]
 MODEL_IDS = ["reservation-bound", "standard-reserved", "standard", "spot", "flex-start"]
 SHAPES = [("v6e-16", "4x4", 4), ("v6e-256", "16x16", 64)]
-
-
-@pytest.fixture
-def slice_stack(mock_stack):
-    def run(accelerator="v6e-16", overrides=None, remove=()):
-        return mock_stack({"tpu-sft:acceleratorType": accelerator, "tpu-sft:autostop": "off", **(overrides or {})},
-                          remove=(*DISK_KEYS, *remove))
-    return run
 
 
 @pytest.mark.parametrize(("accelerator", "topology", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])

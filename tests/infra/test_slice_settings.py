@@ -8,11 +8,11 @@ from pulumi import RunError
 
 from infra import settings
 from rehearsal.engine import Stack, run_program
-from workload.accelerators import ACCELERATORS
-from workload.config import ConfigError
+from tests.fixtures.mock_engine import DISK_KEYS
+from workload.core.accelerators import ACCELERATORS
+from workload.core.config import ConfigError
 
 SLICE = {"tpu-sft:acceleratorType": "v6e-32", "tpu-sft:autostop": "off"}
-DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 
 # Google's v6e table (cloud.google.com/tpu/docs/v6e): topology, chips, VMs; multi-host VMs are ct6e-standard-4t.
 SHAPES = [

@@ -10,29 +10,21 @@ import pytest
 
 from infra.phases import OWN_INPUTS
 from rehearsal.engine import MIG_ID, is_secret, plain
-from remote.target import Target
-from workload.config import PipelineConfig
-from workload.contract import PHASES
+from remote.pipeline.target import PipelineTarget
+from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
+from workload.core.config import PipelineConfig
+from workload.core.contract import PHASES
 
 COMMAND = "command:local:Command"
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
 FLEX_START = {"tpu-sft:provisioningModel": "FLEX_START"}
 FIREWALL = "gcp:compute/firewall:Firewall"
-DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
 GATEWAY = ("gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-tpu-project "
            "--verbosity=warning")
 TOKEN = "hf_" + "Sl1ce" * 7
 SHAPES = [("v6e-16", 4), ("v6e-256", 64)]
-
-
-@pytest.fixture
-def slice_stack(mock_stack):
-    def run(accelerator="v6e-16", overrides=None, remove=(), secret_keys=()):
-        return mock_stack({"tpu-sft:acceleratorType": accelerator, "tpu-sft:autostop": "off", **(overrides or {})},
-                          remove=(*DISK_KEYS, *remove), secret_keys=secret_keys)
-    return run
 
 
 def tasks(stack):
@@ -67,7 +59,7 @@ def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator,
                 "required_mount": None,  # nothing to wait for
             },
         }, name
-        parsed = Target.from_json(task.inputs["environment"]["TPU_SFT_TARGET"])  # as the remote CLI reads it
+        parsed = PipelineTarget.from_json(task.inputs["environment"]["TPU_SFT_TARGET"])  # as the remote CLI reads it
         assert parsed.hosts == tuple(names(hosts)) and parsed.profile.kept_dir == f"{BUCKET}/kept"
 
 
@@ -170,11 +162,6 @@ def test_the_single_vm_keeps_its_own_target(mock_stack):
         assert task.inputs["triggers"][0] == "tpu-sft-dev-id"
 
 
-def _recorded_inputs(stack):
-    return {phase: {k: c.inputs.get(k) for k in ("create", "environment", "triggers")}
-            for phase, c in tasks(stack).items() if phase in PHASES}
-
-
 # (what changes from a v6e-16 stack, the phases whose recorded inputs change)
 SLICE_CHANGES = [
     ({"tpu-sft:acceleratorType": "v6e-32"}, set(PHASES)),  # more hosts in the target
@@ -192,7 +179,7 @@ def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, ch
     from infra.plan import plan
     from infra.settings import parse
 
-    before, after = _recorded_inputs(slice_stack()), _recorded_inputs(slice_stack(overrides=change))
+    before, after = recorded_inputs(slice_stack()), recorded_inputs(slice_stack(overrides=change))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
     assert recorded == rerun
     base = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()

@@ -1,4 +1,4 @@
-"""The mock-engine fixtures of tests/infra (the shipped dev stack, a home with the gcloud key pair, the program
-run under the mock engine), for the tests here that run the program too."""
+"""Every test here runs with HOME at a home holding the gcloud key pair (the program under the mock engine reads
+it); the mock-engine fixtures themselves come from tests/fixtures/mock_engine.py, for every folder."""
 
-from tests.infra.conftest import _home, dev_config, gcloud_home, mock_stack  # noqa: F401
+from tests.fixtures.home import _home  # noqa: F401 (autouse in this folder)

@@ -6,10 +6,10 @@ import pytest
 from policy import crossguard
 from policy.catalog import ADVISORY, MANDATORY, check_resource, check_stack
 from policy.model import INSTANCE_GROUP_MANAGER, INSTANCE_TEMPLATE, Resource
+from tests.fixtures.mock_engine import DISK_KEYS
 from tests.policy.test_crossguard import run
 
 SLICE = {"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}
-DISK_KEYS = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
 
 
 def _declared(stack):

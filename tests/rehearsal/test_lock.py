@@ -12,6 +12,8 @@ import pytest
 
 from rehearsal.dir_lock import DirectoryUnusable, exclusive
 
+pytestmark = pytest.mark.maxtext  # the rehearsal refuses to start without .maxtext-venv, before taking the lock
+
 REPO = Path(__file__).resolve().parents[2]
 HOLD = "import sys, time; from pathlib import Path; from rehearsal.dir_lock import exclusive\n" \
        "with exclusive(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import EXIT_BAD_INPUT
+from remote.ssh.errors import EXIT_BAD_INPUT
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,19 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import (
-    BootstrapResult,
-    BootstrapSpec,
-    BootstrapStepFailed,
-    Step,
-    bootstrap,
-    bootstrap_all,
-    spec_for,
-)
-from remote.connection import connect
-from remote.errors import BadInput, CommandFailed
-from tests.remote.ssh_testbed import wait_until
-from workload.config import PipelineConfig
+from remote.pipeline.bootstrap.scheduler import BootstrapResult, BootstrapStepFailed, bootstrap, bootstrap_all
+from remote.pipeline.bootstrap.seed import spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from remote.ssh.connection import connect
+from remote.ssh.errors import BadInput, CommandFailed
+from tests.ssh_testbed import wait_until
+from workload.core.config import PipelineConfig
 
 UV = str(Path(sys.executable).parent / "uv")
 HOLD = ('if [ ! -e "$COUNTS/held-once" ]; then : > "$COUNTS/held-once"; echo $$ > "$COUNTS/step.pid"; '

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import BootstrapSpec, BootstrapStepFailed, Step, bootstrap, detached_log, spec_for
-from remote.connection import connect
-from remote.errors import BadInput
-from remote.phase_request import PhaseRequest
-from remote.ship import finish_install, prepare
-from workload.config import PipelineConfig
+from remote.pipeline.bootstrap.scheduler import BootstrapStepFailed, bootstrap, detached_log
+from remote.pipeline.bootstrap.seed import spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from remote.pipeline.request import PhaseRequest
+from remote.pipeline.ship import finish_install, prepare
+from remote.ssh.connection import connect
+from remote.ssh.errors import BadInput
+from workload.core.config import PipelineConfig
 
 SLOW_S = 4
 

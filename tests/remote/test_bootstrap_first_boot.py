@@ -13,18 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from remote.bootstrap import (
-    APT_GET,
-    UV_VERSION,
-    BootstrapSpec,
-    BootstrapStepFailed,
-    Step,
-    apt_update,
-    bootstrap,
-    spec_for,
-)
-from remote.connection import connect
-from workload.config import PipelineConfig
+from remote.pipeline.bootstrap.scheduler import BootstrapStepFailed, bootstrap
+from remote.pipeline.bootstrap.seed import APT_GET, UV_VERSION, apt_update, spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from remote.ssh.connection import connect
+from workload.core.config import PipelineConfig
 
 INSTALLER_OK = "#!/bin/sh\necho uv-installer-ran > \"$HOME_MARK\"\n"
 
@@ -99,6 +92,7 @@ def test_apt_never_prompts_and_waits_for_the_dpkg_lock():
     assert any(option.startswith("DPkg::Lock::Timeout=") for option in APT_GET)
 
 
+@pytest.mark.root  # apt-get takes the machine's own dpkg and archive locks
 def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
     """Real apt-get with the spec's options, as root on this machine; a copy of dpkg's admin directory stands in
     for /var/lib/dpkg, and this test holds its lock-frontend as apt-daily/unattended-upgrades would on a first

@@ -11,18 +11,27 @@ uv's Python 3.12 (the `python` step's) is pyenv's.
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from remote.bootstrap import HUB_CLIENT, BootstrapSpec, bootstrap_all, spec_for
-from remote.connection import connect, run
+import pytest
+
+from remote.pipeline.bootstrap.scheduler import bootstrap_all
+from remote.pipeline.bootstrap.seed import HUB_CLIENT, spec_for
+from remote.pipeline.bootstrap.spec import BootstrapSpec
+from remote.ssh.connection import connect, run
 from tests.remote.hub_download_standin import serving
-from workload.config import HUB_IDS, PipelineConfig
-from workload.contract import HF_TOKEN_SECRET
+from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.contract import HF_TOKEN_SECRET
+
+pytestmark = pytest.mark.maxtext  # the step's Python 3.12 and Hub client are MaxText's (.maxtext-venv)
 
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON_312 = Path(subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip() or
+# Read at import, so it must not fail where pyenv is absent (a non-root user collecting the fast tier).
+PYTHON_312 = Path((shutil.which("pyenv") and subprocess.run(["pyenv", "root"], capture_output=True,
+                                                            text=True).stdout.strip()) or
                   Path.home() / ".pyenv") / "versions/3.12.1/bin"
 TOKEN = "hf_weightsStepToken0123456789abcdef"
 REPO = HUB_IDS["gemma3-4b"]

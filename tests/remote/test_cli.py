@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import (
+from remote.ssh.errors import (
     EXIT_BAD_INPUT,
     EXIT_HOST_KEY,
     EXIT_JOB_LOST,
@@ -17,7 +17,7 @@ from remote.errors import (
     EXIT_SOME_HOSTS_FAILED,
     EXIT_UNREACHABLE,
 )
-from tests.remote.ssh_testbed import free_port
+from tests.ssh_testbed import free_port
 
 VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
 REPO = Path(__file__).resolve().parents[2]
@@ -135,9 +135,9 @@ def test_put_secret_stores_the_token_0600_without_printing_it(target, scratch):
 
 
 def test_the_model_is_kept_only_on_a_mounted_data_disk(target, scratch):
-    from remote.connection import connect
-    from remote.errors import RemoteError
-    from remote.mount import require_mounted
+    from remote.pipeline.mount import require_mounted
+    from remote.ssh.connection import connect
+    from remote.ssh.errors import RemoteError
 
     with connect(target) as conn:
         require_mounted(conn, "/proc", 1)  # a mount point: returns at once

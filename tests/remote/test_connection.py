@@ -12,9 +12,9 @@ from pathlib import Path
 import paramiko
 import pytest
 
-from remote.connection import _known_hosts_name, connect, run
-from remote.errors import AuthError, CommandFailed, HostKeyError, TargetError, Unreachable
-from tests.remote.ssh_testbed import free_port, held_by_another_thread, make_user_key
+from remote.ssh.connection import _known_hosts_name, connect, run
+from remote.ssh.errors import AuthError, CommandFailed, HostKeyError, TargetError, Unreachable
+from tests.ssh_testbed import free_port, held_by_another_thread, make_user_key
 
 
 def test_connects_with_pinned_key_and_keepalive(target):

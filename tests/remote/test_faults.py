@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from remote import jobs
-from remote.connection import connect
-from remote.errors import Unreachable
-from remote.wait import wait_for_ssh
-from tests.remote.ssh_testbed import wait_until
+from remote.ssh import jobs
+from remote.ssh.connection import connect
+from remote.ssh.errors import Unreachable
+from remote.ssh.wait import wait_for_ssh
+from tests.ssh_testbed import wait_until
 
 LINES = 40
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import HostKeyError
-from remote.target import Target
-from remote.wait import wait_for_ssh
-from tests.remote.ssh_testbed import Sshd, keygen, make_user_key, wait_until
+from remote.ssh.errors import HostKeyError
+from remote.ssh.target import Target
+from remote.ssh.wait import wait_for_ssh
+from tests.ssh_testbed import Sshd, keygen, make_user_key, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.connection import connect, run
-from remote.errors import TargetError, Unreachable
-from remote.wait import wait_for_ssh
+from remote.ssh.connection import connect, run
+from remote.ssh.errors import TargetError, Unreachable
+from remote.ssh.wait import wait_for_ssh
 
 RELAY = Path(__file__).with_name("stdio_relay.py")
 IAP_GATEWAY = "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-project"

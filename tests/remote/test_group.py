@@ -3,7 +3,7 @@
 import dataclasses
 import time
 
-from remote.group import run_all
+from remote.ssh.group import run_all
 
 
 def test_every_host_answers(cluster, scratch):

@@ -2,8 +2,8 @@
 
 import pytest
 
-from remote import jobs
-from remote.connection import connect, run
+from remote.ssh import jobs
+from remote.ssh.connection import connect, run
 
 NASTY = [
     "two words",

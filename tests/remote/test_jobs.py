@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from remote import jobs
-from remote.connection import connect
-from remote.errors import BadInput, JobLost, JobNotFound
-from tests.remote.ssh_testbed import wait_until
+from remote.ssh import jobs
+from remote.ssh.connection import connect
+from remote.ssh.errors import BadInput, JobLost, JobNotFound
+from tests.ssh_testbed import wait_until
 
 
 def job_path(state_dir: Path, job_id: str) -> Path:

@@ -10,12 +10,14 @@ import stat
 
 import pytest
 
-from remote import cli, jobs, phase
-from remote.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost
-from remote.phase_outcome import INTERRUPTED
-from remote.target import Target
-from workload.config import PipelineConfig
-from workload.contract import EXIT_UNEXPECTED
+from remote import cli
+from remote.pipeline import phase
+from remote.pipeline.outcome import INTERRUPTED
+from remote.ssh import jobs
+from remote.ssh.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost
+from remote.ssh.target import Target
+from workload.core.config import PipelineConfig
+from workload.core.contract import EXIT_UNEXPECTED
 
 TOKEN = "hf_PhaseEndingCanary" + "x" * 20
 

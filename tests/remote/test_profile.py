@@ -1,9 +1,9 @@
-"""Host profiles (remote/profile.py): a slice's host is the VM less its data disk, keeping to the bucket."""
+"""Host profiles (remote/pipeline/profile.py): a slice's host is the VM less its data disk, keeping to the bucket."""
 
 import pytest
 
-from remote.errors import TargetError
-from remote.profile import VM, HostProfile, slice_host
+from remote.pipeline.profile import VM, HostProfile, slice_host
+from remote.ssh.errors import TargetError
 
 BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
 

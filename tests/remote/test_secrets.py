@@ -5,11 +5,11 @@ import subprocess
 
 import pytest
 
-from remote import jobs
-from remote.connection import connect
-from remote.errors import CommandFailed, Unreachable
-from remote.secrets import place_secret, write_secret
-from tests.remote.ssh_testbed import wait_until
+from remote.ssh import jobs
+from remote.ssh.connection import connect
+from remote.ssh.errors import CommandFailed, Unreachable
+from remote.ssh.secrets import place_secret, write_secret
+from tests.ssh_testbed import wait_until
 
 TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from remote.errors import EXIT_SOME_HOSTS_FAILED
-from tests.remote.conftest import FAST, Host
-from tests.remote.ssh_testbed import Sshd, free_port
+from remote.ssh.errors import EXIT_SOME_HOSTS_FAILED
+from tests.fixtures.sshd import FAST, Host
+from tests.ssh_testbed import Sshd, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_FAKEeveryHOST0123456789abcdefXYZ"

@@ -23,16 +23,18 @@ import pytest
 
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.slice_hosts import SliceHost, SliceHosts
-from remote import cli, jobs, slice_phase
-from remote.connection import connect, run
-from remote.errors import EXIT_UNREACHABLE
-from remote.phase_outcome import INTERRUPTED
-from remote.profile import HostProfile
-from remote.target import Target
-from remote.workers import workers_of
-from tests.remote.conftest import FAST
-from tests.remote.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
-from workload.contract import PHASE_UNTIL
+from remote import cli
+from remote.pipeline import slice_phase
+from remote.pipeline.outcome import INTERRUPTED
+from remote.pipeline.profile import HostProfile
+from remote.pipeline.target import PipelineTarget
+from remote.ssh import jobs
+from remote.ssh.connection import connect, run
+from remote.ssh.errors import EXIT_UNREACHABLE
+from remote.ssh.hosts import workers_of
+from tests.fixtures.sshd import FAST
+from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
+from workload.core.contract import PHASE_UNTIL
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_SliceCanary" + "y" * 24
@@ -78,12 +80,12 @@ class Slice:
         """A file of this test's state on `host`, as this machine sees it."""
         return host.home / self.state / relative
 
-    def target(self, workers: tuple[str, ...] | None = None) -> Target:
+    def target(self, workers: tuple[str, ...] | None = None) -> PipelineTarget:
         addresses = self.hosts.addresses
         home = os.path.expanduser(f"~{REMOTE_USER}")
         profile = HostProfile(name="slice-test", scratch_dir=f"{home}/scratch", kept_dir=f"{home}/kept",
                               required_mount=None)
-        return Target(host=addresses[0], workers=addresses[1:] if workers is None else workers, port=22,
+        return PipelineTarget(host=addresses[0], workers=addresses[1:] if workers is None else workers, port=22,
                       user=REMOTE_USER, key_path=str(self.hosts.user_key.private),
                       known_hosts=str(self.hosts.known_hosts), state_dir=self.state,
                       connect_timeout=FAST["connect_timeout"], command_timeout=FAST["command_timeout"],
@@ -137,7 +139,7 @@ def interruptible():
     signal.signal(signal.SIGINT, previous)
 
 
-def start_phase(target: Target, phase: str = "train") -> subprocess.Popen:
+def start_phase(target: PipelineTarget, phase: str = "train") -> subprocess.Popen:
     env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": PIPELINE, "HF_TOKEN": TOKEN}
     return subprocess.Popen([sys.executable, "-m", "remote", "phase", phase], cwd=REPO, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -160,7 +162,7 @@ def following(proc: subprocess.Popen) -> None:
     assert next(line for line in proc.stdout if line.startswith("▶ ")) == "▶ train\n"
 
 
-def run_phase(target: Target, phase: str = "train") -> tuple[int, list[str], dict]:
+def run_phase(target: PipelineTarget, phase: str = "train") -> tuple[int, list[str], dict]:
     return finish(start_phase(target, phase))
 
 
@@ -385,7 +387,7 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
 
 
 def test_worker_ids_follow_the_targets_host_order():
-    target = Target(host="10.0.0.9", workers=("10.0.0.3", "10.0.0.5"), user="u", key_path="k", known_hosts="h")
+    target = PipelineTarget(host="10.0.0.9", workers=("10.0.0.3", "10.0.0.5"), user="u", key_path="k", known_hosts="h")
     assert [(w.id, w.host) for w in workers_of(target)] == [(0, "10.0.0.9"), (1, "10.0.0.3"),
                                                                         (2, "10.0.0.5")]
     assert jobs.shown("rel/log") == "~/rel/log" and jobs.shown("/abs/log") == "/abs/log"

@@ -4,9 +4,9 @@ import hashlib
 
 import pytest
 
-from remote.connection import connect
-from remote.errors import BadInput, FetchError, RemoteFileMissing, Unreachable
-from remote.sync import fetch, push_tree
+from remote.ssh.connection import connect
+from remote.ssh.errors import BadInput, FetchError, RemoteFileMissing, Unreachable
+from remote.ssh.sync import fetch, push_tree
 
 
 @pytest.fixture

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from remote.errors import TargetError
-from remote.target import Target
+from remote.ssh.errors import TargetError
+from remote.ssh.target import Target
 
 BASE = {"host": "10.0.0.2", "user": "ubuntu", "key_path": "/k", "known_hosts": "/kh"}
 

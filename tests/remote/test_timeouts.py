@@ -10,9 +10,9 @@ import pytest
 from invoke.exceptions import ThreadException
 from invoke.util import ExceptionWrapper
 
-from remote import connection
-from remote.connection import connect, run
-from remote.errors import Unreachable
+from remote.ssh import connection
+from remote.ssh.connection import connect, run
+from remote.ssh.errors import Unreachable
 
 
 class RacingConnection:

@@ -8,15 +8,15 @@ import socket
 
 import pytest
 
-from remote import wait
-from remote.errors import AuthError, HostKeyError, TargetError, Unreachable
-from remote.target import Target
+from remote.ssh import wait
+from remote.ssh.errors import AuthError, HostKeyError, TargetError, Unreachable
+from remote.ssh.target import Target
 
 TARGET = Target(host="10.0.0.5", user="tpu-sft", key_path="/k", known_hosts="/kh", connect_timeout=10.0)
 
 
 class Clock:
-    """time.monotonic and time.sleep for remote.wait: sleeping moves the clock, so does each failed attempt."""
+    """time.monotonic and time.sleep for remote.ssh.wait: sleeping moves the clock, so does each failed attempt."""
 
     def __init__(self, attempt_s: float = 0.0):
         self.now, self.attempt_s = 100.0, attempt_s

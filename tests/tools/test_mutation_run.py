@@ -1,5 +1,6 @@
-"""The mutation run (bench/mutation.py) makes the mutants it claims, and none where no behaviour could change."""
+"""The mutation run (tools/mutation/run.py) makes the mutants it claims, and none where no behaviour could change."""
 
+import ast
 from pathlib import Path
 
 import parso
@@ -7,7 +8,8 @@ import pytest
 from cosmic_ray.ast import ast_nodes
 from cosmic_ray.mutating import mutate_code
 
-from bench.mutation import (
+from tools.mutation.operators import OPERATORS
+from tools.mutation.run import (
     MODULES,
     REPO,
     _in_annotation,
@@ -16,7 +18,6 @@ from bench.mutation import (
     read_equivalents,
     work_items,
 )
-from bench.mutation_operators import OPERATORS
 
 
 @pytest.mark.parametrize("name", sorted(OPERATORS))
@@ -32,12 +33,12 @@ def test_the_known_regressions_are_among_the_mutants(monkeypatch):
     monkeypatch.chdir(REPO)  # the run names modules relative to the tree it mutates
     made = {(w.mutations[0].module_path.as_posix(), w.mutations[0].operator_name, w.mutations[0].start_pos[0])
             for module, target in MODULES.items() for w in work_items(module, target)}
-    jobs, settings = Path("remote/jobs.py").read_text(), Path("infra/settings.py").read_text()
+    jobs, settings = Path("remote/ssh/jobs.py").read_text(), Path("infra/setting_table.py").read_text()
     chmod_line = next(i for i, line in enumerate(jobs.splitlines(), 1) if "f.chmod(0o600)" in line)
     iap_line = next(i for i, line in enumerate(settings.splitlines(), 1) if line.startswith("IAP_RANGE = "))
-    assert ("remote/jobs.py", "tpu-sft/WidenFileMode", chmod_line) in made
-    assert ("remote/jobs.py", "tpu-sft/SkipProtection", chmod_line) in made
-    assert ("infra/settings.py", "tpu-sft/OpenToInternet", iap_line) in made
+    assert ("remote/ssh/jobs.py", "tpu-sft/WidenFileMode", chmod_line) in made
+    assert ("remote/ssh/jobs.py", "tpu-sft/SkipProtection", chmod_line) in made
+    assert ("infra/setting_table.py", "tpu-sft/OpenToInternet", iap_line) in made
 
 
 def test_no_mutants_in_annotations_signature_markers_or_log_lines():
@@ -54,3 +55,26 @@ def test_every_listed_equivalent_names_a_protection_module_and_a_reason():
         assert entry.module in MODULES
         assert entry.line in (REPO / entry.module).read_text()
         assert len(entry.reason.split()) >= 5
+
+
+def _defined_names(path: Path) -> set[str]:
+    """What a scope may name in a module: its functions and classes at any depth (cosmic-ray names a mutant by
+    the innermost one around it), and "<module>" for code outside any."""
+    tree = ast.parse(path.read_text())
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return {"<module>"} | {node.name for node in ast.walk(tree) if isinstance(node, kinds)}
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_listed_module_test_and_scope_name_exists(module):
+    """A name that exists nowhere would leave its protections unmutated without a word: the run must not
+    trust a stale list in pyproject.toml."""
+    target = MODULES[module]
+    assert (REPO / module).is_file(), f"{module} does not exist"
+    for test in target.tests:
+        path, _, function = test.partition("::")
+        assert (REPO / path).is_file(), f"{module}: test file {path} does not exist"
+        if function:
+            assert function in _defined_names(REPO / path), f"{module}: {path} defines no {function}"
+    missing = sorted(set(target.scope) - _defined_names(REPO / module))
+    assert not missing, f"{module}: scope names {missing} are defined nowhere in it"

@@ -6,7 +6,7 @@ import shlex
 import pytest
 
 from workload import commands, tiny
-from workload.config import PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.layout import Layout
 from workload.tpu_env import tpu_env
 

@@ -1,4 +1,4 @@
-"""The pipeline's settings table (workload/config.py) on its own: its defaults are the seed's, its rows say which
+"""The pipeline's settings table (workload/core/config.py) on its own: its defaults are the seed's, its rows say which
 phases a setting re-runs and whether it names a run, and each refusal says the key and a fix that works."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from workload.commands import run_name
-from workload.config import SETTINGS, ConfigError, PipelineConfig, parse_structured
+from workload.core.config import SETTINGS, ConfigError, PipelineConfig, parse_structured
 
 SEED = {
     "maxtextVersion": "0.2.2", "installPostTrainExtras": True, "torchBackend": "cpu",
@@ -23,7 +23,7 @@ CHANGED = {
     "trainDataColumns": ["prompt", "completion"], "learningRate": 1e-4, "maxTargetLength": 512,
     "acceleratorType": "v6e-4", "checkpointPeriod": 100, "runName": "my-run",
 }
-# Where each key first feeds (workload/contract.py PHASES); a change re-runs that phase and every later one.
+# Where each key first feeds (workload/core/contract.py PHASES); a change re-runs that phase and every later one.
 FIRST_PHASE = {
     # model and profile: bootstrap downloads the full profile's weights.
     "bootstrap": {"maxtextVersion", "installPostTrainExtras", "torchBackend", "model", "profile"},

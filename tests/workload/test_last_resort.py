@@ -5,7 +5,7 @@ import json
 import os
 
 import workload.__main__ as workload_cli
-from workload.contract import EXIT_UNEXPECTED
+from workload.core.contract import EXIT_UNEXPECTED
 
 TOKEN = "hf_LastResortCanary" + "y" * 20
 

@@ -8,7 +8,7 @@ import subprocess
 
 from tests.workload.tiny_run import REPO, TINY_SETTINGS
 from workload import commands
-from workload.config import PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.events import failure_cause
 from workload.layout import Layout
 from workload.logit_parity import KL_BOUND

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from workload import commands, kept, pipeline
-from workload.config import PipelineConfig
-from workload.contract import PHASE_UNTIL
+from workload.core.config import PipelineConfig
+from workload.core.contract import PHASE_UNTIL
 from workload.events import Events
 from workload.fingerprint import manifest
 from workload.hf_token import REDACTED, TokenError, read_token, redactor

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workload.config import PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.events import StepProgress, parse_step
 from workload.progress import render
 from workload.throughput import AttemptTimeline, peak_tflops_per_device, train_figures

@@ -12,7 +12,7 @@ import subprocess
 from bench.checkpoint_cost import FLOAT32_BYTES, parameter_count
 from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
 from workload import commands, tiny
-from workload.config import PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.layout import Layout
 
 STEPS = TINY_SETTINGS["steps"]

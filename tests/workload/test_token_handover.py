@@ -70,7 +70,7 @@ def test_a_token_file_is_named_to_maxtext_by_its_absolute_path_and_no_token_vari
     (secrets / "hf_token").chmod(0o600)
     monkeypatch.setenv("HF_TOKEN", "hf_SomeOtherTokenInTheShell")
     monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", "hf_AnOlderNameForIt")
-    monkeypatch.chdir(code)  # a job starts in the code dir and names the secret relatively (remote/claim.py)
+    monkeypatch.chdir(code)  # a job starts in the code dir and names the secret relatively (remote/pipeline/claim.py)
     seen, context, log = runner_children("--hf-token-file", "../secrets/hf_token")
     assert seen["HF_TOKEN"] is None and seen["HUGGING_FACE_HUB_TOKEN"] is None
     assert seen["path"] == str(secrets / "hf_token")

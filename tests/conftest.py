@@ -1,0 +1,71 @@
+"""Tiers, and the fixtures every folder gets.
+
+A test's tier is what it needs, as markers (registered in pytest.ini):
+  sshd     starts OpenSSH servers on loopback
+  maxtext  runs MaxText in .maxtext-venv (scripts/maxtext-venv)
+  root     needs root: the sshd tests' login user, namespaces, loop devices, debootstrap
+  slow     needs none of these, but takes more than ~10 s
+Markers are derived here wherever the need shows in a test's fixtures or folder, so that a new test cannot forget
+its marker; a module whose need shows in neither marks itself (`pytestmark`).
+
+Plain `pytest` runs the fast tier: every test with none of these markers. `--all-tiers` runs every tier
+(scripts/test passes it); `-m EXPRESSION` picks tiers instead, e.g. `-m sshd` or `-m "not maxtext"`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ("tests.fixtures.sshd", "tests.fixtures.mock_engine")
+
+TIERS = ("sshd", "maxtext", "root", "slow")
+FAST_TIER = "not (" + " or ".join(TIERS) + ")"
+
+# A fixture → what every test that uses it (directly or through other fixtures) needs.
+FIXTURE_TIERS = {
+    "remote_user": ("sshd", "root"),  # the account every test sshd logs in as: created with useradd
+    "maxtext_python": ("maxtext",),
+    "pulumi_up": ("sshd", "maxtext"),  # the whole tiny `pulumi up` against a local sshd (tests/e2e)
+    "fresh_vm": ("sshd", "maxtext", "root"),  # a simulated new VM: namespaces, a loop device, debootstrap
+}
+# A folder of tests/ → what every test in it needs, where no shared fixture shows it.
+FOLDER_TIERS = {
+    "slice": ("sshd", "maxtext", "root"),  # the slice rehearsal: simulated hosts, each in its own namespaces
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-tiers", action="store_true",
+                     help="run every tier (sshd, maxtext, root, slow), not only the fast one, unless -m picks some; "
+                          "scripts/test does")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("all_tiers") and not config.option.markexpr:
+        config.option.markexpr = FAST_TIER
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if not config.option.markexpr:
+        return "tiers: all"
+    return f"tiers: -m {config.option.markexpr!r}" + (
+        " (the fast tier; --all-tiers runs every tier)" if config.option.markexpr == FAST_TIER else "")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection, which reads these markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = config.rootpath / "tests"
+    for item in items:
+        needs = {tier for fixture in getattr(item, "fixturenames", ()) for tier in FIXTURE_TIERS.get(fixture, ())}
+        folder = item.path.relative_to(tests).parts[0]
+        needs.update(FOLDER_TIERS.get(folder, ()))
+        for tier in sorted(needs - {mark.name for mark in item.iter_markers()}):
+            item.add_marker(tier)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    # Exit 5 (nothing ran) stays exit 5; say why when it is the tier selection that left nothing.
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and terminalreporter.stats.get("deselected"):
+        terminalreporter.write_line(
+            f"every selected test was outside -m {config.option.markexpr!r}: add --all-tiers, or -m with its tier",
+            yellow=True)

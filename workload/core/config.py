@@ -1,0 +1,246 @@
+"""The pipeline's settings: one frozen, validated object built from stack-config-shaped keys.
+
+The same keys arrive from `pulumi.Config` (infra) and, on the VM, from a JSON file (the CLI), so a value is
+validated the same way wherever it comes from. Keys are the stack keys without the `tpu-sft:` prefix;
+every error names the full stack key, what is wrong and how to fix it, in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from workload.core.accelerators import ACCELERATORS
+from workload.core.contract import PHASES
+
+NAMESPACE = "tpu-sft"
+
+# Models that MaxText 0.2.2 both converts from Hugging Face (to_maxtext) and fine-tunes with train_sft.
+SUPPORTED_MODELS = ("gemma3-4b", "gemma3-12b", "gemma3-27b")
+# Each one's Hugging Face repository: MaxText's own `HF_IDS` (maxtext/utils/globals.py), which to_maxtext reads the
+# weights from. Here too because bootstrap downloads them before MaxText is installed
+# (remote/pipeline/bootstrap/seed.py).
+HUB_IDS = {"gemma3-4b": "google/gemma-3-4b-it", "gemma3-12b": "google/gemma-3-12b-it",
+           "gemma3-27b": "google/gemma-3-27b-it"}
+PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
+TORCH_BACKENDS = ("cpu", "auto")
+
+# Full-string patterns (re.fullmatch) of ASCII classes only: these values reach MaxText's argv, a pip
+# requirement and shell lines, and `\d`, `\w` and `$` would let other scripts' digits and letters or a trailing
+# newline through.
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_RUN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+class ConfigError(ValueError):
+    """A setting is wrong. The message is one line: the key, the problem, the fix."""
+
+    def __init__(self, key: str, problem: str, fix: str):
+        self.key, self.problem, self.fix = key, problem, fix
+        super().__init__(f"{key}: {problem}. Fix: {fix}")
+
+
+def stack_key(name: str) -> str:
+    return name if ":" in name else f"{NAMESPACE}:{name}"
+
+
+def set_hint(name: str, example: str) -> str:
+    """The command that sets `name` to `example`: the fix half of most errors."""
+    return f"pulumi config set {stack_key(name)} {example}"
+
+
+def parse_int(name: str, raw: Any, *, minimum: int, example: str) -> int:
+    if isinstance(raw, bool) or not (isinstance(raw, int) or isinstance(raw, str) and _INT.fullmatch(raw)):
+        raise ConfigError(stack_key(name), f"expected a whole number, got {raw!r}", set_hint(name, example))
+    value = int(raw)
+    if value < minimum:
+        raise ConfigError(stack_key(name), f"must be at least {minimum}, got {value}", set_hint(name, example))
+    return value
+
+
+def parse_float(name: str, raw: Any, *, example: str) -> float:
+    native = isinstance(raw, (int, float)) and not isinstance(raw, bool)
+    number = native or (isinstance(raw, str) and _FLOAT.fullmatch(raw))
+    value = float(raw) if number else float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", set_hint(name, example))
+    return value
+
+
+def parse_bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise ConfigError(stack_key(name), f"expected true or false, got {raw!r}", set_hint(name, "true"))
+
+
+def parse_choice(name: str, raw: Any, choices: tuple[str, ...] | list[str]) -> str:
+    if raw not in choices:
+        raise ConfigError(
+            stack_key(name),
+            f"{raw!r} is not one of {', '.join(choices)}",
+            set_hint(name, choices[0]),
+        )
+    return raw
+
+
+def parse_pattern(name: str, raw: Any, pattern: re.Pattern[str], what: str, example: str) -> str:
+    if not isinstance(raw, str) or not pattern.fullmatch(raw):
+        raise ConfigError(stack_key(name), f"{raw!r} is not {what}", set_hint(name, example))
+    return raw
+
+
+def parse_structured(name: str, raw: Any, kind: type, example: str) -> Any:
+    """A list or object given natively or as JSON text (how the engine hands structured config to a program)."""
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, kind):
+        what = "list" if kind is list else "object"
+        raise ConfigError(stack_key(name), f"expected a JSON {what}, got {raw!r}", set_hint(name, f"'{example}'"))
+    return value
+
+
+def parse_list(name: str, raw: Any, example: str) -> list[Any]:
+    return parse_structured(name, raw, list, example)
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly; each field is a row of
+    SETTINGS below, which says how it is parsed and which phase it feeds."""
+
+    model: str = "gemma3-4b"
+    steps: int = 1000
+    per_device_batch_size: int = 1
+    dataset: str = "HuggingFaceH4/ultrachat_200k"
+    train_split: str = "train_sft"
+    train_data_columns: tuple[str, ...] = ("messages",)
+    maxtext_version: str = "0.2.2"
+    accelerator_type: str = "v6e-8"
+    learning_rate: float | None = None  # None: MaxText's own default (sft.yml)
+    max_target_length: int | None = None  # None: MaxText's own default
+    checkpoint_period: int | None = None  # None: MaxText's default (10,000: only the final checkpoint, no resume)
+    run_name: str | None = None  # None: derived from the training inputs, so a re-run resumes the same run
+    install_post_train_extras: bool = True  # seed step 3's install_tpu_post_train_extra_deps (slow; needs GitHub)
+    torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
+    profile: str = "full"
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
+        """Validate stack-keyed values (strings or native JSON values); absent or None keys take defaults."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError(
+                f"{NAMESPACE}:*", f"the settings must be a JSON object, got {type(raw).__name__}",
+                "give an object of stack keys, e.g. {\"steps\": 1000}",
+            )
+        unknown = sorted(set(raw) - set(BY_KEY))
+        if unknown:
+            raise ConfigError(
+                stack_key(unknown[0]),
+                "is not a pipeline setting",
+                f"remove it or use one of {', '.join(sorted(BY_KEY))}",
+            )
+        return cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The stack-keyed JSON form; `from_mapping(to_mapping())` gives back an equal object."""
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS}
+
+    def phase_settings(self, phase: str) -> dict[str, Any]:
+        """The settings `phase` depends on, stack-keyed: its own and every earlier phase's. The one answer to
+        "does this change re-run that phase", for the Pulumi program (each phase's inputs), the plan command
+        and the VM (job identity and done-markers)."""
+        depth = PHASES.index(phase)
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if PHASES.index(s.phase) <= depth}
+
+    def weight_inputs(self) -> dict[str, Any]:
+        """The settings the trained weights depend on, by field name: what names a run."""
+        return {s.field: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One pipeline setting: its stack key (without the namespace) and PipelineConfig field, how a raw value
+    is parsed (key, raw, example → value, or ConfigError), an example for the fix in its errors, the first
+    phase that reads it (a change re-runs that phase and every later one), and whether the trained weights
+    depend on it (then it is part of what names a run)."""
+
+    key: str
+    field: str
+    parse: Callable[[str, Any, str], Any]
+    example: str
+    phase: str
+    names_run: bool = False
+
+
+def _int(minimum: int) -> Callable[[str, Any, str], int]:
+    return lambda key, raw, example: parse_int(key, raw, minimum=minimum, example=example)
+
+
+def _pattern(pattern: re.Pattern[str], what: str) -> Callable[[str, Any, str], str]:
+    return lambda key, raw, example: parse_pattern(key, raw, pattern, what, example)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, Any, str], str]:
+    return lambda key, raw, example: parse_choice(key, raw, choices)
+
+
+def _float(key: str, raw: Any, example: str) -> float:
+    return parse_float(key, raw, example=example)
+
+
+def _bool(key: str, raw: Any, example: str) -> bool:
+    return parse_bool(key, raw)
+
+
+def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
+    columns = parse_list(key, raw, example)
+    if not columns:
+        raise ConfigError(stack_key(key), "must name at least one column", set_hint(key, f"'{example}'"))
+    for column in columns:
+        parse_pattern(key, column, _COLUMN, "a column name", f"'{example}'")
+    return tuple(columns)
+
+
+# In the order of the phases they feed (workload/core/contract.py PHASES).
+SETTINGS: tuple[Setting, ...] = (
+    Setting("maxtextVersion", "maxtext_version", _pattern(_VERSION, "a release version like 0.2.2"), "0.2.2",
+            "bootstrap", names_run=True),
+    Setting("installPostTrainExtras", "install_post_train_extras", _bool, "true", "bootstrap"),
+    Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
+    # Bootstrap downloads the model's weights beside the install (the full profile only).
+    Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),
+    Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
+    Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
+    Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
+    Setting("dataset", "dataset", _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),
+            "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
+    Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
+    Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
+    Setting("learningRate", "learning_rate", _float, "2e-5", "train", names_run=True),
+    Setting("maxTargetLength", "max_target_length", _int(8), "2048", "train", names_run=True),
+    Setting("acceleratorType", "accelerator_type", _choice(tuple(ACCELERATORS)), "v6e-8", "train", names_run=True),
+    # How often a checkpoint is written changes no weight, so it names no run; but the train job must see a new
+    # value (a resumed attempt uses it), so like every row it re-runs its phase (a finished training is then a
+    # no-op that re-checks its checkpoint) on both sides.
+    Setting("checkpointPeriod", "checkpoint_period", _int(1), "100", "train"),
+    Setting("runName", "run_name",
+            _pattern(_RUN_NAME, "a run name (lower-case letters, digits, '.', '_', '-'; at most 63)"),
+            "gemma3-sft", "train"),
+)
+BY_KEY = {s.key: s for s in SETTINGS}

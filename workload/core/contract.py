@@ -1,0 +1,64 @@
+"""The names that cross layers. The Pulumi program (infra/), the SSH layer (remote/), the rehearsal and the
+workload on the VM import them from here, so no layer holds a copy that a test must keep equal.
+
+Standard library only, and nothing imported: this module is shipped to the VM with the rest of workload/.
+"""
+
+from __future__ import annotations
+
+# The post-deploy pipeline as `pulumi up` runs it: one pulumi-command task per phase, in this order.
+PHASES = ("bootstrap", "convert", "train", "export")
+# The workload step (workload/pipeline.py ORDER) each phase runs up to; bootstrap runs no workload step.
+PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
+
+# Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
+MOUNT_POINT = "/mnt/tpu-sft-data"
+KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
+# The object prefix, in the stack's checkpoint bucket (infra/bucket.py), of the workload's --runs-dir: training
+# checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
+RUNS_PREFIX = "runs"
+# The prefix, in the same bucket, of a slice's kept model (remote/pipeline/profile.py slice_host): a slice has no
+# data disk. Outside RUNS_PREFIX, so the lifecycle rule never expires it.
+KEPT_PREFIX = "kept"
+# Fast scratch, as the seed; lost on reboot, hence the keep step.
+SCRATCH_DIR = "/dev/shm/tpu-sft"
+
+# Environment variables of each phase's command: where to connect, and the settings that phase depends on.
+TARGET_ENV = "TPU_SFT_TARGET"  # remote.ssh.target.Target JSON
+PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workload/core/config.py)
+
+# On the host, relative to the SSH user's home: everything tpu-sft keeps there (remote/ssh/target.py), and its
+# detached jobs (remote/ssh/jobs.py), which the VM's autostop (workload/autostop.py) watches.
+STATE_DIR = ".tpu-sft"
+JOBS_DIR = "jobs"
+
+HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
+HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish.py)
+PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/pipeline/publish.py)
+
+# The instance metadata attribute that holds the price per chip-hour: written by infra/vm.py, read on the VM by
+# workload/bill.py. (Autostop's own attributes are in workload/autostop.py, which imports nothing of tpu-sft.)
+PRICE_KEY = "tpu-sft-usd-per-chip-hour"
+
+# Relative to the project directory, where `pulumi up` runs: the same state on every machine.
+PROJECT_PYTHON = ".venv/bin/python"
+
+# Exit status of bad input (a setting, flag, target or file) in every CLI: the code argparse itself uses.
+EXIT_BAD_INPUT = 2
+# Exit status of an unexpected error (a bug) in every CLI: one line names the log holding its traceback.
+EXIT_UNEXPECTED = 76
+
+
+def phase_command(phase: str) -> str:
+    """The command a phase's pulumi-command task runs."""
+    return f"{PROJECT_PYTHON} -m remote phase {phase}"
+
+
+def publish_command() -> str:
+    """The command of the task that publishes the kept model after the export phase."""
+    return f"{PROJECT_PYTHON} -m remote publish"
+
+
+def put_secret_command(name: str) -> str:
+    """The command that stores a secret piped into its stdin on the host."""
+    return f"{PROJECT_PYTHON} -m remote put-secret {name}"
