@@ -57,9 +57,14 @@ def checkpoint_bucket(service_account_email: pulumi.Input[str]) -> Bucket:
 def os_login_key() -> list[OsLoginKey]:
     if settings.ssh_access != "oslogin":
         return []
-    return [OsLoginKey(f"{settings.instance_name}-oslogin-key",
-                       OsLoginKeyArgs(project=settings.project, account=settings.os_login_account or "",
-                                      public_key=settings.ssh_public_key))]
+    return [
+        OsLoginKey(
+            f"{settings.instance_name}-oslogin-key",
+            OsLoginKeyArgs(
+                project=settings.project, account=settings.os_login_account or "", public_key=settings.ssh_public_key
+            ),
+        )
+    ]
 
 
 def export_cost() -> None:
@@ -92,8 +97,9 @@ if settings.is_slice:
         f"{settings.instance_name}-ssh",
         SshFirewallArgs(network=settings.network, source_ranges=settings.ssh_source_ranges, target_tag=network_tag),
     )
-    slice_firewall = SliceFirewall(f"{settings.instance_name}-slice",
-                                   SliceFirewallArgs(network=settings.network, tag=network_tag))
+    slice_firewall = SliceFirewall(
+        f"{settings.instance_name}-slice", SliceFirewallArgs(network=settings.network, tag=network_tag)
+    )
     access_key = os_login_key()
     hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
     checkpoints = checkpoint_bucket(hosts.service_account_email)
@@ -181,9 +187,12 @@ else:
     # Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
     bill = tasks.summaries["export"].apply(lambda r: r.get("bill") or {})
     pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
-    pulumi.export("costUsd", bill.apply(
-        lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
-    ))
+    pulumi.export(
+        "costUsd",
+        bill.apply(
+            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+        ),
+    )
 
     if settings.publishes:
         published = PublishTask(

@@ -33,8 +33,15 @@ from __future__ import annotations
 
 import json
 
-GEMMA3_4B = {"num_layers": 34, "emb_dim": 2560, "num_query_heads": 8, "num_kv_heads": 4, "head_dim": 256,
-             "mlp_dim": 10240, "vocab_size": 262144}  # configs/models/gemma3-4b.yml in MaxText 0.2.2
+GEMMA3_4B = {
+    "num_layers": 34,
+    "emb_dim": 2560,
+    "num_query_heads": 8,
+    "num_kv_heads": 4,
+    "head_dim": 256,
+    "mlp_dim": 10240,
+    "vocab_size": 262144,
+}  # configs/models/gemma3-4b.yml in MaxText 0.2.2
 FLOAT32_BYTES = 4
 MIB = 1024 * 1024
 DISK_BASELINE_MIB_S = 140  # Hyperdisk Balanced, included

@@ -66,8 +66,10 @@ class Timed:
     def of(cls, created: float, marks: list[float]) -> "Timed":
         """marks: when each part ended, in PARTS order, the last one being the first training step."""
         starts = [created, *marks[:-1]]
-        return cls(marks[-1] - created,
-                   {part: round(end - start, 1) for part, start, end in zip(PARTS, starts, marks, strict=True)})
+        return cls(
+            marks[-1] - created,
+            {part: round(end - start, 1) for part, start, end in zip(PARTS, starts, marks, strict=True)},
+        )
 
 
 def _login_possible(vm: FreshVm) -> float:
@@ -106,16 +108,37 @@ def rehearsal(directory: Path, declared: DeclaredVm, image: Path, commands, spec
         for command in phases:
             execute_timestamped(command, target_env(command, profile, vm.address, directory), run, sys.stderr)
         assert run.first_train_step_at, "the train phase printed no step"
-        return Timed.of(vm.boots[-1].created_at, [_login_possible(vm), installed, _line_at(run, "✓ assets"),
-                                                  _line_at(run, "✓ convert"), run.first_train_step_at])
+        return Timed.of(
+            vm.boots[-1].created_at,
+            [
+                _login_possible(vm),
+                installed,
+                _line_at(run, "✓ assets"),
+                _line_at(run, "✓ convert"),
+                run.first_train_step_at,
+            ],
+        )
 
 
-def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipeline_json: str,
-            spec: BootstrapSpec) -> Timed:
+def by_hand(
+    directory: Path, declared: DeclaredVm, image: Path, key: Path, pipeline_json: str, spec: BootstrapSpec
+) -> Timed:
     with new_vm(directory, declared, image) as vm:
         created = vm.boots[-1].created_at
-        ssh = ["ssh", "-i", str(key), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=no",
-               "-o", f"UserKnownHostsFile={directory / 'known_hosts'}", f"tpu-sft@{vm.address}"]
+        ssh = [
+            "ssh",
+            "-i",
+            str(key),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            f"UserKnownHostsFile={directory / 'known_hosts'}",
+            f"tpu-sft@{vm.address}",
+        ]
         while subprocess.run([*ssh, "true"], capture_output=True).returncode != 0:
             time.sleep(RETRY_S)
         exports = " ".join(f"export {k}={shlex.quote(v)};" for k, v in spec.env.items())
@@ -126,8 +149,13 @@ def by_hand(directory: Path, declared: DeclaredVm, image: Path, key: Path, pipel
         unpack = f"mkdir -p code && tar -x -C code && printf %s {shlex.quote(pipeline_json)} > settings.json"
         _checked([*ssh, unpack], shipped)
         python = "/home/tpu-sft/.tpu-sft/maxtext_venv/bin/python"  # where bootstrap put it (the guest agent's home)
-        printed = _checked([*ssh, f"cd code && {python} -m workload commands --config ../settings.json "
-                                  f"--work-dir {SCRATCH_DIR} --output-dir {KEPT_DIR} --python {python}"]).decode()
+        printed = _checked(
+            [
+                *ssh,
+                f"cd code && {python} -m workload commands --config ../settings.json "
+                f"--work-dir {SCRATCH_DIR} --output-dir {KEPT_DIR} --python {python}",
+            ]
+        ).decode()
         scripts = [f"cd code && {python} -m workload.tiny {SCRATCH_DIR}/tiny"]
         scripts += [f"cd code && {block.split(chr(10), 1)[1]}" for block in printed.strip().split("\n\n")][:2]
         model, convert = scripts[:-1]
@@ -165,12 +193,24 @@ def main() -> int:
     ratio = rehearsed.total_s / manual.total_s
     # As if install and model took no time: only what is serial by data (and the boot) is left.
     floor = rehearsed.total_s - rehearsed.parts_s["install"] - rehearsed.parts_s["model"]
-    print(json.dumps({"rehearsal_s": round(rehearsed.total_s, 1), "by_hand_s": round(manual.total_s, 1),
-                      "ratio": round(ratio, 3), "target": 0.7, "floor_ratio": round(floor / manual.total_s, 3),
-                      "rehearsal_parts_s": rehearsed.parts_s, "by_hand_parts_s": manual.parts_s}))
-    print(f"VM created → first training step: rehearsal {rehearsed.total_s:.0f} s, by hand {manual.total_s:.0f} s, "
-          f"ratio {ratio:.3f} (target ≤ 0.7); with install and model hidden entirely the rehearsal would still "
-          f"take {floor:.0f} s, ratio {floor / manual.total_s:.3f}")
+    print(
+        json.dumps(
+            {
+                "rehearsal_s": round(rehearsed.total_s, 1),
+                "by_hand_s": round(manual.total_s, 1),
+                "ratio": round(ratio, 3),
+                "target": 0.7,
+                "floor_ratio": round(floor / manual.total_s, 3),
+                "rehearsal_parts_s": rehearsed.parts_s,
+                "by_hand_parts_s": manual.parts_s,
+            }
+        )
+    )
+    print(
+        f"VM created → first training step: rehearsal {rehearsed.total_s:.0f} s, by hand {manual.total_s:.0f} s, "
+        f"ratio {ratio:.3f} (target ≤ 0.7); with install and model hidden entirely the rehearsal would still "
+        f"take {floor:.0f} s, ratio {floor / manual.total_s:.3f}"
+    )
     return 0
 
 

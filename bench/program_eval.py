@@ -47,8 +47,11 @@ print(json.dumps({{"resources": len(stack.resources), "outputs": len(stack.outpu
 def _timed(code: str, home: str) -> tuple[float, str]:
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"HOME": home,
-                                                                                       "PATH": "/usr/bin:/bin"}
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"HOME": home, "PATH": "/usr/bin:/bin"},
     )
     return time.perf_counter() - start, done.stdout
 
@@ -59,8 +62,9 @@ def main() -> int:
     samples = parser.parse_args().samples
     with tempfile.TemporaryDirectory() as home:
         Path(home, ".ssh").mkdir()
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{home}/.ssh/google_compute_engine"],
-                       check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", f"{home}/.ssh/google_compute_engine"], check=True
+        )
         program = PROGRAM.format(root=str(ROOT))
         bare, full, report = [], [], {}
         for _ in range(samples):
@@ -70,8 +74,10 @@ def main() -> int:
             report = json.loads(out.strip().splitlines()[-1])
     b, f = statistics.median(bare), statistics.median(full)
     print(f"bare import of provider SDKs   median {b:6.2f} s  ({samples} samples)")
-    print(f"program evaluation under mocks median {f:6.2f} s  "
-          f"({report['resources']} resources, {report['outputs']} outputs)")
+    print(
+        f"program evaluation under mocks median {f:6.2f} s  "
+        f"({report['resources']} resources, {report['outputs']} outputs)"
+    )
     print(f"ratio                          {f / b:6.2f}   (target ≤ 1.5)")
     print(f"network connections attempted  {len(report['connects'])}")
     return 0 if f / b <= 1.5 and not report["connects"] else 1

@@ -40,14 +40,39 @@ def by_hand(directory: Path) -> float:
         work, config = directory / "scratch", directory / "settings.json"
         config.write_text(_pipeline_json())
         printed = subprocess.run(
-            [sys.executable, "-m", "workload", "commands", "--config", str(config), "--work-dir", str(work),
-             "--output-dir", str(directory / "disk"), "--python", str(MAXTEXT_VENV / "bin" / "python")],
-            cwd=ROOT, check=True, capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "workload",
+                "commands",
+                "--config",
+                str(config),
+                "--work-dir",
+                str(work),
+                "--output-dir",
+                str(directory / "disk"),
+                "--python",
+                str(MAXTEXT_VENV / "bin" / "python"),
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         scripts = [f"{MAXTEXT_VENV}/bin/python -m workload.tiny {shlex.quote(str(work / 'tiny'))}"]
         scripts += [block.split("\n", 1)[1] for block in printed.strip().split("\n\n")]
-        ssh = ["ssh", "-i", str(host.sshd.user_key.private), "-p", str(host.sshd.port), "-o", "BatchMode=yes",
-               "-o", f"UserKnownHostsFile={host.directory / 'known_hosts'}", f"{host.user}@{host.sshd.address}"]
+        ssh = [
+            "ssh",
+            "-i",
+            str(host.sshd.user_key.private),
+            "-p",
+            str(host.sshd.port),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            f"UserKnownHostsFile={host.directory / 'known_hosts'}",
+            f"{host.user}@{host.sshd.address}",
+        ]
         started = time.monotonic()
         for script in scripts:
             subprocess.run([*ssh, f"cd {shlex.quote(str(ROOT))} && {script}"], check=True, capture_output=True)
@@ -59,12 +84,16 @@ def by_hand(directory: Path) -> float:
 def rehearsal(directory: Path) -> tuple[float, float]:
     """Wall time, and the seconds of the steps a person would not have typed (verify, keep)."""
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "rehearsal", "--dir", str(directory)], cwd=ROOT, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "rehearsal", "--dir", str(directory)], cwd=ROOT, check=True, capture_output=True
+    )
     wall = time.monotonic() - started
     log = next((directory / "vm" / "host" / "jobs").glob("export-*/log")).read_text()
-    extra = sum(e.get("seconds", 0) for e in map(json.loads, log.splitlines())
-                if e.get("event") == "phase" and e.get("status") == "done" and e.get("phase") in ("verify", "keep"))
+    extra = sum(
+        e.get("seconds", 0)
+        for e in map(json.loads, log.splitlines())
+        if e.get("event") == "phase" and e.get("status") == "done" and e.get("phase") in ("verify", "keep")
+    )
     return wall, extra
 
 

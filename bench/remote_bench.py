@@ -48,8 +48,15 @@ def main() -> None:
         servers = [Sshd(base / f"h{i}", key, f"127.0.0.{i}").start(port) for i in (2, 3, 4)]
         known = base / "known_hosts"
         known.write_text("".join(s.known_hosts_line for s in servers))
-        target = Target(host="127.0.0.2", port=port, user=REMOTE_USER, key_path=str(key.private),
-                        known_hosts=str(known), state_dir=str(state), workers=("127.0.0.3", "127.0.0.4"))
+        target = Target(
+            host="127.0.0.2",
+            port=port,
+            user=REMOTE_USER,
+            key_path=str(key.private),
+            known_hosts=str(known),
+            state_dir=str(state),
+            workers=("127.0.0.3", "127.0.0.4"),
+        )
         rows = [first_connection(target), *bootstrap_recheck(target, state), follow_latency(target, state)]
     finally:
         for server in servers:
@@ -97,13 +104,17 @@ def bootstrap_recheck(target: Target, state: Path):
 
 def follow_latency(target: Target, state: Path):
     go = state / "go"
-    command = (f"i=0; while [ $i -lt {SAMPLES} ]; do while [ ! -e {go}.$i ]; do sleep 0.005; done; "
-               "echo line $i; i=$((i+1)); done")
+    command = (
+        f"i=0; while [ $i -lt {SAMPLES} ]; do while [ ! -e {go}.$i ]; do sleep 0.005; done; "
+        "echo line $i; i=$((i+1)); done"
+    )
     with connect(target) as conn:
         jobs.start(conn, "latency", command)
     arrived: dict[int, float] = {}
-    follower = threading.Thread(target=jobs.follow, args=(target, "latency",
-                                lambda line: arrived.setdefault(int(line.split()[1]), time.perf_counter())))
+    follower = threading.Thread(
+        target=jobs.follow,
+        args=(target, "latency", lambda line: arrived.setdefault(int(line.split()[1]), time.perf_counter())),
+    )
     follower.start()
     latencies = []
     for i in range(SAMPLES):
@@ -113,8 +124,11 @@ def follow_latency(target: Target, state: Path):
         wait_until(lambda sample=i: sample in arrived, timeout=5, what=f"line {i}")
         latencies.append(arrived[i] - written)
     follower.join()
-    return ("follow latency (write → on_line)",
-            f"median {ms(statistics.median(latencies))}, max {ms(max(latencies))} (n={SAMPLES})", "< 1 s")
+    return (
+        "follow latency (write → on_line)",
+        f"median {ms(statistics.median(latencies))}, max {ms(max(latencies))} (n={SAMPLES})",
+        "< 1 s",
+    )
 
 
 def ms(seconds: float) -> str:

@@ -54,5 +54,7 @@ def group_description(s: Settings) -> str | None:
     the group already holds, so the group, its hosts and its request are made anew instead."""
     if not is_flex_start(s):
         return None
-    return (f"tpu-sft: the {s.accelerator.name} slice, {s.accelerator.hosts} flex-start hosts from a resize request, "
-            f"each for at most {s.max_run_hours} h")
+    return (
+        f"tpu-sft: the {s.accelerator.name} slice, {s.accelerator.hosts} flex-start hosts from a resize request, "
+        f"each for at most {s.max_run_hours} h"
+    )

@@ -58,8 +58,10 @@ def _flex_start_changes(base: Settings, head: Settings) -> list[str]:
     if group_description(base) == group_description(head):
         return []
     keys = ("tpu-sft:provisioningModel", "tpu-sft:maxRunHours")
-    return _changes(dict(zip(keys, (base.provisioning_model, base.max_run_hours), strict=True)),
-                    dict(zip(keys, (head.provisioning_model, head.max_run_hours), strict=True)))
+    return _changes(
+        dict(zip(keys, (base.provisioning_model, base.max_run_hours), strict=True)),
+        dict(zip(keys, (head.provisioning_model, head.max_run_hours), strict=True)),
+    )
 
 
 def _host_changes(base: Settings, head: Settings) -> list[str]:
@@ -83,8 +85,11 @@ def reach(s: Settings) -> dict[str, Any]:
 
 
 def _changes(base: dict[str, Any], head: dict[str, Any]) -> list[str]:
-    return [f"`{k}`: {json.dumps(base.get(k))} → {json.dumps(head.get(k))}"
-            for k in sorted(set(base) | set(head)) if base.get(k) != head.get(k)]
+    return [
+        f"`{k}`: {json.dumps(base.get(k))} → {json.dumps(head.get(k))}"
+        for k in sorted(set(base) | set(head))
+        if base.get(k) != head.get(k)
+    ]
 
 
 def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
@@ -95,18 +100,26 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     reach_changes = _changes(reach(base), reach(head))
     before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
     what = "the slice" if head.is_slice else "the VM"
-    everything = (f"the hosts change: {', '.join(host_changes)}" if host_changes else
-                  f"{what} is replaced: {', '.join(replaced)}" if replaced else
-                  f"{what} is reached differently: {', '.join(reach_changes)}" if reach_changes else "")
-    rows = [(phase, True, everything) if everything else
-            (phase, bool(changed), ", ".join(changed))
-            for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)]
+    everything = (
+        f"the hosts change: {', '.join(host_changes)}"
+        if host_changes
+        else f"{what} is replaced: {', '.join(replaced)}"
+        if replaced
+        else f"{what} is reached differently: {', '.join(reach_changes)}"
+        if reach_changes
+        else ""
+    )
+    rows = [
+        (phase, True, everything) if everything else (phase, bool(changed), ", ".join(changed))
+        for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)
+    ]
     publish = _publish_row(base, head, everything, _changes(before["export"], after["export"]))
     return rows if publish is None else [*rows, publish]
 
 
-def _publish_row(base: Settings, head: Settings, everything: str,
-                 export_changes: list[str]) -> tuple[str, bool, str] | None:
+def _publish_row(
+    base: Settings, head: Settings, everything: str, export_changes: list[str]
+) -> tuple[str, bool, str] | None:
     """The publish task's inputs (infra/publish.py): the target, the export phase's settings, the destinations."""
     if not head.publishes:
         return None if not base.publishes else ("publish", False, "publishing turned off: what was published stays")

@@ -41,15 +41,17 @@ class PublishTask(pulumi.ComponentResource):
         super().__init__("tpu-sft:infra:PublishTask", name, None, opts)
         after: list[pulumi.Resource] = [args.export]
         if args.write_token is not None:
-            after.append(local.Command(
-                f"{name}-hf-write-token",
-                create=put_secret_command(HF_WRITE_TOKEN_SECRET),
-                stdin=args.write_token,
-                environment={TARGET_ENV: args.target_json},
-                triggers=[args.identity, args.write_token],
-                add_previous_output_in_env=False,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[args.export]),
-            ))
+            after.append(
+                local.Command(
+                    f"{name}-hf-write-token",
+                    create=put_secret_command(HF_WRITE_TOKEN_SECRET),
+                    stdin=args.write_token,
+                    environment={TARGET_ENV: args.target_json},
+                    triggers=[args.identity, args.write_token],
+                    add_previous_output_in_env=False,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[args.export]),
+                )
+            )
         where = json.dumps(args.settings.publish_destinations, sort_keys=True)
         pipeline = json.dumps(phase_inputs(args.settings.pipeline)["export"], sort_keys=True)
         self.command = local.Command(

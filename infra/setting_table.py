@@ -118,7 +118,8 @@ def _secret(key: str, raw: Any, example: str, given: Given) -> str:
     """A token setting: accepted only as a Pulumi secret, never in plain text."""
     if stack_key(key) not in given.secret_keys:
         raise ConfigError(
-            stack_key(key), "is stored in plain text",
+            stack_key(key),
+            "is stored in plain text",
             f"pulumi config rm {stack_key(key)} && pulumi config set --secret {stack_key(key)} <token>",
         )
     return raw
@@ -177,13 +178,18 @@ def _os_login_account(key: str, raw: Any, example: str, given: Given) -> str | N
     without it."""
     if given.parsed.get("sshAccess", "metadata") != "oslogin":
         if raw is not None:
-            raise ConfigError(stack_key(key), "is only used with tpu-sft:sshAccess oslogin",
-                              "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin")
+            raise ConfigError(
+                stack_key(key),
+                "is only used with tpu-sft:sshAccess oslogin",
+                "pulumi config rm tpu-sft:osLoginAccount, or pulumi config set tpu-sft:sshAccess oslogin",
+            )
         return None
     if raw is None:
-        raise ConfigError(stack_key(key),
-                          "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
-                          "pulumi config set tpu-sft:osLoginAccount \"$(gcloud config get account)\"")
+        raise ConfigError(
+            stack_key(key),
+            "is required with tpu-sft:sshAccess oslogin: the key is registered to it",
+            'pulumi config set tpu-sft:osLoginAccount "$(gcloud config get account)"',
+        )
     return parse_pattern(key, raw, _ACCOUNT, "a Google account e-mail", example)
 
 
@@ -207,8 +213,10 @@ def _ssh_user(key: str, raw: Any, example: str, given: Given) -> str | None:
 def _public_key_path(key: str, raw: Any, example: str, given: Given) -> str:
     if not isinstance(raw, str) or not raw.endswith(".pub") or raw == ".pub":
         raise ConfigError(
-            stack_key(key), f"expected the path of a public key file (.pub), got {raw!r}; "
-            "its private key is the same path without .pub", set_hint(key, example),
+            stack_key(key),
+            f"expected the path of a public key file (.pub), got {raw!r}; "
+            "its private key is the same path without .pub",
+            set_hint(key, example),
         )
     return raw
 
@@ -228,8 +236,12 @@ def _max_run_hours(key: str, raw: Any, example: str, given: Given) -> int | None
     run's estimate (infra/run_cap.py) when unset."""
     if raw is None:
         pipeline = given.pipeline
-        run = estimate(ACCELERATORS[pipeline.accelerator_type].chips, PRICE_TABLE["v6e"]["usd_per_chip_hour"],
-                       pipeline.steps, pipeline.per_device_batch_size)
+        run = estimate(
+            ACCELERATORS[pipeline.accelerator_type].chips,
+            PRICE_TABLE["v6e"]["usd_per_chip_hour"],
+            pipeline.steps,
+            pipeline.per_device_batch_size,
+        )
         return default_max_run_hours(run)
     if raw == "off":
         return None
@@ -245,9 +257,11 @@ def _checkpoint_bucket(key: str, raw: Any, example: str, given: Given) -> str:
         return name
     name = f"{project}-{given.parsed.get('instanceName') or DEFAULT_INSTANCE_NAME}-runs"
     if not _BUCKET.fullmatch(name):
-        raise ConfigError(stack_key(key),
-                          f"the derived bucket name {name!r} is longer than 63 characters",
-                          set_hint(key, f"{project[:40]}-runs"))
+        raise ConfigError(
+            stack_key(key),
+            f"the derived bucket name {name!r} is longer than 63 characters",
+            set_hint(key, f"{project[:40]}-runs"),
+        )
     _not_reserved_by_google(name, f"{project}-tpu-sft-runs")
     return name
 
@@ -255,77 +269,224 @@ def _checkpoint_bucket(key: str, raw: Any, example: str, given: Given) -> str:
 def _not_reserved_by_google(bucket: str, example: str) -> None:
     """Cloud Storage keeps "goog…" and "google" (and its look-alikes) for Google's own buckets."""
     if _BUCKET_RESERVED.fullmatch(bucket):
-        raise ConfigError(stack_key("checkpointBucket"),
-                          f"{bucket!r} begins with \"goog\" or contains \"google\", which Cloud Storage reserves",
-                          set_hint("checkpointBucket", example))
+        raise ConfigError(
+            stack_key("checkpointBucket"),
+            f'{bucket!r} begins with "goog" or contains "google", which Cloud Storage reserves',
+            set_hint("checkpointBucket", example),
+        )
 
 
 _RESOURCE = _pattern(_RESOURCE_NAME, "a Compute Engine resource name")
 
 # In the order they are parsed: a row may read the rows before it (Given.parsed).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("provisioningModel", "provisioning_model", _choice(PROVISIONING_MODELS), "RESERVATION_BOUND",
-            "how the VM is provisioned: a calendar-mode reservation, SPOT, FLEX_START or STANDARD"),
-    Setting("reservation", "reservation", _pattern(_RESERVATION, "a reservation name"), "my-v6e-reservation",
-            "the reservation the VM consumes (RESERVATION_BOUND, or STANDARD with an ordinary one)"),
-    Setting("instanceName", "instance_name", _RESOURCE, "tpu-sft",
-            "the VM's name (a slice's group and hosts'), from which every other resource's name is derived"),
+    Setting(
+        "provisioningModel",
+        "provisioning_model",
+        _choice(PROVISIONING_MODELS),
+        "RESERVATION_BOUND",
+        "how the VM is provisioned: a calendar-mode reservation, SPOT, FLEX_START or STANDARD",
+    ),
+    Setting(
+        "reservation",
+        "reservation",
+        _pattern(_RESERVATION, "a reservation name"),
+        "my-v6e-reservation",
+        "the reservation the VM consumes (RESERVATION_BOUND, or STANDARD with an ordinary one)",
+    ),
+    Setting(
+        "instanceName",
+        "instance_name",
+        _RESOURCE,
+        "tpu-sft",
+        "the VM's name (a slice's group and hosts'), from which every other resource's name is derived",
+    ),
     Setting("network", "network", _RESOURCE, "tpu-sft", "the VPC network the VM joins"),
     Setting("subnetwork", "subnetwork", _RESOURCE, "tpu-sft", "the subnetwork the VM joins (unset: the network's)"),
     Setting("bootDiskSizeGb", "boot_disk_size_gb", _int(100), "200", "the boot disk's size in GB"),
-    Setting("dataDiskSizeGb", "data_disk_size_gb", _int(10), "100",
-            "the data disk's size in GB (it keeps the model after the VM is gone; one VM only)"),
-    Setting("dataDiskType", "data_disk_type", _choice(DATA_DISK_TYPES), "hyperdisk-balanced",
-            "the data disk's type (what a v6e VM can attach)"),
-    Setting("keepDataDisk", "keep_data_disk", _bool, "false",
-            "whether `pulumi destroy` leaves the data disk and the bucket behind"),
-    Setting("allowDataDiskReplace", None, _bool, "false",
-            "whether the policy pack lets a change replace the data disk (policy/disk.py reads it)"),
-    Setting("access", "access", _choice(ACCESS_PATHS), "iap",
-            "how SSH reaches the VM: through an IAP tunnel, or direct to its external IP"),
-    Setting("externalIp", "external_ip", _bool, "true",
-            "whether the VM has an external IP (egress for its installs; false needs Cloud NAT)"),
-    Setting("dangerouslyAllowSshFromAnywhere", None, _bool, "false",
-            "whether tpu-sft:sshSourceRanges may open SSH to the whole internet"),
-    Setting("sshSourceRanges", "ssh_source_ranges", _cidrs, f'["{IAP_RANGE}"]',
-            "the CIDR ranges the SSH firewall admits (default: IAP's)", when_unset=True),
-    Setting("sshAccess", "ssh_access", _ssh_access, "metadata",
-            "how the VM trusts the stack's key: its ssh-keys metadata, or OS Login"),
-    Setting("osLoginAccount", "os_login_account", _os_login_account, "me@example.com",
-            "with OS Login, the Google account whose login profile holds the key", when_unset=True),
-    Setting("sshUser", "ssh_user", _ssh_user, "tpu-sft",
-            "the user the tasks log in as (with OS Login: the account's POSIX name)", when_unset=True),
-    Setting("sshPublicKeyPath", "ssh_public_key_path", _public_key_path, DEFAULT_PUBLIC_KEY,
-            "where the stack's public key is on the machine that runs `pulumi up` (its private half: without .pub)"),
-    Setting("sshPublicKey", "ssh_public_key", _public_key, f"\"$(cat {DEFAULT_PUBLIC_KEY})\"",
-            "the stack's one SSH public key, the one the VM trusts", when_unset=True),
-    Setting("labels", "labels", _labels, '{"owner": "me"}',
-            "labels on every billable resource (app and stack are always added)", when_unset=True),
-    Setting("pricePerChipHour", "price_per_chip_hour", _float, "2.70",
-            "the list price of one chip-hour in USD, for the cost outputs"),
-    Setting("maxRunHours", "max_run_hours", _max_run_hours, "4",
-            "hours after each start at which Google deletes the VM (unset: derived from the run; off: none)",
-            when_unset=True),
-    Setting("autostop", "autostop", _choice(AUTOSTOP_ACTIONS), "stop",
-            "what the VM does to itself once idle: stop, delete, or off"),
+    Setting(
+        "dataDiskSizeGb",
+        "data_disk_size_gb",
+        _int(10),
+        "100",
+        "the data disk's size in GB (it keeps the model after the VM is gone; one VM only)",
+    ),
+    Setting(
+        "dataDiskType",
+        "data_disk_type",
+        _choice(DATA_DISK_TYPES),
+        "hyperdisk-balanced",
+        "the data disk's type (what a v6e VM can attach)",
+    ),
+    Setting(
+        "keepDataDisk",
+        "keep_data_disk",
+        _bool,
+        "false",
+        "whether `pulumi destroy` leaves the data disk and the bucket behind",
+    ),
+    Setting(
+        "allowDataDiskReplace",
+        None,
+        _bool,
+        "false",
+        "whether the policy pack lets a change replace the data disk (policy/disk.py reads it)",
+    ),
+    Setting(
+        "access",
+        "access",
+        _choice(ACCESS_PATHS),
+        "iap",
+        "how SSH reaches the VM: through an IAP tunnel, or direct to its external IP",
+    ),
+    Setting(
+        "externalIp",
+        "external_ip",
+        _bool,
+        "true",
+        "whether the VM has an external IP (egress for its installs; false needs Cloud NAT)",
+    ),
+    Setting(
+        "dangerouslyAllowSshFromAnywhere",
+        None,
+        _bool,
+        "false",
+        "whether tpu-sft:sshSourceRanges may open SSH to the whole internet",
+    ),
+    Setting(
+        "sshSourceRanges",
+        "ssh_source_ranges",
+        _cidrs,
+        f'["{IAP_RANGE}"]',
+        "the CIDR ranges the SSH firewall admits (default: IAP's)",
+        when_unset=True,
+    ),
+    Setting(
+        "sshAccess",
+        "ssh_access",
+        _ssh_access,
+        "metadata",
+        "how the VM trusts the stack's key: its ssh-keys metadata, or OS Login",
+    ),
+    Setting(
+        "osLoginAccount",
+        "os_login_account",
+        _os_login_account,
+        "me@example.com",
+        "with OS Login, the Google account whose login profile holds the key",
+        when_unset=True,
+    ),
+    Setting(
+        "sshUser",
+        "ssh_user",
+        _ssh_user,
+        "tpu-sft",
+        "the user the tasks log in as (with OS Login: the account's POSIX name)",
+        when_unset=True,
+    ),
+    Setting(
+        "sshPublicKeyPath",
+        "ssh_public_key_path",
+        _public_key_path,
+        DEFAULT_PUBLIC_KEY,
+        "where the stack's public key is on the machine that runs `pulumi up` (its private half: without .pub)",
+    ),
+    Setting(
+        "sshPublicKey",
+        "ssh_public_key",
+        _public_key,
+        f'"$(cat {DEFAULT_PUBLIC_KEY})"',
+        "the stack's one SSH public key, the one the VM trusts",
+        when_unset=True,
+    ),
+    Setting(
+        "labels",
+        "labels",
+        _labels,
+        '{"owner": "me"}',
+        "labels on every billable resource (app and stack are always added)",
+        when_unset=True,
+    ),
+    Setting(
+        "pricePerChipHour",
+        "price_per_chip_hour",
+        _float,
+        "2.70",
+        "the list price of one chip-hour in USD, for the cost outputs",
+    ),
+    Setting(
+        "maxRunHours",
+        "max_run_hours",
+        _max_run_hours,
+        "4",
+        "hours after each start at which Google deletes the VM (unset: derived from the run; off: none)",
+        when_unset=True,
+    ),
+    Setting(
+        "autostop",
+        "autostop",
+        _choice(AUTOSTOP_ACTIONS),
+        "stop",
+        "what the VM does to itself once idle: stop, delete, or off",
+    ),
     Setting("idleMinutes", "idle_minutes", _int(1), "30", "the quiet minutes after which autostop acts"),
-    Setting("serviceAccount", "service_account",
-            _pattern(_SERVICE_ACCOUNT, "a service account e-mail"), "tpu-sft-vm@my-project.iam.gserviceaccount.com",
-            "the VM's service account (unset: the project's default compute account)"),
-    Setting("checkpointBucket", "checkpoint_bucket", _checkpoint_bucket, "my-project-tpu-sft-runs",
-            "the checkpoint bucket's name (unset: <project>-<instanceName>-runs)", when_unset=True),
-    Setting("checkpointRetentionDays", "checkpoint_retention_days", _int(1), "30",
-            "days after which the bucket deletes checkpoints under runs/"),
-    Setting("bucketForceDestroy", "bucket_force_destroy", _bool, "false",
-            "whether `pulumi destroy` deletes a bucket that still holds checkpoints"),
-    Setting("hfToken", "hf_token", _secret, "<token>",
-            "the Hugging Face token (Gemma is gated), a secret (unset: $HF_TOKEN of the shell)"),
-    Setting("publishGcsUri", "publish_gcs_uri", _pattern(_GCS_URI, "a gs://BUCKET/PATH address"),
-            "gs://my-bucket/models/gemma-sft", "where to publish the kept model in Cloud Storage (opt-in)"),
-    Setting("publishHubRepo", "publish_hub_repo", _pattern(_HUB_REPO, "a Hub repo id (OWNER/NAME)"),
-            "my-org/gemma3-4b-sft", "the Hugging Face Hub repo to publish the kept model to (opt-in)"),
+    Setting(
+        "serviceAccount",
+        "service_account",
+        _pattern(_SERVICE_ACCOUNT, "a service account e-mail"),
+        "tpu-sft-vm@my-project.iam.gserviceaccount.com",
+        "the VM's service account (unset: the project's default compute account)",
+    ),
+    Setting(
+        "checkpointBucket",
+        "checkpoint_bucket",
+        _checkpoint_bucket,
+        "my-project-tpu-sft-runs",
+        "the checkpoint bucket's name (unset: <project>-<instanceName>-runs)",
+        when_unset=True,
+    ),
+    Setting(
+        "checkpointRetentionDays",
+        "checkpoint_retention_days",
+        _int(1),
+        "30",
+        "days after which the bucket deletes checkpoints under runs/",
+    ),
+    Setting(
+        "bucketForceDestroy",
+        "bucket_force_destroy",
+        _bool,
+        "false",
+        "whether `pulumi destroy` deletes a bucket that still holds checkpoints",
+    ),
+    Setting(
+        "hfToken",
+        "hf_token",
+        _secret,
+        "<token>",
+        "the Hugging Face token (Gemma is gated), a secret (unset: $HF_TOKEN of the shell)",
+    ),
+    Setting(
+        "publishGcsUri",
+        "publish_gcs_uri",
+        _pattern(_GCS_URI, "a gs://BUCKET/PATH address"),
+        "gs://my-bucket/models/gemma-sft",
+        "where to publish the kept model in Cloud Storage (opt-in)",
+    ),
+    Setting(
+        "publishHubRepo",
+        "publish_hub_repo",
+        _pattern(_HUB_REPO, "a Hub repo id (OWNER/NAME)"),
+        "my-org/gemma3-4b-sft",
+        "the Hugging Face Hub repo to publish the kept model to (opt-in)",
+    ),
     Setting("publishHubPublic", "publish_hub_public", _bool, "false", "whether that Hub repo is public"),
-    Setting("hfWriteToken", "hf_write_token", _secret, "<token>",
-            "a Hugging Face token with write access, for publishing, a secret (unset: $HF_WRITE_TOKEN)"),
+    Setting(
+        "hfWriteToken",
+        "hf_write_token",
+        _secret,
+        "<token>",
+        "a Hugging Face token with write access, for publishing, a secret (unset: $HF_WRITE_TOKEN)",
+    ),
 )
 BY_KEY = {s.key: s for s in SETTINGS}

@@ -100,7 +100,8 @@ def refuse_tokens_in_plain_text(raw: Mapping[str, Any], secret_keys: frozenset[s
     for key, value in raw.items():
         if key not in secret_keys and isinstance(value, str) and _HF_TOKEN.search(value):
             raise ConfigError(
-                key, "holds what looks like a Hugging Face token in plain text",
+                key,
+                "holds what looks like a Hugging Face token in plain text",
                 f"remove it and run `pulumi config set --secret {_secret_key(key)}` instead",
             )
 
@@ -118,7 +119,8 @@ def parse(
     unknown = sorted(set(ours) - set(PIPELINE_SETTINGS) - set(BY_KEY))
     if unknown:
         raise ConfigError(
-            stack_key(unknown[0]), "is not a tpu-sft setting (a typo?)",
+            stack_key(unknown[0]),
+            "is not a tpu-sft setting (a typo?)",
             f"`pulumi config rm {stack_key(unknown[0])}`; the settings are listed in Pulumi.dev.yaml",
         )
 
@@ -147,8 +149,12 @@ def parse(
             values[row.field] = value
 
     settings = Settings(
-        project=project, zone=zone, stack=stack, pipeline=pipeline,
-        accelerator=ACCELERATORS[pipeline.accelerator_type], **values,
+        project=project,
+        zone=zone,
+        stack=stack,
+        pipeline=pipeline,
+        accelerator=ACCELERATORS[pipeline.accelerator_type],
+        **values,
     )
     for rule in CROSS_KEY_RULES:
         rule(settings)
@@ -161,12 +167,14 @@ def reservation_matches_model(s: Settings) -> None:
     SPOT and FLEX_START VMs consume none."""
     if s.provisioning_model == "RESERVATION_BOUND" and not s.reservation:
         raise ConfigError(
-            stack_key("reservation"), "is required when provisioningModel is RESERVATION_BOUND",
+            stack_key("reservation"),
+            "is required when provisioningModel is RESERVATION_BOUND",
             f"{set_hint('reservation', '<your reservation name>')}, or choose another tpu-sft:provisioningModel",
         )
     if s.provisioning_model not in RESERVATION_MODELS and s.reservation:
         raise ConfigError(
-            stack_key("reservation"), f"cannot be consumed by a {s.provisioning_model} VM",
+            stack_key("reservation"),
+            f"cannot be consumed by a {s.provisioning_model} VM",
             "pulumi config rm tpu-sft:reservation, or set tpu-sft:provisioningModel STANDARD (an ordinary "
             "reservation) or RESERVATION_BOUND (a calendar-mode one)",
         )
@@ -175,7 +183,8 @@ def reservation_matches_model(s: Settings) -> None:
 def direct_access_needs_external_ip(s: Settings) -> None:
     if s.access == "direct" and not s.external_ip:
         raise ConfigError(
-            stack_key("externalIp"), "is false, but tpu-sft:access direct needs the VM's external IP",
+            stack_key("externalIp"),
+            "is false, but tpu-sft:access direct needs the VM's external IP",
             "pulumi config set tpu-sft:access iap, or pulumi config set tpu-sft:externalIp true",
         )
 
@@ -183,7 +192,8 @@ def direct_access_needs_external_ip(s: Settings) -> None:
 def flex_start_needs_run_cap(s: Settings) -> None:
     if s.provisioning_model == "FLEX_START" and s.max_run_hours is None:
         raise ConfigError(
-            stack_key("maxRunHours"), "is required for FLEX_START VMs (Google caps their run time)",
+            stack_key("maxRunHours"),
+            "is required for FLEX_START VMs (Google caps their run time)",
             set_hint("maxRunHours", "4"),
         )
 
@@ -208,7 +218,8 @@ def flex_start_cannot_stop(s: Settings) -> None:
     A slice is refused any autostop by slice_autostop."""
     if s.provisioning_model == "FLEX_START" and s.autostop == "stop" and not s.is_slice:
         raise ConfigError(
-            stack_key("autostop"), "is stop, but Google cannot stop a FLEX_START VM, only delete it",
+            stack_key("autostop"),
+            "is stop, but Google cannot stop a FLEX_START VM, only delete it",
             "pulumi config set tpu-sft:autostop delete",
         )
 
@@ -258,8 +269,9 @@ def derived_names(s: Settings) -> tuple[DerivedName, ...]:
     n = s.instance_name
 
     def auto(what: str, logical_name: str) -> DerivedName:
-        return DerivedName(f"{what} (auto-named: Pulumi adds '-' and 7 hex digits)", logical_name + AUTO_NAME_SUFFIX,
-                           COMPUTE_NAME_MAX)
+        return DerivedName(
+            f"{what} (auto-named: Pulumi adds '-' and 7 hex digits)", logical_name + AUTO_NAME_SUFFIX, COMPUTE_NAME_MAX
+        )
 
     firewalls = (auto("SSH firewall", f"{n}-ssh"), auto("SSH deny firewall", f"{n}-ssh-deny-other"))
     if not s.is_slice:
@@ -267,7 +279,8 @@ def derived_names(s: Settings) -> tuple[DerivedName, ...]:
     group = (
         DerivedName("managed instance group", n, COMPUTE_NAME_MAX),
         DerivedName("group's numbered base instance name", n + _HOST_NUMBER, SLICE_NAME_MAX + len(_HOST_NUMBER)),
-        auto("slice firewall", f"{n}-slice"), auto("workload policy", f"{n}-workload"),
+        auto("slice firewall", f"{n}-slice"),
+        auto("workload policy", f"{n}-workload"),
         auto("instance template", f"{n}-template"),
     )
     resize_request = (auto("resize request", f"{n}-hosts"),) if s.provisioning_model == "FLEX_START" else ()
@@ -316,8 +329,14 @@ def slice_publish(s: Settings) -> None:
 
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
-    reservation_matches_model, direct_access_needs_external_ip, flex_start_needs_run_cap,
-    flex_start_within_seven_days, flex_start_cannot_stop, slice_autostop, names_fit, slice_through_iap,
+    reservation_matches_model,
+    direct_access_needs_external_ip,
+    flex_start_needs_run_cap,
+    flex_start_within_seven_days,
+    flex_start_cannot_stop,
+    slice_autostop,
+    names_fit,
+    slice_through_iap,
     slice_publish,
 )
 
@@ -359,7 +378,8 @@ def require_token_for_update(settings: Settings, *, is_update: bool, environ: Ma
     not at conversion time on a VM already billing. A preview needs none (CI previews have no token)."""
     if is_update and settings.pipeline.profile == "full" and not settings.hf_token and not environ.get("HF_TOKEN"):
         raise ConfigError(
-            stack_key("hfToken"), "is not set and $HF_TOKEN is empty, but the Gemma weights are gated",
+            stack_key("hfToken"),
+            "is not set and $HF_TOKEN is empty, but the Gemma weights are gated",
             "pulumi config set --secret tpu-sft:hfToken (or export HF_TOKEN before `pulumi up`)",
         )
 

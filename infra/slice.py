@@ -88,8 +88,9 @@ def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateRe
     )
 
 
-def resize_request(name: str, s: Settings, group: gcp.compute.InstanceGroupManager,
-                   opts: pulumi.ResourceOptions) -> gcp.compute.ResizeRequest:
+def resize_request(
+    name: str, s: Settings, group: gcp.compute.InstanceGroupManager, opts: pulumi.ResourceOptions
+) -> gcp.compute.ResizeRequest:
     """The hosts of a flex-start slice, made all at once when there is capacity for every one, and deleted by
     Compute Engine at the end of the run duration (tpu-sft:maxRunHours, as each host's own cap)."""
     accelerator = s.accelerator
@@ -130,7 +131,10 @@ class TpuSlice(pulumi.ComponentResource):
             labels=dict(s.labels),
             disks=[
                 gcp.compute.InstanceTemplateDiskArgs(
-                    boot=True, auto_delete=True, source_image=IMAGE, disk_size_gb=s.boot_disk_size_gb,
+                    boot=True,
+                    auto_delete=True,
+                    source_image=IMAGE,
+                    disk_size_gb=s.boot_disk_size_gb,
                     disk_type=BOOT_DISK_TYPE,
                 )
             ],
@@ -195,9 +199,9 @@ class TpuSlice(pulumi.ComponentResource):
         self.hosts = accelerator.hosts
         # Read from what the group (or its request) was given, so the tasks reach exactly the hosts it names.
         host_count = self.resize_request.resize_by if self.resize_request else self.group.target_size
-        self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(
-            self.group.base_instance_name, host_count
-        ).apply(lambda a: host_names(a[0], int(a[1])))
+        self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(self.group.base_instance_name, host_count).apply(
+            lambda a: host_names(a[0], int(a[1]))
+        )
         # What the tasks wait for: the group, and its request, whose hosts they reach (the host names, read from the
         # request, tie them to it as well; this says so where the tasks are wired).
         self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]

@@ -30,7 +30,8 @@ def require_private_key(private_key_path: str, public_key: str, *, is_update: bo
     use_it = f"pulumi config set {stack_key('sshPublicKeyPath')} <the .pub beside the stack's private key>"
     if not os.path.isfile(path):
         raise ConfigError(
-            stack_key("sshPublicKeyPath"), f"{path} does not exist, and `pulumi up` logs in to the VM with it",
+            stack_key("sshPublicKeyPath"),
+            f"{path} does not exist, and `pulumi up` logs in to the VM with it",
             f"put the stack's private key there (0600), or {use_it}",
         )
     try:
@@ -44,11 +45,14 @@ def require_private_key(private_key_path: str, public_key: str, *, is_update: bo
         ) from None
     except (paramiko.SSHException, ValueError, OSError):
         raise ConfigError(
-            stack_key("sshPublicKeyPath"), f"{path} is not an OpenSSH private key", use_it,
+            stack_key("sshPublicKeyPath"),
+            f"{path} is not an OpenSSH private key",
+            use_it,
         ) from None
     if f"{key.get_name()} {key.get_base64()}" != public_key_fields(public_key):
         raise ConfigError(
-            stack_key("sshPublicKey"), f"is not the public half of {path}, so `pulumi up` could not log in to the VM",
+            stack_key("sshPublicKey"),
+            f"is not the public half of {path}, so `pulumi up` could not log in to the VM",
             f'pulumi config set {stack_key("sshPublicKey")} "$(cat {path}.pub)" (changes the VM\'s key for everyone), '
             f"or {use_it}",
         )

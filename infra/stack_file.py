@@ -16,13 +16,15 @@ def read_stack_config(path: Path) -> dict[str, str]:
     try:
         document = yaml.safe_load(path.read_text()) or {}
     except OSError as error:
-        raise ConfigError(str(path), f"cannot be read ({error.strerror})",
-                          "pass an existing Pulumi.<stack>.yaml") from None
+        raise ConfigError(
+            str(path), f"cannot be read ({error.strerror})", "pass an existing Pulumi.<stack>.yaml"
+        ) from None
     except yaml.YAMLError as error:
         where = getattr(error, "problem_mark", None)
         line = f" at line {where.line + 1}" if where else ""
-        raise ConfigError(str(path), f"is not valid YAML{line}",
-                          "fix the file, or pass another Pulumi.<stack>.yaml") from None
+        raise ConfigError(
+            str(path), f"is not valid YAML{line}", "fix the file, or pass another Pulumi.<stack>.yaml"
+        ) from None
     if not isinstance(document, dict):
         raise ConfigError(str(path), "is not a stack config file (no mapping at the top)", "pass a Pulumi.<stack>.yaml")
     return {

@@ -50,8 +50,9 @@ def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
     }
 
 
-def vm_target(s: Settings, instance_name: str, instance_id: str, external_ip: str | None,
-              runs_url: str) -> dict[str, Any]:
+def vm_target(
+    s: Settings, instance_name: str, instance_id: str, external_ip: str | None, runs_url: str
+) -> dict[str, Any]:
     """remote.ssh.target JSON of the VM. Host keys are pinned per instance id: a replaced VM is a new host, not a
     changed key."""
     return {
@@ -61,8 +62,7 @@ def vm_target(s: Settings, instance_name: str, instance_id: str, external_ip: st
     }
 
 
-def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url: str,
-                 runs_url: str) -> dict[str, Any]:
+def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url: str, runs_url: str) -> dict[str, Any]:
     """remote.ssh.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
     `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
     Worker ids are positions in that order, not the TPU runtime's own numbering; host keys are pinned per MIG."""
@@ -74,15 +74,25 @@ def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url
     }
 
 
-def vm_target_json(s: Settings, instance_name: pulumi.Output[str], instance_id: pulumi.Output[str],
-                   external_ip: pulumi.Output[str | None], runs_url: pulumi.Output[str]) -> pulumi.Output[str]:
+def vm_target_json(
+    s: Settings,
+    instance_name: pulumi.Output[str],
+    instance_id: pulumi.Output[str],
+    external_ip: pulumi.Output[str | None],
+    runs_url: pulumi.Output[str],
+) -> pulumi.Output[str]:
     return pulumi.Output.all(instance_name, instance_id, external_ip, runs_url).apply(
         lambda a: json.dumps(vm_target(s, *a), sort_keys=True)
     )
 
 
-def slice_target_json(s: Settings, group_id: pulumi.Output[str], host_names: pulumi.Output[list[str]],
-                      kept_url: pulumi.Output[str], runs_url: pulumi.Output[str]) -> pulumi.Output[str]:
+def slice_target_json(
+    s: Settings,
+    group_id: pulumi.Output[str],
+    host_names: pulumi.Output[list[str]],
+    kept_url: pulumi.Output[str],
+    runs_url: pulumi.Output[str],
+) -> pulumi.Output[str]:
     return pulumi.Output.all(group_id, host_names, kept_url, runs_url).apply(
         lambda a: json.dumps(slice_target(s, *a), sort_keys=True)
     )
@@ -120,7 +130,8 @@ class PostDeployTasks(pulumi.ComponentResource):
         self.phases: dict[str, local.Command] = {}
         for phase in PHASES:
             environment: dict[str, pulumi.Input[str]] = {
-                TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True),
+                TARGET_ENV: target_json,
+                PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True),
             }
             triggers: list[Any] = [args.identity, inputs[phase]]
             command = local.Command(

@@ -36,8 +36,9 @@ def _metadata(rule: ResourceRule | StackRule) -> dict[str, Any]:
         "name": rule.name,
         "description": rule.description,
         "enforcement_level": EnforcementLevel(rule.level),
-        "config_schema": PolicyConfigSchema(properties={k: dict(v) for k,
-                                                        v in rule.config.items()}) if rule.config else None,
+        "config_schema": PolicyConfigSchema(properties={k: dict(v) for k, v in rule.config.items()})
+        if rule.config
+        else None,
     }
 
 

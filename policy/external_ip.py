@@ -23,15 +23,20 @@ def external_ip_behind_iap(resources: Sequence[Resource]) -> list[tuple[Resource
 
     A rule sourced by tags alone (a slice's traffic between its own hosts) admits nothing from outside, so it is
     not a way in."""
-    ssh_rules = [r for r in resources if r.type == FIREWALL and firewall.admits_ssh(r.props)
-                 and items(dig(r.props, "sourceRanges"))]
+    ssh_rules = [
+        r
+        for r in resources
+        if r.type == FIREWALL and firewall.admits_ssh(r.props) and items(dig(r.props, "sourceRanges"))
+    ]
     found = []
     for instance in (r for r in resources if r.type in HOSTS and has_external_ip(r)):
         reaching = [rule for rule in ssh_rules if _reaches(rule, instance)]
         if reaching and all(firewall.ssh_only_from_iap(rule.props) for rule in reaching):
-            found.append((
-                instance,
-                f"instance {instance.name} has an external IP although SSH reaches it only through IAP: "
-                "set tpu-sft:externalIp false (and give its subnet Cloud NAT for downloads)",
-            ))
+            found.append(
+                (
+                    instance,
+                    f"instance {instance.name} has an external IP although SSH reaches it only through IAP: "
+                    "set tpu-sft:externalIp false (and give its subnet Cloud NAT for downloads)",
+                )
+            )
     return found

@@ -53,8 +53,13 @@ def ssh_only_from_iap(props: Mapping[str, Any]) -> bool:
     """Every source of this rule is inside IAP's range (and it names no source tags or accounts)."""
     sources = _networks(dig(props, "sourceRanges"))
     others = items(dig(props, "sourceTags")) + items(dig(props, "sourceServiceAccounts"))
-    return bool(sources) and not others and all(
-        net.version == 4 and net.subnet_of(IAP_RANGE) for net in sources  # type: ignore[arg-type]
+    return (
+        bool(sources)
+        and not others
+        and all(
+            net.version == 4 and net.subnet_of(IAP_RANGE)  # type: ignore[arg-type]
+            for net in sources
+        )
     )
 
 

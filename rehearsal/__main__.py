@@ -33,16 +33,21 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rehearsal", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n",
-                                                          1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=Path("runs/rehearsal"),
-                        help="where the run lives (default runs/rehearsal)")
+    parser = argparse.ArgumentParser(
+        prog="python -m rehearsal",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=Path("runs/rehearsal"), help="where the run lives (default runs/rehearsal)"
+    )
     parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
     args = parser.parse_args(argv)
     if not (MAXTEXT_VENV / "bin" / "python").exists():
-        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)",
-              file=sys.stderr)
+        print(
+            f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     if args.steps is not None and args.steps < 1:
         print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
@@ -74,14 +79,20 @@ def _rehearse(directory: Path, steps: int | None) -> int:
     print(f"  loss curve: {Path(summary.get('kept_dir', '')) / 'loss.png'}")
     print(f"  manifest:   {summary.get('manifest')}")
     verify = summary.get("verify") or {}
-    print(f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; "
-          f"verify {'passed' if verify.get('ok') else 'FAILED'}: {verify.get('model_class')} generated "
-          f"{json.dumps(verify.get('generated_text'))}")
-    print(f"  logits: max KL {verify.get('logits_kl_max', float('nan')):.2g} per position "
-          f"(bound {verify.get('kl_bound')}), top-1 agreement {verify.get('logits_top1_agreement')}")
+    print(
+        f"  final step {summary.get('final_step')}, loss {summary.get('final_loss')}; "
+        f"verify {'passed' if verify.get('ok') else 'FAILED'}: {verify.get('model_class')} generated "
+        f"{json.dumps(verify.get('generated_text'))}"
+    )
+    print(
+        f"  logits: max KL {verify.get('logits_kl_max', float('nan')):.2g} per position "
+        f"(bound {verify.get('kl_bound')}), top-1 agreement {verify.get('logits_top1_agreement')}"
+    )
     mfu = summary.get("mfu")
-    print(f"  throughput: {summary.get('tokens_per_s')} tokens/s, {summary.get('tflops_per_device')} TFLOP/s/device, "
-          f"MFU {summary.get('mfu_reason') if mfu is None else format(mfu, '.1%')}, goodput {summary.get('goodput')}")
+    print(
+        f"  throughput: {summary.get('tokens_per_s')} tokens/s, {summary.get('tflops_per_device')} TFLOP/s/device, "
+        f"MFU {summary.get('mfu_reason') if mfu is None else format(mfu, '.1%')}, goodput {summary.get('goodput')}"
+    )
     return 0
 
 

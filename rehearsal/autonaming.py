@@ -69,7 +69,9 @@ def auto_named(type_: str, logical_name: str, inputs: dict[str, Any]) -> dict[st
         return inputs
     prefix = f"{logical_name}{rule.separator}"
     if len(prefix) + RANDOM_DIGITS > rule.max_length:
-        raise AutoNameTooLong(f"could not make instance of '{type_}': name '{prefix}' plus {RANDOM_DIGITS} random "
-                              f"chars is longer than maximum length {rule.max_length}")
+        raise AutoNameTooLong(
+            f"could not make instance of '{type_}': name '{prefix}' plus {RANDOM_DIGITS} random "
+            f"chars is longer than maximum length {rule.max_length}"
+        )
     digits = hashlib.sha256(f"{type_}::{logical_name}".encode()).hexdigest()[:RANDOM_DIGITS]
     return {**inputs, rule.field: prefix + digits}

@@ -31,8 +31,10 @@ def exclusive(directory: Path) -> Iterator[None]:
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "unknown"
-            raise DirectoryUnusable(f"another rehearsal (pid {holder}) is running in {directory}; wait for it to end, "
-                                "or give this one another --dir") from None
+            raise DirectoryUnusable(
+                f"another rehearsal (pid {holder}) is running in {directory}; wait for it to end, "
+                "or give this one another --dir"
+            ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")

@@ -62,8 +62,9 @@ class GcsEmulator:
         found, token = {}, None
         while True:
             query = {"prefix": prefix, **({"pageToken": token} if token else {})}
-            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o?{urllib.parse.urlencode(query)}",
-                                        timeout=30) as response:
+            with urllib.request.urlopen(
+                f"{self.url}/storage/v1/b/{self.bucket}/o?{urllib.parse.urlencode(query)}", timeout=30
+            ) as response:
                 page = json.load(response)
             found.update({item["name"]: int(item["size"]) for item in page.get("items", [])})
             token = page.get("nextPageToken")
@@ -73,19 +74,25 @@ class GcsEmulator:
     def latest_checkpoint(self, prefix: str) -> int | None:
         """The last finished training checkpoint under `prefix`: on Cloud Storage orbax writes
         `commit_success.txt` into a step's directory once the step is complete."""
-        steps = [int(parts[-2]) for parts in (name.split("/") for name in self.objects(prefix))
-                 if len(parts) >= 3 and parts[-1] == "commit_success.txt" and parts[-3] == "checkpoints"
-                 and parts[-2].isdigit()]
+        steps = [
+            int(parts[-2])
+            for parts in (name.split("/") for name in self.objects(prefix))
+            if len(parts) >= 3
+            and parts[-1] == "commit_success.txt"
+            and parts[-3] == "checkpoints"
+            and parts[-2].isdigit()
+        ]
         return max(steps, default=None)
 
     def download(self, prefix: str, dest: Path) -> None:
         """Every object under `prefix` into `dest`, as files named by the rest of the object name."""
         for name in self.objects(prefix):
             quoted = urllib.parse.quote(name, safe="")
-            target = dest / name[len(prefix):].lstrip("/")
+            target = dest / name[len(prefix) :].lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
-            with urllib.request.urlopen(f"{self.url}/storage/v1/b/{self.bucket}/o/{quoted}?alt=media",
-                                        timeout=60) as response:
+            with urllib.request.urlopen(
+                f"{self.url}/storage/v1/b/{self.bucket}/o/{quoted}?alt=media", timeout=60
+            ) as response:
                 target.write_bytes(response.read())
 
     def stop(self) -> None:
@@ -96,9 +103,12 @@ class GcsEmulator:
 def start(bucket: str, log_path: Path | None = None) -> GcsEmulator:
     port = free_port("127.0.0.1")
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
-    process = subprocess.Popen([str(EMULATOR), "start", "--host", "127.0.0.1", "--port", str(port),
-                                "--default-bucket", bucket, "--in-memory"], stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(EMULATOR), "start", "--host", "127.0.0.1", "--port", str(port), "--default-bucket", bucket, "--in-memory"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     emulator = GcsEmulator(process, f"http://127.0.0.1:{port}", bucket)
     deadline = time.monotonic() + 60
     while True:

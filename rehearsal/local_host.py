@@ -50,8 +50,11 @@ class LocalHost:
 
     def config_overrides(self) -> dict[str, str]:
         """Stack settings that make the program's commands log in to this host, as the current user."""
-        return {"tpu-sft:sshUser": self.user, "tpu-sft:sshPublicKeyPath": str(self.public_key_path),
-                "tpu-sft:sshPublicKey": self.public_key_path.read_text().strip()}
+        return {
+            "tpu-sft:sshUser": self.user,
+            "tpu-sft:sshPublicKeyPath": str(self.public_key_path),
+            "tpu-sft:sshPublicKey": self.public_key_path.read_text().strip(),
+        }
 
     def environment(self, recorded: Mapping[str, str], run_dir: Path) -> dict[str, str]:
         """What a recorded command's environment gets on top to run here: its target pointed at this sshd, with
@@ -76,7 +79,6 @@ class LocalHost:
             required_mount=None,
             bootstrap=linked_venv_spec(str(self.state_dir)).to_mapping(),
         )
-
 
     def stop(self) -> None:
         """Stop the sshd and delete its keys; the host's state (jobs, logs) stays for a re-run to find."""

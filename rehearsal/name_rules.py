@@ -63,8 +63,10 @@ def _known(state: dict[str, Any], field: str) -> str | None:
 
 
 def _compute_400(field: str, value: str) -> NameRefused:
-    return NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.{field}': '{value}'. "
-                       "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)', invalid")
+    return NameRefused(
+        f"googleapi: Error 400: Invalid value for field 'resource.{field}': '{value}'. "
+        "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)', invalid"
+    )
 
 
 def compute_names(state: dict[str, Any]) -> None:
@@ -77,8 +79,10 @@ def instance_group_manager(state: dict[str, Any]) -> None:
     compute_names(state)
     base = _known(state, "baseInstanceName")
     if base is not None and not BASE_INSTANCE_NAME.fullmatch(base):
-        raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.baseInstanceName': '{base}'. "
-                          f"Must be a match of regex '{BASE_INSTANCE_NAME.pattern}', invalid")
+        raise NameRefused(
+            f"googleapi: Error 400: Invalid value for field 'resource.baseInstanceName': '{base}'. "
+            f"Must be a match of regex '{BASE_INSTANCE_NAME.pattern}', invalid"
+        )
 
 
 def bucket_name_problem(name: str) -> str | None:
@@ -104,15 +108,18 @@ def bucket(state: dict[str, Any]) -> None:
 def custom_role(state: dict[str, Any]) -> None:
     role_id = _known(state, "roleId")
     if role_id is not None and not ROLE_ID.fullmatch(role_id):
-        raise NameRefused(f"googleapi: Error 400: Invalid role_id '{role_id}': it must match {ROLE_ID.pattern}, "
-                          "invalid")
+        raise NameRefused(
+            f"googleapi: Error 400: Invalid role_id '{role_id}': it must match {ROLE_ID.pattern}, invalid"
+        )
 
 
 def service_account(state: dict[str, Any]) -> None:
     account_id = _known(state, "accountId")
     if account_id is not None and (len(account_id) not in ACCOUNT_ID_LENGTH or not ACCOUNT_ID.fullmatch(account_id)):
-        raise NameRefused(f"googleapi: Error 400: Invalid account_id '{account_id}': it must be 6-30 characters "
-                          f"matching {ACCOUNT_ID.pattern}, invalid")
+        raise NameRefused(
+            f"googleapi: Error 400: Invalid account_id '{account_id}': it must be 6-30 characters "
+            f"matching {ACCOUNT_ID.pattern}, invalid"
+        )
 
 
 _BY_TYPE: dict[str, Callable[[dict[str, Any]], None]] = {
@@ -130,17 +137,23 @@ def refuse_invalid_labels(type_: str, state: dict[str, Any]) -> None:
     if not type_.startswith("gcp:") or not isinstance(labels, dict):
         return
     if len(labels) > LABELS_MAX:
-        raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': {len(labels)} labels, "
-                          f"at most {LABELS_MAX} are allowed, invalid")
+        raise NameRefused(
+            f"googleapi: Error 400: Invalid value for field 'resource.labels': {len(labels)} labels, "
+            f"at most {LABELS_MAX} are allowed, invalid"
+        )
     for key, value in labels.items():
         if not LABEL_KEY.fullmatch(key):
-            raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': '{key}'. Label key "
-                              f"'{key}' violates format constraints: 1-63 lowercase letters, digits, '_' or '-', "
-                              "starting with a lowercase letter, invalid")
+            raise NameRefused(
+                f"googleapi: Error 400: Invalid value for field 'resource.labels': '{key}'. Label key "
+                f"'{key}' violates format constraints: 1-63 lowercase letters, digits, '_' or '-', "
+                "starting with a lowercase letter, invalid"
+            )
         if isinstance(value, str) and not LABEL_VALUE.fullmatch(value):
-            raise NameRefused(f"googleapi: Error 400: Invalid value for field 'resource.labels': '{value}'. Label "
-                              f"value '{value}' violates format constraints: at most 63 lowercase letters, digits, "
-                              "'_' or '-', invalid")
+            raise NameRefused(
+                f"googleapi: Error 400: Invalid value for field 'resource.labels': '{value}'. Label "
+                f"value '{value}' violates format constraints: at most 63 lowercase letters, digits, "
+                "'_' or '-', invalid"
+            )
 
 
 def refuse_invalid_names(type_: str, state: dict[str, Any]) -> None:

@@ -48,8 +48,9 @@ class Executed:
     seconds: float
 
 
-def record(config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()) -> tuple[Stack,
-                                                                                                        list[Recorded]]:
+def record(
+    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()
+) -> tuple[Stack, list[Recorded]]:
     stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
     commands = _in_dependency_order(stack.of_type(COMMAND))
     return stack, [Recorded.of(c) for c in commands]
@@ -59,8 +60,9 @@ def _in_dependency_order(commands: list[Declared]) -> list[Declared]:
     by_urn = {c.urn: c for c in commands}
     done: list[Declared] = []
     while len(done) < len(commands):
-        ready = [c for c in commands
-                 if c not in done and all(d not in by_urn or by_urn[d] in done for d in c.dependencies)]
+        ready = [
+            c for c in commands if c not in done and all(d not in by_urn or by_urn[d] in done for d in c.dependencies)
+        ]
         if not ready:
             raise RuntimeError("the post-deploy commands depend on each other in a cycle")
         done.extend(ready)
@@ -70,8 +72,13 @@ def _in_dependency_order(commands: list[Declared]) -> list[Declared]:
 def start(command: Recorded, extra_env: dict[str, str]) -> subprocess.Popen:
     """Launch `command` as pulumi-command does; its stdin is already written and closed."""
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", command.create], cwd=ROOT, env={**os.environ, **command.environment, **extra_env},
-        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["/bin/sh", "-c", command.create],
+        cwd=ROOT,
+        env={**os.environ, **command.environment, **extra_env},
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     assert proc.stdin is not None  # stdin=PIPE
     proc.stdin.write(command.stdin or "")
@@ -92,14 +99,17 @@ def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) 
                 sink.write(line)
                 sink.flush()
 
-    pumps = [threading.Thread(target=pump, args=("stdout", proc.stdout, sys.stdout)),
-             threading.Thread(target=pump, args=("stderr", proc.stderr, sys.stderr))]
+    pumps = [
+        threading.Thread(target=pump, args=("stdout", proc.stdout, sys.stdout)),
+        threading.Thread(target=pump, args=("stderr", proc.stderr, sys.stderr)),
+    ]
     for t in pumps:
         t.start()
     for t in pumps:
         t.join()
-    return Executed(command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]),
-                    time.monotonic() - started)
+    return Executed(
+        command.name, proc.wait(), "".join(streams["stdout"]), "".join(streams["stderr"]), time.monotonic() - started
+    )
 
 
 def up(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str]], label: str) -> dict | None:
@@ -110,9 +120,11 @@ def up(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str
         print(f"\n=== {command.name}: {command.create}", flush=True)
         done = execute(command, environment(command))
         if done.returncode != 0:
-            print(f"\n{label}: {command.name} failed (exit {done.returncode}); its output is above. "
-                  f"Fix what it names and run the {label} again: finished work is not redone.", file=sys.stderr)
+            print(
+                f"\n{label}: {command.name} failed (exit {done.returncode}); its output is above. "
+                f"Fix what it names and run the {label} again: finished work is not redone.",
+                file=sys.stderr,
+            )
             return None
         summary = last_json_line(done.stdout)
     return summary
-

@@ -62,10 +62,16 @@ class SliceRehearsal:
         recorded = PipelineTarget.from_json(command.environment[TARGET_ENV])
         linked = linked_venv_spec(recorded.state_dir).to_mapping()
         target = dataclasses.replace(
-            recorded, host=self.hosts.addresses[0], workers=self.hosts.addresses[1:], port=22, gateway=None,
-            key_path=str(self.hosts.user_key.private), known_hosts=str(self.hosts.known_hosts),
+            recorded,
+            host=self.hosts.addresses[0],
+            workers=self.hosts.addresses[1:],
+            port=22,
+            gateway=None,
+            key_path=str(self.hosts.user_key.private),
+            known_hosts=str(self.hosts.known_hosts),
             trust_on_first_use=False,
-            profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=linked))
+            profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=linked),
+        )
         return {TARGET_ENV: target.to_json()}
 
     def run(self, phase: str, *, echo: bool = True) -> Executed:
@@ -73,13 +79,23 @@ class SliceRehearsal:
         return execute(command, self.environment(command), echo=echo)
 
 
-def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, steps: int | None = None,
-          checkpoint_period: int | None = None) -> SliceRehearsal:
+def start(
+    directory: Path,
+    stack: ExitStack,
+    *,
+    hosts: int = DEFAULT_HOSTS,
+    steps: int | None = None,
+    checkpoint_period: int | None = None,
+) -> SliceRehearsal:
     """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket."""
     directory.mkdir(parents=True, exist_ok=True)
     key = make_user_key(directory / "user-key")
-    overrides = {**SLICE_SETTINGS, "tpu-sft:sshUser": USER, "tpu-sft:sshPublicKeyPath": f"{key.private}.pub",
-                 "tpu-sft:sshPublicKey": Path(f"{key.private}.pub").read_text().strip()}
+    overrides = {
+        **SLICE_SETTINGS,
+        "tpu-sft:sshUser": USER,
+        "tpu-sft:sshPublicKeyPath": f"{key.private}.pub",
+        "tpu-sft:sshPublicKey": Path(f"{key.private}.pub").read_text().strip(),
+    }
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
     if checkpoint_period is not None:
@@ -90,33 +106,46 @@ def start(directory: Path, stack: ExitStack, *, hosts: int = DEFAULT_HOSTS, step
     declared_storage = storage_iam.DeclaredStorage.of(declared)
     storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
     stack.callback(storage.stop)
-    slice_hosts = stack.enter_context(SliceHosts(directory, hosts, USER, key,
-                                                 session_env=storage.env(declared_storage.host)))
+    slice_hosts = stack.enter_context(
+        SliceHosts(directory, hosts, USER, key, session_env=storage.env(declared_storage.host))
+    )
     return SliceRehearsal(directory, slice_hosts, storage.emulator, storage, commands, runs_prefix)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.slice", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=Path("runs/slice-rehearsal"),
-                        help="where the run lives (default runs/slice-rehearsal)")
+    parser = argparse.ArgumentParser(
+        prog="python -m rehearsal.slice",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("runs/slice-rehearsal"),
+        help="where the run lives (default runs/slice-rehearsal)",
+    )
     parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"hosts (default {DEFAULT_HOSTS})")
     args = parser.parse_args(argv)
     if not (MAXTEXT_VENV / "bin" / "python").exists():
-        print(f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)",
-              file=sys.stderr)
+        print(
+            f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr
+        )
         return EXIT_BAD_INPUT
     if not 2 <= args.hosts <= 8:
-        print("error: --hosts must be 2 to 8 (each host is a MaxText process on this machine's CPUs). Fix: --hosts 2",
-              file=sys.stderr)
+        print(
+            "error: --hosts must be 2 to 8 (each host is a MaxText process on this machine's CPUs). Fix: --hosts 2",
+            file=sys.stderr,
+        )
         return EXIT_BAD_INPUT
     started = time.monotonic()
     directory = args.dir.resolve()
     if directory.exists() and any(directory.iterdir()):
         if not (directory / "known_hosts").exists():
-            print(f"error: {directory} holds something else than a slice rehearsal. Fix: give a new or empty --dir",
-                  file=sys.stderr)
+            print(
+                f"error: {directory} holds something else than a slice rehearsal. Fix: give a new or empty --dir",
+                file=sys.stderr,
+            )
             return EXIT_BAD_INPUT
         shutil.rmtree(directory)  # the bucket of the previous run is gone: so go its hosts' jobs
     with ExitStack() as stack:

@@ -31,11 +31,13 @@ UNSHARE = ("unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--
 # Run as the namespace's first process: keep visible the $5 paths that follow (relative to the login's home, in
 # which they lie), bind the private home, give the host its own /dev/shm (a VM's scratch) and an /etc/hosts that
 # resolves its own name (as a VM's does: gloo, JAX's CPU collectives, looks it up), name the host, become sshd.
-_ENTER = ('home=$1 user_home=$2 name=$3 hosts=$4 n=$5; shift 5; '
-          'while [ "$n" -gt 0 ]; do mkdir -p -- "$home/$1" && mount --bind -- "$user_home/$1" "$home/$1" || exit 1; '
-          'shift; n=$((n - 1)); done; '
-          'mount --rbind -- "$home" "$user_home" && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && '
-          'mount --bind -- "$hosts" /etc/hosts && hostname -- "$name" && exec "$@"')
+_ENTER = (
+    "home=$1 user_home=$2 name=$3 hosts=$4 n=$5; shift 5; "
+    'while [ "$n" -gt 0 ]; do mkdir -p -- "$home/$1" && mount --bind -- "$user_home/$1" "$home/$1" || exit 1; '
+    "shift; n=$((n - 1)); done; "
+    'mount --rbind -- "$home" "$user_home" && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && '
+    'mount --bind -- "$hosts" /etc/hosts && hostname -- "$name" && exec "$@"'
+)
 REPO = Path(__file__).resolve().parent.parent
 # What the hosts run, wherever it lies (a checkout, pyenv's Python, under the home or not): this repository and
 # the installation its MaxText venv's interpreter belongs to.
@@ -47,8 +49,17 @@ class NamespacedSshd(Sshd):
 
     die_with_parent = staticmethod(killed_with_parent)
 
-    def __init__(self, directory: Path, user_key: UserKey, address: str, *, home: Path, user_home: str,
-                 hostname: str, session_env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        user_key: UserKey,
+        address: str,
+        *,
+        home: Path,
+        user_home: str,
+        hostname: str,
+        session_env: Mapping[str, str] | None = None,
+    ):
         super().__init__(directory, user_key, address, session_env=session_env)
         self.home, self.user_home, self.hostname = home, user_home, hostname
 
@@ -57,8 +68,20 @@ class NamespacedSshd(Sshd):
         kept = [path for path in inside if path != os.curdir and not path.startswith(os.pardir)]
         hosts = self.dir / "hosts"
         hosts.write_text(Path("/etc/hosts").read_text() + f"{self.address}\t{self.hostname}\n")
-        return [*UNSHARE, "sh", "-c", _ENTER, "slice-host", str(self.home), self.user_home, self.hostname,
-                str(hosts), str(len(kept)), *kept, *super().command(cfg)]
+        return [
+            *UNSHARE,
+            "sh",
+            "-c",
+            _ENTER,
+            "slice-host",
+            str(self.home),
+            self.user_home,
+            self.hostname,
+            str(hosts),
+            str(len(kept)),
+            *kept,
+            *super().command(cfg),
+        ]
 
     def stop(self) -> None:
         """Kill the namespace: its sshd, every session and every job on this host."""
@@ -97,8 +120,9 @@ class SliceHosts:
     and stops them all. Worker N's home is `directory/worker-N/home` (kept across runs); all host keys are pinned
     in `known_hosts`."""
 
-    def __init__(self, directory: Path, count: int, user: str, user_key: UserKey, *,
-                 session_env: Mapping[str, str] | None = None):
+    def __init__(
+        self, directory: Path, count: int, user: str, user_key: UserKey, *, session_env: Mapping[str, str] | None = None
+    ):
         if count < 1:
             raise ValueError("a slice needs at least one host")
         self.directory, self.count, self.user, self.user_key = directory, count, user, user_key
@@ -129,8 +153,15 @@ class SliceHosts:
             home.mkdir(parents=True, exist_ok=True)
             os.chown(home, login.pw_uid, login.pw_gid)
             home.chmod(0o755)
-            sshd = NamespacedSshd(base / "sshd", self.user_key, address, home=home, user_home=login.pw_dir,
-                                  hostname=f"worker-{worker_id}", session_env=self.session_env)
+            sshd = NamespacedSshd(
+                base / "sshd",
+                self.user_key,
+                address,
+                home=home,
+                user_home=login.pw_dir,
+                hostname=f"worker-{worker_id}",
+                session_env=self.session_env,
+            )
             self.hosts.append(SliceHost(worker_id, sshd, home))
             sshd.start(22)
             pins.append(sshd.known_hosts_line)

@@ -60,8 +60,15 @@ class Sshd:
 
     die_with_parent = staticmethod(_die_with_parent)  # run in the child before exec
 
-    def __init__(self, directory: Path, user_key: UserKey, address: str = "127.0.0.1", *,
-                 sftp_log: Path | None = None, session_env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        directory: Path,
+        user_key: UserKey,
+        address: str = "127.0.0.1",
+        *,
+        sftp_log: Path | None = None,
+        session_env: Mapping[str, str] | None = None,
+    ):
         if not os.path.exists(SSHD):
             raise RuntimeError(f"{SSHD} is missing: run scripts/install-sshd (installs Debian's openssh-server)")
         self.dir, self.user_key, self.address = directory, user_key, address

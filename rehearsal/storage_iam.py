@@ -62,8 +62,10 @@ Grants = Mapping[str, Mapping[str, frozenset[str]]]  # member → bucket (or EVE
 
 
 def _custom_roles(stack: Stack) -> dict[str, frozenset[str]]:
-    return {f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs.get("permissions", []))
-            for r in stack.of_type(CUSTOM_ROLE)}
+    return {
+        f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs.get("permissions", []))
+        for r in stack.of_type(CUSTOM_ROLE)
+    }
 
 
 def _permissions(role: str, custom: Mapping[str, frozenset[str]], *, on_project: bool) -> frozenset[str]:
@@ -122,8 +124,10 @@ class DeclaredStorage:
 def refusal(member: str, access: Access) -> str:
     """Google's words for a missing permission."""
     who = member.split(":", 1)[-1]
-    return (f"{who} does not have {access.permission} access to the Google Cloud Storage {access.resource}. "
-            f"Permission '{access.permission}' denied on resource (or it may not exist).")
+    return (
+        f"{who} does not have {access.permission} access to the Google Cloud Storage {access.resource}. "
+        f"Permission '{access.permission}' denied on resource (or it may not exist)."
+    )
 
 
 @dataclass
@@ -201,8 +205,11 @@ class _Gate(BaseHTTPRequestHandler):
     def _refuse(self, message: str) -> None:
         iam: StorageIam = self.server.iam  # type: ignore[attr-defined]
         iam.refusals.append(f"{self.command} {self.path}: {message}")
-        error = {"code": 403, "message": message, "errors": [{"message": message, "domain": "global",
-                                                              "reason": "forbidden"}]}
+        error = {
+            "code": 403,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": "forbidden"}],
+        }
         self._answer(403, [("Content-Type", "application/json; charset=UTF-8")], json.dumps({"error": error}).encode())
 
     def _handle(self) -> None:
@@ -210,11 +217,12 @@ class _Gate(BaseHTTPRequestHandler):
         member: str = self.server.member  # type: ignore[attr-defined]
         body = self._body()
         try:
-            lacking = iam.missing(member, required(self.command, self.path, body,
-                                                   self.headers.get("Content-Type", "")))
+            lacking = iam.missing(member, required(self.command, self.path, body, self.headers.get("Content-Type", "")))
         except Unclassified as unknown:
-            self._refuse(f"the Cloud Storage IAM stand-in cannot tell which permission {unknown} needs: refused "
-                         "(add the request to rehearsal/storage_requests.py)")
+            self._refuse(
+                f"the Cloud Storage IAM stand-in cannot tell which permission {unknown} needs: refused "
+                "(add the request to rehearsal/storage_requests.py)"
+            )
             return
         if lacking is not None:
             self._refuse(refusal(member, lacking))
@@ -222,8 +230,12 @@ class _Gate(BaseHTTPRequestHandler):
         upstream = http.client.HTTPConnection(urllib.parse.urlsplit(iam.emulator.url).netloc, timeout=300)
         try:
             # The Host header is the caller's: the emulator builds upload and media URLs from it.
-            upstream.request(self.command, self.path, body=body,
-                             headers={k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP})
+            upstream.request(
+                self.command,
+                self.path,
+                body=body,
+                headers={k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP},
+            )
             response = upstream.getresponse()
             self._answer(response.status, response.getheaders(), response.read())
         finally:

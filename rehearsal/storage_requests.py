@@ -46,8 +46,11 @@ def _created(bucket: str, name: str | None, query: dict[str, str]) -> list[Acces
     """An object written: create, and delete too when it replaces one (unless a precondition forbids that)."""
     if not name:
         raise Unclassified("an upload that names no object")
-    overwrite = [] if query.get("ifGenerationMatch") == "0" else [
-        Access(bucket, "storage.objects.delete", "object", only_if_exists=name)]
+    overwrite = (
+        []
+        if query.get("ifGenerationMatch") == "0"
+        else [Access(bucket, "storage.objects.delete", "object", only_if_exists=name)]
+    )
     return [_object(bucket, "storage.objects.create"), *overwrite]
 
 
@@ -61,7 +64,8 @@ def _upload_name(query: dict[str, str], body: bytes, content_type: str) -> str |
         return query["name"]
     if content_type.startswith("multipart/related"):  # metadata part first, then the media
         message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-            f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+            f"Content-Type: {content_type}\r\n\r\n".encode() + body
+        )
         for part in message.iter_parts():
             if part.get_content_type() == "application/json":
                 return json.loads(_payload(part) or b"{}").get("name")
@@ -77,12 +81,17 @@ def _routes(method: str, path: str, query: dict[str, str], body: bytes, content_
         return {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()} if found else None
 
     read = method in ("GET", "HEAD")
-    if (m := match(rf"/storage/v1/b/{_BUCKET}")):
-        permission = {"GET": "storage.buckets.get", "HEAD": "storage.buckets.get", "PATCH": "storage.buckets.update",
-                      "PUT": "storage.buckets.update", "DELETE": "storage.buckets.delete"}.get(method)
+    if m := match(rf"/storage/v1/b/{_BUCKET}"):
+        permission = {
+            "GET": "storage.buckets.get",
+            "HEAD": "storage.buckets.get",
+            "PATCH": "storage.buckets.update",
+            "PUT": "storage.buckets.update",
+            "DELETE": "storage.buckets.delete",
+        }.get(method)
         if permission:
             return [Access(m["bucket"], permission, "bucket")]
-    if (m := match(rf"/storage/v1/b/{_BUCKET}/iam")):
+    if m := match(rf"/storage/v1/b/{_BUCKET}/iam"):
         permission = {"GET": "storage.buckets.getIamPolicy", "PUT": "storage.buckets.setIamPolicy"}.get(method)
         if permission:
             return [Access(m["bucket"], permission, "bucket")]
@@ -96,14 +105,19 @@ def _routes(method: str, path: str, query: dict[str, str], body: bytes, content_
         sources = [s["name"] for s in json.loads(body or b"{}").get("sourceObjects", [])]
         reads = [_object(m["bucket"], "storage.objects.get")] if sources else []  # sources share the bucket
         return [*reads, *_created(m["bucket"], m["object"], query)]
-    if (m := match(rf"/storage/v1/b/{_BUCKET}/o/{_OBJECT}")):
-        permission = {"GET": "storage.objects.get", "HEAD": "storage.objects.get", "DELETE": "storage.objects.delete",
-                      "PATCH": "storage.objects.update", "PUT": "storage.objects.update"}.get(method)
+    if m := match(rf"/storage/v1/b/{_BUCKET}/o/{_OBJECT}"):
+        permission = {
+            "GET": "storage.objects.get",
+            "HEAD": "storage.objects.get",
+            "DELETE": "storage.objects.delete",
+            "PATCH": "storage.objects.update",
+            "PUT": "storage.objects.update",
+        }.get(method)
         if permission:
             return [_object(m["bucket"], permission)]
     if (m := match(rf"/download/storage/v1/b/{_BUCKET}/o/{_OBJECT}")) and read:
         return [_object(m["bucket"], "storage.objects.get")]
-    if (m := match(rf"/upload/storage/v1/b/{_BUCKET}/o")):
+    if m := match(rf"/upload/storage/v1/b/{_BUCKET}/o"):
         if method == "POST":
             return _created(m["bucket"], _upload_name(query, body, content_type), query)
         if method == "PUT" and query.get("upload_id"):
@@ -116,7 +130,8 @@ def _routes(method: str, path: str, query: dict[str, str], body: bytes, content_
 def _batch(body: bytes, content_type: str) -> list[Access]:
     """gcsfs deletes in batches: each part is a whole HTTP request, classified like any other."""
     message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-        f"Content-Type: {content_type}\r\n\r\n".encode() + body)
+        f"Content-Type: {content_type}\r\n\r\n".encode() + body
+    )
     needed: list[Access] = []
     for part in message.iter_parts():
         inner = _payload(part)

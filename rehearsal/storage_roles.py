@@ -12,40 +12,80 @@ rather than guessed (add its row here, from the same source).
 
 from __future__ import annotations
 
-_OBJECT_USER = frozenset({
-    "storage.folders.create", "storage.folders.delete", "storage.folders.get", "storage.folders.list",
-    "storage.folders.rename",
-    "storage.managedFolders.create", "storage.managedFolders.delete", "storage.managedFolders.get",
-    "storage.managedFolders.list",
-    "storage.multipartUploads.abort", "storage.multipartUploads.create", "storage.multipartUploads.list",
-    "storage.multipartUploads.listParts",
-    "storage.objects.create", "storage.objects.delete", "storage.objects.get", "storage.objects.list",
-    "storage.objects.move", "storage.objects.restore", "storage.objects.update",
-})
+_OBJECT_USER = frozenset(
+    {
+        "storage.folders.create",
+        "storage.folders.delete",
+        "storage.folders.get",
+        "storage.folders.list",
+        "storage.folders.rename",
+        "storage.managedFolders.create",
+        "storage.managedFolders.delete",
+        "storage.managedFolders.get",
+        "storage.managedFolders.list",
+        "storage.multipartUploads.abort",
+        "storage.multipartUploads.create",
+        "storage.multipartUploads.list",
+        "storage.multipartUploads.listParts",
+        "storage.objects.create",
+        "storage.objects.delete",
+        "storage.objects.get",
+        "storage.objects.list",
+        "storage.objects.move",
+        "storage.objects.restore",
+        "storage.objects.update",
+    }
+)
 
 PREDEFINED_ROLES: dict[str, frozenset[str]] = {
     "roles/storage.objectUser": _OBJECT_USER,
-    "roles/storage.objectAdmin": _OBJECT_USER | {
-        "storage.objects.getIamPolicy", "storage.objects.setIamPolicy", "storage.objects.setRetention",
+    "roles/storage.objectAdmin": _OBJECT_USER
+    | {
+        "storage.objects.getIamPolicy",
+        "storage.objects.setIamPolicy",
+        "storage.objects.setRetention",
         "storage.objects.overrideUnlockedRetention",
     },
-    "roles/storage.objectViewer": frozenset({
-        "storage.folders.get", "storage.folders.list", "storage.managedFolders.get", "storage.managedFolders.list",
-        "storage.objects.get", "storage.objects.list",
-    }),
-    "roles/storage.objectCreator": frozenset({
-        "storage.folders.create", "storage.managedFolders.create", "storage.multipartUploads.abort",
-        "storage.multipartUploads.create", "storage.multipartUploads.listParts", "storage.objects.create",
-        "storage.objects.createContext",
-    }),
+    "roles/storage.objectViewer": frozenset(
+        {
+            "storage.folders.get",
+            "storage.folders.list",
+            "storage.managedFolders.get",
+            "storage.managedFolders.list",
+            "storage.objects.get",
+            "storage.objects.list",
+        }
+    ),
+    "roles/storage.objectCreator": frozenset(
+        {
+            "storage.folders.create",
+            "storage.managedFolders.create",
+            "storage.multipartUploads.abort",
+            "storage.multipartUploads.create",
+            "storage.multipartUploads.listParts",
+            "storage.objects.create",
+            "storage.objects.createContext",
+        }
+    ),
     # The legacy roles can be granted on a bucket only, never on a project (same page).
-    "roles/storage.legacyBucketReader": frozenset({
-        "storage.buckets.get", "storage.multipartUploads.list", "storage.objects.list",
-    }),
-    "roles/storage.legacyBucketWriter": frozenset({
-        "storage.buckets.get", "storage.multipartUploads.abort", "storage.multipartUploads.create",
-        "storage.multipartUploads.list", "storage.multipartUploads.listParts", "storage.objects.create",
-        "storage.objects.delete", "storage.objects.list",
-    }),
+    "roles/storage.legacyBucketReader": frozenset(
+        {
+            "storage.buckets.get",
+            "storage.multipartUploads.list",
+            "storage.objects.list",
+        }
+    ),
+    "roles/storage.legacyBucketWriter": frozenset(
+        {
+            "storage.buckets.get",
+            "storage.multipartUploads.abort",
+            "storage.multipartUploads.create",
+            "storage.multipartUploads.list",
+            "storage.multipartUploads.listParts",
+            "storage.objects.create",
+            "storage.objects.delete",
+            "storage.objects.list",
+        }
+    ),
     "roles/storage.legacyObjectReader": frozenset({"storage.objects.get"}),
 }

@@ -87,8 +87,9 @@ class _Parser(OneLineParser):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, format="remote: %(message)s",
-                        level=logging.WARNING if args.quiet else logging.INFO)
+    logging.basicConfig(
+        stream=sys.stderr, format="remote: %(message)s", level=logging.WARNING if args.quiet else logging.INFO
+    )
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its tracebacks would repeat our one-line errors
     try:
         return args.func(args)
@@ -116,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m remote",
         description="Reach the training VM over SSH: wait for it, bootstrap it, run commands and detached jobs, "
-                    "follow their logs and fetch their results. Host keys are pinned; nothing is ever run twice "
-                    "by a retry.",
+        "follow their logs and fetch their results. Host keys are pinned; nothing is ever run twice "
+        "by a retry.",
         epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -129,9 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _verb(verbs, name: str, common, summary: str, details: str) -> argparse.ArgumentParser:
-    return verbs.add_parser(name, parents=[common], help=summary, description=f"{summary}\n\n{details}",
-                            epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}",
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    return verbs.add_parser(
+        name,
+        parents=[common],
+        help=summary,
+        description=f"{summary}\n\n{details}",
+        epilog=f"{TARGET_HELP}\n\n{EXIT_CODES}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _common_flags() -> argparse.ArgumentParser:
@@ -143,10 +149,15 @@ def _common_flags() -> argparse.ArgumentParser:
     t.add_argument("--user")
     t.add_argument("--key", dest="key_path", metavar="PATH", help="private key file")
     t.add_argument("--known-hosts", metavar="PATH", help="file with the pinned host keys")
-    t.add_argument("--gateway", metavar="PROXYCOMMAND",
-                   help="e.g. gcloud compute start-iap-tunnel %%h %%p --listen-on-stdin …")
-    t.add_argument("--trust-on-first-use", action="store_true", default=None,
-                   help="record an unknown host key instead of refusing it (only over an authenticated link)")
+    t.add_argument(
+        "--gateway", metavar="PROXYCOMMAND", help="e.g. gcloud compute start-iap-tunnel %%h %%p --listen-on-stdin …"
+    )
+    t.add_argument(
+        "--trust-on-first-use",
+        action="store_true",
+        default=None,
+        help="record an unknown host key instead of refusing it (only over an authenticated link)",
+    )
     t.add_argument("--worker", dest="workers", action="append", metavar="HOST", help="another host (repeat)")
     t.add_argument("--connect-timeout", type=flags.positive_seconds, metavar="S")
     t.add_argument("--command-timeout", type=flags.positive_seconds, metavar="S")
@@ -157,8 +168,19 @@ def _common_flags() -> argparse.ArgumentParser:
 def target_from(args) -> PipelineTarget:
     raw = os.environ.get(TARGET_ENV)
     fields = PipelineTarget.from_json(raw).__dict__.copy() if raw else {}
-    for name in ("host", "port", "user", "key_path", "known_hosts", "gateway", "trust_on_first_use", "workers",
-                 "connect_timeout", "command_timeout", "state_dir"):
+    for name in (
+        "host",
+        "port",
+        "user",
+        "key_path",
+        "known_hosts",
+        "gateway",
+        "trust_on_first_use",
+        "workers",
+        "connect_timeout",
+        "command_timeout",
+        "state_dir",
+    ):
         value = getattr(args, name)
         if value is not None:
             fields[name] = value
@@ -171,11 +193,21 @@ def _print_json(value) -> None:
 
 # ---- wait
 def _add_wait(verbs, common) -> None:
-    p = _verb(verbs, "wait", common, "Wait until every host answers SSH.",
-              "Retries with backoff (a new VM first refuses connections, then keys) until --deadline. Needs the\n"
-              "target. Leaves nothing on the hosts.")
-    p.add_argument("--deadline", type=flags.positive_seconds, default=300.0, metavar="S",
-                   help="give up after S seconds (default 300)")
+    p = _verb(
+        verbs,
+        "wait",
+        common,
+        "Wait until every host answers SSH.",
+        "Retries with backoff (a new VM first refuses connections, then keys) until --deadline. Needs the\n"
+        "target. Leaves nothing on the hosts.",
+    )
+    p.add_argument(
+        "--deadline",
+        type=flags.positive_seconds,
+        default=300.0,
+        metavar="S",
+        help="give up after S seconds (default 300)",
+    )
     p.set_defaults(func=_wait)
 
 
@@ -190,15 +222,24 @@ def _wait(args) -> int:
 
 # ---- bootstrap
 def _add_bootstrap(verbs, common) -> None:
-    p = _verb(verbs, "bootstrap", common, "Install MaxText on every host (seed step 3), once.",
-              "Runs apt beside uv, a Python 3.12 venv (~/maxtext_venv) and the pinned maxtext[tpu-post-train], on\n"
-              "all hosts in parallel. A host already holding the same installation is checked in one round trip\n"
-              "and left alone; an interrupted run resumes at the steps it stopped in. Needs the target, and the\n"
-              "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.")
+    p = _verb(
+        verbs,
+        "bootstrap",
+        common,
+        "Install MaxText on every host (seed step 3), once.",
+        "Runs apt beside uv, a Python 3.12 venv (~/maxtext_venv) and the pinned maxtext[tpu-post-train], on\n"
+        "all hosts in parallel. A host already holding the same installation is checked in one round trip\n"
+        "and left alone; an interrupted run resumes at the steps it stopped in. Needs the target, and the\n"
+        "pipeline settings (--config) or an explicit spec (--spec). Leaves <state_dir>/bootstrap/ on each host.",
+    )
     p.add_argument("--config", type=Path, metavar="JSON", help="pipeline settings (stack keys, as in Pulumi config)")
-    p.add_argument("--spec", type=Path, metavar="JSON",
-                   help='explicit install steps instead of --config; a step\'s "after" lists the steps it needs '
-                        "(unset: the one before it)")
+    p.add_argument(
+        "--spec",
+        type=Path,
+        metavar="JSON",
+        help='explicit install steps instead of --config; a step\'s "after" lists the steps it needs '
+        "(unset: the one before it)",
+    )
     _add_deadline(p)
     p.set_defaults(func=_bootstrap)
 
@@ -212,8 +253,9 @@ def _bootstrap(args) -> int:
     else:
         config = PipelineConfig.from_mapping(_read_json(args.config)) if args.config else PipelineConfig()
         spec = spec_for(config, work_dir=target.profile.scratch_dir, state_dir=target.state_dir)
-    results = bootstrap_all(target, spec, stream=sys.stderr, deadline_s=args.deadline,
-                            hf_token=os.environ.get("HF_TOKEN") or None)
+    results = bootstrap_all(
+        target, spec, stream=sys.stderr, deadline_s=args.deadline, hf_token=os.environ.get("HF_TOKEN") or None
+    )
     summary: dict[str, dict[str, object]] = {}
     failed: list[str] = []
     for host, result in results.items():
@@ -234,9 +276,14 @@ def _bootstrap(args) -> int:
 
 # ---- run
 def _add_run(verbs, common) -> None:
-    p = _verb(verbs, "run", common, "Run a short command in the foreground and show its output.",
-              "For anything long, use `start` + `follow`: a foreground command dies with its connection.\n"
-              "Exits with the command's own exit code (one host); with --all-hosts, 0 or 73.")
+    p = _verb(
+        verbs,
+        "run",
+        common,
+        "Run a short command in the foreground and show its output.",
+        "For anything long, use `start` + `follow`: a foreground command dies with its connection.\n"
+        "Exits with the command's own exit code (one host); with --all-hosts, 0 or 73.",
+    )
     p.add_argument("command", help="a /bin/sh command line")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
     p.add_argument("--all-hosts", action="store_true", help="run on the main host and every worker in parallel")
@@ -255,18 +302,24 @@ def _run(args) -> int:
             print(f"{result.host}: {status}", file=sys.stderr)
         return EXIT_OK if all(r.ok for r in results.values()) else EXIT_SOME_HOSTS_FAILED
     with connect(target) as conn:
-        return run(conn, args.command, env=env, timeout=args.timeout, warn=True, stream=sys.stdout,
-                   err_stream=sys.stderr).exited
+        return run(
+            conn, args.command, env=env, timeout=args.timeout, warn=True, stream=sys.stdout, err_stream=sys.stderr
+        ).exited
 
 
 # ---- start
 def _add_start(verbs, common) -> None:
-    p = _verb(verbs, "start", common, "Start a detached job that survives disconnection.",
-              "The job runs under setsid/nohup in <state_dir>/jobs/JOB_ID/ on the main host (log, pid, exit code).\n"
-              "If JOB_ID already exists (running or finished), nothing is started and its state is printed.\n"
-              "Secrets: --secret-env NAME copies the value of NAME from YOUR environment into a 0600 file on the\n"
-              "host that the job reads and deletes; it never appears on a command line or in the log.\n"
-              "Prints the job's state as JSON.")
+    p = _verb(
+        verbs,
+        "start",
+        common,
+        "Start a detached job that survives disconnection.",
+        "The job runs under setsid/nohup in <state_dir>/jobs/JOB_ID/ on the main host (log, pid, exit code).\n"
+        "If JOB_ID already exists (running or finished), nothing is started and its state is printed.\n"
+        "Secrets: --secret-env NAME copies the value of NAME from YOUR environment into a 0600 file on the\n"
+        "host that the job reads and deletes; it never appears on a command line or in the log.\n"
+        "Prints the job's state as JSON.",
+    )
     p.add_argument("job_id", type=flags.job_id)
     p.add_argument("command", help="a /bin/sh command line")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="exported, quoted (repeat)")
@@ -293,9 +346,14 @@ def _start(args) -> int:
 
 # ---- status
 def _add_status(verbs, common) -> None:
-    p = _verb(verbs, "status", common, "Print a job's state as JSON.",
-              "state is running, succeeded, failed, died (gone without exit code) or cancelled. Exits 66 if\n"
-              "there is no such job. Changes nothing.")
+    p = _verb(
+        verbs,
+        "status",
+        common,
+        "Print a job's state as JSON.",
+        "state is running, succeeded, failed, died (gone without exit code) or cancelled. Exits 66 if\n"
+        "there is no such job. Changes nothing.",
+    )
     p.add_argument("job_id", type=flags.job_id)
     p.set_defaults(func=_status)
 
@@ -311,16 +369,31 @@ def _status(args) -> int:
 
 # ---- follow
 def _add_follow(verbs, common) -> None:
-    p = _verb(verbs, "follow", common, "Stream a job's log until it ends; exit with its exit code.",
-              "Log lines go to stdout as they arrive, progress and reconnection notices to stderr, then one\n"
-              "JSON line with the outcome. A dropped connection is retried with backoff; the job is never\n"
-              "touched, so stopping `follow` (Ctrl-C) leaves it running. Leaves nothing on the host.")
+    p = _verb(
+        verbs,
+        "follow",
+        common,
+        "Stream a job's log until it ends; exit with its exit code.",
+        "Log lines go to stdout as they arrive, progress and reconnection notices to stderr, then one\n"
+        "JSON line with the outcome. A dropped connection is retried with backoff; the job is never\n"
+        "touched, so stopping `follow` (Ctrl-C) leaves it running. Leaves nothing on the host.",
+    )
     p.add_argument("job_id", type=flags.job_id)
     p.add_argument("--offset", type=flags.byte_offset, default=0, metavar="BYTES", help="start at this log byte offset")
-    p.add_argument("--reconnect-deadline", type=flags.positive_seconds, default=600.0, metavar="S",
-                   help="give up after S seconds without a working connection (default 600)")
-    p.add_argument("--heartbeat", type=flags.positive_seconds, default=30.0, metavar="S",
-                   help="while the log is silent, say so on stderr every S seconds (default 30)")
+    p.add_argument(
+        "--reconnect-deadline",
+        type=flags.positive_seconds,
+        default=600.0,
+        metavar="S",
+        help="give up after S seconds without a working connection (default 600)",
+    )
+    p.add_argument(
+        "--heartbeat",
+        type=flags.positive_seconds,
+        default=30.0,
+        metavar="S",
+        help="while the log is silent, say so on stderr every S seconds (default 30)",
+    )
     p.set_defaults(func=_follow)
 
 
@@ -340,8 +413,15 @@ def _follow(args) -> int:
             log.info("%s still running after %.0f s (log %d bytes)", args.job_id, last_output - start, state.log_size)
 
     try:
-        code = jobs.follow(target, args.job_id, on_line, args.offset, wait_s=min(2.0, args.heartbeat),
-                           reconnect_deadline_s=args.reconnect_deadline, on_status=on_status)
+        code = jobs.follow(
+            target,
+            args.job_id,
+            on_line,
+            args.offset,
+            wait_s=min(2.0, args.heartbeat),
+            reconnect_deadline_s=args.reconnect_deadline,
+            on_status=on_status,
+        )
     except RemoteError as e:
         _print_json({"job": args.job_id, "error": str(e), "exit_code": None})
         raise
@@ -351,12 +431,22 @@ def _follow(args) -> int:
 
 # ---- cancel
 def _add_cancel(verbs, common) -> None:
-    p = _verb(verbs, "cancel", common, "Stop a running job (its whole process group).",
-              "Sends SIGTERM, then SIGKILL after --grace. A finished job is left as it is. The job directory\n"
-              "stays (with a `cancelled` mark), so the job id is not reused. Prints the final state as JSON.")
+    p = _verb(
+        verbs,
+        "cancel",
+        common,
+        "Stop a running job (its whole process group).",
+        "Sends SIGTERM, then SIGKILL after --grace. A finished job is left as it is. The job directory\n"
+        "stays (with a `cancelled` mark), so the job id is not reused. Prints the final state as JSON.",
+    )
     p.add_argument("job_id", type=flags.job_id)
-    p.add_argument("--grace", type=flags.grace_seconds, default=10.0, metavar="S",
-                   help="seconds between SIGTERM and SIGKILL (0: SIGKILL at once)")
+    p.add_argument(
+        "--grace",
+        type=flags.grace_seconds,
+        default=10.0,
+        metavar="S",
+        help="seconds between SIGTERM and SIGKILL (0: SIGKILL at once)",
+    )
     p.set_defaults(func=_cancel)
 
 
@@ -368,9 +458,14 @@ def _cancel(args) -> int:
 
 # ---- fetch
 def _add_fetch(verbs, common) -> None:
-    p = _verb(verbs, "fetch", common, "Download files from the main host, verified by size and sha256.",
-              "Each file lands in --to under its base name, written atomically; one that is already there with\n"
-              "the same content is not downloaded again. Prints what was fetched as JSON.")
+    p = _verb(
+        verbs,
+        "fetch",
+        common,
+        "Download files from the main host, verified by size and sha256.",
+        "Each file lands in --to under its base name, written atomically; one that is already there with\n"
+        "the same content is not downloaded again. Prints what was fetched as JSON.",
+    )
     p.add_argument("paths", nargs="+", metavar="REMOTE_PATH")
     p.add_argument("--to", required=True, type=Path, metavar="DIR", help="local directory")
     p.set_defaults(func=_fetch)
@@ -388,19 +483,24 @@ def _fetch(args) -> int:
 
 # ---- phase
 def _add_phase(verbs, common) -> None:
-    p = _verb(verbs, "phase", common, "Run one pipeline phase on the VM and follow it to the end.",
-              "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText; convert, train and export\n"
-              "(export includes verify and keep) ship workload/ to the host and run it as a detached job, printing\n"
-              "one line of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
-              "running the same phase again re-attaches to it, and a finished one is not run again.\n"
-              "A target with workers is a slice: bootstrap runs on every host; the others run the same job on every\n"
-              "worker (--worker-id I --worker-hostnames H0,… added; worker 0 = host, the one followed), and one\n"
-              "worker's failure cancels the job on all the others and is named in the summary.\n"
-              f"Needs ${PIPELINE_ENV} (the settings this phase depends on, as JSON) and the target, whose\n"
-              "profile says where scratch and kept outputs go and how to install (default: a GCE VM, the seed's\n"
-              f"install, {SCRATCH_DIR}, {KEPT_DIR} once {MOUNT_POINT} is mounted); optional $HF_TOKEN\n"
-              "(stored on the host in a 0600 file; never on a command line).\n"
-              "Leaves on the host: <state_dir>/code, jobs/, runs/, secrets/; the work and output directories.")
+    p = _verb(
+        verbs,
+        "phase",
+        common,
+        "Run one pipeline phase on the VM and follow it to the end.",
+        "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText; convert, train and export\n"
+        "(export includes verify and keep) ship workload/ to the host and run it as a detached job, printing\n"
+        "one line of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
+        "running the same phase again re-attaches to it, and a finished one is not run again.\n"
+        "A target with workers is a slice: bootstrap runs on every host; the others run the same job on every\n"
+        "worker (--worker-id I --worker-hostnames H0,… added; worker 0 = host, the one followed), and one\n"
+        "worker's failure cancels the job on all the others and is named in the summary.\n"
+        f"Needs ${PIPELINE_ENV} (the settings this phase depends on, as JSON) and the target, whose\n"
+        "profile says where scratch and kept outputs go and how to install (default: a GCE VM, the seed's\n"
+        f"install, {SCRATCH_DIR}, {KEPT_DIR} once {MOUNT_POINT} is mounted); optional $HF_TOKEN\n"
+        "(stored on the host in a 0600 file; never on a command line).\n"
+        "Leaves on the host: <state_dir>/code, jobs/, runs/, secrets/; the work and output directories.",
+    )
     p.add_argument("phase", choices=PHASES)
     p.set_defaults(func=_phase)
 
@@ -416,16 +516,21 @@ def _phase(args) -> int:
 
 # ---- publish
 def _add_publish(verbs, common) -> None:
-    p = _verb(verbs, "publish", common, "Publish the kept model to Cloud Storage and/or the Hugging Face Hub.",
-              "What the `…-publish` task of `pulumi up` runs after the export phase. Finds the kept model where\n"
-              "export left it (the profile's kept dir and the run's name, from the export phase's settings), ships\n"
-              "workload/ and runs `python -m workload.publish` on the main host as a detached job, printing one line\n"
-              "of progress per event; the last stdout line is a JSON summary. The same model again sends nothing;\n"
-              "an interrupted publish resumes. HF_ENDPOINT and STORAGE_EMULATOR_HOST, when set, go to the job.\n"
-              f"Needs ${TARGET_ENV}, ${PIPELINE_ENV} (the export phase's settings) and ${PUBLISH_ENV}\n"
-              '(JSON: "gcs": gs://…, "hub": OWNER/NAME, "public": true|false); $HF_WRITE_TOKEN for the Hub\n'
-              "(stored on the host in a 0600 file; never on a command line).\n"
-              "Leaves on the host: <state_dir>/code, jobs/, secrets/.")
+    p = _verb(
+        verbs,
+        "publish",
+        common,
+        "Publish the kept model to Cloud Storage and/or the Hugging Face Hub.",
+        "What the `…-publish` task of `pulumi up` runs after the export phase. Finds the kept model where\n"
+        "export left it (the profile's kept dir and the run's name, from the export phase's settings), ships\n"
+        "workload/ and runs `python -m workload.publish` on the main host as a detached job, printing one line\n"
+        "of progress per event; the last stdout line is a JSON summary. The same model again sends nothing;\n"
+        "an interrupted publish resumes. HF_ENDPOINT and STORAGE_EMULATOR_HOST, when set, go to the job.\n"
+        f"Needs ${TARGET_ENV}, ${PIPELINE_ENV} (the export phase's settings) and ${PUBLISH_ENV}\n"
+        '(JSON: "gcs": gs://…, "hub": OWNER/NAME, "public": true|false); $HF_WRITE_TOKEN for the Hub\n'
+        "(stored on the host in a 0600 file; never on a command line).\n"
+        "Leaves on the host: <state_dir>/code, jobs/, secrets/.",
+    )
     p.set_defaults(func=_publish)
 
 
@@ -438,10 +543,15 @@ def _publish(args) -> int:
 
 # ---- put-secret
 def _add_put_secret(verbs, common) -> None:
-    p = _verb(verbs, "put-secret", common, "Store a secret read from stdin in a 0600 file on every host.",
-              "The value travels over SFTP only (never a command line, never a log) into\n"
-              "<state_dir>/secrets/NAME on the main host and every worker, all at once; `phase` hands the HF\n"
-              "token's file to the workload. Prints nothing secret; a host that failed is named on stderr.")
+    p = _verb(
+        verbs,
+        "put-secret",
+        common,
+        "Store a secret read from stdin in a 0600 file on every host.",
+        "The value travels over SFTP only (never a command line, never a log) into\n"
+        "<state_dir>/secrets/NAME on the main host and every worker, all at once; `phase` hands the HF\n"
+        "token's file to the workload. Prints nothing secret; a host that failed is named on stderr.",
+    )
     p.add_argument("name", choices=(HF_TOKEN_SECRET, HF_WRITE_TOKEN_SECRET))
     _add_deadline(p)
     p.set_defaults(func=_put_secret)
@@ -466,15 +576,30 @@ def _put_secret(args) -> int:
     return next(iter(failed.values())).exit_code if len(results) == 1 else EXIT_SOME_HOSTS_FAILED
 
 
-VERBS = (_add_wait, _add_bootstrap, _add_run, _add_start, _add_status, _add_follow, _add_cancel, _add_fetch,
-         _add_phase, _add_publish, _add_put_secret)
+VERBS = (
+    _add_wait,
+    _add_bootstrap,
+    _add_run,
+    _add_start,
+    _add_status,
+    _add_follow,
+    _add_cancel,
+    _add_fetch,
+    _add_phase,
+    _add_publish,
+    _add_put_secret,
+)
 
 
 def _add_deadline(p: argparse.ArgumentParser) -> None:
     """For verbs that can be the first contact with a VM `pulumi up` has just created."""
-    p.add_argument("--deadline", type=float, default=NEW_VM_DEADLINE_S, metavar="S",
-                   help="wait up to S seconds for each host to answer SSH and accept the key "
-                        f"(default {NEW_VM_DEADLINE_S:g})")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=NEW_VM_DEADLINE_S,
+        metavar="S",
+        help=f"wait up to S seconds for each host to answer SSH and accept the key (default {NEW_VM_DEADLINE_S:g})",
+    )
 
 
 def _env_pairs(pairs: list[str]) -> dict[str, str]:

@@ -35,9 +35,12 @@ FOLDER_TIERS = {
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--all-tiers", action="store_true",
-                     help="run every tier (sshd, maxtext, root, slow), not only the fast one, unless -m picks some; "
-                          "scripts/test does")
+    parser.addoption(
+        "--all-tiers",
+        action="store_true",
+        help="run every tier (sshd, maxtext, root, slow), not only the fast one, unless -m picks some; "
+        "scripts/test does",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,7 +52,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     if not config.option.markexpr:
         return "tiers: all"
     return f"tiers: -m {config.option.markexpr!r}" + (
-        " (the fast tier; --all-tiers runs every tier)" if config.option.markexpr == FAST_TIER else "")
+        " (the fast tier; --all-tiers runs every tier)" if config.option.markexpr == FAST_TIER else ""
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m selection, which reads these markers
@@ -68,4 +72,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and terminalreporter.stats.get("deselected"):
         terminalreporter.write_line(
             f"every selected test was outside -m {config.option.markexpr!r}: add --all-tiers, or -m with its tier",
-            yellow=True)
+            yellow=True,
+        )

@@ -20,8 +20,11 @@ def imported(package: str, root: Path = ROOT) -> dict[str, set[str]]:
     for path in sorted((root / package).rglob("*.py")):
         tree = ast.parse(path.read_text())
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-        names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
-                  and not node.level}
+        names |= {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        }
         found[str(path.relative_to(root))] = {".".join(name.split(".")[:2]) for name in names}
     return found
 
@@ -30,17 +33,23 @@ def offending(package: str, forbidden: tuple[str, ...], root: Path = ROOT) -> di
     def refused(name: str) -> bool:
         return any(name == f or name.startswith(f + ".") for f in forbidden)
 
-    return {module: sorted(filter(refused, names)) for module, names in imported(package, root).items()
-            if any(map(refused, names))}
+    return {
+        module: sorted(filter(refused, names))
+        for module, names in imported(package, root).items()
+        if any(map(refused, names))
+    }
 
 
-@pytest.mark.parametrize(("package", "forbidden"), [
-    ("workload", (*SSH_LIBRARIES, *PULUMI, "remote", "infra", "rehearsal", "policy")),
-    ("remote", (*PULUMI, "infra", "rehearsal", "policy")),
-    ("remote/ssh", ("remote.pipeline", "remote.cli")),
-    # infra reads the stack's private key with paramiko (ssh_key_pair.py), but never connects.
-    ("infra", ("remote.ssh", "remote.cli", "rehearsal", "fabric", "invoke")),
-])
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("workload", (*SSH_LIBRARIES, *PULUMI, "remote", "infra", "rehearsal", "policy")),
+        ("remote", (*PULUMI, "infra", "rehearsal", "policy")),
+        ("remote/ssh", ("remote.pipeline", "remote.cli")),
+        # infra reads the stack's private key with paramiko (ssh_key_pair.py), but never connects.
+        ("infra", ("remote.ssh", "remote.cli", "rehearsal", "fabric", "invoke")),
+    ],
+)
 def test_imports_go_one_way(package, forbidden):
     assert offending(package, forbidden) == {}
 

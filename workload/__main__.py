@@ -36,8 +36,10 @@ from workload.layout import Layout
 from workload.pipeline import ORDER, run
 from workload.steps import Context
 
-RUNS_DIR_HELP = ("where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "
-                 "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)")
+RUNS_DIR_HELP = (
+    "where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "
+    "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)"
+)
 DEFAULT_WORK_DIR = "/dev/shm"  # the seed's scratch: fast, and lost on reboot (hence `keep`)
 
 
@@ -86,11 +88,17 @@ def worker_of(config: PipelineConfig, args: argparse.Namespace) -> JaxProcess:
     worker = JaxProcess.from_flags(args.worker_id, args.worker_hostnames)
     hosts = ACCELERATORS[config.accelerator_type].hosts
     if config.profile != "tiny" and worker.count != hosts:
-        raise ConfigError("--worker-hostnames", f"names {worker.count} worker(s), but {config.accelerator_type} has "
-                          f"{hosts} host(s)", f"list all {hosts} hosts of the slice, in worker-id order")
+        raise ConfigError(
+            "--worker-hostnames",
+            f"names {worker.count} worker(s), but {config.accelerator_type} has {hosts} host(s)",
+            f"list all {hosts} hosts of the slice, in worker-id order",
+        )
     if worker.multi_host and args.runs_dir is None:
-        raise ConfigError("--runs-dir", "is missing on a multi-host slice, whose workers write one checkpoint "
-                          "together", "give a gs://bucket/prefix every worker can reach")
+        raise ConfigError(
+            "--runs-dir",
+            "is missing on a multi-host slice, whose workers write one checkpoint together",
+            "give a gs://bucket/prefix every worker can reach",
+        )
     return worker
 
 
@@ -135,8 +143,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(prog="python -m workload", description=__doc__.split("\n\n")[0],
-                                  epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
+    top = OneLineParser(
+        prog="python -m workload",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     sub = top.add_subparsers(dest="command", required=True)
 
     show = sub.add_parser("commands", help="print the MaxText commands a run would use, copy-pasteable")
@@ -168,10 +180,12 @@ def _worker_id(text: str) -> int:
 
 
 def _worker_flags(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--worker-id", type=_worker_id,
-                     help="this host's worker id in a multi-host slice (0: the coordinator)")
-    sub.add_argument("--worker-hostnames", metavar="H0,H1,…",
-                     help="every worker's hostname in worker-id order (default: one host)")
+    sub.add_argument(
+        "--worker-id", type=_worker_id, help="this host's worker id in a multi-host slice (0: the coordinator)"
+    )
+    sub.add_argument(
+        "--worker-hostnames", metavar="H0,H1,…", help="every worker's hostname in worker-id order (default: one host)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

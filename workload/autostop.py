@@ -95,7 +95,7 @@ def running_jobs(jobs_root: str) -> list[str]:
         pid_line = _read(os.path.join(job, "pid"))
         # A job appears a moment before its wrapper records its pid: count it as starting, for a while only (one
         # whose wrapper never started must not hold the VM up).
-        if (_alive(pid_line) if pid_line is not None else time.time() - os.path.getmtime(job) < STARTING_S):
+        if _alive(pid_line) if pid_line is not None else time.time() - os.path.getmtime(job) < STARTING_S:
             running.append(name)
     return running
 
@@ -133,13 +133,17 @@ class Cloud:
 
     @classmethod
     def from_env(cls, environ: dict[str, str], timeout_s: float = 10.0) -> "Cloud":
-        return cls(environ.get("GCE_METADATA_HOST", DEFAULT_METADATA_HOST),
-                   environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"), timeout_s)
+        return cls(
+            environ.get("GCE_METADATA_HOST", DEFAULT_METADATA_HOST),
+            environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"),
+            timeout_s,
+        )
 
     def metadata(self, path: str) -> str | None:
         """One metadata value (None when the key is absent)."""
-        request = urllib.request.Request(f"http://{self.metadata_host}/computeMetadata/v1/{path}",
-                                         headers={"Metadata-Flavor": "Google"})
+        request = urllib.request.Request(
+            f"http://{self.metadata_host}/computeMetadata/v1/{path}", headers={"Metadata-Flavor": "Google"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return response.read().decode()
@@ -161,14 +165,18 @@ class Cloud:
         project = self.metadata("project/project-id")
         instance = f"{self.compute_api}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
         url, method = (f"{instance}/stop", "POST") if action == "stop" else (instance, "DELETE")
-        request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None,
-                                         headers={"Authorization": f"Bearer {token}"})
+        request = urllib.request.Request(
+            url, method=method, data=b"" if method == "POST" else None, headers={"Authorization": f"Bearer {token}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read() or b"{}").get("name", "")
         except urllib.error.HTTPError as error:
-            hint = (" (the VM's service account lacks the tpu-sft autostop role on this instance: run `pulumi up`)"
-                    if error.code == 403 else "")
+            hint = (
+                " (the VM's service account lacks the tpu-sft autostop role on this instance: run `pulumi up`)"
+                if error.code == 403
+                else ""
+            )
             raise ApiError(f"Compute Engine API answered {error.code} to {method} {url}{hint}") from None
         except OSError as error:
             raise ApiError(f"Compute Engine API unreachable ({error})") from None

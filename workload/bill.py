@@ -46,14 +46,21 @@ class Meter:
         up = uptime_s(self.uptime_path)
         chip_hours = round(self.chips * up / 3600, 3)
         cost = None if self.usd_per_chip_hour is None else round(chip_hours * self.usd_per_chip_hour, 2)
-        return {"vm_up_s": round(up), "chips": self.chips, "chip_hours": chip_hours,
-                "usd_per_chip_hour": self.usd_per_chip_hour, "cost_usd": cost}
+        return {
+            "vm_up_s": round(up),
+            "chips": self.chips,
+            "chip_hours": chip_hours,
+            "usd_per_chip_hour": self.usd_per_chip_hour,
+            "cost_usd": cost,
+        }
 
 
 def describe(bill: dict[str, Any]) -> str:
     """One line for the end of a phase's output."""
-    line = (f"bill: this VM has been up {duration(bill['vm_up_s'])} since it booted × {bill['chips']} chips = "
-            f"{bill['chip_hours']:g} chip-hours")
+    line = (
+        f"bill: this VM has been up {duration(bill['vm_up_s'])} since it booted × {bill['chips']} chips = "
+        f"{bill['chip_hours']:g} chip-hours"
+    )
     if bill.get("cost_usd") is not None:
         line += f" ≈ ${bill['cost_usd']:.2f} at ${bill['usd_per_chip_hour']:.2f} per chip-hour"
     return line

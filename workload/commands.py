@@ -70,8 +70,15 @@ def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *,
     return [python, "-m", module]
 
 
-def _env(config: PipelineConfig, layout: Layout, hostname: str, *, tpu: bool, worker: JaxProcess = ONE_HOST,
-         all_workers: bool = False) -> dict[str, str]:
+def _env(
+    config: PipelineConfig,
+    layout: Layout,
+    hostname: str,
+    *,
+    tpu: bool,
+    worker: JaxProcess = ONE_HOST,
+    all_workers: bool = False,
+) -> dict[str, str]:
     """`all_workers`: the step is one JAX job across every worker of a slice (train); any other step runs as one
     process on a host, which on a slice host must not start the TPU runtime: it would wait for the other hosts."""
     env = {**hf_env(layout.hf_home), **storage.client_env(layout.post_train_base)}
@@ -92,8 +99,14 @@ def _single_process(config: PipelineConfig, worker: JaxProcess) -> list[str]:
     return ["hardware=cpu", "skip_jax_distributed_system=true"] if one_process_on_a_slice else []
 
 
-def to_maxtext(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-               worker: JaxProcess = ONE_HOST) -> Command:
+def to_maxtext(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
     argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
@@ -124,8 +137,14 @@ def _profiles(config: PipelineConfig, layout: Layout) -> bool:
     return not (config.profile == "tiny" and storage.is_remote(layout.post_train_base))
 
 
-def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-              worker: JaxProcess = ONE_HOST) -> Command:
+def train_sft(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
@@ -158,8 +177,14 @@ def train_sft(config: PipelineConfig, layout: Layout, *, python: str = "python3"
 
 
 def to_huggingface(
-    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "", params: str | None = None,
-    out_dir: str | None = None, worker: JaxProcess = ONE_HOST,
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    params: str | None = None,
+    out_dir: str | None = None,
+    worker: JaxProcess = ONE_HOST,
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
@@ -179,15 +204,26 @@ def to_huggingface(
 
 
 def logit_parity(
-    config: PipelineConfig, layout: Layout, *, python: str = "python3", hostname: str = "",
-    export_dir: str | None = None, result: str | None = None, worker: JaxProcess = ONE_HOST,
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    export_dir: str | None = None,
+    result: str | None = None,
+    worker: JaxProcess = ONE_HOST,
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
     tiny_profile = config.profile == "tiny"
     argv = [
-        python, "-m", "workload.logit_parity", "--max-kl", str(KL_BOUND[config.profile]),
-        export_dir or layout.export_dir, result or layout.result("logit-parity.json"),
+        python,
+        "-m",
+        "workload.logit_parity",
+        "--max-kl",
+        str(KL_BOUND[config.profile]),
+        export_dir or layout.export_dir,
+        result or layout.result("logit-parity.json"),
         f"model_name={config.model}",
         f"load_parameters_path={layout.trained_params(config.steps)}",
         "scan_layers=True",
@@ -203,8 +239,9 @@ def logit_parity(
     return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
 
 
-def pipeline_commands(config: PipelineConfig, layout: Layout, *, python: str, hostname: str,
-                      worker: JaxProcess = ONE_HOST) -> list[Command]:
+def pipeline_commands(
+    config: PipelineConfig, layout: Layout, *, python: str, hostname: str, worker: JaxProcess = ONE_HOST
+) -> list[Command]:
     """Every worker's convert and train; worker 0's export."""
     commands = [
         to_maxtext(config, layout, python=python, hostname=hostname, worker=worker),

@@ -58,18 +58,27 @@ class JaxProcess:
         if worker_id is None and hostnames is None:
             return cls()
         if worker_id is None or hostnames is None:
-            raise ConfigError("--worker-id/--worker-hostnames", "one is given without the other",
-                              "give both (a multi-host slice) or neither (one host)")
+            raise ConfigError(
+                "--worker-id/--worker-hostnames",
+                "one is given without the other",
+                "give both (a multi-host slice) or neither (one host)",
+            )
         names = tuple(hostnames.split(","))
         bad = next((n for n in names if not _HOSTNAME.fullmatch(n)), None)
         if bad is not None:
-            raise ConfigError("--worker-hostnames", f"{bad!r} is not a hostname",
-                              "give the workers' hostnames in worker-id order, comma-separated")
+            raise ConfigError(
+                "--worker-hostnames",
+                f"{bad!r} is not a hostname",
+                "give the workers' hostnames in worker-id order, comma-separated",
+            )
         if len(set(names)) != len(names):
             raise ConfigError("--worker-hostnames", "lists a host twice", "list each worker's hostname once")
         if not 0 <= worker_id < len(names):
-            raise ConfigError("--worker-id", f"{worker_id} is not a worker of {len(names)}",
-                              f"give 0 to {len(names) - 1}, this host's place in --worker-hostnames")
+            raise ConfigError(
+                "--worker-id",
+                f"{worker_id} is not a worker of {len(names)}",
+                f"give 0 to {len(names) - 1}, this host's place in --worker-hostnames",
+            )
         return cls(worker_id, names)
 
 

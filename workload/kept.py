@@ -57,9 +57,11 @@ def _mismatches(kept_dir: str, entries: list[dict[str, Any]]) -> list[str]:
     if not storage.is_remote(kept_dir):
         return manifest_mismatches(kept_dir, entries)
     sizes = storage.files(kept_dir)
-    return [f"{e['path']}: missing" if e["path"] not in sizes
-            else f"{e['path']}: size {sizes[e['path']]} != {e['size']}"
-            for e in entries if sizes.get(e["path"]) != e["size"]]
+    return [
+        f"{e['path']}: missing" if e["path"] not in sizes else f"{e['path']}: size {sizes[e['path']]} != {e['size']}"
+        for e in entries
+        if sizes.get(e["path"]) != e["size"]
+    ]
 
 
 def find(preferred_dir: str, inputs: dict[str, str]) -> tuple[str, dict[str, Any]] | None:

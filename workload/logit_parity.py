@@ -76,8 +76,12 @@ def maxtext_logits(maxtext_args: list[str], token_ids: list[list[int]]) -> list:
             tokens = jnp.asarray([ids] * batch, dtype=jnp.int32)
             positions = jnp.broadcast_to(jnp.arange(len(ids), dtype=jnp.int32), tokens.shape)
             segments = jnp.full(tokens.shape, DECODING_ACTIVE_SEQUENCE_INDICATOR, dtype=jnp.int32)
-            logits = model(decoder_input_tokens=tokens, decoder_positions=positions, decoder_segment_ids=segments,
-                           enable_dropout=False)
+            logits = model(
+                decoder_input_tokens=tokens,
+                decoder_positions=positions,
+                decoder_segment_ids=segments,
+                enable_dropout=False,
+            )
             results.append(np.asarray(jax.device_get(logits[0]), dtype=np.float32))
     return results
 
@@ -108,10 +112,14 @@ def compare(export_dir: str, maxtext_args: list[str], max_kl: float) -> dict:
         top1_same += int((hf[:, :vocab].argmax(-1) == mt[:, :vocab].argmax(-1)).sum())
     kl_max = float(max(kl))
     ok = bool(np.isfinite(kl_max)) and kl_max <= max_kl
-    problems = [] if ok else [
-        f"the export's next-token distribution differs from the MaxText checkpoint's: max KL {kl_max:.3g} nats "
-        f"per position > bound {max_kl:g} (check the export's config.json and weights)"
-    ]
+    problems = (
+        []
+        if ok
+        else [
+            f"the export's next-token distribution differs from the MaxText checkpoint's: max KL {kl_max:.3g} nats "
+            f"per position > bound {max_kl:g} (check the export's config.json and weights)"
+        ]
+    )
     return {
         "ok": ok,
         "problems": problems,

@@ -35,8 +35,9 @@ def draw(metrics_path: str, points: list[tuple[int, float]], out_png: str, title
     from matplotlib import pyplot
 
     marker = "." if len(points) < 50 else None
-    figure, (loss_axes, rate_axes) = pyplot.subplots(2, 1, figsize=(8, 7), dpi=100, sharex=True,
-                                                     gridspec_kw={"height_ratios": [3, 2]})
+    figure, (loss_axes, rate_axes) = pyplot.subplots(
+        2, 1, figsize=(8, 7), dpi=100, sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+    )
     loss_axes.plot([step for step, _ in points], [loss for _, loss in points], marker=marker)
     loss_axes.set_ylabel("training loss")
     loss_axes.set_title(title)
@@ -49,8 +50,9 @@ def draw(metrics_path: str, points: list[tuple[int, float]], out_png: str, title
     tflops = series(metrics_path, "tflops_per_device")
     if tflops:
         tflops_axes = rate_axes.twinx()
-        tflops_axes.plot([s for s, _ in tflops], [v for _, v in tflops], marker=marker, color="tab:orange",
-                         linestyle="--")
+        tflops_axes.plot(
+            [s for s, _ in tflops], [v for _, v in tflops], marker=marker, color="tab:orange", linestyle="--"
+        )
         tflops_axes.set_ylabel("TFLOP/s/device", color="tab:orange")
     figure.tight_layout()
     figure.savefig(out_png)

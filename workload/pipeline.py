@@ -52,8 +52,12 @@ def step_inputs(ctx: Context, step: str) -> dict:
         "convert": lambda: config.phase_settings("convert"),
         "train": lambda: {**config.phase_settings("train"), "run_name": ctx.layout.run_name},
         "export": lambda: {"fix": {export_fix.KEY: export_fix.RIGHT}},
-        "verify": lambda: {"prompt": verify_hf.PROMPT, "new_tokens": verify_hf.NEW_TOKENS,
-                           "logit_prompts": logit_parity.PROMPTS, "kl_bound": logit_parity.KL_BOUND[config.profile]},
+        "verify": lambda: {
+            "prompt": verify_hf.PROMPT,
+            "new_tokens": verify_hf.NEW_TOKENS,
+            "logit_prompts": logit_parity.PROMPTS,
+            "kl_bound": logit_parity.KL_BOUND[config.profile],
+        },
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
     }[step]()
 
@@ -85,8 +89,15 @@ def run(ctx: Context, until: str = "keep") -> int:
             return _run(ctx, until)
     except StepFailed as busy:
         ctx.events.emit("error", phase="setup", cause=busy.cause, log=None, tail=[])
-        ctx.events.emit("summary", ok=False, until=until, run_name=ctx.layout.run_name, failed_step="setup",
-                        error=busy.cause, logs=[])
+        ctx.events.emit(
+            "summary",
+            ok=False,
+            until=until,
+            run_name=ctx.layout.run_name,
+            failed_step="setup",
+            error=busy.cause,
+            logs=[],
+        )
         return 2
 
 
@@ -108,12 +119,23 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
     for step in steps:
         ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
     # The kept run's name: a convert job's own is made from defaults for the train settings it is not given.
-    ctx.events.emit("summary", **{
-        **kept.facts(manifest, steps), "ok": True, "until": until, "run_name": manifest.get("run_name"),
-        "failed_step": None, "error": None, "kept_dir": kept_dir, "manifest": storage.join(kept_dir, kept.MANIFEST),
-        "kept_files": len(manifest["files"]), "kept_bytes": sum(e["size"] for e in manifest["files"]),
-        "reused_kept_model": True, "logs": [],
-    })
+    ctx.events.emit(
+        "summary",
+        **{
+            **kept.facts(manifest, steps),
+            "ok": True,
+            "until": until,
+            "run_name": manifest.get("run_name"),
+            "failed_step": None,
+            "error": None,
+            "kept_dir": kept_dir,
+            "manifest": storage.join(kept_dir, kept.MANIFEST),
+            "kept_files": len(manifest["files"]),
+            "kept_bytes": sum(e["size"] for e in manifest["files"]),
+            "reused_kept_model": True,
+            "logs": [],
+        },
+    )
     return True
 
 
@@ -133,8 +155,9 @@ def _run(ctx: Context, until: str) -> int:
         reason = markers.why_not_done(marker, current, ctx.layout.work_dir)
         if reason is None and marker is not None:
             previous = _handed_on(current, marker)
-            ctx.events.emit("phase", phase=step, status="skipped", reason="done with the same inputs",
-                            **marker["facts"])
+            ctx.events.emit(
+                "phase", phase=step, status="skipped", reason="done with the same inputs", **marker["facts"]
+            )
             summary.update(marker["facts"])
             continue
         ctx.events.emit("phase", phase=step, status="start", reason=reason)
@@ -142,8 +165,15 @@ def _run(ctx: Context, until: str) -> int:
         started = time.monotonic()
         try:
             outcome = STEPS[step](ctx)
-            marker = markers.write(marker_path, step=step, fingerprint=current, outputs=outcome.outputs,
-                                   base=ctx.layout.work_dir, facts=outcome.facts, hashes=outcome.hashes)
+            marker = markers.write(
+                marker_path,
+                step=step,
+                fingerprint=current,
+                outputs=outcome.outputs,
+                base=ctx.layout.work_dir,
+                facts=outcome.facts,
+                hashes=outcome.hashes,
+            )
             previous = _handed_on(current, marker)
         except Exception as error:  # noqa: BLE001  one line for any failure, the runner's own included
             failure = error if isinstance(error, StepFailed) else StepFailed(f"{type(error).__name__}: {error}")

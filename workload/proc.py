@@ -100,8 +100,16 @@ def run_logged(
         earlier_children = set(_children(os.getpid()))
         adopt_orphans(True)
         process = subprocess.Popen(
-            list(argv), env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, preexec_fn=_die_with_parent,
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            preexec_fn=_die_with_parent,
         )
         assert process.stdout is not None
         lock = threading.Lock()  # the log and the tail are shared with the reader thread
@@ -129,8 +137,10 @@ def run_logged(
         reader.join(_DRAIN_S)
         with lock:
             if reader.is_alive():
-                log.write(f"[tpu-sft] the process exited {returncode}, but something else still holds its output; "
-                          f"stopped reading after {_DRAIN_S:g} s\n")
+                log.write(
+                    f"[tpu-sft] the process exited {returncode}, but something else still holds its output; "
+                    f"stopped reading after {_DRAIN_S:g} s\n"
+                )
             lines = list(tail)
     if returncode != 0:
         if returncode < 0:

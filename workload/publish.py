@@ -68,8 +68,9 @@ def publish(model_dir: str, destination: Destination, data: bytes, files: list[d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workload.publish", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        prog="python -m workload.publish", description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1]
+    )
     parser.add_argument("model_dir", help="a kept model directory (with manifest.json)")
     parser.add_argument("--gcs", help="gs://BUCKET/PATH to publish to")
     parser.add_argument("--hub", help="Hugging Face Hub model repo OWNER/NAME to publish to (created if absent)")

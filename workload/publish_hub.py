@@ -45,9 +45,17 @@ class HubDestination:
             return stored.blob_id == git_blob_id(f.read())
 
     def upload(self, local_path: str, entry: dict[str, Any]) -> None:
-        self.api.upload_file(path_or_fileobj=local_path, path_in_repo=entry["path"], repo_id=self.repo,
-                             commit_message=f"tpu-sft: add {entry['path']}")
+        self.api.upload_file(
+            path_or_fileobj=local_path,
+            path_in_repo=entry["path"],
+            repo_id=self.repo,
+            commit_message=f"tpu-sft: add {entry['path']}",
+        )
 
     def upload_manifest(self, data: bytes) -> None:
-        self.api.upload_file(path_or_fileobj=data, path_in_repo=MANIFEST, repo_id=self.repo,
-                             commit_message="tpu-sft: publish (manifest last: the model is complete)")
+        self.api.upload_file(
+            path_or_fileobj=data,
+            path_in_repo=MANIFEST,
+            repo_id=self.repo,
+            commit_message="tpu-sft: publish (manifest last: the model is complete)",
+        )

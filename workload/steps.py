@@ -44,8 +44,13 @@ class Context:
     token: str | None = None  # masked out of MaxText's TensorBoard files, should a copy ever get there
     worker: JaxProcess = ONE_HOST  # this host's place in a slice (workload/jax_process.py)
 
-    def run(self, name: str, argv: tuple[str, ...] | list[str], env: dict[str, str] | None = None,
-            on_line: Callable[[str], None] = lambda line: None) -> None:
+    def run(
+        self,
+        name: str,
+        argv: tuple[str, ...] | list[str],
+        env: dict[str, str] | None = None,
+        on_line: Callable[[str], None] = lambda line: None,
+    ) -> None:
         path = os.path.join(self.layout.logs_dir, f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log")
         self.log_paths.append(path)
         child_env = {**self.base_env, **(env or {})}
@@ -89,6 +94,7 @@ def latest_checkpoint(layout: Layout) -> int | None:
     """The highest finished checkpoint step, locally or in a bucket. orbax marks a finished step the way its
     atomicity_defaults choose by path: locally it writes `<step>.orbax-checkpoint-tmp-*` and renames it; on
     Cloud Storage, which cannot rename, it writes `<step>/` in place and adds `commit_success.txt` last."""
+
     def finished(step: str) -> bool:
         if storage.is_remote(layout.checkpoints_dir):
             return storage.read_text(storage.join(layout.checkpoint(int(step)), ORBAX_COMMIT_FILE)) is not None
@@ -116,8 +122,9 @@ def train(ctx: Context) -> Outcome:
     layout, steps = ctx.layout, ctx.config.steps
     start_step = latest_checkpoint(layout)
     if start_step is not None and start_step > steps:
-        raise StepFailed(f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; "
-                         "set another runName")
+        raise StepFailed(
+            f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; set another runName"
+        )
     # The runner's records beside the checkpoints are worker 0's: every worker logs the same steps.
     leader = ctx.worker.leader
     if leader:
@@ -125,8 +132,13 @@ def train(ctx: Context) -> Outcome:
     if start_step != steps:
         if start_step is not None:
             # Tunix restores the weights only: the data iterator and the optimizer state start afresh.
-            ctx.events.emit("resume", phase="train", from_step=start_step, checkpoints=layout.checkpoints_dir,
-                            data="restarts from the first example (MaxText does not checkpoint the data iterator)")
+            ctx.events.emit(
+                "resume",
+                phase="train",
+                from_step=start_step,
+                checkpoints=layout.checkpoints_dir,
+                data="restarts from the first example (MaxText does not checkpoint the data iterator)",
+            )
         try:
             _train_attempt(ctx)
         finally:  # a failed or killed attempt's event files too: the next step keeps them
@@ -135,8 +147,10 @@ def train(ctx: Context) -> Outcome:
                 train_metrics.persist(layout)
     final = latest_checkpoint(layout)
     if final != steps:
-        raise StepFailed(f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
-                         "data runs out; the data iterator restarts from the beginning on resume)")
+        raise StepFailed(
+            f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
+            "data runs out; the data iterator restarts from the beginning on resume)"
+        )
     by_step = {r["step"]: r for r in _read_jsonl(layout.metrics_file)}
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
@@ -147,16 +161,19 @@ def train(ctx: Context) -> Outcome:
     receipt = layout.result("trained-checkpoint.json")
     with open(receipt, "w", encoding="utf-8") as f:  # what the done-marker checks: the checkpoint may be remote
         json.dump({"checkpoint": layout.checkpoint(steps), "files": storage.files(layout.checkpoint(steps))}, f)
-    return Outcome(receipt, {
-        "trained_checkpoint": layout.trained_params(steps),
-        "run_name": layout.run_name,
-        "final_step": final,
-        "final_loss": final_loss,
-        "train_wall_s": round(wall, 1),
-        "chips": chips,
-        "chip_hours": round(wall * chips / 3600, 3),
-        **throughput.train_figures(ctx.config, attempts, metrics, wall),
-    })
+    return Outcome(
+        receipt,
+        {
+            "trained_checkpoint": layout.trained_params(steps),
+            "run_name": layout.run_name,
+            "final_step": final,
+            "final_loss": final_loss,
+            "train_wall_s": round(wall, 1),
+            "chips": chips,
+            "chip_hours": round(wall * chips / 3600, 3),
+            **throughput.train_figures(ctx.config, attempts, metrics, wall),
+        },
+    )
 
 
 def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
@@ -197,8 +214,10 @@ def _train_attempt(ctx: Context) -> None:
         ctx.run("train", command.argv, command.env, on_line)
     finally:
         ctx.events.flush_steps()
-        _append_jsonl(ctx.layout.attempts_file,
-                      {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1), **timeline.facts})
+        _append_jsonl(
+            ctx.layout.attempts_file,
+            {"attempt": attempt, "seconds": round(time.monotonic() - clock, 1), **timeline.facts},
+        )
 
 
 def export(ctx: Context) -> Outcome:
@@ -237,8 +256,18 @@ def verify(ctx: Context) -> Outcome:
 def keep(ctx: Context) -> Outcome:
     layout = ctx.layout
     png = layout.result("loss.png")
-    ctx.run("loss-curve", [ctx.python, "-m", "workload.loss_curve", layout.metrics_file, png,
-                           "--title", f"{layout.run_name}: SFT training loss and throughput"])
+    ctx.run(
+        "loss-curve",
+        [
+            ctx.python,
+            "-m",
+            "workload.loss_curve",
+            layout.metrics_file,
+            png,
+            "--title",
+            f"{layout.run_name}: SFT training loss and throughput",
+        ],
+    )
     items = {
         "hf-model": layout.export_dir,
         "metrics": layout.train_metrics_dir,
@@ -260,9 +289,15 @@ def keep(ctx: Context) -> Outcome:
             raise StepFailed(f"nothing to keep at {source}")
     files = manifest(partial, hashes=True)
     # convert's facts name scratch paths that a new VM will not have: recorded are its inputs, not its facts.
-    steps = {step: {"inputs": inputs, "facts": (markers.read(layout.marker(step)) or {}).get("facts", {})
-                    if step in ("train", "export", "verify") else {}}
-             for step, inputs in ctx.step_fingerprints.items()}
+    steps = {
+        step: {
+            "inputs": inputs,
+            "facts": (markers.read(layout.marker(step)) or {}).get("facts", {})
+            if step in ("train", "export", "verify")
+            else {},
+        }
+        for step, inputs in ctx.step_fingerprints.items()
+    }
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
         json.dump({"run_name": layout.run_name, "steps": steps, "files": files}, f, indent=1)
     # Swap in whole: a reader of the output dir never sees a half-copied model (in a bucket: the manifest, which
@@ -277,12 +312,15 @@ def keep(ctx: Context) -> Outcome:
     else:
         _fresh(layout.kept_dir)
         os.replace(partial, layout.kept_dir)
-    return Outcome(outputs, {
-        "kept_dir": layout.kept_dir,
-        "manifest": storage.join(layout.kept_dir, kept.MANIFEST),
-        "kept_files": len(files),
-        "kept_bytes": sum(e["size"] for e in files),
-    })
+    return Outcome(
+        outputs,
+        {
+            "kept_dir": layout.kept_dir,
+            "manifest": storage.join(layout.kept_dir, kept.MANIFEST),
+            "kept_files": len(files),
+            "kept_bytes": sum(e["size"] for e in files),
+        },
+    )
 
 
 def _local_copy(url: str, local_dir: str) -> str:
@@ -295,5 +333,10 @@ def _local_copy(url: str, local_dir: str) -> str:
 
 
 STEPS: dict[str, Callable[[Context], Outcome]] = {
-    "assets": assets, "convert": convert, "train": train, "export": export, "verify": verify, "keep": keep,
+    "assets": assets,
+    "convert": convert,
+    "train": train,
+    "export": export,
+    "verify": verify,
+    "keep": keep,
 }

@@ -108,7 +108,7 @@ class _Gcs:
         self.fs.pipe_file(url, data)  # one object upload: readers see the old object or the new one
 
     def files(self, url: str) -> dict[str, int]:
-        root = url[len(GCS_SCHEME):].rstrip("/")
+        root = url[len(GCS_SCHEME) :].rstrip("/")
         found = self.fs.find(url, detail=True)
         return {posixpath.relpath(name, root): int(info["size"]) for name, info in found.items()}
 

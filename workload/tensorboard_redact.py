@@ -50,7 +50,7 @@ def read_records(blob: bytes) -> tuple[list[bytes], bytes]:
         end = pos + 12 + length + 4
         if end > len(blob):
             break
-        records.append(blob[pos + 12: pos + 12 + length])
+        records.append(blob[pos + 12 : pos + 12 + length])
         pos = end
     return records, blob[pos:]
 

@@ -121,8 +121,9 @@ def goodput(ended: list[dict], first: list[dict], steady: list[dict], wall_s: fl
     steps = max(sum(_finite(steady, "step_seconds")) - later_saves, 0.0)
     split = {
         "imports": sum(a.get("imported_s", 0.0) for a in ended),
-        "setup": sum(a["training_started_s"] - a["imported_s"] for a in ended
-                     if "training_started_s" in a and "imported_s" in a),
+        "setup": sum(
+            a["training_started_s"] - a["imported_s"] for a in ended if "training_started_s" in a and "imported_s" in a
+        ),
         "first_steps": max(sum(_finite(first, "step_seconds")) - first_saves, 0.0),
         "checkpoints": later_saves + first_saves,
         "steps": steps,

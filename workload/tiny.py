@@ -138,11 +138,13 @@ def conversations(count: int) -> list[dict]:
         prompt = f"Tell me something about {topic}, number {i}."
         messages = [{"content": prompt, "role": "user"}]
         for turn in range(1 + i % 3):
-            messages.append({
-                "content": f"Here is fact {turn} about {topic}: they are studied by curious people in many places. "
-                * (1 + i % 4),
-                "role": "assistant",
-            })
+            messages.append(
+                {
+                    "content": f"Here is fact {turn} about {topic}: they are studied by curious people in many places. "
+                    * (1 + i % 4),
+                    "role": "assistant",
+                }
+            )
             messages.append({"content": f"Thanks. And what about {topic} in winter?", "role": "user"})
         messages.append({"content": f"In winter {topic} change in interesting ways.", "role": "assistant"})
         rows.append({"prompt": prompt, "prompt_id": hashlib.sha256(prompt.encode()).hexdigest(), "messages": messages})

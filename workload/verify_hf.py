@@ -34,15 +34,17 @@ def verify(export_dir: str) -> dict:
     inputs = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True, return_tensors="pt", return_dict=True)
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, do_sample=False)
-    new_tokens = output[0, inputs["input_ids"].shape[1]:].tolist()
+    new_tokens = output[0, inputs["input_ids"].shape[1] :].tolist()
     problems = [f"text weights missing from the export: {missing_text[:5]}"] if missing_text else []
     problems += [f"non-finite weights: {nonfinite[:5]}"] if nonfinite else []
     problems += [f"generated {len(new_tokens)} tokens, expected {NEW_TOKENS}"] if len(new_tokens) != NEW_TOKENS else []
     activation = model.config.text_config.hidden_activation
     if activation != export_fix.RIGHT:  # too small to see in the logits of a random tiny model
         issue = export_fix.WHY.split(":")[0]
-        problems.append(f"hidden_activation is {activation!r}, not {export_fix.RIGHT!r} ({issue}); "
-                        "re-run the export, which corrects it")
+        problems.append(
+            f"hidden_activation is {activation!r}, not {export_fix.RIGHT!r} ({issue}); "
+            "re-run the export, which corrects it"
+        )
     return {
         "ok": not problems,
         "problems": problems,

@@ -33,10 +33,15 @@ from workload.core.contract import EXIT_BAD_INPUT
 
 def main(argv: list[str] | None = None) -> int:
     intro, epilog = __doc__.split("\n\n", 1)
-    parser = argparse.ArgumentParser(prog="python -m rehearsal.fresh_vm", description=intro, epilog=epilog,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dir", type=Path, default=Path("runs/fresh-vm"),
-                        help="where the run lives (default runs/fresh-vm)")
+    parser = argparse.ArgumentParser(
+        prog="python -m rehearsal.fresh_vm",
+        description=intro,
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--dir", type=Path, default=Path("runs/fresh-vm"), help="where the run lives (default runs/fresh-vm)"
+    )
     parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
     args = parser.parse_args(argv)
     if args.steps is not None and args.steps < 1:
@@ -51,9 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nfresh-vm rehearsal done in {time.monotonic() - started:.0f} s; first-boot hazards met:")
     for line in report(run, user="tpu-sft"):
         print(f"  {line}")
-    print(f"  model: {run.summary.get('kept_dir')} (on {args.dir}/data-disk.img); final step "
-          f"{run.summary.get('final_step')}, loss {run.summary.get('final_loss')}; "
-          f"verify {'passed' if (run.summary.get('verify') or {}).get('ok') else 'FAILED'}")
+    print(
+        f"  model: {run.summary.get('kept_dir')} (on {args.dir}/data-disk.img); final step "
+        f"{run.summary.get('final_step')}, loss {run.summary.get('final_loss')}; "
+        f"verify {'passed' if (run.summary.get('verify') or {}).get('ok') else 'FAILED'}"
+    )
     return 0
 
 

@@ -33,8 +33,10 @@ def claim_address() -> tuple[str, IO]:
         if _port_free(address, 22):
             return address, lock
         lock.close()
-    raise NoFreeAddress(f"no free loopback address in 127.0.0.{FIRST}–{LAST} (port 22 taken on each). "
-                        "Fix: stop the other rehearsals, or free port 22 on one of them")
+    raise NoFreeAddress(
+        f"no free loopback address in 127.0.0.{FIRST}–{LAST} (port 22 taken on each). "
+        "Fix: stop the other rehearsals, or free port 22 on one of them"
+    )
 
 
 def _port_free(address: str, port: int) -> bool:

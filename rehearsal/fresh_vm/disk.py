@@ -39,8 +39,7 @@ class LoopDisk:
     def filesystem_uuid(self) -> str | None:
         """The ext4 UUID on the disk, or None while it is blank (what the startup script's blkid asks)."""
         assert self.device, "attach the disk first"
-        done = subprocess.run(["blkid", "-p", "-s", "UUID", "-o", "value", self.device],
-                              capture_output=True, text=True)
+        done = subprocess.run(["blkid", "-p", "-s", "UUID", "-o", "value", self.device], capture_output=True, text=True)
         return done.stdout.strip() or None
 
     def detach(self) -> None:
@@ -58,6 +57,7 @@ def detach_stale(image: Path) -> None:
 def _run(argv: list[str]) -> str:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {done.stderr.strip()}. "
-                           "Fix: run as root on a machine with loop devices")
+        raise RuntimeError(
+            f"{' '.join(argv)} failed: {done.stderr.strip()}. Fix: run as root on a machine with loop devices"
+        )
     return done.stdout

@@ -76,17 +76,24 @@ def report(run: FreshVmRun, user: str) -> list[str]:
     auth = [a for a in attempts if a.refused == "auth"]
     boot1, boot2 = run.boots[0], run.boots[-1]
     recorded = host_key_recorded_at(run)
-    late_sshd = (f"late sshd: first SSH attempt failed at +{attempts[0].at - t0:.1f} s ({attempts[0].refused} "
-                 f"refused); sshd answered at +{sshd_listening_at(run) - t0:.1f} s" if attempts
-                 else "late sshd: NOT MET (no failed attempt)")
+    late_sshd = (
+        f"late sshd: first SSH attempt failed at +{attempts[0].at - t0:.1f} s ({attempts[0].refused} "
+        f"refused); sshd answered at +{sshd_listening_at(run) - t0:.1f} s"
+        if attempts
+        else "late sshd: NOT MET (no failed attempt)"
+    )
     lines = [
         late_sshd,
         f"late user: {len(auth)} attempt(s) refused by sshd before the guest agent made {user} at "
         f"+{user_created_at(run) - t0:.1f} s; connected at +{first_connected_at(run) - t0:.1f} s",
         f"host key: made at first boot (+{(host_key_generated_at(run) or t0) - t0:.1f} s; the image has none: "
         f"{not image_has_host_keys(run)}); the client pinned the VM's own key: {pinned_key_is_the_vms(run)}"
-        + (f"; it recorded it at +{recorded - t0:.1f} s, {'BEFORE' if recorded < user_created_at(run) else 'after'} "
-           "authentication could succeed" if recorded else ""),
+        + (
+            f"; it recorded it at +{recorded - t0:.1f} s, {'BEFORE' if recorded < user_created_at(run) else 'after'} "
+            "authentication could succeed"
+            if recorded
+            else ""
+        ),
         f"data disk: boot 1 found {boot1.disk_uuid_before or 'no filesystem'} and left {boot1.disk_uuid_after}; "
         f"boot {boot2.number} found {boot2.disk_uuid_before} and left {boot2.disk_uuid_after}; "
         f"the kept model after recreate: {len(run.kept_after_recreate)} entries",

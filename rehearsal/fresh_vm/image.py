@@ -69,8 +69,10 @@ def _build(tarball: Path) -> None:
             "rm -f /etc/ssh/ssh_host_* && rm -rf /var/lib/apt/lists/*"
         )
         # Its own mount namespace: /proc inside the chroot goes away with it, even if the install fails.
-        _run(["unshare", "--mount", "--fork", "chroot", str(rootfs), "/bin/sh", "-c", install],
-             "installing the image's packages")
+        _run(
+            ["unshare", "--mount", "--fork", "chroot", str(rootfs), "/bin/sh", "-c", install],
+            "installing the image's packages",
+        )
         (rootfs / "etc" / "resolv.conf").unlink()
         partial = tarball.with_suffix(".partial")
         _run(["tar", "-C", str(rootfs), "--numeric-owner", "-cpf", str(partial), "."], "packing the boot image")

@@ -42,6 +42,7 @@ GCE_LIKE = Timeline()
 @dataclass
 class Boot:
     """One boot of the VM, as seen from outside: its console and the data disk before and after."""
+
     number: int
     created_at: float
     console: Path
@@ -92,18 +93,28 @@ class FreshVm:
         shutil.copy(GUEST, sim / "guest.py")
         (sim / "startup-script").write_text(self.declared.startup_script)
         (sim / "startup-script").chmod(0o755)
-        (sim / "boot.json").write_text(json.dumps({
-            "boot": number, "hostname": self.declared.name, "address": self.address,
-            "ssh_keys": self.declared.ssh_keys,
-            "sshd_delay_s": self.timeline.sshd_delay_s, "user_delay_s": self.timeline.user_delay_s,
-        }))
+        (sim / "boot.json").write_text(
+            json.dumps(
+                {
+                    "boot": number,
+                    "hostname": self.declared.name,
+                    "address": self.address,
+                    "ssh_keys": self.declared.ssh_keys,
+                    "sshd_delay_s": self.timeline.sshd_delay_s,
+                    "user_delay_s": self.timeline.user_delay_s,
+                }
+            )
+        )
         (sim / "hypervisor.sh").write_text(_hypervisor_script(rootfs, sim, self.declared, self.disk.numbers()))
         console = self.directory / f"boot-{number}-console.log"
         boot = Boot(number, time.time(), console, self.disk.filesystem_uuid())
         with open(console, "w") as out:
             self._proc = subprocess.Popen(
                 [*UNSHARE, "/bin/sh", str(sim / "hypervisor.sh")],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, preexec_fn=killed_with_parent,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=killed_with_parent,
             )
         self.boots.append(boot)
         return boot

@@ -93,8 +93,9 @@ def identity_overrides(key: Path | str) -> dict[str, str]:
     return {"tpu-sft:sshPublicKeyPath": str(public), "tpu-sft:sshPublicKey": public.read_text().strip()}
 
 
-def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = GCE_LIKE,
-             out: TextIO = sys.stdout) -> FreshVmRun:
+def rehearse(
+    directory: Path, *, steps: int | None = None, timeline: Timeline = GCE_LIKE, out: TextIO = sys.stdout
+) -> FreshVmRun:
     def say(text: str) -> None:
         print(f"fresh-vm: {text}", file=out, flush=True)
 
@@ -110,7 +111,7 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     declared = DeclaredVm.of(stack)
     spec, made = transform(real_spec(commands[0]))
     train = next(c for c in commands if c.name.endswith("-train"))
-    until_train = commands[:commands.index(train)]
+    until_train = commands[: commands.index(train)]
     checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
     runs_url = PipelineTarget.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
@@ -125,8 +126,9 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
     for substitution in result.substitutions:
         say(substitution.line())
     disk = LoopDisk(directory / "data-disk.img", min(declared.data_disk_size_gb, SIMULATED_SIZE_GB))
-    vm = FreshVm(declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk, storage.provision],
-                 timeline)
+    vm = FreshVm(
+        declared, address, disk, directory, directory / "boot-disks", [provision_boot_disk, storage.provision], timeline
+    )
 
     def up(commands: list[Recorded], into: list[Executed]) -> None:
         for command in commands:
@@ -139,13 +141,16 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
             if following.poll() is not None:
                 return
             time.sleep(0.5)
-        result.host_public_keys = [p.read_text().strip() for p in sorted(
-            Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))]
+        result.host_public_keys = [
+            p.read_text().strip() for p in sorted(Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))
+        ]
         result.known_hosts = (directory / "known_hosts").read_text()
         vm.delete()
         result.lost_at_checkpoint = emulator.latest_checkpoint(runs_prefix)
-        say(f"VM deleted during training, after checkpoint {result.lost_at_checkpoint} reached the bucket "
-            "(a preemption); this `pulumi up` ends here")
+        say(
+            f"VM deleted during training, after checkpoint {result.lost_at_checkpoint} reached the bucket "
+            "(a preemption); this `pulumi up` ends here"
+        )
         following.terminate()  # the phase would wait for the VM to answer again until its deadline
 
     try:
@@ -153,8 +158,11 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         result.vm_created_at = result.boots[-1].created_at
         say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
         up(until_train, result.first_up)
-        result.first_up.append(execute_timestamped(train, target_env(train, profile, address, directory), result,
-                                                   out, during=lose_vm_after_checkpoint))
+        result.first_up.append(
+            execute_timestamped(
+                train, target_env(train, profile, address, directory), result, out, during=lose_vm_after_checkpoint
+            )
+        )
         if result.lost_at_checkpoint is None:
             raise RehearsalFailed("training ended before a checkpoint reached the bucket: the VM was never lost")
 
@@ -166,10 +174,13 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
 
         say("a further `pulumi up`: the same program and settings again")
         _, again = record(CONFIG, overrides)
-        result.second_up_inputs_unchanged = [(c.name, c.create, c.environment) for c in again] == \
-            [(c.name, c.create, c.environment) for c in commands]
-        say(f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
-            "running them anyway, each must find its work done")
+        result.second_up_inputs_unchanged = [(c.name, c.create, c.environment) for c in again] == [
+            (c.name, c.create, c.environment) for c in commands
+        ]
+        say(
+            f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
+            "running them anyway, each must find its work done"
+        )
         up(again, result.second_up)
 
         say("deleting the VM and creating it again on the same data disk")
@@ -181,8 +192,10 @@ def rehearse(directory: Path, *, steps: int | None = None, timeline: Timeline = 
         curve = kept / "metrics" / "train_steps.jsonl"
         if curve.is_file():
             result.kept_train_steps = [json.loads(line) for line in curve.read_text().splitlines()]
-        say(f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
-            f"{len(result.kept_after_recreate)} entries")
+        say(
+            f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
+            f"{len(result.kept_after_recreate)} entries"
+        )
         result.bucket_objects = emulator.objects(runs_prefix)
     except RehearsalFailed:
         _keep_vm_logs(vm, directory / "vm-logs")
@@ -206,13 +219,23 @@ def real_spec(bootstrap: Recorded) -> BootstrapSpec:
 
 def target_env(command: Recorded, profile: HostProfile, address: str, directory: Path) -> dict[str, str]:
     """The recorded target pointed at the simulated VM, with its profile; everything else as declared."""
-    target = {**json.loads(command.environment[TARGET_ENV]), "host": address,
-              "known_hosts": str(directory / "known_hosts"), "profile": profile.to_mapping()}
+    target = {
+        **json.loads(command.environment[TARGET_ENV]),
+        "host": address,
+        "known_hosts": str(directory / "known_hosts"),
+        "profile": profile.to_mapping(),
+    }
     return {TARGET_ENV: json.dumps(target)}
 
 
-def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun, out: TextIO, *,
-                        during: Callable[[subprocess.Popen], None] | None = None) -> Executed:
+def execute_timestamped(
+    command: Recorded,
+    env: dict[str, str],
+    run: FreshVmRun,
+    out: TextIO,
+    *,
+    during: Callable[[subprocess.Popen], None] | None = None,
+) -> Executed:
     """Run one recorded command as pulumi-command does, each output line timestamped as it arrives. `during`
     watches the running command (on its own thread); the command may then fail, as its VM went."""
     print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
@@ -238,8 +261,9 @@ def execute_timestamped(command: Recorded, env: dict[str, str], run: FreshVmRun,
         t.start()
     for t in pumps:
         t.join()
-    done = Executed(command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]),
-                    time.monotonic() - started)
+    done = Executed(
+        command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]), time.monotonic() - started
+    )
     if watcher:
         watcher.join()
     elif done.returncode != 0:

@@ -49,15 +49,27 @@ class Substitution:
 
 
 PLATFORM = (
-    Substitution("image", "Google's TPU image (Ubuntu 22.04, ubuntu-accel-2204)",
-                 "Debian bookworm minbase + openssh-server, sudo, curl, ca-certificates, python3, procps, e2fsprogs"),
-    Substitution("network", "the VM's own address, reached through IAP or its external IP",
-                 "127.0.0.N on this machine's loopback, port 22, no tunnel"),
+    Substitution(
+        "image",
+        "Google's TPU image (Ubuntu 22.04, ubuntu-accel-2204)",
+        "Debian bookworm minbase + openssh-server, sudo, curl, ca-certificates, python3, procps, e2fsprogs",
+    ),
+    Substitution(
+        "network",
+        "the VM's own address, reached through IAP or its external IP",
+        "127.0.0.N on this machine's loopback, port 22, no tunnel",
+    ),
     Substitution("dns", "the metadata server's resolver", "this machine's /etc/resolv.conf, copied in at boot"),
-    Substitution("data-disk-size", "the declared size (tpu-sft:dataDiskSizeGb)",
-                 "a sparse loop file of at most 8 GB (mkfs writes every inode table)"),
-    Substitution("known-hosts", "one file per instance id under .tpu-sft/known_hosts",
-                 "one file in the run directory, new for each VM (the mock engine gives every VM the same id)"),
+    Substitution(
+        "data-disk-size",
+        "the declared size (tpu-sft:dataDiskSizeGb)",
+        "a sparse loop file of at most 8 GB (mkfs writes every inode table)",
+    ),
+    Substitution(
+        "known-hosts",
+        "one file per instance id under .tpu-sft/known_hosts",
+        "one file in the run directory, new for each VM (the mock engine gives every VM the same id)",
+    ),
 )
 
 
@@ -81,61 +93,87 @@ def transform(spec: BootstrapSpec) -> tuple[BootstrapSpec, list[Substitution]]:
             left_out[step.name] = needs
     # Symlinks: the kernel (fs.protected_hardlinks) forbids the VM's user to hard-link the cache's root-owned files.
     env = {**spec.env, "UV_CACHE_DIR": VM_UV_CACHE, "UV_LINK_MODE": "symlink", "SSL_CERT_FILE": CA_BUNDLE}
-    made.append(Substitution("uv-cache", "an empty uv cache: every package downloaded from PyPI, copied into the venv",
-                             f"UV_CACHE_DIR={VM_UV_CACHE}, this machine's {HOST_UV_CACHE} on the boot disk; "
-                             "UV_LINK_MODE=symlink"))
-    made.append(Substitution("tls-trust", "the public CAs (uv's own, the image's)",
-                             f"also this machine's CAs from {LOCAL_CAS} (its network re-signs TLS), in the VM's "
-                             f"{CA_BUNDLE}, which uv reads through SSL_CERT_FILE"))
+    made.append(
+        Substitution(
+            "uv-cache",
+            "an empty uv cache: every package downloaded from PyPI, copied into the venv",
+            f"UV_CACHE_DIR={VM_UV_CACHE}, this machine's {HOST_UV_CACHE} on the boot disk; UV_LINK_MODE=symlink",
+        )
+    )
+    made.append(
+        Substitution(
+            "tls-trust",
+            "the public CAs (uv's own, the image's)",
+            f"also this machine's CAs from {LOCAL_CAS} (its network re-signs TLS), in the VM's "
+            f"{CA_BUNDLE}, which uv reads through SSL_CERT_FILE",
+        )
+    )
     return BootstrapSpec(tuple(steps), env), made
 
 
 def _uv(step: Step) -> tuple[Step, Substitution]:
     wheel = f"/tmp/uv-{UV_VERSION}.whl"
-    extract = ("import sys, zipfile; open(sys.argv[2], 'wb').write("
-               f"zipfile.ZipFile(sys.argv[1]).read('uv-{UV_VERSION}.data/scripts/uv'))")
+    extract = (
+        "import sys, zipfile; open(sys.argv[2], 'wb').write("
+        f"zipfile.ZipFile(sys.argv[1]).read('uv-{UV_VERSION}.data/scripts/uv'))"
+    )
     command = (
         f'mkdir -p "$HOME/.local/bin" && curl -fsSL --retry 3 -o {wheel} {UV_WHEEL} && '
         f"printf '%s  %s\\n' {UV_WHEEL_SHA256} {wheel} | sha256sum -c --quiet - && "
         f'python3 -c {shlex.quote(extract)} {wheel} "$HOME/.local/bin/uv" && chmod 755 {UV} && {UV} --version'
     )
     return dataclasses.replace(step, command=command), Substitution(
-        "uv-from-pypi", f"step uv: {step.command}",
-        f"uv {UV_VERSION}'s wheel from PyPI (sha256 checked) into ~/.local/bin")
+        "uv-from-pypi",
+        f"step uv: {step.command}",
+        f"uv {UV_VERSION}'s wheel from PyPI (sha256 checked) into ~/.local/bin",
+    )
 
 
 def _python(step: Step) -> tuple[Step, Substitution]:
     # Linked into /usr/local as `make install` would put it, so that a venv (home = /usr/local/bin) finds its
     # standard library; ldconfig, because the build's RUNPATH names this machine's pyenv folder.
-    links = " && ".join(f"ln -sfn {VM_PYTHON}/{path} /usr/local/{path}"
-                        for path in ("bin/python3.12", "lib/python3.12", "include/python3.12"))
-    command = (f"sudo sh -c 'echo {VM_PYTHON}/lib > /etc/ld.so.conf.d/host-python.conf && ldconfig && "
-               f"mkdir -p /usr/local/include && {links}' && python3.12 --version")
+    links = " && ".join(
+        f"ln -sfn {VM_PYTHON}/{path} /usr/local/{path}"
+        for path in ("bin/python3.12", "lib/python3.12", "include/python3.12")
+    )
+    command = (
+        f"sudo sh -c 'echo {VM_PYTHON}/lib > /etc/ld.so.conf.d/host-python.conf && ldconfig && "
+        f"mkdir -p /usr/local/include && {links}' && python3.12 --version"
+    )
     return dataclasses.replace(step, command=command), Substitution(
-        "python-from-host", f"step python: {step.command} (downloads from GitHub)",
-        f"this machine's pyenv Python 3.12.1, on the boot disk at {VM_PYTHON}, linked into /usr/local")
+        "python-from-host",
+        f"step python: {step.command} (downloads from GitHub)",
+        f"this machine's pyenv Python 3.12.1, on the boot disk at {VM_PYTHON}, linked into /usr/local",
+    )
 
 
 def _maxtext(step: Step) -> tuple[Step, Substitution]:
     first, _, rest = step.command.partition(" ")
     if not first.startswith("UV_TORCH_BACKEND="):
-        raise SubstitutionError("the real maxtext step no longer starts with UV_TORCH_BACKEND=…: "
-                                "update _maxtext in rehearsal/fresh_vm/substitutions.py to the new spec")
+        raise SubstitutionError(
+            "the real maxtext step no longer starts with UV_TORCH_BACKEND=…: "
+            "update _maxtext in rehearsal/fresh_vm/substitutions.py to the new spec"
+        )
     words = shlex.split(rest)
     python = words[words.index("--python") + 1]
     # MaxText picks its default config (post_train/sft.yml) by comparing realpath(argv[0]) with its package
     # folder: through symlinks into the cache that fails and it falls back to base.yml. Its own files are copied.
     find = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('maxtext').origin))"
-    copy_in = (f'pkg=$({shlex.quote(python)} -c {shlex.quote(find)}) && cp -rL "$pkg" "$pkg.copy" && '
-               'rm -rf "$pkg" && mv "$pkg.copy" "$pkg"')
+    copy_in = (
+        f'pkg=$({shlex.quote(python)} -c {shlex.quote(find)}) && cp -rL "$pkg" "$pkg.copy" && '
+        'rm -rf "$pkg" && mv "$pkg.copy" "$pkg"'
+    )
     return dataclasses.replace(step, command=f"{rest} && {copy_in}"), Substitution(
-        "torch-from-pypi", f"step maxtext: {first} (PyTorch's own index)",
-        "no UV_TORCH_BACKEND: torch from PyPI; MaxText's own package then copied out of the cache's symlinks")
+        "torch-from-pypi",
+        f"step maxtext: {first} (PyTorch's own index)",
+        "no UV_TORCH_BACKEND: torch from PyPI; MaxText's own package then copied out of the cache's symlinks",
+    )
 
 
 def _post_train_extras(step: Step) -> tuple[None, Substitution]:
-    return None, Substitution("no-post-train-extras", f"step post-train-extras: {step.command} (GitHub)",
-                              "left out (SFT does not need it)")
+    return None, Substitution(
+        "no-post-train-extras", f"step post-train-extras: {step.command} (GitHub)", "left out (SFT does not need it)"
+    )
 
 
 _REPLACE = {"uv": _uv, "python": _python, "maxtext": _maxtext, "post-train-extras": _post_train_extras}
@@ -160,15 +198,33 @@ def provision_boot_disk(rootfs: Path) -> None:
         _run(["cp", "-al" if entry.name == "archive-v0" else "-a", str(entry), cache])
     # Not through symlinks: chmod would change their targets, and fails on one whose target a concurrent uv on
     # this machine has not written yet.
-    _run(["find", cache, "-path", f"{cache}/archive-v0/*", "-prune", "-o", "!", "-type", "l",
-          "-exec", "chmod", "a+rwX", "{}", "+"])
+    _run(
+        [
+            "find",
+            cache,
+            "-path",
+            f"{cache}/archive-v0/*",
+            "-prune",
+            "-o",
+            "!",
+            "-type",
+            "l",
+            "-exec",
+            "chmod",
+            "a+rwX",
+            "{}",
+            "+",
+        ]
+    )
 
 
 def _run(argv: list[str]) -> None:
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SubstitutionError(f"{' '.join(argv[:3])} … failed: {done.stderr.strip()[-300:]}. Fix: the run directory "
-                                f"must be on the same filesystem as {HOST_UV_CACHE} (hard links)")
+        raise SubstitutionError(
+            f"{' '.join(argv[:3])} … failed: {done.stderr.strip()[-300:]}. Fix: the run directory "
+            f"must be on the same filesystem as {HOST_UV_CACHE} (hard links)"
+        )
 
 
 @dataclass(frozen=True)
@@ -182,10 +238,13 @@ class StorageEndpoint:
 
     @property
     def substitution(self) -> Substitution:
-        return Substitution("cloud-storage", "the checkpoint bucket on storage.googleapis.com, as the VM's service "
-                            "account (a token from the metadata server)",
-                            f"gcp-storage-emulator behind the IAM stand-in at {self.env['STORAGE_EMULATOR_HOST']}, "
-                            f"which stands for {self.identity} and allows what its declared roles allow")
+        return Substitution(
+            "cloud-storage",
+            "the checkpoint bucket on storage.googleapis.com, as the VM's service "
+            "account (a token from the metadata server)",
+            f"gcp-storage-emulator behind the IAM stand-in at {self.env['STORAGE_EMULATOR_HOST']}, "
+            f"which stands for {self.identity} and allows what its declared roles allow",
+        )
 
     def provision(self, rootfs: Path) -> None:
         settings = " ".join(f"{name}={value}" for name, value in sorted(self.env.items()))

@@ -32,24 +32,38 @@ def claim(conn: Connection, request: PhaseRequest, code_dir: str, has_token: boo
 def latest_attempt(conn: Connection, prefix: str) -> tuple[int, jobs.JobStatus] | None:
     """The highest attempt number of job `prefix` on the host and that job's state; None if there is none."""
     listing = run(conn, f"ls -1 -- {shlex.quote(jobs.jobs_root(conn.target))} 2>/dev/null; true").stdout.split()
-    attempts = sorted(int(n.rsplit("-", 1)[1]) for n in listing
-                      if n.startswith(prefix + "-") and n.rsplit("-", 1)[1].isdigit())
+    attempts = sorted(
+        int(n.rsplit("-", 1)[1]) for n in listing if n.startswith(prefix + "-") and n.rsplit("-", 1)[1].isdigit()
+    )
     if not attempts:
         return None
     return attempts[-1], jobs.status(conn, f"{prefix}-{attempts[-1]}")
 
 
-def start_attempt(conn: Connection, request: PhaseRequest, code_dir: str, has_token: bool, number: int,
-                  extra_argv: Sequence[str] = ()) -> tuple[str, jobs.JobStatus]:
+def start_attempt(
+    conn: Connection, request: PhaseRequest, code_dir: str, has_token: bool, number: int, extra_argv: Sequence[str] = ()
+) -> tuple[str, jobs.JobStatus]:
     """Start attempt `number` of the phase's job (`extra_argv` ends the workload's argv), unless it exists."""
     prefix = request.job_prefix
     job_id = f"{prefix}-{number}"
     config_file = f"{request.target.state_dir}/runs/{prefix}.json"
-    run(conn, f"mkdir -p -- {shlex.quote(os.path.dirname(config_file))} && printf %s "
-              f"{shlex.quote(json.dumps(request.pipeline.to_mapping()))} > {shlex.quote(config_file)}")
+    run(
+        conn,
+        f"mkdir -p -- {shlex.quote(os.path.dirname(config_file))} && printf %s "
+        f"{shlex.quote(json.dumps(request.pipeline.to_mapping()))} > {shlex.quote(config_file)}",
+    )
     argv = [
-        "-m", "workload", "run", "--config", f"../runs/{prefix}.json", "--work-dir", request.work_dir,
-        "--output-dir", request.output_dir, "--until", PHASE_UNTIL[request.phase],
+        "-m",
+        "workload",
+        "run",
+        "--config",
+        f"../runs/{prefix}.json",
+        "--work-dir",
+        request.work_dir,
+        "--output-dir",
+        request.output_dir,
+        "--until",
+        PHASE_UNTIL[request.phase],
     ]
     if request.target.profile.runs_dir is not None:
         argv += ["--runs-dir", request.target.profile.runs_dir]

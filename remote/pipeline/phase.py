@@ -45,25 +45,38 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
 
 def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
     spec = request.bootstrap_spec()
-    print(f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
-          f"MaxText {request.pipeline.maxtext_version}", file=out, flush=True)
-    results = bootstrap_all(request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S, hf_token=hf_token,
-                            leave_running=True)
+    print(
+        f"bootstrap: {len(spec.steps)} steps on {len(request.target.hosts)} host(s), "
+        f"MaxText {request.pipeline.maxtext_version}",
+        file=out,
+        flush=True,
+    )
+    results = bootstrap_all(
+        request.target, spec, stream=sys.stderr, deadline_s=NEW_VM_DEADLINE_S, hf_token=hf_token, leave_running=True
+    )
     failed = {h: r for h, r in results.items() if isinstance(r, RemoteError)}
     for host, result in results.items():
         if isinstance(result, RemoteError):
             print(f"✗ {describe(result, host)}", file=out, flush=True)
         else:
             done = "installed " + ", ".join(result.steps_run) if result.installed else "already installed"
-            left = "".join(f"; {step} goes on beside convert (log: {detached_log(request.target, step)})"
-                           for step in result.left_running)
+            left = "".join(
+                f"; {step} goes on beside convert (log: {detached_log(request.target, step)})"
+                for step in result.left_running
+            )
             print(f"✓ {host}: {done}{left}", file=out, flush=True)
     summary = {
-        "event": "summary", "phase": "bootstrap", "ok": not failed, "fingerprint": spec.fingerprint,
-        "hosts": {h: ("failed" if isinstance(r, RemoteError) else "installed" if r.installed else "unchanged")
-                  for h, r in results.items()},
-        "left_running": {h: list(r.left_running) for h, r in results.items()
-                         if not isinstance(r, RemoteError) and r.left_running},
+        "event": "summary",
+        "phase": "bootstrap",
+        "ok": not failed,
+        "fingerprint": spec.fingerprint,
+        "hosts": {
+            h: ("failed" if isinstance(r, RemoteError) else "installed" if r.installed else "unchanged")
+            for h, r in results.items()
+        },
+        "left_running": {
+            h: list(r.left_running) for h, r in results.items() if not isinstance(r, RemoteError) and r.left_running
+        },
     }
     print(json.dumps(summary), file=out, flush=True)
     return 0 if not failed else 1
@@ -72,12 +85,16 @@ def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
 def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO, conn: Connection) -> int:
     printer = ProgressPrinter(out, quiet=state.state == "succeeded")
     log_path = jobs.log_path(request.target, job_id)
-    print(f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); "
-          f"full log: {jobs.shown(log_path)}", file=out, flush=True)
+    print(
+        f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); full log: {jobs.shown(log_path)}",
+        file=out,
+        flush=True,
+    )
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
     if printer.summary and printer.summary.get("bill"):
         print(describe_bill(printer.summary["bill"]), file=out, flush=True)
-    fallback = outcome.failed(request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); "
-                                                   f"its log: {log_path}")
+    fallback = outcome.failed(
+        request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); its log: {log_path}"
+    )
     print(json.dumps(printer.summary or fallback), file=out, flush=True)
     return code

@@ -32,27 +32,39 @@ class HostProfile:
             if not isinstance(value, str) or not value.strip():
                 raise TargetError(f"profile.{name}", f"{value!r} is empty or not text", f'set "{name}" in the profile')
         if self.runs_dir is not None and not (str(self.runs_dir).startswith(("gs://", "/")) and len(self.runs_dir) > 5):
-            raise TargetError("profile.runs_dir",
-                              f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
-                              'give "gs://<bucket>/<prefix>", an absolute path, or null')
+            raise TargetError(
+                "profile.runs_dir",
+                f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
+                'give "gs://<bucket>/<prefix>", an absolute path, or null',
+            )
         if self.kept_dir.startswith("gs://"):  # a slice keeps its model in the bucket: its hosts share no disk
             if len(self.kept_dir) <= 5 or not self.kept_dir.isprintable():
-                raise TargetError("profile.kept_dir", f"{self.kept_dir!r} names no bucket",
-                                  'give "gs://<bucket>/<prefix>" or an absolute path')
+                raise TargetError(
+                    "profile.kept_dir",
+                    f"{self.kept_dir!r} names no bucket",
+                    'give "gs://<bucket>/<prefix>" or an absolute path',
+                )
             local: tuple[str, ...] = ("scratch_dir",)
         else:
             local = ("scratch_dir", "kept_dir")
         for name in local:  # handed to the workload, which does not start in the home dir
             value = getattr(self, name)
             if not value.startswith("/") or not value.isprintable():
-                raise TargetError(f"profile.{name}", f"{value!r} is not an absolute path on the host",
-                                  f'set "{name}" to an absolute path, e.g. {SCRATCH_DIR}')
+                raise TargetError(
+                    f"profile.{name}",
+                    f"{value!r} is not an absolute path on the host",
+                    f'set "{name}" to an absolute path, e.g. {SCRATCH_DIR}',
+                )
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
-            raise TargetError("profile.required_mount", f"{self.required_mount!r} is not an absolute path",
-                              'give an absolute mount point, or null when no disk must be mounted')
+            raise TargetError(
+                "profile.required_mount",
+                f"{self.required_mount!r} is not an absolute path",
+                "give an absolute mount point, or null when no disk must be mounted",
+            )
         if self.bootstrap is not None and not isinstance(self.bootstrap, Mapping):
-            raise TargetError("profile.bootstrap", "is not a JSON object",
-                              'give {"steps": [...], "env": {...}} or null')
+            raise TargetError(
+                "profile.bootstrap", "is not a JSON object", 'give {"steps": [...], "env": {...}} or null'
+            )
 
     @classmethod
     def from_mapping(cls, raw: Any) -> "HostProfile":

@@ -36,9 +36,9 @@ def destinations(env: Mapping[str, str]) -> dict:
     try:
         raw = json.loads(env.get(PUBLISH_ENV) or "")
     except json.JSONDecodeError:
-        raise BadInput(f"${PUBLISH_ENV} is not JSON: give {{\"gcs\": …, \"hub\": …, \"public\": false}}") from None
+        raise BadInput(f'${PUBLISH_ENV} is not JSON: give {{"gcs": …, "hub": …, "public": false}}') from None
     if not isinstance(raw, dict) or not (raw.get("gcs") or raw.get("hub")):
-        raise BadInput(f"${PUBLISH_ENV} names no destination: give \"gcs\" (gs://…) and/or \"hub\" (OWNER/NAME)")
+        raise BadInput(f'${PUBLISH_ENV} names no destination: give "gcs" (gs://…) and/or "hub" (OWNER/NAME)')
     return raw
 
 
@@ -54,8 +54,10 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
         push_tree(conn, WORKLOAD_DIR, f"{code_dir}/workload")
         if where.get("hub"):
             if not place_secret(conn, HF_WRITE_TOKEN_SECRET, environ.get("HF_WRITE_TOKEN") or None):
-                raise BadInput("no Hub write token on the host and $HF_WRITE_TOKEN is empty: "
-                               "pulumi config set --secret tpu-sft:hfWriteToken")
+                raise BadInput(
+                    "no Hub write token on the host and $HF_WRITE_TOKEN is empty: "
+                    "pulumi config set --secret tpu-sft:hfWriteToken"
+                )
             argv += ["--hf-token-file", f"../secrets/{HF_WRITE_TOKEN_SECRET}"]
         prefix = "publish-" + hashlib.sha256(json.dumps(argv).encode()).hexdigest()[:16]
         listing = run(conn, f"ls -1 -- {shlex.quote(jobs.jobs_root(request.target))} 2>/dev/null; true").stdout.split()
@@ -64,15 +66,21 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
         command = f"cd {from_home(code_dir)} && exec {from_home(request.venv)}/bin/python {shlex.join(argv)}"
         env = {"PYTHONUNBUFFERED": "1", **{k: environ[k] for k in FORWARDED_ENV if environ.get(k)}}
         jobs.start(conn, job_id, command, env=env)
-        print(f"publish: job {job_id} on {request.target.host}: {kept} → "
-              f"{', '.join(d for d in (where.get('gcs'), where.get('hub') and 'hf://' + where['hub']) if d)}",
-              file=out, flush=True)
+        print(
+            f"publish: job {job_id} on {request.target.host}: {kept} → "
+            f"{', '.join(d for d in (where.get('gcs'), where.get('hub') and 'hf://' + where['hub']) if d)}",
+            file=out,
+            flush=True,
+        )
         printer = ProgressPrinter(out)
         code = jobs.follow(request.target, job_id, printer.line, conn=conn)
     summary = printer.summary or {"event": "summary", "ok": False, "error": "the publish job printed no summary"}
     for destination, result in (summary.get("published") or {}).items():
-        done = "already there, nothing sent" if result["unchanged"] else (
-            f"{len(result['uploaded'])} file(s) sent, {result['skipped']} already there")
+        done = (
+            "already there, nothing sent"
+            if result["unchanged"]
+            else (f"{len(result['uploaded'])} file(s) sent, {result['skipped']} already there")
+        )
         print(f"✓ published to {destination}: {done}", file=out, flush=True)
     if summary.get("error"):
         print(f"✗ publish: {summary['error']}", file=out, flush=True)

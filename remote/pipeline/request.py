@@ -54,8 +54,13 @@ class PhaseRequest:
     def bootstrap_spec(self) -> BootstrapSpec:
         """The profile's install, or the seed's for these settings."""
         custom = self.target.profile.bootstrap
-        return BootstrapSpec.from_mapping(custom) if custom is not None else spec_for(
-            self.pipeline, venv=self.venv, work_dir=self.target.profile.scratch_dir, state_dir=self.target.state_dir)
+        return (
+            BootstrapSpec.from_mapping(custom)
+            if custom is not None
+            else spec_for(
+                self.pipeline, venv=self.venv, work_dir=self.target.profile.scratch_dir, state_dir=self.target.state_dir
+            )
+        )
 
     @property
     def job_prefix(self) -> str:

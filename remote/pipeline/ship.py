@@ -40,8 +40,10 @@ def prepare(conn: Connection, request: PhaseRequest, hf_token: str | None, out: 
         out.flush()
     has_token = place_secret(conn, HF_TOKEN_SECRET, hf_token)
     if not has_token and request.pipeline.profile == "full":
-        raise BadInput("no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
-                       f"export HF_TOKEN, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`")
+        raise BadInput(
+            "no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
+            f"export HF_TOKEN, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`"
+        )
     mount = request.target.profile.required_mount
     if request.phase == "export" and mount is not None:
         require_mounted(conn, mount, MOUNT_WAIT_S)

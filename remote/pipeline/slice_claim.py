@@ -20,8 +20,13 @@ from remote.ssh.hosts import WorkerHost, first_failure, on_all_or_raise, on_ever
 log = logging.getLogger("remote")
 
 
-def claim_on_slice(conns: Sequence[Connection], workers: Sequence[WorkerHost], request: PhaseRequest, code_dir: str,
-                   has_token: Sequence[bool]) -> tuple[str, list[jobs.JobStatus]]:
+def claim_on_slice(
+    conns: Sequence[Connection],
+    workers: Sequence[WorkerHost],
+    request: PhaseRequest,
+    code_dir: str,
+    has_token: Sequence[bool],
+) -> tuple[str, list[jobs.JobStatus]]:
     """The job id every worker runs and each worker's state of it (in worker order)."""
     prefix = request.job_prefix
     latest = on_all_or_raise(workers, lambda w: latest_attempt(conns[w.id], prefix))
@@ -31,16 +36,28 @@ def claim_on_slice(conns: Sequence[Connection], workers: Sequence[WorkerHost], r
         log.info("re-attaching to job %s-%d on every worker", prefix, newest)
         return f"{prefix}-{newest}", [s for s in states if s is not None]
     if newest:
-        log.info("job %s-%d is not whole on every worker (%s): starting attempt %d on every worker", prefix, newest,
-                 ", ".join(f"{w.id}: {s.state if s else 'none'}" for w, s in zip(workers, states, strict=True)),
-                 newest + 1)
+        log.info(
+            "job %s-%d is not whole on every worker (%s): starting attempt %d on every worker",
+            prefix,
+            newest,
+            ", ".join(f"{w.id}: {s.state if s else 'none'}" for w, s in zip(workers, states, strict=True)),
+            newest + 1,
+        )
         running = [w for w, s in zip(workers, states, strict=True) if s is not None and s.state == "running"]
         if running:
             on_all_or_raise(running, lambda w: jobs.cancel(conns[w.id], f"{prefix}-{newest}"))
     hostnames = hostnames_flag(workers)
-    outcomes = on_every(workers, lambda w: start_attempt(
-        conns[w.id], request, code_dir, has_token[w.id], newest + 1,
-        ["--worker-id", str(w.id), "--worker-hostnames", hostnames]))
+    outcomes = on_every(
+        workers,
+        lambda w: start_attempt(
+            conns[w.id],
+            request,
+            code_dir,
+            has_token[w.id],
+            newest + 1,
+            ["--worker-id", str(w.id), "--worker-hostnames", hostnames],
+        ),
+    )
     failure = first_failure(workers, outcomes)
     if failure is not None:
         # A partial attempt would wait for its missing processes: stop the started ones (a re-run starts anew).

@@ -59,13 +59,23 @@ def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = N
         has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
         job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
         where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))
-        print(f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
-              f"each: {_shown_log(request.target, job_id)}", file=out, flush=True)
+        print(
+            f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
+            f"each: {_shown_log(request.target, job_id)}",
+            file=out,
+            flush=True,
+        )
         return _follow(request, workers, conns, job_id, states[0], out)
 
 
-def _follow(request: PhaseRequest, workers: Sequence[WorkerHost], conns: Sequence[Connection], job_id: str,
-            first: jobs.JobStatus, out: TextIO) -> int:
+def _follow(
+    request: PhaseRequest,
+    workers: Sequence[WorkerHost],
+    conns: Sequence[Connection],
+    job_id: str,
+    first: jobs.JobStatus,
+    out: TextIO,
+) -> int:
     printer = ProgressPrinter(out, quiet=first.state == "succeeded")
     watch = _Watch(request.target, workers[1:], conns, job_id)
     failure: WorkerFailure | None
@@ -75,30 +85,39 @@ def _follow(request: PhaseRequest, workers: Sequence[WorkerHost], conns: Sequenc
         if failure is None:
             running = list(watch.pending)
             if running:
-                print(f"{request.phase}: worker 0's job succeeded; waiting for {', '.join(map(str, running))}",
-                      file=out, flush=True)
+                print(
+                    f"{request.phase}: worker 0's job succeeded; waiting for {', '.join(map(str, running))}",
+                    file=out,
+                    flush=True,
+                )
             failure = watch.wait()
     except _AnotherFailed:
         failure = watch.failure
     except JobLost as e:
-        failure = WorkerFailure(workers[0], f"{job_id} {e.state} without an exit code",
-                                _shown_log(request.target, job_id), EXIT_JOB_LOST)
+        failure = WorkerFailure(
+            workers[0], f"{job_id} {e.state} without an exit code", _shown_log(request.target, job_id), EXIT_JOB_LOST
+        )
     except Unreachable as e:
-        failure = WorkerFailure(workers[0], f"{job_id} unreachable: {e.reason}",
-                                _shown_log(request.target, job_id), EXIT_UNREACHABLE)
+        failure = WorkerFailure(
+            workers[0], f"{job_id} unreachable: {e.reason}", _shown_log(request.target, job_id), EXIT_UNREACHABLE
+        )
     finally:
         watch.stop()  # on Ctrl-C too: nothing is cancelled, every job goes on
     if failure is not None:
         _cancel_all_but(failure.worker, workers, conns, job_id)
         failure = dataclasses.replace(failure, cause=_reported_error(conns[failure.worker.id], request.target, job_id))
         print(f"✗ {failure}", file=out, flush=True)
-        print(json.dumps(outcome.worker_failed(request.phase, str(failure), failure.worker.id,
-                                                     failure.worker.host)), file=out, flush=True)
+        print(
+            json.dumps(outcome.worker_failed(request.phase, str(failure), failure.worker.id, failure.worker.host)),
+            file=out,
+            flush=True,
+        )
         return failure.exit_code
     if printer.summary and printer.summary.get("bill"):
         print(describe_bill(printer.summary["bill"]), file=out, flush=True)
-    fallback = outcome.failed(request.phase, "worker 0's job ended without a summary; its log: "
-                                                   f"{_shown_log(request.target, job_id)}")
+    fallback = outcome.failed(
+        request.phase, f"worker 0's job ended without a summary; its log: {_shown_log(request.target, job_id)}"
+    )
     print(json.dumps(printer.summary or fallback), file=out, flush=True)
     return 0
 
@@ -106,8 +125,7 @@ def _follow(request: PhaseRequest, workers: Sequence[WorkerHost], conns: Sequenc
 def _ended(worker: WorkerHost, target: Target, job_id: str, code: int) -> WorkerFailure | None:
     if code == 0:
         return None
-    return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", _shown_log(target, job_id),
-                         code)
+    return WorkerFailure(worker, f"{job_id} failed: {jobs.exit_detail(code)}", _shown_log(target, job_id), code)
 
 
 def _shown_log(target: Target, job_id: str) -> str:
@@ -133,8 +151,9 @@ def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
     return ""
 
 
-def _cancel_all_but(failed: WorkerHost, workers: Sequence[WorkerHost], conns: Sequence[Connection],
-                    job_id: str) -> None:
+def _cancel_all_but(
+    failed: WorkerHost, workers: Sequence[WorkerHost], conns: Sequence[Connection], job_id: str
+) -> None:
     """Best effort: a worker that cannot be reached now is named in the log; its job is left to end alone."""
     others = [w for w in workers if w != failed]
     for worker, result in zip(others, on_every(others, lambda w: jobs.cancel(conns[w.id], job_id)), strict=True):
@@ -180,15 +199,19 @@ class _Watch:
                 except Unreachable as e:
                     since = down_since.setdefault(worker.id, time.monotonic())
                     if time.monotonic() - since >= UNREACHABLE_S:
-                        self._fail(worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {e.reason}",
-                                   EXIT_UNREACHABLE)
+                        self._fail(
+                            worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {e.reason}", EXIT_UNREACHABLE
+                        )
                     continue
                 down_since.pop(worker.id, None)
                 if state.state == "succeeded":
                     self.pending.remove(worker)
                 elif state.state != "running":  # failed, died, cancelled, or absent
-                    self._fail(worker, f"{self.job_id} {state.state}: {state.detail or 'no such job'}",
-                               state.exit_code or EXIT_JOB_LOST)
+                    self._fail(
+                        worker,
+                        f"{self.job_id} {state.state}: {state.detail or 'no such job'}",
+                        state.exit_code or EXIT_JOB_LOST,
+                    )
                 if self.failure is not None:
                     return
             self._stopped.wait(POLL_S)

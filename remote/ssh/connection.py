@@ -84,7 +84,8 @@ class Connection(fabric.Connection):
             _load_known_hosts(self.client, target.known_hosts)
         elif not target.trust_on_first_use:
             raise TargetError(
-                "known_hosts", f"{target.known_hosts} does not exist",
+                "known_hosts",
+                f"{target.known_hosts} does not exist",
                 "create it with the host's key (ssh-keyscan), "
                 "or set trust_on_first_use where the link is already authenticated",
             )
@@ -179,19 +180,26 @@ class _PinningPolicy(paramiko.MissingHostKeyPolicy):
         with open(self.known_hosts, "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             f.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
-        log.warning("%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint,
-                    self.known_hosts)
+        log.warning(
+            "%s: recorded new host key %s %s in %s", hostname, key.get_name(), key.fingerprint, self.known_hosts
+        )
 
 
 def _load_known_hosts(client: paramiko.SSHClient, path: str) -> None:
     try:
         client.load_host_keys(path)
     except UnicodeDecodeError:
-        raise TargetError("known_hosts", f"{path} is not a text file (not UTF-8)",
-                          "point known_hosts at an OpenSSH known_hosts file, or remove the file to start one") from None
+        raise TargetError(
+            "known_hosts",
+            f"{path} is not a text file (not UTF-8)",
+            "point known_hosts at an OpenSSH known_hosts file, or remove the file to start one",
+        ) from None
     except (OSError, paramiko.SSHException) as e:
-        raise TargetError("known_hosts", f"{path} cannot be read as a known_hosts file ({describe(e)})",
-                          "point known_hosts at an OpenSSH known_hosts file") from None
+        raise TargetError(
+            "known_hosts",
+            f"{path} cannot be read as a known_hosts file ({describe(e)})",
+            "point known_hosts at an OpenSSH known_hosts file",
+        ) from None
 
 
 def connect(target: Target, host: str | None = None) -> Connection:
@@ -213,16 +221,24 @@ def env_prefix(env: Mapping[str, str] | None) -> str:
     return "export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in env.items()) + "; "
 
 
-def run(conn: Connection, command: str, *, env: Mapping[str, str] | None = None,
-        timeout: float | None = None, warn: bool = False, stream: TextIO | None = None,
-        err_stream: TextIO | None = None):
+def run(
+    conn: Connection,
+    command: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    warn: bool = False,
+    stream: TextIO | None = None,
+    err_stream: TextIO | None = None,
+):
     """Run `command` under /bin/sh on the host; network failures and timeouts become `Unreachable`.
 
     Output is captured in the returned invoke `Result`, and also written as it arrives to `stream` (stdout)
     and `err_stream` (stderr; default: `stream`) if given. A non-zero exit raises `CommandFailed` unless `warn`.
     """
-    output = {"hide": True} if stream is None else {
-        "hide": False, "out_stream": stream, "err_stream": err_stream or stream}
+    output = (
+        {"hide": True} if stream is None else {"hide": False, "out_stream": stream, "err_stream": err_stream or stream}
+    )
     limit = timeout or conn.target.command_timeout
     started = time.monotonic()
     try:

@@ -34,8 +34,9 @@ class GatewayProcess(paramiko.ProxyCommand):
     def __init__(self, command_line: str):  # replaces the parent's Popen (stderr=PIPE, never read)
         self.cmd = shlex.split(command_line)
         self.stderr_file = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=self.stderr_file, bufsize=0)
+        self.process = subprocess.Popen(
+            self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr_file, bufsize=0
+        )
         self.to_tunnel = cast(IO[bytes], self.process.stdin)  # both PIPEs: never None
         self.from_tunnel = cast(IO[bytes], self.process.stdout)
         self.timeout = None
@@ -101,18 +102,28 @@ def check_gcloud(gateway: str | None) -> None:
         return
     gcloud = shutil.which(argv[0])
     if gcloud is None:
-        raise TargetError("gateway", "gcloud is not on PATH, and the IAP tunnel needs it",
-                          "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) or add it to PATH")
+        raise TargetError(
+            "gateway",
+            "gcloud is not on PATH, and the IAP tunnel needs it",
+            "install the Google Cloud CLI (https://cloud.google.com/sdk/docs/install) or add it to PATH",
+        )
     try:
-        listed = subprocess.run([gcloud, *AUTH_CHECK], capture_output=True, text=True, timeout=60,
-                                stdin=subprocess.DEVNULL)
+        listed = subprocess.run(
+            [gcloud, *AUTH_CHECK], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
     except subprocess.TimeoutExpired:
-        raise TargetError("gateway", "`gcloud auth list` did not answer within 60 s",
-                          "check that `gcloud auth list` works in this shell") from None
+        raise TargetError(
+            "gateway",
+            "`gcloud auth list` did not answer within 60 s",
+            "check that `gcloud auth list` works in this shell",
+        ) from None
     if listed.returncode != 0 or not listed.stdout.strip():
         said = _last_line(listed.stderr)
-        raise TargetError("gateway", "gcloud has no active account" + (f" ({said})" if said else ""),
-                          "run `gcloud auth login` (the IAP tunnel uses it, not application-default credentials)")
+        raise TargetError(
+            "gateway",
+            "gcloud has no active account" + (f" ({said})" if said else ""),
+            "run `gcloud auth login` (the IAP tunnel uses it, not application-default credentials)",
+        )
 
 
 def _last_line(text: str) -> str:

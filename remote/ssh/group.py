@@ -27,8 +27,9 @@ class HostResult:
         return self.exit_code == 0
 
 
-def run_all(target: Target, command: str, *, env: Mapping[str, str] | None = None,
-            timeout: float | None = None) -> dict[str, HostResult]:
+def run_all(
+    target: Target, command: str, *, env: Mapping[str, str] | None = None, timeout: float | None = None
+) -> dict[str, HostResult]:
     """Run `command` on every host at once; a host that fails is reported by name, the others still run.
 
     Never raises for a host's failure: check `HostResult.ok` / `error` for each host (in `target.hosts` order).

@@ -67,8 +67,7 @@ def on_every_host(target: Target, step: Callable[[str], T]) -> dict[str, T | Rem
 
 def first_failure(workers: Sequence[WorkerHost], outcomes: Sequence[object]) -> WorkerError | None:
     """The failure of the lowest worker id among `outcomes` (from `on_every`), if any."""
-    return next((WorkerError(w, o) for w, o in zip(workers, outcomes, strict=True) if isinstance(o, RemoteError)),
-                None)
+    return next((WorkerError(w, o) for w, o in zip(workers, outcomes, strict=True) if isinstance(o, RemoteError)), None)
 
 
 def on_all_or_raise(workers: Sequence[WorkerHost], step: Callable[[WorkerHost], T]) -> list[T]:

@@ -81,7 +81,9 @@ st() {
 }
 """
 
-_RUN_SH = _STATUS_FN + """
+_RUN_SH = (
+    _STATUS_FN
+    + """
 # Written by remote.ssh.jobs: runs job.sh and records what `status` needs to tell running, finished and dead apart.
 cat /proc/sys/kernel/random/boot_id > boot_id
 echo "$$ $(cut -d' ' -f22 /proc/$$/stat)" > pid.tmp && mv pid.tmp pid
@@ -90,6 +92,7 @@ code=$?
 signal_session KILL $$
 echo $code > exit.tmp && mv exit.tmp exit
 """
+)
 
 
 @dataclass(frozen=True)
@@ -147,8 +150,15 @@ def status(conn: Connection, job_id: str) -> JobStatus:
     return _parse_status(job_id, out)
 
 
-def start(conn: Connection, job_id: str, command: str, *, env: Mapping[str, str] | None = None,
-          secret_env: Mapping[str, str] | None = None, cwd: str | None = None) -> JobStatus:
+def start(
+    conn: Connection,
+    job_id: str,
+    command: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    secret_env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+) -> JobStatus:
     """Start `command` (a /bin/sh command line) detached, unless job `job_id` exists: then return its state.
 
     `env` values are exported shell-quoted; `secret_env` values travel only over SFTP into a 0600 file that
@@ -227,9 +237,18 @@ st "$d"
     return status_now
 
 
-def follow(target: Target, job_id: str, on_line: Callable[[str], None], offset: int = 0, *,
-           wait_s: float = 2.0, reconnect_deadline_s: float = 600.0, max_backoff_s: float = 5.0,
-           on_status: Callable[[JobStatus], None] | None = None, conn: Connection | None = None) -> int:
+def follow(
+    target: Target,
+    job_id: str,
+    on_line: Callable[[str], None],
+    offset: int = 0,
+    *,
+    wait_s: float = 2.0,
+    reconnect_deadline_s: float = 600.0,
+    max_backoff_s: float = 5.0,
+    on_status: Callable[[JobStatus], None] | None = None,
+    conn: Connection | None = None,
+) -> int:
     """Stream the job's log from byte `offset` to `on_line` (one call per line) until it has an exit code.
 
     `on_status` sees the job's state after every poll (at most every `wait_s` while the log is silent).

@@ -35,8 +35,7 @@ def write_secret(conn: Connection, name: str, value: str) -> str:
     return secret_path(conn, name)
 
 
-def write_secret_everywhere(target: Target, name: str, value: str,
-                            deadline_s: float) -> dict[str, str | RemoteError]:
+def write_secret_everywhere(target: Target, name: str, value: str, deadline_s: float) -> dict[str, str | RemoteError]:
     """`write_secret` on every host of the target at once (each worker of a slice runs the job and reads its own
     copy), each host waited for up to `deadline_s` (a new slice's hosts answer SSH late, as a new VM does).
     Each host's path, or the error that stopped it there, in `target.hosts` order."""

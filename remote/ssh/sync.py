@@ -40,8 +40,9 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
-def push_tree(conn: Connection, local_dir: str | Path, remote_dir: str, *,
-              exclude: Iterable[str] = DEFAULT_EXCLUDE) -> PushResult:
+def push_tree(
+    conn: Connection, local_dir: str | Path, remote_dir: str, *, exclude: Iterable[str] = DEFAULT_EXCLUDE
+) -> PushResult:
     """Make `remote_dir` hold every file of `local_dir` (names matching `exclude` left out), uploading only
     files whose sha256 differs. Nothing changed: one round trip. Each file is replaced atomically; remote
     files that do not exist locally are left alone."""
@@ -87,9 +88,11 @@ def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) 
     names = local_names(paths)
     local_dir = Path(local_dir)
     local_dir.mkdir(parents=True, exist_ok=True)
-    script = "for p in " + " ".join(shlex.quote(p) for p in paths) + "; do " \
-        'if [ -f "$p" ]; then echo "$(stat -c %s -- "$p") $(sha256sum < "$p" | cut -d" " -f1)"; ' \
+    script = (
+        "for p in " + " ".join(shlex.quote(p) for p in paths) + "; do "
+        'if [ -f "$p" ]; then echo "$(stat -c %s -- "$p") $(sha256sum < "$p" | cut -d" " -f1)"; '
         "else echo missing; fi; done"
+    )
     lines = run(conn, script).stdout.splitlines()
     fetched = []
     for path, name, line in zip(paths, names, lines, strict=True):

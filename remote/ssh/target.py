@@ -54,8 +54,9 @@ class Target:
         if self.gateway is not None and (not isinstance(self.gateway, str) or not self.gateway.strip()):
             raise TargetError("gateway", "is empty", 'omit "gateway" or give a ProxyCommand using %h and %p')
         if not isinstance(self.trust_on_first_use, bool):
-            raise TargetError("trust_on_first_use", f"{self.trust_on_first_use!r} is not true/false",
-                              "use true or false")
+            raise TargetError(
+                "trust_on_first_use", f"{self.trust_on_first_use!r} is not true/false", "use true or false"
+            )
         if not isinstance(self.workers, tuple):
             raise TargetError("workers", f"{self.workers!r} is not a list", 'give "workers" as a JSON list of hosts')
         for worker in self.workers:
@@ -67,12 +68,18 @@ class Target:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
                 raise TargetError(name, f"{value!r} is not a positive number of seconds", f'set "{name}" to e.g. 10')
         if isinstance(self.keepalive_s, bool) or not isinstance(self.keepalive_s, int) or self.keepalive_s < 1:
-            raise TargetError("keepalive_s", f"{self.keepalive_s!r} is not a whole number ≥ 1",
-                              'set "keepalive_s" to 15')
-        if (not isinstance(self.state_dir, str) or not self.state_dir or not self.state_dir.isprintable()
-                or self.state_dir[0] in "-~"):
             raise TargetError(
-                "state_dir", f"{self.state_dir!r} is not a usable path",
+                "keepalive_s", f"{self.keepalive_s!r} is not a whole number ≥ 1", 'set "keepalive_s" to 15'
+            )
+        if (
+            not isinstance(self.state_dir, str)
+            or not self.state_dir
+            or not self.state_dir.isprintable()
+            or self.state_dir[0] in "-~"
+        ):
+            raise TargetError(
+                "state_dir",
+                f"{self.state_dir!r} is not a usable path",
                 'set "state_dir" to an absolute path or one relative to the home directory (no ~), e.g. ".tpu-sft"',
             )
 

@@ -25,14 +25,23 @@ def require_resolvable(host: str, port: int) -> None:
     except socket.gaierror as e:
         if e.errno == socket.EAI_AGAIN:
             return
-        raise TargetError("host", f"{host!r} does not resolve ({e.strerror})",
-                          "check the name, or give the VM's IP address (or a gateway that resolves it)") from None
+        raise TargetError(
+            "host",
+            f"{host!r} does not resolve ({e.strerror})",
+            "check the name, or give the VM's IP address (or a gateway that resolves it)",
+        ) from None
     except UnicodeError:
         raise TargetError("host", f"{host!r} is not a valid host name", "check the name") from None
 
 
-def wait_for_ssh(target: Target, deadline_s: float = 300.0, host: str | None = None, *,
-                 first_backoff_s: float = 0.5, max_backoff_s: float = 10.0) -> Connection:
+def wait_for_ssh(
+    target: Target,
+    deadline_s: float = 300.0,
+    host: str | None = None,
+    *,
+    first_backoff_s: float = 0.5,
+    max_backoff_s: float = 10.0,
+) -> Connection:
     """Connect to `host` (default: the main host), retrying with exponential backoff for up to `deadline_s`.
 
     Retries while the host does not answer or refuses the key: a new GCE VM answers SSH before its guest

@@ -47,8 +47,11 @@ def test_the_post_train_extras_are_left_out_by_name():
 
 def test_a_real_spec_of_another_shape_stops_the_rehearsal():
     real = real_spec(installPostTrainExtras=False)
-    reshaped = BootstrapSpec(tuple(
-        dataclasses.replace(s, command="uv pip install maxtext") if s.name == "maxtext" else s for s in real.steps))
+    reshaped = BootstrapSpec(
+        tuple(
+            dataclasses.replace(s, command="uv pip install maxtext") if s.name == "maxtext" else s for s in real.steps
+        )
+    )
     with pytest.raises(SubstitutionError, match="update _maxtext"):
         transform(reshaped)
 
@@ -59,4 +62,10 @@ def test_the_steps_keep_what_they_need_and_a_left_out_step_hands_on_its_own_need
     smoke = Step("smoke", "true", after=("post-train-extras",), detached=True)
     changed, _ = transform(BootstrapSpec((*real.steps, smoke), real.env))
     assert {s.name: s.after for s in changed.steps} == {
-        "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",), "smoke": ("apt", "maxtext")}
+        "apt": (),
+        "uv": (),
+        "python": ("uv",),
+        "venv": ("python",),
+        "maxtext": ("venv",),
+        "smoke": ("apt", "maxtext"),
+    }

@@ -45,8 +45,10 @@ class CustomRoleNamespace:
             raise RoleIdRefused(f"409 ALREADY_EXISTS: projects/{project}/roles/{role_id}")
         deleted = self.deleted_on.get(key)
         if deleted is not None and self.today - deleted < REUSE_AFTER_DAYS:
-            raise RoleIdRefused(f"409 ALREADY_EXISTS: projects/{project}/roles/{role_id} was deleted "
-                                f"{self.today - deleted:g} days ago; its id is reusable {REUSE_AFTER_DAYS} days after")
+            raise RoleIdRefused(
+                f"409 ALREADY_EXISTS: projects/{project}/roles/{role_id} was deleted "
+                f"{self.today - deleted:g} days ago; its id is reusable {REUSE_AFTER_DAYS} days after"
+            )
         self.deleted_on.pop(key, None)
         self.active.add(key)
 

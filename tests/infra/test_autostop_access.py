@@ -19,8 +19,9 @@ BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
 DEFAULT_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # the mock's default compute account
 
 
-@pytest.mark.parametrize(("action", "permission"), [("stop", "compute.instances.stop"),
-                                                    ("delete", "compute.instances.delete")])
+@pytest.mark.parametrize(
+    ("action", "permission"), [("stop", "compute.instances.stop"), ("delete", "compute.instances.delete")]
+)
 def test_one_permission_on_this_instance_only(mock_stack, action, permission):
     stack = mock_stack({"tpu-sft:autostop": action})
     role, binding = stack.one(ROLE), stack.one(BINDING)
@@ -28,7 +29,9 @@ def test_one_permission_on_this_instance_only(mock_stack, action, permission):
     assert role.inputs["project"] == "my-tpu-project"
     assert ROLE_ID.fullmatch(role.inputs["roleId"])
     assert binding.inputs == {
-        "project": "my-tpu-project", "zone": "us-east5-b", "instanceName": "tpu-sft-dev",
+        "project": "my-tpu-project",
+        "zone": "us-east5-b",
+        "instanceName": "tpu-sft-dev",
         "role": f"projects/my-tpu-project/roles/{role.inputs['roleId']}",
         "member": f"serviceAccount:{DEFAULT_ACCOUNT}",
     }
@@ -62,7 +65,7 @@ def test_startup_script_mounts_then_starts_the_watcher_with_the_users_jobs(mock_
     assert "python3 /var/lib/tpu-sft/autostop.py --jobs-root /home/alice/.tpu-sft/jobs" in script
     assert "ClientAliveInterval 60" in script
     # The watcher is written out whole: run the script's heredoc through a shell and compare.
-    body = script[script.index("cat > /var/lib/tpu-sft/autostop.py"):]
+    body = script[script.index("cat > /var/lib/tpu-sft/autostop.py") :]
     body = body[: body.index("\nTPU_SFT_AUTOSTOP_PY\n") + len("\nTPU_SFT_AUTOSTOP_PY\n")]
     written = tmp_path / "autostop.py"
     subprocess.run(["bash", "-c", body.replace("/var/lib/tpu-sft/autostop.py", str(written), 1)], check=True)

@@ -16,8 +16,13 @@ def test_bucket_fields(mock_stack):
     assert bucket.inputs["storageClass"] == "STANDARD"
     assert bucket.inputs["uniformBucketLevelAccess"] is True  # IAM only, no per-object ACLs
     assert bucket.inputs["publicAccessPrevention"] == "enforced"
-    assert bucket.inputs["labels"] == {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform",
-                                       "cost-center": "research", "tpu-sft-role": "checkpoints"}
+    assert bucket.inputs["labels"] == {
+        "app": "tpu-sft",
+        "stack": "dev",
+        "owner": "ml-platform",
+        "cost-center": "research",
+        "tpu-sft-role": "checkpoints",
+    }
     assert bucket.inputs["lifecycleRules"] == [
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefixes": ["runs/"]}}
     ]
@@ -26,8 +31,13 @@ def test_bucket_fields(mock_stack):
 
 
 def test_retention_name_and_force_destroy_are_settings(mock_stack):
-    bucket = mock_stack({"tpu-sft:checkpointBucket": "team-ckpts", "tpu-sft:checkpointRetentionDays": "7",
-                         "tpu-sft:bucketForceDestroy": "true"}).one(BUCKET)
+    bucket = mock_stack(
+        {
+            "tpu-sft:checkpointBucket": "team-ckpts",
+            "tpu-sft:checkpointRetentionDays": "7",
+            "tpu-sft:bucketForceDestroy": "true",
+        }
+    ).one(BUCKET)
     assert bucket.inputs["name"] == "team-ckpts"
     assert bucket.inputs["lifecycleRules"][0]["condition"]["age"] == 7
     assert bucket.inputs["forceDestroy"] is True
@@ -51,7 +61,9 @@ def test_a_named_service_account_is_the_vm_identity_and_the_grantee(mock_stack):
     email = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
     stack = mock_stack({"tpu-sft:serviceAccount": email})
     assert stack.one(INSTANCE).inputs["serviceAccount"] == {
-        "email": email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+        "email": email,
+        "scopes": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
     assert {m.inputs["member"] for m in stack.of_type(MEMBER)} == {f"serviceAccount:{email}"}
 
 

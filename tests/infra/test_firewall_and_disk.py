@@ -64,9 +64,9 @@ def test_user_listed_ranges(mock_stack):
 def test_anywhere_needs_the_loud_setting(mock_stack):
     with pytest.raises(RunError, match="tpu-sft:sshSourceRanges"):
         mock_stack({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'})
-    rule = allow_rule(mock_stack(
-        {"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]', "tpu-sft:dangerouslyAllowSshFromAnywhere": "true"}
-    )).inputs
+    rule = allow_rule(
+        mock_stack({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]', "tpu-sft:dangerouslyAllowSshFromAnywhere": "true"})
+    ).inputs
     assert rule["sourceRanges"] == ["0.0.0.0/0"]
 
 
@@ -104,11 +104,17 @@ def test_components_and_parents(mock_stack):
     stack = mock_stack()
     components = {r.type: r for r in stack.resources if r.type.startswith("tpu-sft:infra:")}
     assert set(components) == {
-        "tpu-sft:infra:DataDisk", "tpu-sft:infra:SshFirewall", "tpu-sft:infra:TpuVm", "tpu-sft:infra:PostDeployTasks",
-        "tpu-sft:infra:AutostopAccess", "tpu-sft:infra:Bucket",
+        "tpu-sft:infra:DataDisk",
+        "tpu-sft:infra:SshFirewall",
+        "tpu-sft:infra:TpuVm",
+        "tpu-sft:infra:PostDeployTasks",
+        "tpu-sft:infra:AutostopAccess",
+        "tpu-sft:infra:Bucket",
     }
-    for bucket_part in [*stack.of_type("gcp:storage/bucket:Bucket"),
-                        *stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")]:
+    for bucket_part in [
+        *stack.of_type("gcp:storage/bucket:Bucket"),
+        *stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"),
+    ]:
         assert bucket_part.parent == components["tpu-sft:infra:Bucket"].urn
     assert stack.one(DISK).parent == components["tpu-sft:infra:DataDisk"].urn
     assert {r.parent for r in stack.of_type(FIREWALL)} == {components["tpu-sft:infra:SshFirewall"].urn}

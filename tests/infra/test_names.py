@@ -22,9 +22,15 @@ ACCOUNT = "gcp:serviceaccount/account:Account"
 SHAPES = {
     "v6e-8": ({}, ()),
     "v6e-16": ({"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}, DISK_KEYS),
-    "v6e-16-flex-start": ({"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off",
-                           "tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
-                          (*DISK_KEYS, "tpu-sft:reservation")),
+    "v6e-16-flex-start": (
+        {
+            "tpu-sft:acceleratorType": "v6e-16",
+            "tpu-sft:autostop": "off",
+            "tpu-sft:provisioningModel": "FLEX_START",
+            "tpu-sft:maxRunHours": "4",
+        },
+        (*DISK_KEYS, "tpu-sft:reservation"),
+    ),
 }
 LONGEST_PROJECT = "p" * 29 + "1"  # project ids: 6-30 characters
 LONGEST_BUCKET = "b" * 63
@@ -98,10 +104,19 @@ def test_a_numbered_base_instance_name_holds_at_most_52_characters_before_the_hy
         refuse_invalid_names(MIG, {"name": "a", "baseInstanceName": "a" * 53 + "-##"})
 
 
-@pytest.mark.parametrize(("name", "why"), [
-    ("ab", "3-63"), ("b" * 64, "3-63"), ("-runs", "3-63"), ("Runs", "3-63"), ("runs.example.com", "dots"),
-    ("goog-runs", '"goog"'), ("my-google-runs", '"google"'), ("my-g00gle-runs", '"google"'),
-])
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("ab", "3-63"),
+        ("b" * 64, "3-63"),
+        ("-runs", "3-63"),
+        ("Runs", "3-63"),
+        ("runs.example.com", "dots"),
+        ("goog-runs", '"goog"'),
+        ("my-google-runs", '"google"'),
+        ("my-g00gle-runs", '"google"'),
+    ],
+)
 def test_cloud_storage_refuses_a_bucket_name_it_does_not_allow(name, why):
     with pytest.raises(NameRefused, match=r"^googleapi: Error 400: Invalid bucket name") as refused:
         refuse_invalid_names(BUCKET, {"name": name})
@@ -113,12 +128,15 @@ def test_cloud_storage_accepts_a_plain_bucket_name(name):
     refuse_invalid_names(BUCKET, {"name": name})
 
 
-@pytest.mark.parametrize(("type_", "field", "good", "bad"), [
-    (ROLE, "roleId", "tpuSftAutostop.dev.a_b", "tpu-sft"),
-    (ROLE, "roleId", "a" * 64, "a" * 65),
-    (ACCOUNT, "accountId", "tpu-sft-vm", "tpu"),
-    (ACCOUNT, "accountId", "a" * 30, "a" * 31),
-])
+@pytest.mark.parametrize(
+    ("type_", "field", "good", "bad"),
+    [
+        (ROLE, "roleId", "tpuSftAutostop.dev.a_b", "tpu-sft"),
+        (ROLE, "roleId", "a" * 64, "a" * 65),
+        (ACCOUNT, "accountId", "tpu-sft-vm", "tpu"),
+        (ACCOUNT, "accountId", "a" * 30, "a" * 31),
+    ],
+)
 def test_iam_refuses_role_and_account_ids_off_their_pattern(type_, field, good, bad):
     refuse_invalid_names(type_, {field: good})
     with pytest.raises(NameRefused):
@@ -176,11 +194,14 @@ def test_the_longest_project_and_bucket_pass_google(dev_config, shape):
     run_program({**config, "tpu-sft:instanceName": "a" * longest}, stack="s" * 63)
 
 
-@pytest.mark.parametrize(("overrides", "words"), [
-    ({"tpu-sft:checkpointBucket": "goog-runs"}, '"goog"'),
-    ({"tpu-sft:checkpointBucket": "team-google-runs"}, '"google"'),
-    ({"tpu-sft:instanceName": "google-tpu"}, '"google"'),  # the derived bucket name holds it
-])
+@pytest.mark.parametrize(
+    ("overrides", "words"),
+    [
+        ({"tpu-sft:checkpointBucket": "goog-runs"}, '"goog"'),
+        ({"tpu-sft:checkpointBucket": "team-google-runs"}, '"google"'),
+        ({"tpu-sft:instanceName": "google-tpu"}, '"google"'),  # the derived bucket name holds it
+    ],
+)
 def test_a_bucket_name_cloud_storage_refuses_is_refused_by_the_settings(dev_config, overrides, words):
     with pytest.raises(ConfigError) as refused:
         settings.parse({**dev_config, **overrides}, stack="dev")

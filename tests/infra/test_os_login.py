@@ -26,8 +26,11 @@ def test_os_login_registers_the_key_and_logs_in_as_the_accounts_posix_user(mock_
     metadata = stack.one(INSTANCE).inputs["metadata"]
     assert metadata["enable-oslogin"] == "TRUE" and "ssh-keys" not in metadata
     key = stack.one(OS_LOGIN_KEY)
-    assert key.inputs == {"user": "Jane.Doe@example.com", "key": dev_config["tpu-sft:sshPublicKey"],
-                          "project": "my-tpu-project"}
+    assert key.inputs == {
+        "user": "Jane.Doe@example.com",
+        "key": dev_config["tpu-sft:sshPublicKey"],
+        "project": "my-tpu-project",
+    }
     commands = stack.of_type(COMMAND)
     targets = {json.loads(c.inputs["environment"]["TPU_SFT_TARGET"])["user"] for c in commands}
     assert targets == {"jane_doe_example_com"}

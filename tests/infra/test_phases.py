@@ -55,7 +55,7 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
             "key_path": "~/.ssh/google_compute_engine",  # a path, never the key
             "known_hosts": ".tpu-sft/known_hosts/dev-tpu-sft-dev-id",  # pinned per VM instance id
             "gateway": "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b "
-                       "--project=my-tpu-project --verbosity=warning",
+            "--project=my-tpu-project --verbosity=warning",
             "trust_on_first_use": True,
             # the seed's install, /dev/shm scratch, kept on the mounted data disk, checkpoints in the bucket
             "profile": {**VM.to_mapping(), "runs_dir": "gs://my-tpu-project-tpu-sft-dev-runs/runs"},
@@ -138,10 +138,18 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/infra/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
     bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
-    export = {**train, "final_loss": 1.23, "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
-              "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}, "bill": bill}
-    stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train) + "\n",
-              "export": "✓ keep done in 3 s\n" + json.dumps(export) + "\n"}
+    export = {
+        **train,
+        "final_loss": 1.23,
+        "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
+        "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run",
+        "verify": {"ok": True},
+        "bill": bill,
+    }
+    stdout = {
+        "train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train) + "\n",
+        "export": "✓ keep done in 3 s\n" + json.dumps(export) + "\n",
+    }
     outputs = run_program(dev_config, preview=False, command_stdout=stdout).outputs
     assert outputs["finalStep"] == 1000
     assert outputs["finalLoss"] == 1.23
@@ -164,14 +172,28 @@ def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
 # One valid change of every pipeline setting, and of settings that reach the VM, rename it or change nothing.
 # (Other VM-replacing keys such as bootDiskSizeGb change the instance id only in a real engine, not the mock's.)
 KEY_CHANGES = [
-    ("tpu-sft:maxtextVersion", "0.2.3"), ("tpu-sft:installPostTrainExtras", "false"), ("tpu-sft:torchBackend", "auto"),
-    ("tpu-sft:model", "gemma3-12b"), ("tpu-sft:profile", "tiny"), ("tpu-sft:steps", "2000"),
-    ("tpu-sft:perDeviceBatchSize", "4"), ("tpu-sft:dataset", "someone/chats"), ("tpu-sft:trainSplit", "train_gen"),
-    ("tpu-sft:trainDataColumns", '["prompt"]'), ("tpu-sft:learningRate", "1e-4"), ("tpu-sft:maxTargetLength", "1024"),
-    ("tpu-sft:acceleratorType", "v6e-4"), ("tpu-sft:checkpointPeriod", "50"), ("tpu-sft:runName", "my-run"),
-    ("tpu-sft:instanceName", "tpu-sft-other"), ("tpu-sft:access", "direct"),
-    ("tpu-sft:sshUser", "someone"), ("tpu-sft:labels", '{"owner": "someone-else"}'),
-    ("tpu-sft:pricePerChipHour", "3.1"), ("tpu-sft:dataDiskSizeGb", "200"), ("tpu-sft:keepDataDisk", "true"),
+    ("tpu-sft:maxtextVersion", "0.2.3"),
+    ("tpu-sft:installPostTrainExtras", "false"),
+    ("tpu-sft:torchBackend", "auto"),
+    ("tpu-sft:model", "gemma3-12b"),
+    ("tpu-sft:profile", "tiny"),
+    ("tpu-sft:steps", "2000"),
+    ("tpu-sft:perDeviceBatchSize", "4"),
+    ("tpu-sft:dataset", "someone/chats"),
+    ("tpu-sft:trainSplit", "train_gen"),
+    ("tpu-sft:trainDataColumns", '["prompt"]'),
+    ("tpu-sft:learningRate", "1e-4"),
+    ("tpu-sft:maxTargetLength", "1024"),
+    ("tpu-sft:acceleratorType", "v6e-4"),
+    ("tpu-sft:checkpointPeriod", "50"),
+    ("tpu-sft:runName", "my-run"),
+    ("tpu-sft:instanceName", "tpu-sft-other"),
+    ("tpu-sft:access", "direct"),
+    ("tpu-sft:sshUser", "someone"),
+    ("tpu-sft:labels", '{"owner": "someone-else"}'),
+    ("tpu-sft:pricePerChipHour", "3.1"),
+    ("tpu-sft:dataDiskSizeGb", "200"),
+    ("tpu-sft:keepDataDisk", "true"),
 ]
 
 
@@ -183,8 +205,7 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     assert dev_config.get(key) != value
     before, after = recorded_inputs(mock_stack()), recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
-    settings = [parse({**dev_config, **change}, stack="dev")
-                for change in ({}, {key: value})]
+    settings = [parse({**dev_config, **change}, stack="dev") for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     assert recorded == planned
 

@@ -15,9 +15,19 @@ def _plan(tmp_path: Path, head_text: str) -> subprocess.CompletedProcess:
     (tmp_path / "base.yaml").write_text(DEV)
     (tmp_path / "head.yaml").write_text(head_text)
     return subprocess.run(
-        [sys.executable, "-m", "infra.plan", "--base", str(tmp_path / "base.yaml"), "--head",
-         str(tmp_path / "head.yaml")],
-        cwd=ROOT, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        [
+            sys.executable,
+            "-m",
+            "infra.plan",
+            "--base",
+            str(tmp_path / "base.yaml"),
+            "--head",
+            str(tmp_path / "head.yaml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
     )
 
 

@@ -22,13 +22,22 @@ def test_off_by_default(mock_stack):
 
 
 def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
-    stack = mock_stack({"tpu-sft:publishGcsUri": "gs://models/team/gemma", "tpu-sft:publishHubRepo": "team/gemma-sft",
-                        "tpu-sft:hfWriteToken": WRITE_TOKEN}, secret_keys=("tpu-sft:hfWriteToken",))
+    stack = mock_stack(
+        {
+            "tpu-sft:publishGcsUri": "gs://models/team/gemma",
+            "tpu-sft:publishHubRepo": "team/gemma-sft",
+            "tpu-sft:hfWriteToken": WRITE_TOKEN,
+        },
+        secret_keys=("tpu-sft:hfWriteToken",),
+    )
     tasks = commands(stack)
     publish = tasks["publish"]
     assert publish.inputs["create"] == ".venv/bin/python -m remote publish"
     assert json.loads(publish.inputs["environment"][PUBLISH_ENV]) == {
-        "gcs": "gs://models/team/gemma", "hub": "team/gemma-sft", "public": False}
+        "gcs": "gs://models/team/gemma",
+        "hub": "team/gemma-sft",
+        "public": False,
+    }
     assert tasks["export"].urn in publish.dependencies
     token_task = tasks["publish-hf-write-token"]
     assert token_task.inputs["create"] == f".venv/bin/python -m remote put-secret {HF_WRITE_TOKEN_SECRET}"
@@ -50,13 +59,16 @@ def test_a_new_destination_or_model_re_runs_it_a_price_change_does_not(mock_stac
     assert inputs({"tpu-sft:pricePerChipHour": "1.5"}) == base
 
 
-@pytest.mark.parametrize(("overrides", "secret_keys", "key"), [
-    ({"tpu-sft:publishGcsUri": "s3://models/m"}, (), "tpu-sft:publishGcsUri"),
-    ({"tpu-sft:publishHubRepo": "no-owner"}, (), "tpu-sft:publishHubRepo"),
-    ({"tpu-sft:publishHubPublic": "maybe"}, (), "tpu-sft:publishHubPublic"),
-    ({"tpu-sft:hfWriteToken": "not-a-secret-value"}, (), "tpu-sft:hfWriteToken"),
-    ({"tpu-sft:hfWriteToken": WRITE_TOKEN}, (), "tpu-sft:hfWriteToken"),
-])
+@pytest.mark.parametrize(
+    ("overrides", "secret_keys", "key"),
+    [
+        ({"tpu-sft:publishGcsUri": "s3://models/m"}, (), "tpu-sft:publishGcsUri"),
+        ({"tpu-sft:publishHubRepo": "no-owner"}, (), "tpu-sft:publishHubRepo"),
+        ({"tpu-sft:publishHubPublic": "maybe"}, (), "tpu-sft:publishHubPublic"),
+        ({"tpu-sft:hfWriteToken": "not-a-secret-value"}, (), "tpu-sft:hfWriteToken"),
+        ({"tpu-sft:hfWriteToken": WRITE_TOKEN}, (), "tpu-sft:hfWriteToken"),
+    ],
+)
 def test_malformed_publish_settings_are_one_line_before_anything(mock_stack, overrides, secret_keys, key):
     import pulumi
 
@@ -79,9 +91,14 @@ def test_an_update_publishing_to_the_hub_needs_a_write_token(dev_config, monkeyp
 PUBLISHING = {"tpu-sft:publishGcsUri": "gs://models/m"}
 # Each publish input (target, export's settings, destinations) and changes that touch none of them.
 PUBLISH_CHANGES = [
-    {"tpu-sft:publishGcsUri": "gs://models/other"}, {"tpu-sft:publishHubRepo": "team/gemma-sft"},
-    {"tpu-sft:steps": "2000"}, {"tpu-sft:model": "gemma3-12b"}, {"tpu-sft:access": "direct"},
-    {"tpu-sft:checkpointPeriod": "50"}, {"tpu-sft:pricePerChipHour": "1.5"}, {"tpu-sft:labels": '{"owner": "x"}'},
+    {"tpu-sft:publishGcsUri": "gs://models/other"},
+    {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:steps": "2000"},
+    {"tpu-sft:model": "gemma3-12b"},
+    {"tpu-sft:access": "direct"},
+    {"tpu-sft:checkpointPeriod": "50"},
+    {"tpu-sft:pricePerChipHour": "1.5"},
+    {"tpu-sft:labels": '{"owner": "x"}'},
 ]
 
 

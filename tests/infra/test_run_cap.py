@@ -37,8 +37,10 @@ def test_the_default_follows_the_estimate_with_margin():
 
 def test_ordinary_step_changes_keep_the_cap_so_the_vm_is_not_replaced(mock_stack):
     """max_run_duration is ForceNew: a new cap would replace the VM and re-run every phase."""
-    caps = {steps: mock_stack({"tpu-sft:steps": steps}).one(INSTANCE).inputs["scheduling"]["maxRunDuration"]
-            for steps in ("500", "1000", "2000", "5000")}
+    caps = {
+        steps: mock_stack({"tpu-sft:steps": steps}).one(INSTANCE).inputs["scheduling"]["maxRunDuration"]
+        for steps in ("500", "1000", "2000", "5000")
+    }
     assert all(cap == {"seconds": 4 * 3600} for cap in caps.values()), caps
 
 

@@ -45,8 +45,11 @@ def test_every_known_key_is_in_the_dev_stack_and_every_key_there_is_known():
     assert sorted(documented - known) == [], "keys in Pulumi.dev.yaml that the program does not know"
 
 
-@pytest.mark.parametrize(("key", "value"), [(k, v) for k, commented, v in _documented() if commented],
-                         ids=[k for k, commented, _ in _documented() if commented])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [(k, v) for k, commented, v in _documented() if commented],
+    ids=[k for k, commented, _ in _documented() if commented],
+)
 def test_every_commented_value_is_accepted(dev_config, key, value):
     if isinstance(value, dict) and set(value) == {"secure"}:  # a secret, as `pulumi config set --secret` writes it
         parsed = settings.parse({**dev_config, key: TOKEN}, stack="dev", secret_keys=frozenset({key}))

@@ -36,10 +36,18 @@ MALFORMED = [
     ({"tpu-sft:provisioningModel": "SPOT"}, (), (), "tpu-sft:reservation"),
     ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, (), (), "tpu-sft:reservation"),
     ({"tpu-sft:serviceAccount": "default"}, (), (), "tpu-sft:serviceAccount"),
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"}, ("tpu-sft:reservation",), (),
-     "tpu-sft:maxRunHours"),
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"}, ("tpu-sft:reservation",), (),
-     "tpu-sft:maxRunHours"),  # flex-start VMs run at most seven days
+    (
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"},
+        ("tpu-sft:reservation",),
+        (),
+        "tpu-sft:maxRunHours",
+    ),
+    (
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"},
+        ("tpu-sft:reservation",),
+        (),
+        "tpu-sft:maxRunHours",
+    ),  # flex-start VMs run at most seven days
     ({"tpu-sft:autostop": "hibernate"}, (), (), "tpu-sft:autostop"),
     ({"tpu-sft:idleMinutes": "0"}, (), (), "tpu-sft:idleMinutes"),
     ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),
@@ -91,8 +99,9 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "remove", "secret_keys", "key"), MALFORMED, ids=[f"{i}-{m[3]}" for i,
-                                                                                        m in enumerate(MALFORMED)])
+@pytest.mark.parametrize(
+    ("overrides", "remove", "secret_keys", "key"), MALFORMED, ids=[f"{i}-{m[3]}" for i, m in enumerate(MALFORMED)]
+)
 def test_malformed_setting_declares_nothing(dev_config, overrides, remove, secret_keys, key):
     config = {k: v for k, v in {**dev_config, **overrides}.items() if k not in remove}
     declared = Stack()
@@ -166,9 +175,11 @@ def test_settings_never_show_the_token(dev_config):
     """Settings end up in logs and tracebacks: their repr leaves the tokens (and the long public key) out."""
     public_key = "ssh-ed25519 AAAAC3NzaPublicKeyBody"
     write_token = "hf_" + "Wrt456" * 6
-    parsed = settings.parse({**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN,
-                             "tpu-sft:hfWriteToken": write_token}, stack="dev",
-                            secret_keys=frozenset({SECRET, "tpu-sft:hfWriteToken"}))
+    parsed = settings.parse(
+        {**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN, "tpu-sft:hfWriteToken": write_token},
+        stack="dev",
+        secret_keys=frozenset({SECRET, "tpu-sft:hfWriteToken"}),
+    )
     assert (parsed.hf_token, parsed.hf_write_token) == (TOKEN, write_token)
     assert TOKEN not in repr(parsed) and write_token not in repr(parsed) and "PublicKeyBody" not in repr(parsed)
 
@@ -176,8 +187,10 @@ def test_settings_never_show_the_token(dev_config):
 def test_of_several_unknown_keys_the_first_in_order_is_named_with_its_own_fix(dev_config):
     with pytest.raises(ConfigError) as raised:
         settings.parse({**dev_config, "tpu-sft:zzz": "1", "tpu-sft:stepz": "10"}, stack="dev")
-    assert str(raised.value) == ("tpu-sft:stepz: is not a tpu-sft setting (a typo?). Fix: `pulumi config rm "
-                                 "tpu-sft:stepz`; the settings are listed in Pulumi.dev.yaml")
+    assert str(raised.value) == (
+        "tpu-sft:stepz: is not a tpu-sft setting (a typo?). Fix: `pulumi config rm "
+        "tpu-sft:stepz`; the settings are listed in Pulumi.dev.yaml"
+    )
 
 
 def test_a_key_with_a_second_colon_is_not_taken_for_the_setting_before_it(dev_config):
@@ -186,11 +199,14 @@ def test_a_key_with_a_second_colon_is_not_taken_for_the_setting_before_it(dev_co
         settings.parse({**dev_config, "tpu-sft:steps:10": "10"}, stack="dev")
 
 
-@pytest.mark.parametrize(("key", "secret_key"), [
-    ("tpu-sft:runName", "tpu-sft:hfToken"),  # a token in an ordinary setting belongs in the read token's key
-    ("tpu-sft:hfToken", "tpu-sft:hfToken"),
-    ("tpu-sft:hfWriteToken", "tpu-sft:hfWriteToken"),  # a token setting stored in plain text: its own key
-])
+@pytest.mark.parametrize(
+    ("key", "secret_key"),
+    [
+        ("tpu-sft:runName", "tpu-sft:hfToken"),  # a token in an ordinary setting belongs in the read token's key
+        ("tpu-sft:hfToken", "tpu-sft:hfToken"),
+        ("tpu-sft:hfWriteToken", "tpu-sft:hfWriteToken"),  # a token setting stored in plain text: its own key
+    ],
+)
 def test_a_token_in_plain_text_points_at_the_secret_key_it_belongs_in(dev_config, key, secret_key):
     with pytest.raises(ConfigError) as raised:
         settings.parse({**dev_config, key: TOKEN}, stack="dev")
@@ -206,29 +222,78 @@ def test_iap_access_needs_no_external_ip(dev_config):
 
 def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
     parsed = settings.parse(
-        {"gcp:project": "my-project-123", "gcp:zone": "us-east5-b", "tpu-sft:reservation": "my-v6e-reservation",
-         "tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me@laptop"},
+        {
+            "gcp:project": "my-project-123",
+            "gcp:zone": "us-east5-b",
+            "tpu-sft:reservation": "my-v6e-reservation",
+            "tpu-sft:sshPublicKey": "ssh-ed25519 AAAA me@laptop",
+        },
         stack="dev",
     )
-    assert {name: getattr(parsed, name) for name in (
-        "provisioning_model", "instance_name", "network", "subnetwork", "boot_disk_size_gb", "data_disk_size_gb",
-        "data_disk_type", "keep_data_disk", "access", "external_ip", "ssh_source_ranges", "ssh_user",
-        "ssh_public_key_path", "ssh_public_key", "labels", "price_per_chip_hour", "max_run_hours", "hf_token",
-        "service_account", "ssh_access", "os_login_account", "autostop", "idle_minutes", "publish_gcs_uri",
-        "publish_hub_repo", "publish_hub_public", "hf_write_token", "checkpoint_bucket", "checkpoint_retention_days",
-        "bucket_force_destroy",
-    )} == {
-        "provisioning_model": "RESERVATION_BOUND", "instance_name": "tpu-sft", "network": "default",
-        "subnetwork": None, "boot_disk_size_gb": 200, "data_disk_size_gb": 100,
-        "data_disk_type": "hyperdisk-balanced", "keep_data_disk": False, "access": "iap", "external_ip": True,
-        "ssh_source_ranges": ("35.235.240.0/20",), "ssh_user": "tpu-sft",
+    assert {
+        name: getattr(parsed, name)
+        for name in (
+            "provisioning_model",
+            "instance_name",
+            "network",
+            "subnetwork",
+            "boot_disk_size_gb",
+            "data_disk_size_gb",
+            "data_disk_type",
+            "keep_data_disk",
+            "access",
+            "external_ip",
+            "ssh_source_ranges",
+            "ssh_user",
+            "ssh_public_key_path",
+            "ssh_public_key",
+            "labels",
+            "price_per_chip_hour",
+            "max_run_hours",
+            "hf_token",
+            "service_account",
+            "ssh_access",
+            "os_login_account",
+            "autostop",
+            "idle_minutes",
+            "publish_gcs_uri",
+            "publish_hub_repo",
+            "publish_hub_public",
+            "hf_write_token",
+            "checkpoint_bucket",
+            "checkpoint_retention_days",
+            "bucket_force_destroy",
+        )
+    } == {
+        "provisioning_model": "RESERVATION_BOUND",
+        "instance_name": "tpu-sft",
+        "network": "default",
+        "subnetwork": None,
+        "boot_disk_size_gb": 200,
+        "data_disk_size_gb": 100,
+        "data_disk_type": "hyperdisk-balanced",
+        "keep_data_disk": False,
+        "access": "iap",
+        "external_ip": True,
+        "ssh_source_ranges": ("35.235.240.0/20",),
+        "ssh_user": "tpu-sft",
         "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
         "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
-        "labels": (("app", "tpu-sft"), ("stack", "dev")), "price_per_chip_hour": 2.70, "max_run_hours": 4,
-        "hf_token": None, "service_account": None, "ssh_access": "metadata", "os_login_account": None,
-        "autostop": "stop", "idle_minutes": 30, "publish_gcs_uri": None, "publish_hub_repo": None,
-        "publish_hub_public": False, "hf_write_token": None,
-        "checkpoint_bucket": "my-project-123-tpu-sft-runs", "checkpoint_retention_days": 30,
+        "labels": (("app", "tpu-sft"), ("stack", "dev")),
+        "price_per_chip_hour": 2.70,
+        "max_run_hours": 4,
+        "hf_token": None,
+        "service_account": None,
+        "ssh_access": "metadata",
+        "os_login_account": None,
+        "autostop": "stop",
+        "idle_minutes": 30,
+        "publish_gcs_uri": None,
+        "publish_hub_repo": None,
+        "publish_hub_public": False,
+        "hf_write_token": None,
+        "checkpoint_bucket": "my-project-123-tpu-sft-runs",
+        "checkpoint_retention_days": 30,
         "bucket_force_destroy": False,
     }
 

@@ -16,29 +16,74 @@ RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
-AFFINITY = {"type": "SPECIFIC_RESERVATION",
-            "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}
+AFFINITY = {
+    "type": "SPECIFIC_RESERVATION",
+    "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]},
+}
 CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/infra/test_run_cap.py)
 
 # (provisioning model, reservation, the template's scheduling, its reservation affinity): the single VM's
 # cases of tests/infra/test_vm.py, with the default cap on.
 MODELS = [
-    ("RESERVATION_BOUND", "my-v6e-reservation",
-     {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",
-      "instanceTerminationAction": "DELETE", "maxRunDuration": CAP}, AFFINITY),
-    ("STANDARD", "my-v6e-reservation",
-     {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
-      "maxRunDuration": CAP}, AFFINITY),
-    ("STANDARD", None,
-     {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
-      "maxRunDuration": CAP}, None),
-    ("SPOT", None,
-     {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
-      "automaticRestart": False, "preemptible": True, "maxRunDuration": CAP}, None),
+    (
+        "RESERVATION_BOUND",
+        "my-v6e-reservation",
+        {
+            "provisioningModel": "RESERVATION_BOUND",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+            "maxRunDuration": CAP,
+        },
+        AFFINITY,
+    ),
+    (
+        "STANDARD",
+        "my-v6e-reservation",
+        {
+            "provisioningModel": "STANDARD",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+            "maxRunDuration": CAP,
+        },
+        AFFINITY,
+    ),
+    (
+        "STANDARD",
+        None,
+        {
+            "provisioningModel": "STANDARD",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+            "maxRunDuration": CAP,
+        },
+        None,
+    ),
+    (
+        "SPOT",
+        None,
+        {
+            "provisioningModel": "SPOT",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+            "automaticRestart": False,
+            "preemptible": True,
+            "maxRunDuration": CAP,
+        },
+        None,
+    ),
     # the single VM's FLEX_START scheduling; no reservation, as in the provider's example for resize requests
-    ("FLEX_START", None,
-     {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
-      "automaticRestart": False, "maxRunDuration": CAP}, {"type": "NO_RESERVATION"}),
+    (
+        "FLEX_START",
+        None,
+        {
+            "provisioningModel": "FLEX_START",
+            "onHostMaintenance": "TERMINATE",
+            "instanceTerminationAction": "DELETE",
+            "automaticRestart": False,
+            "maxRunDuration": CAP,
+        },
+        {"type": "NO_RESERVATION"},
+    ),
 ]
 MODEL_IDS = ["reservation-bound", "standard-reserved", "standard", "spot", "flex-start"]
 SHAPES = [("v6e-16", "4x4", 4), ("v6e-256", "16x16", 64)]
@@ -46,8 +91,9 @@ SHAPES = [("v6e-16", "4x4", 4), ("v6e-256", "16x16", 64)]
 
 @pytest.mark.parametrize(("accelerator", "topology", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
 @pytest.mark.parametrize(("model", "reservation", "scheduling", "affinity"), MODELS, ids=MODEL_IDS)
-def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, hosts, model, reservation,
-                                           scheduling, affinity):
+def test_slice_declarations_field_by_field(
+    slice_stack, accelerator, topology, hosts, model, reservation, scheduling, affinity
+):
     overrides = {"tpu-sft:provisioningModel": model}
     if reservation:
         overrides["tpu-sft:reservation"] = reservation
@@ -67,15 +113,28 @@ def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, h
         "machineType": "ct6e-standard-4t",
         "tags": ["tpu-sft-dev"],
         "labels": {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform", "cost-center": "research"},
-        "disks": [{"boot": True, "autoDelete": True, "sourceImage": IMAGE, "diskSizeGb": 200,
-                   "diskType": "hyperdisk-balanced"}],
+        "disks": [
+            {
+                "boot": True,
+                "autoDelete": True,
+                "sourceImage": IMAGE,
+                "diskSizeGb": 200,
+                "diskType": "hyperdisk-balanced",
+            }
+        ],
         "networkInterfaces": [{"network": "default", "accessConfigs": [{}]}],
         "serviceAccount": {"scopes": ["https://www.googleapis.com/auth/cloud-platform"]},
         "scheduling": scheduling,
         **({"reservationAffinity": affinity} if affinity else {}),
     }
-    assert sorted(metadata) == ["enable-oslogin", "ssh-keys", "startup-script", "tpu-sft-autostop",
-                                "tpu-sft-idle-minutes", "tpu-sft-usd-per-chip-hour"]
+    assert sorted(metadata) == [
+        "enable-oslogin",
+        "ssh-keys",
+        "startup-script",
+        "tpu-sft-autostop",
+        "tpu-sft-idle-minutes",
+        "tpu-sft-usd-per-chip-hour",
+    ]
     assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", "off")
     assert metadata["ssh-keys"].startswith("tpu-sft:ssh-ed25519 ")
 
@@ -89,22 +148,28 @@ def test_slice_declarations_field_by_field(slice_stack, accelerator, topology, h
         "resourcePolicies": {"workloadPolicy": "https://compute/resourcePolicies/tpu-sft-dev-workload"},
         "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
         "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE"},
-        **({  # empty: its hosts come from the request; nothing to wait for until they do
-            "targetSize": 0,
-            "waitForInstances": False,
-            "description": f"tpu-sft: the {accelerator} slice, {hosts} flex-start hosts from a resize request, "
-                           "each for at most 4 h",
-        } if flex else {
-            "targetSize": hosts,
-            "waitForInstances": True,
-            "waitForInstancesStatus": "STABLE",
-        }),
+        **(
+            {  # empty: its hosts come from the request; nothing to wait for until they do
+                "targetSize": 0,
+                "waitForInstances": False,
+                "description": f"tpu-sft: the {accelerator} slice, {hosts} flex-start hosts from a resize request, "
+                "each for at most 4 h",
+            }
+            if flex
+            else {
+                "targetSize": hosts,
+                "waitForInstances": True,
+                "waitForInstancesStatus": "STABLE",
+            }
+        ),
     }
     assert template.urn in group.dependencies and policy.urn in group.dependencies
     # A refresh reads back the size the request set; a new request replaces the group, the old one deleted first.
     assert group.ignore_changes == (["targetSize"] if flex else [])
     assert (group.replace_on_changes, group.delete_before_replace) == (
-        ["description", "resourcePolicies.workloadPolicy"], True)
+        ["description", "resourcePolicies.workloadPolicy"],
+        True,
+    )
     # The provider's default is 15 min for each (and its wait for STABLE counts against create's, even on an
     # update); a 64-host slice is given longer, and a slice Google cannot fill still fails in bounded time.
     assert group.custom_timeouts == {"create": "30m", "update": "30m", "delete": "30m"}
@@ -200,7 +265,8 @@ def test_the_bucket_is_granted_to_the_hosts_identity(slice_stack):
     own = "tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com"
     stack = slice_stack(overrides={"tpu-sft:serviceAccount": own})
     assert {m.inputs["member"] for m in stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")} == {
-        f"serviceAccount:{own}"}
+        f"serviceAccount:{own}"
+    }
     assert stack.one(TEMPLATE).inputs["serviceAccount"]["email"] == own
 
 
@@ -234,16 +300,23 @@ def test_a_flex_start_slice_costs_the_whole_slice_at_the_vms_price(mock_stack, s
 
 
 def test_os_login_on_a_slice(slice_stack):
-    stack = slice_stack(overrides={"tpu-sft:sshAccess": "oslogin", "tpu-sft:osLoginAccount": "me@example.com"},
-                        remove=("tpu-sft:sshUser",))
+    stack = slice_stack(
+        overrides={"tpu-sft:sshAccess": "oslogin", "tpu-sft:osLoginAccount": "me@example.com"},
+        remove=("tpu-sft:sshUser",),
+    )
     assert stack.one(TEMPLATE).inputs["metadata"]["enable-oslogin"] == "TRUE"
     assert "ssh-keys" not in stack.one(TEMPLATE).inputs["metadata"]
     assert stack.one("gcp:oslogin/sshPublicKey:SshPublicKey").inputs["user"] == "me@example.com"
 
 
 def test_no_external_ip_and_a_cap_are_the_single_vms_settings(slice_stack):
-    template = slice_stack(overrides={"tpu-sft:externalIp": "false", "tpu-sft:maxRunHours": "2",
-                                      "tpu-sft:bootDiskSizeGb": "300"}).one(TEMPLATE).inputs
+    template = (
+        slice_stack(
+            overrides={"tpu-sft:externalIp": "false", "tpu-sft:maxRunHours": "2", "tpu-sft:bootDiskSizeGb": "300"}
+        )
+        .one(TEMPLATE)
+        .inputs
+    )
     assert template["networkInterfaces"] == [{"network": "default", "accessConfigs": []}]
     assert template["scheduling"]["maxRunDuration"] == {"seconds": 7200}
     assert template["disks"][0]["diskSizeGb"] == 300
@@ -251,13 +324,19 @@ def test_no_external_ip_and_a_cap_are_the_single_vms_settings(slice_stack):
 
 def test_a_flex_start_slice_asks_for_its_hosts_for_the_run_cap(slice_stack):
     """tpu-sft:maxRunHours is both each host's own cap and the request's run duration."""
-    stack = slice_stack("v6e-32", {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "24"},
-                        remove=("tpu-sft:reservation",))
+    stack = slice_stack(
+        "v6e-32",
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "24"},
+        remove=("tpu-sft:reservation",),
+    )
     assert stack.one(TEMPLATE).inputs["scheduling"]["maxRunDuration"] == {"seconds": 24 * 3600}
     request = stack.one(RESIZE_REQUEST).inputs
     assert (request["resizeBy"], request["requestedRunDuration"]) == (8, {"seconds": str(24 * 3600)})
-    assert stack.one(GROUP).inputs["description"].endswith("8 flex-start hosts from a resize request, each for at "
-                                                           "most 24 h")
+    assert (
+        stack.one(GROUP)
+        .inputs["description"]
+        .endswith("8 flex-start hosts from a resize request, each for at most 24 h")
+    )
 
 
 def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, dev_config):
@@ -271,13 +350,17 @@ def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, d
     assert [p.inputs["workloadPolicy"]["acceleratorTopology"] for p in policies] == ["4x4", "4x8"]
     assert all("name" not in p.inputs for p in policies)  # a new topology is a new policy with a new link
     group = large.one(GROUP)
-    assert group.inputs["resourcePolicies"] == {"workloadPolicy": f"https://compute/resourcePolicies/{policies[1].name}"}
+    assert group.inputs["resourcePolicies"] == {
+        "workloadPolicy": f"https://compute/resourcePolicies/{policies[1].name}"
+    }
     assert "resourcePolicies.workloadPolicy" in group.replace_on_changes and group.delete_before_replace
 
     # New hosts: `python -m infra.plan` says every phase re-runs on them.
     from infra.plan import plan
     from infra.settings import parse
+
     base = {k: v for k, v in dev_config.items() if k not in DISK_KEYS} | {"tpu-sft:autostop": "off"}
     rows = plan(*(parse(base | {"tpu-sft:acceleratorType": a}, stack="dev") for a in ("v6e-16", "v6e-32")))
     assert {(reruns, why) for _, reruns, why in rows} == {
-        (True, 'the hosts change: `tpu-sft:acceleratorType`: "v6e-16" → "v6e-32"')}
+        (True, 'the hosts change: `tpu-sft:acceleratorType`: "v6e-16" → "v6e-32"')
+    }

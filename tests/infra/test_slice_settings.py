@@ -52,30 +52,51 @@ def test_a_slice_parses(dev_config):
 
 # (overrides, keys removed, the key the message must name, words it must hold)
 REFUSED = [
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}, DISK_KEYS, "tpu-sft:reservation",
-     "FLEX_START"),
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"}, (*DISK_KEYS, "tpu-sft:reservation"),
-     "tpu-sft:maxRunHours", "required for FLEX_START"),
-    ({"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"}, (*DISK_KEYS, "tpu-sft:reservation"),
-     "tpu-sft:maxRunHours", "seven days"),
+    (
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
+        DISK_KEYS,
+        "tpu-sft:reservation",
+        "FLEX_START",
+    ),
+    (
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"},
+        (*DISK_KEYS, "tpu-sft:reservation"),
+        "tpu-sft:maxRunHours",
+        "required for FLEX_START",
+    ),
+    (
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"},
+        (*DISK_KEYS, "tpu-sft:reservation"),
+        "tpu-sft:maxRunHours",
+        "seven days",
+    ),
     ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "managed instance group"),
     ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
     ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
     ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
-    ({"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"}, DISK_KEYS, "tpu-sft:instanceName",
-     "at most 40 fit"),
+    (
+        {"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"},
+        DISK_KEYS,
+        "tpu-sft:instanceName",
+        "at most 40 fit",
+    ),
     ({"tpu-sft:access": "direct"}, DISK_KEYS, "tpu-sft:access", "access iap"),
     ({"tpu-sft:publishGcsUri": "gs://models/gemma-sft"}, DISK_KEYS, "tpu-sft:publishGcsUri", "not built yet"),
-    ({"tpu-sft:publishHubRepo": "team/gemma-sft"}, DISK_KEYS, "tpu-sft:publishHubRepo",
-     "pulumi config rm tpu-sft:publishHubRepo"),
+    (
+        {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+        DISK_KEYS,
+        "tpu-sft:publishHubRepo",
+        "pulumi config rm tpu-sft:publishHubRepo",
+    ),
     # the single-host rules still hold on a slice
     ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
     ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
 ]
 
 
-@pytest.mark.parametrize(("overrides", "remove", "key", "words"), REFUSED, ids=[f"{i}-{r[2]}" for i, r in
-                                                                                 enumerate(REFUSED)])
+@pytest.mark.parametrize(
+    ("overrides", "remove", "key", "words"), REFUSED, ids=[f"{i}-{r[2]}" for i, r in enumerate(REFUSED)]
+)
 def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, key, words):
     declared = Stack()
     with pytest.raises(RunError) as raised:
@@ -90,8 +111,15 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
     """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/infra/test_names.py) keep their meaning on
     one VM."""
-    parsed = settings.parse({**dev_config, "tpu-sft:autostop": "stop", "tpu-sft:instanceName": "a" * 40,
-                             "tpu-sft:checkpointBucket": "my-runs"}, stack="dev")
+    parsed = settings.parse(
+        {
+            **dev_config,
+            "tpu-sft:autostop": "stop",
+            "tpu-sft:instanceName": "a" * 40,
+            "tpu-sft:checkpointBucket": "my-runs",
+        },
+        stack="dev",
+    )
     assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "stop")
 
 
@@ -117,15 +145,24 @@ def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monke
 
 # (overrides, keys removed, the whole line): what a FLEX_START slice cannot be given
 FLEX_REFUSED = [
-    ({"tpu-sft:maxRunHours": "4"}, DISK_KEYS,
-     "tpu-sft:reservation: cannot be consumed by a FLEX_START VM. Fix: pulumi config rm tpu-sft:reservation, or set "
-     "tpu-sft:provisioningModel STANDARD (an ordinary reservation) or RESERVATION_BOUND (a calendar-mode one)"),
-    ({"tpu-sft:maxRunHours": "off"}, (*DISK_KEYS, "tpu-sft:reservation"),
-     "tpu-sft:maxRunHours: is required for FLEX_START VMs (Google caps their run time). Fix: pulumi config set "
-     "tpu-sft:maxRunHours 4"),
-    ({"tpu-sft:maxRunHours": "169"}, (*DISK_KEYS, "tpu-sft:reservation"),
-     "tpu-sft:maxRunHours: is 169, but FLEX_START VMs run for at most 168 hours (seven days). Fix: pulumi config set "
-     "tpu-sft:maxRunHours 168"),
+    (
+        {"tpu-sft:maxRunHours": "4"},
+        DISK_KEYS,
+        "tpu-sft:reservation: cannot be consumed by a FLEX_START VM. Fix: pulumi config rm tpu-sft:reservation, or set "
+        "tpu-sft:provisioningModel STANDARD (an ordinary reservation) or RESERVATION_BOUND (a calendar-mode one)",
+    ),
+    (
+        {"tpu-sft:maxRunHours": "off"},
+        (*DISK_KEYS, "tpu-sft:reservation"),
+        "tpu-sft:maxRunHours: is required for FLEX_START VMs (Google caps their run time). Fix: pulumi config set "
+        "tpu-sft:maxRunHours 4",
+    ),
+    (
+        {"tpu-sft:maxRunHours": "169"},
+        (*DISK_KEYS, "tpu-sft:reservation"),
+        "tpu-sft:maxRunHours: is 169, but FLEX_START VMs run for at most 168 hours (seven days). "
+        "Fix: pulumi config set tpu-sft:maxRunHours 168",
+    ),
 ]
 
 
@@ -138,6 +175,9 @@ def test_what_a_flex_start_slice_cannot_take_is_one_whole_line(dev_config, overr
 
 
 def test_a_flex_start_slice_takes_seven_days(dev_config):
-    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "168"},
-                     (*DISK_KEYS, "tpu-sft:reservation"))
+    config = _config(
+        dev_config,
+        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "168"},
+        (*DISK_KEYS, "tpu-sft:reservation"),
+    )
     assert settings.parse(config, stack="dev").max_run_hours == 168

@@ -21,8 +21,10 @@ RESIZE_REQUEST = "gcp:compute/resizeRequest:ResizeRequest"
 FLEX_START = {"tpu-sft:provisioningModel": "FLEX_START"}
 FIREWALL = "gcp:compute/firewall:Firewall"
 BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
-GATEWAY = ("gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-tpu-project "
-           "--verbosity=warning")
+GATEWAY = (
+    "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-tpu-project "
+    "--verbosity=warning"
+)
 TOKEN = "hf_" + "Sl1ce" * 7
 SHAPES = [("v6e-16", 4), ("v6e-256", 64)]
 
@@ -42,23 +44,26 @@ def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator,
     assert sorted(declared) == sorted([*PHASES, "token"])  # hf-token, then the four phases
     for name, task in declared.items():
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
-        assert target == {
-            "host": "tpu-sft-dev-01",  # worker 0, the host the phases follow
-            "workers": names(hosts)[1:],  # workers 1 … N-1, in the MIG's numbering
-            "user": "tpu-sft",
-            "key_path": "~/.ssh/google_compute_engine",  # the stack's one identity, a path, never the key
-            "known_hosts": f".tpu-sft/known_hosts/dev-slice-{MIG_ID}",  # pinned per MIG: a new one is new hosts
-            "gateway": GATEWAY,  # %h: each host's instance name
-            "trust_on_first_use": True,
-            "profile": {
-                "name": "slice-host",
-                "bootstrap": None,  # the seed's install, as on the VM
-                "scratch_dir": "/dev/shm/tpu-sft",
-                "kept_dir": f"{BUCKET}/kept",  # no data disk: the model is kept in the bucket
-                "runs_dir": f"{BUCKET}/runs",
-                "required_mount": None,  # nothing to wait for
-            },
-        }, name
+        assert (
+            target
+            == {
+                "host": "tpu-sft-dev-01",  # worker 0, the host the phases follow
+                "workers": names(hosts)[1:],  # workers 1 … N-1, in the MIG's numbering
+                "user": "tpu-sft",
+                "key_path": "~/.ssh/google_compute_engine",  # the stack's one identity, a path, never the key
+                "known_hosts": f".tpu-sft/known_hosts/dev-slice-{MIG_ID}",  # pinned per MIG: a new one is new hosts
+                "gateway": GATEWAY,  # %h: each host's instance name
+                "trust_on_first_use": True,
+                "profile": {
+                    "name": "slice-host",
+                    "bootstrap": None,  # the seed's install, as on the VM
+                    "scratch_dir": "/dev/shm/tpu-sft",
+                    "kept_dir": f"{BUCKET}/kept",  # no data disk: the model is kept in the bucket
+                    "runs_dir": f"{BUCKET}/runs",
+                    "required_mount": None,  # nothing to wait for
+                },
+            }
+        ), name
         parsed = PipelineTarget.from_json(task.inputs["environment"]["TPU_SFT_TARGET"])  # as the remote CLI reads it
         assert parsed.hosts == tuple(names(hosts)) and parsed.profile.kept_dir == f"{BUCKET}/kept"
 
@@ -85,8 +90,12 @@ def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerat
 def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_stack, accelerator, hosts):
     """The group starts empty: its hosts are the request's, so every first task waits for the request too, and the
     hosts it reaches are named from the request's count, not the group's target size (0)."""
-    stack = slice_stack(accelerator, {**FLEX_START, "tpu-sft:hfToken": TOKEN}, remove=("tpu-sft:reservation",),
-                        secret_keys=("tpu-sft:hfToken",))
+    stack = slice_stack(
+        accelerator,
+        {**FLEX_START, "tpu-sft:hfToken": TOKEN},
+        remove=("tpu-sft:reservation",),
+        secret_keys=("tpu-sft:hfToken",),
+    )
     declared = tasks(stack)
     group, request = stack.one(GROUP), stack.one(RESIZE_REQUEST)
     assert group.inputs["targetSize"] == 0 and request.inputs["resizeBy"] == hosts
@@ -145,8 +154,9 @@ def test_what_a_user_needs_to_reach_the_slice(slice_stack):
         "ssh -i ~/.ssh/google_compute_engine -o 'ProxyCommand=gcloud compute start-iap-tunnel tpu-sft-dev-01 22 "
         "--listen-on-stdin --zone=us-east5-b --project=my-tpu-project --verbosity=warning' tpu-sft@tpu-sft-dev-01"
     )
-    assert out["gcloudSshCommand"] == ("gcloud compute ssh tpu-sft@tpu-sft-dev-01 --zone=us-east5-b "
-                                       "--project=my-tpu-project --tunnel-through-iap")
+    assert out["gcloudSshCommand"] == (
+        "gcloud compute ssh tpu-sft@tpu-sft-dev-01 --zone=us-east5-b --project=my-tpu-project --tunnel-through-iap"
+    )
     # One host's measured bill is not the slice's: the whole slice's cost is the estimate's.
     assert "chipHoursUsed" not in out and "costUsd" not in out
     assert out["hourlyCostUsd"] == pytest.approx(16 * 2.70)
@@ -165,8 +175,10 @@ def test_the_single_vm_keeps_its_own_target(mock_stack):
 # (what changes from a v6e-16 stack, the phases whose recorded inputs change)
 SLICE_CHANGES = [
     ({"tpu-sft:acceleratorType": "v6e-32"}, set(PHASES)),  # more hosts in the target
-    ({"tpu-sft:instanceName": "tpu-sft-b", "tpu-sft:checkpointBucket": "my-tpu-project-tpu-sft-dev-runs"},
-     set(PHASES)),  # new host names
+    (
+        {"tpu-sft:instanceName": "tpu-sft-b", "tpu-sft:checkpointBucket": "my-tpu-project-tpu-sft-dev-runs"},
+        set(PHASES),
+    ),  # new host names
     ({"tpu-sft:steps": "2000"}, {"train", "export"}),
     ({"tpu-sft:bootDiskSizeGb": "300"}, set()),  # the template changes; no host is recreated by it
     ({"tpu-sft:maxRunHours": "2"}, set()),
@@ -182,10 +194,14 @@ def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, ch
     before, after = recorded_inputs(slice_stack()), recorded_inputs(slice_stack(overrides=change))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
     assert recorded == rerun
-    base = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
-            if k not in DISK_KEYS}
-    planned = {phase for phase, reruns, _ in plan(parse(base, stack="dev"), parse({**base, **change}, stack="dev"))
-               if reruns}
+    base = {
+        k: v
+        for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
+        if k not in DISK_KEYS
+    }
+    planned = {
+        phase for phase, reruns, _ in plan(parse(base, stack="dev"), parse({**base, **change}, stack="dev")) if reruns
+    }
     assert planned == recorded
 
 
@@ -194,8 +210,14 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
     from infra.settings import parse
 
     single = parse(dev_config, stack="dev")
-    sliced = parse({**{k: v for k, v in dev_config.items() if k not in DISK_KEYS},
-                    "tpu-sft:acceleratorType": "v6e-32", "tpu-sft:autostop": "off"}, stack="dev")
+    sliced = parse(
+        {
+            **{k: v for k, v in dev_config.items() if k not in DISK_KEYS},
+            "tpu-sft:acceleratorType": "v6e-32",
+            "tpu-sft:autostop": "off",
+        },
+        stack="dev",
+    )
     rows = plan(single, sliced)
     assert [(task, reruns) for task, reruns, _ in rows] == [(phase, True) for phase in PHASES]
     assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
@@ -204,12 +226,21 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
 
 # (base's overrides, head's overrides, the plan's reason, or None where only train and export re-run)
 FLEX_CHANGES = [
-    ({**FLEX_START, "tpu-sft:maxRunHours": "4"}, {**FLEX_START, "tpu-sft:maxRunHours": "8"},
-     "the slice is replaced: `tpu-sft:maxRunHours`: 4 → 8"),
-    ({"tpu-sft:provisioningModel": "SPOT"}, FLEX_START,
-     'the slice is replaced: `tpu-sft:provisioningModel`: "SPOT" → "FLEX_START"'),
-    (FLEX_START, {"tpu-sft:provisioningModel": "STANDARD"},
-     'the slice is replaced: `tpu-sft:provisioningModel`: "FLEX_START" → "STANDARD"'),
+    (
+        {**FLEX_START, "tpu-sft:maxRunHours": "4"},
+        {**FLEX_START, "tpu-sft:maxRunHours": "8"},
+        "the slice is replaced: `tpu-sft:maxRunHours`: 4 → 8",
+    ),
+    (
+        {"tpu-sft:provisioningModel": "SPOT"},
+        FLEX_START,
+        'the slice is replaced: `tpu-sft:provisioningModel`: "SPOT" → "FLEX_START"',
+    ),
+    (
+        FLEX_START,
+        {"tpu-sft:provisioningModel": "STANDARD"},
+        'the slice is replaced: `tpu-sft:provisioningModel`: "FLEX_START" → "STANDARD"',
+    ),
     (FLEX_START, {**FLEX_START, "tpu-sft:steps": "2000"}, None),
 ]
 
@@ -221,8 +252,11 @@ def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_con
     from infra.plan import plan
     from infra.settings import parse
 
-    common = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
-              if k not in (*DISK_KEYS, "tpu-sft:reservation")}
+    common = {
+        k: v
+        for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}.items()
+        if k not in (*DISK_KEYS, "tpu-sft:reservation")
+    }
     rows = plan(parse({**common, **base}, stack="dev"), parse({**common, **head}, stack="dev"))
     groups = [slice_stack(overrides=o, remove=("tpu-sft:reservation",)).one(GROUP) for o in (base, head)]
     replaced = groups[0].inputs.get("description") != groups[1].inputs.get("description")

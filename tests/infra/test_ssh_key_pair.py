@@ -18,8 +18,21 @@ def _machine(tmp_path, name: str, *, passphrase: str = ""):
     """A home with its own `gcloud compute ssh` key pair, as on a laptop or a fresh CI runner."""
     home = tmp_path / name
     (home / ".ssh").mkdir(parents=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", name,
-                    "-f", str(home / ".ssh/google_compute_engine")], check=True)
+    subprocess.run(
+        [
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            passphrase,
+            "-C",
+            name,
+            "-f",
+            str(home / ".ssh/google_compute_engine"),
+        ],
+        check=True,
+    )
     return home
 
 

@@ -12,12 +12,15 @@ from rehearsal.name_rules import NameRefused, refuse_invalid_labels
 INSTANCE = "gcp:compute/instance:Instance"
 
 
-@pytest.mark.parametrize(("stack", "label"), [
-    ("dev", "dev"),
-    ("Prod.v2", "prod_v2"),
-    ("Team_CI-42", "team_ci-42"),
-    ("s" * 100, "s" * 63),
-])
+@pytest.mark.parametrize(
+    ("stack", "label"),
+    [
+        ("dev", "dev"),
+        ("Prod.v2", "prod_v2"),
+        ("Team_CI-42", "team_ci-42"),
+        ("s" * 100, "s" * 63),
+    ],
+)
 def test_the_stack_label_is_derived_as_google_accepts_it(dev_config, stack, label):
     assert dict(settings.parse(dev_config, stack=stack).labels)["stack"] == label
     declared = run_program(dev_config, stack=stack)
@@ -25,20 +28,33 @@ def test_the_stack_label_is_derived_as_google_accepts_it(dev_config, stack, labe
     assert labelled and all(r.inputs["labels"]["stack"] == label for r in labelled)
 
 
-@pytest.mark.parametrize("labels", [
-    {"stack": "prod.v2"},
-    {"stack": "s" * 64},
-    {"Owner": "me"},
-    {"1owner": "me"},
-    {"": "me"},
-    {"k" * 64: "me"},
-    {f"k{i}": "v" for i in range(65)},
-])
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"stack": "prod.v2"},
+        {"stack": "s" * 64},
+        {"Owner": "me"},
+        {"1owner": "me"},
+        {"": "me"},
+        {"k" * 64: "me"},
+        {f"k{i}": "v" for i in range(65)},
+    ],
+)
 def test_the_mock_engine_refuses_labels_google_refuses(labels):
     with pytest.raises(NameRefused, match=r"^googleapi: Error 400: Invalid value for field 'resource.labels'"):
         refuse_invalid_labels(INSTANCE, {"name": "tpu-sft", "labels": labels})
 
 
 def test_the_mock_engine_accepts_the_labels_google_accepts():
-    refuse_invalid_labels(INSTANCE, {"labels": {"app": "tpu-sft", "stack": "s" * 63, "k" * 63: "", "owner": "é",
-                                                **{f"k{i}": "v" for i in range(60)}}})
+    refuse_invalid_labels(
+        INSTANCE,
+        {
+            "labels": {
+                "app": "tpu-sft",
+                "stack": "s" * 63,
+                "k" * 63: "",
+                "owner": "é",
+                **{f"k{i}": "v" for i in range(60)},
+            }
+        },
+    )

@@ -61,17 +61,35 @@ def test_scheduling_is_reservation_bound(vm):
     ("model", "reservation", "scheduling", "affinity"),
     [
         # A calendar-mode (future) reservation: the seed's --provisioning-model=RESERVATION_BOUND.
-        ("RESERVATION_BOUND", "my-v6e-reservation",
-         {"provisioningModel": "RESERVATION_BOUND", "onHostMaintenance": "TERMINATE",
-          "instanceTerminationAction": "DELETE"},
-         {"type": "SPECIFIC_RESERVATION",
-          "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]}}),
+        (
+            "RESERVATION_BOUND",
+            "my-v6e-reservation",
+            {
+                "provisioningModel": "RESERVATION_BOUND",
+                "onHostMaintenance": "TERMINATE",
+                "instanceTerminationAction": "DELETE",
+            },
+            {
+                "type": "SPECIFIC_RESERVATION",
+                "specificReservation": {
+                    "key": "compute.googleapis.com/reservation-name",
+                    "values": ["my-v6e-reservation"],
+                },
+            },
+        ),
         # An ordinary specific reservation: consumed by a STANDARD VM with SPECIFIC_RESERVATION affinity.
-        ("STANDARD", "projects/other-project/reservations/v6e-shared",
-         {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"},
-         {"type": "SPECIFIC_RESERVATION",
-          "specificReservation": {"key": "compute.googleapis.com/reservation-name",
-                                  "values": ["projects/other-project/reservations/v6e-shared"]}}),
+        (
+            "STANDARD",
+            "projects/other-project/reservations/v6e-shared",
+            {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"},
+            {
+                "type": "SPECIFIC_RESERVATION",
+                "specificReservation": {
+                    "key": "compute.googleapis.com/reservation-name",
+                    "values": ["projects/other-project/reservations/v6e-shared"],
+                },
+            },
+        ),
         ("STANDARD", None, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}, None),
     ],
 )
@@ -127,17 +145,35 @@ def test_startup_script_mounts_the_data_disk(vm):
 @pytest.mark.parametrize(
     ("model", "extra", "expected"),
     [
-        ("SPOT", {}, {"provisioningModel": "SPOT", "onHostMaintenance": "TERMINATE",
-                      "instanceTerminationAction": "DELETE", "automaticRestart": False, "preemptible": True}),
-        ("FLEX_START", {"tpu-sft:maxRunHours": "4", "tpu-sft:autostop": "delete"},  # a flex-start VM cannot stop
-         {"provisioningModel": "FLEX_START", "onHostMaintenance": "TERMINATE", "instanceTerminationAction": "DELETE",
-          "automaticRestart": False, "maxRunDuration": {"seconds": 14400}}),
+        (
+            "SPOT",
+            {},
+            {
+                "provisioningModel": "SPOT",
+                "onHostMaintenance": "TERMINATE",
+                "instanceTerminationAction": "DELETE",
+                "automaticRestart": False,
+                "preemptible": True,
+            },
+        ),
+        (
+            "FLEX_START",
+            {"tpu-sft:maxRunHours": "4", "tpu-sft:autostop": "delete"},  # a flex-start VM cannot stop
+            {
+                "provisioningModel": "FLEX_START",
+                "onHostMaintenance": "TERMINATE",
+                "instanceTerminationAction": "DELETE",
+                "automaticRestart": False,
+                "maxRunDuration": {"seconds": 14400},
+            },
+        ),
         ("STANDARD", {}, {"provisioningModel": "STANDARD", "onHostMaintenance": "TERMINATE"}),
     ],
 )
 def test_other_provisioning_models(mock_stack, model, extra, expected):
-    stack = mock_stack({"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", **extra},
-                       remove=("tpu-sft:reservation",))
+    stack = mock_stack(
+        {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", **extra}, remove=("tpu-sft:reservation",)
+    )
     vm = stack.one(INSTANCE)
     assert vm.inputs["scheduling"] == expected
     assert "reservationAffinity" not in vm.inputs
@@ -150,8 +186,9 @@ def test_run_duration_cap(mock_stack):
 
 def test_a_capped_standard_vm_is_deleted_at_the_cap(mock_stack):
     """Only a cap ends a STANDARD VM; it must then be deleted, not stopped (a stopped VM keeps its disks)."""
-    stack = mock_stack({"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2"},
-                       remove=("tpu-sft:reservation",))
+    stack = mock_stack(
+        {"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2"}, remove=("tpu-sft:reservation",)
+    )
     scheduling = stack.one(INSTANCE).inputs["scheduling"]
     assert (scheduling["instanceTerminationAction"], scheduling["maxRunDuration"]) == ("DELETE", {"seconds": 7200})
 

@@ -61,7 +61,10 @@ def test_every_rule_becomes_a_policy_with_its_level_and_schema():
     assert policies["run-duration-capped"].enforcement_level is EnforcementLevel.ADVISORY
     assert isinstance(policies["no-external-ip-behind-iap"], pulumi_policy.StackValidationPolicy)
     assert policies["billable-resources-labelled"].config_schema.properties["requiredLabels"]["default"] == [
-        "app", "stack", "owner", "cost-center",
+        "app",
+        "stack",
+        "owner",
+        "cost-center",
     ]
     assert policies["ssh-not-open-to-internet"].config_schema is None
 

@@ -5,8 +5,10 @@ from policy.model import Resource
 
 
 def _declared(stack):
-    return [Resource(r.type, r.name, r.inputs, protect=r.protect,
-                     retain_on_delete=r.retain_on_delete) for r in stack.resources]
+    return [
+        Resource(r.type, r.name, r.inputs, protect=r.protect, retain_on_delete=r.retain_on_delete)
+        for r in stack.resources
+    ]
 
 
 def test_dev_stack_passes_mandatory_rules(mock_stack, dev_config):

@@ -21,8 +21,10 @@ def rule(*, ranges=(IAP,), allows=({"protocol": "tcp", "ports": ["22"]},), **ext
         pytest.param(rule(ranges=["0.0.0.0/0"], direction="EGRESS"), id="egress-rule"),
         pytest.param(rule(ranges=["0.0.0.0/0"], disabled=True), id="disabled-rule"),
         pytest.param(rule(ranges=["not-a-cidr"]), id="malformed-range-is-not-the-world"),
-        pytest.param({"sourceRanges": ["0.0.0.0/0"], "denies": [{"protocol": "all"}], "targetTags": ["tpu-sft"]},
-                     id="deny-all-from-world-as-declared"),
+        pytest.param(
+            {"sourceRanges": ["0.0.0.0/0"], "denies": [{"protocol": "all"}], "targetTags": ["tpu-sft"]},
+            id="deny-all-from-world-as-declared",
+        ),
     ],
 )
 def test_passes(props):
@@ -37,11 +39,15 @@ def test_passes(props):
         pytest.param(rule(ranges=[IAP, "0.0.0.0/0"]), "SSH (tcp:22)", "0.0.0.0/0", id="world-beside-iap"),
         pytest.param(
             rule(ranges=["0.0.0.0/0"], allows=[{"protocol": "tcp", "ports": ["20-30"]}]),
-            "SSH (tcp:22)", "0.0.0.0/0", id="port-range-covering-22",
+            "SSH (tcp:22)",
+            "0.0.0.0/0",
+            id="port-range-covering-22",
         ),
         pytest.param(
             rule(ranges=["0.0.0.0/0"], allows=[{"protocol": "6", "ports": ["22"]}]),
-            "SSH (tcp:22)", "0.0.0.0/0", id="tcp-by-protocol-number",
+            "SSH (tcp:22)",
+            "0.0.0.0/0",
+            id="tcp-by-protocol-number",
         ),
         pytest.param(
             rule(ranges=["0.0.0.0/0"], allows=[{"protocol": "tcp"}]), "every tcp port", "0.0.0.0/0", id="all-tcp-ports"
@@ -51,7 +57,9 @@ def test_passes(props):
         ),
         pytest.param(
             rule(ranges=["0.0.0.0/0"], allows=[{"protocol": "all"}]),
-            "every protocol and port", "0.0.0.0/0", id="everything",
+            "every protocol and port",
+            "0.0.0.0/0",
+            id="everything",
         ),
     ],
 )

@@ -41,15 +41,18 @@ class TestReservation:
             pytest.param({"type": "ANY_RESERVATION"}, "affinity is ANY_RESERVATION", id="any-reservation"),
             pytest.param(
                 {"type": "SPECIFIC_RESERVATION", "specificReservation": {"key": "other", "values": ["r"]}},
-                f"key is not {KEY}", id="wrong-key",
+                f"key is not {KEY}",
+                id="wrong-key",
             ),
             pytest.param(
                 {"type": "SPECIFIC_RESERVATION", "specificReservation": {"key": KEY, "values": []}},
-                "names no reservation", id="no-values",
+                "names no reservation",
+                id="no-values",
             ),
             pytest.param(
                 {"type": "SPECIFIC_RESERVATION", "specificReservation": {"key": KEY, "values": [""]}},
-                "names no reservation", id="empty-name",
+                "names no reservation",
+                id="empty-name",
             ),
         ],
     )

@@ -24,7 +24,11 @@ def analyzer():
     # The same command the engine's pulumi-analyzer-policy-python shim runs, from the pack's folder.
     process = subprocess.Popen(
         [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
-        cwd=ROOT / "policy", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT / "policy",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     first_line: list[str] = []
     reader = threading.Thread(target=lambda: first_line.append(process.stdout.readline()), daemon=True)
@@ -45,7 +49,10 @@ def analyze(stub, type_, props):
     properties = struct_pb2.Struct()
     properties.update(props)
     request = analyzer_pb2.AnalyzeRequest(
-        type=type_, properties=properties, urn=f"urn:pulumi:dev::tpu-sft::{type_}::res", name="res",
+        type=type_,
+        properties=properties,
+        urn=f"urn:pulumi:dev::tpu-sft::{type_}::res",
+        name="res",
         options=analyzer_pb2.AnalyzerResourceOptions(),
     )
     return [(d.policyName, d.message) for d in stub.Analyze(request, timeout=30).diagnostics]
@@ -55,8 +62,13 @@ def test_the_pack_declares_its_policies(analyzer):
     info = analyzer.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
     assert info.name == "tpu-sft"
     assert {p.name for p in info.policies} == {
-        "ssh-not-open-to-internet", "reservation-bound-has-reservation", "billable-resources-labelled",
-        "data-disk-survives-replace", "boot-disk-fits-maxtext", "run-duration-capped", "no-external-ip-behind-iap",
+        "ssh-not-open-to-internet",
+        "reservation-bound-has-reservation",
+        "billable-resources-labelled",
+        "data-disk-survives-replace",
+        "boot-disk-fits-maxtext",
+        "run-duration-capped",
+        "no-external-ip-behind-iap",
         "slice-hosts-stay-ended",
     }
 

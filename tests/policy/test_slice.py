@@ -13,8 +13,10 @@ SLICE = {"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:autostop": "off"}
 
 
 def _declared(stack):
-    return [Resource(r.type, r.name, r.inputs, protect=r.protect, retain_on_delete=r.retain_on_delete)
-            for r in stack.resources]
+    return [
+        Resource(r.type, r.name, r.inputs, protect=r.protect, retain_on_delete=r.retain_on_delete)
+        for r in stack.resources
+    ]
 
 
 @pytest.fixture
@@ -24,6 +26,7 @@ def slice_resources(mock_stack, dev_config):
         stack = mock_stack(config, remove=(*DISK_KEYS, *remove))
         stack_config = {k: v for k, v in {**dev_config, **config}.items() if k not in (*DISK_KEYS, *remove)}
         return _declared(stack), stack_config
+
     return run_slice
 
 
@@ -37,7 +40,8 @@ def test_the_declared_slice_passes_every_mandatory_rule(slice_resources):
 
 def test_rules_see_a_broken_slice(slice_resources):
     resources, stack_config = slice_resources(
-        {"tpu-sft:bootDiskSizeGb": "150", "tpu-sft:maxRunHours": "off", "tpu-sft:labels": '{"owner": "me"}'})
+        {"tpu-sft:bootDiskSizeGb": "150", "tpu-sft:maxRunHours": "off", "tpu-sft:labels": '{"owner": "me"}'}
+    )
     found = {(v.policy, v.level, v.resource) for v in check_stack(resources, stack_config=stack_config)}
     assert found == {
         ("boot-disk-fits-maxtext", MANDATORY, "tpu-sft-dev-template"),
@@ -57,13 +61,15 @@ def test_a_flex_start_slice_passes_as_the_others_do(slice_resources):
     assert "gcp:compute/resizeRequest:ResizeRequest" in {r.type for r in resources}
     found = check_stack(resources, stack_config=stack_config)
     assert [(v.policy, v.level, v.resource) for v in found] == [
-        ("no-external-ip-behind-iap", ADVISORY, "tpu-sft-dev-template")]
+        ("no-external-ip-behind-iap", ADVISORY, "tpu-sft-dev-template")
+    ]
 
 
 def test_rules_still_see_a_broken_flex_start_slice(slice_resources):
     resources, stack_config = slice_resources(
         {**FLEX_START, "tpu-sft:bootDiskSizeGb": "150", "tpu-sft:labels": '{"owner": "me"}'},
-        remove=("tpu-sft:reservation",))
+        remove=("tpu-sft:reservation",),
+    )
     found = {(v.policy, v.level, v.resource) for v in check_stack(resources, stack_config=stack_config)}
     assert found == {
         ("boot-disk-fits-maxtext", MANDATORY, "tpu-sft-dev-template"),
@@ -85,32 +91,41 @@ TEMPLATE = {
     "machineType": "ct6e-standard-4t",
     "disks": [{"boot": True, "diskSizeGb": 200, "sourceImage": "img"}],
     "scheduling": {"provisioningModel": "RESERVATION_BOUND", "maxRunDuration": {"seconds": 3600}},
-    "reservationAffinity": {"type": "SPECIFIC_RESERVATION",
-                            "specificReservation": {"key": "compute.googleapis.com/reservation-name",
-                                                    "values": ["r"]}},
+    "reservationAffinity": {
+        "type": "SPECIFIC_RESERVATION",
+        "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["r"]},
+    },
     "labels": {"app": "tpu-sft", "stack": "dev", "owner": "o", "cost-center": "c"},
 }
 
 
-@pytest.mark.parametrize(("change", "policy"), [
-    ({"reservationAffinity": None}, "reservation-bound-has-reservation"),
-    ({"disks": [{"boot": True, "diskSizeGb": 100}]}, "boot-disk-fits-maxtext"),
-    ({"disks": [{"boot": False, "diskSizeGb": 500}]}, "boot-disk-fits-maxtext"),  # no boot disk: the image's 10 GB
-    ({"labels": {"app": "tpu-sft"}}, "billable-resources-labelled"),
-    ({"scheduling": {"provisioningModel": "SPOT"}, "reservationAffinity": None}, "run-duration-capped"),
-    ({"scheduling": {"provisioningModel": "FLEX_START"}, "reservationAffinity": {"type": "NO_RESERVATION"}},
-     "run-duration-capped"),
-])
+@pytest.mark.parametrize(
+    ("change", "policy"),
+    [
+        ({"reservationAffinity": None}, "reservation-bound-has-reservation"),
+        ({"disks": [{"boot": True, "diskSizeGb": 100}]}, "boot-disk-fits-maxtext"),
+        ({"disks": [{"boot": False, "diskSizeGb": 500}]}, "boot-disk-fits-maxtext"),  # no boot disk: the image's 10 GB
+        ({"labels": {"app": "tpu-sft"}}, "billable-resources-labelled"),
+        ({"scheduling": {"provisioningModel": "SPOT"}, "reservationAffinity": None}, "run-duration-capped"),
+        (
+            {"scheduling": {"provisioningModel": "FLEX_START"}, "reservationAffinity": {"type": "NO_RESERVATION"}},
+            "run-duration-capped",
+        ),
+    ],
+)
 def test_each_host_rule_reads_the_template(change, policy):
     assert [v.policy for v in check_resource(INSTANCE_TEMPLATE, {**TEMPLATE, **change}, name="t")] == [policy]
     assert check_resource(INSTANCE_TEMPLATE, TEMPLATE, name="t") == []
 
 
-@pytest.mark.parametrize(("props", "found"), [
-    ({"instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"}}, []),
-    ({"instanceLifecyclePolicy": {"defaultActionOnFailure": "REPAIR"}}, ["slice-hosts-stay-ended"]),
-    ({}, ["slice-hosts-stay-ended"]),  # REPAIR is the API's default
-])
+@pytest.mark.parametrize(
+    ("props", "found"),
+    [
+        ({"instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"}}, []),
+        ({"instanceLifecyclePolicy": {"defaultActionOnFailure": "REPAIR"}}, ["slice-hosts-stay-ended"]),
+        ({}, ["slice-hosts-stay-ended"]),  # REPAIR is the API's default
+    ],
+)
 def test_a_mig_must_not_recreate_ended_hosts(props, found):
     violations = check_resource(INSTANCE_GROUP_MANAGER, props, name="tpu-sft-dev")
     assert [v.policy for v in violations] == found

@@ -15,19 +15,28 @@ from rehearsal.dir_lock import DirectoryUnusable, exclusive
 pytestmark = pytest.mark.maxtext  # the rehearsal refuses to start without .maxtext-venv, before taking the lock
 
 REPO = Path(__file__).resolve().parents[2]
-HOLD = "import sys, time; from pathlib import Path; from rehearsal.dir_lock import exclusive\n" \
-       "with exclusive(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)"
+HOLD = (
+    "import sys, time; from pathlib import Path; from rehearsal.dir_lock import exclusive\n"
+    "with exclusive(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(120)"
+)
 
 
 def test_a_second_rehearsal_in_the_same_directory_stops_with_one_line(tmp_path):
     directory = tmp_path / "rehearsal"
     with exclusive(directory):
-        done = subprocess.run([sys.executable, "-m", "rehearsal", "--dir", str(directory)], capture_output=True,
-                              text=True, cwd=REPO, timeout=120, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [sys.executable, "-m", "rehearsal", "--dir", str(directory)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
     assert done.returncode == 3
     assert done.stderr.strip().splitlines() == [
         f"error: another rehearsal (pid {os.getpid()}) is running in {directory}; wait for it to end, "
-        "or give this one another --dir"]
+        "or give this one another --dir"
+    ]
     assert not (directory / "vm").exists()  # no sshd, no keys
 
 

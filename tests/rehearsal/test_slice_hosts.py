@@ -20,9 +20,24 @@ JOB_MARK, KILLED_RUN_MARK = f"{os.getpid()}.31", f"{os.getpid()}.27"
 
 def ssh(hosts: SliceHosts, address: str, command: str) -> str:
     return subprocess.run(
-        ["ssh", "-i", str(hosts.user_key.private), "-o", f"UserKnownHostsFile={hosts.known_hosts}", "-o",
-         "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", f"{REMOTE_USER}@{address}", command],
-        capture_output=True, text=True, check=True, timeout=30).stdout
+        [
+            "ssh",
+            "-i",
+            str(hosts.user_key.private),
+            "-o",
+            f"UserKnownHostsFile={hosts.known_hosts}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            f"{REMOTE_USER}@{address}",
+            command,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
 
 
 def marked(marker: str) -> list[int]:
@@ -42,8 +57,12 @@ def test_each_host_has_its_own_home_and_hostname_and_stop_ends_its_jobs(testbed,
     with SliceHosts(testbed / "own-homes", 3, REMOTE_USER, user_key) as hosts:
         assert len(set(hosts.addresses)) == 3
         for host in hosts.hosts:
-            said = ssh(hosts, host.address, f'hostname; echo "$HOME"; echo {JOB_MARK} > "$HOME/note"; '
-                                            f'setsid nohup sleep {JOB_MARK} </dev/null >/dev/null 2>&1 &')
+            said = ssh(
+                hosts,
+                host.address,
+                f'hostname; echo "$HOME"; echo {JOB_MARK} > "$HOME/note"; '
+                f"setsid nohup sleep {JOB_MARK} </dev/null >/dev/null 2>&1 &",
+            )
             assert said.split() == [f"worker-{host.worker_id}", remote_user.pw_dir]
         for host in hosts.hosts:
             assert sorted(p.name for p in host.home.iterdir()) == ["note"]  # its own only
@@ -70,10 +89,24 @@ def test_a_killed_run_leaves_nothing_running_and_the_next_run_starts(testbed, us
     assert proc.stdout is not None
     first = proc.stdout.readline().split()
     for address in first:  # its host keys die with it: nothing to pin them against
-        subprocess.run(["ssh", "-i", str(user_key.private), "-o", "BatchMode=yes", "-o",
-                        "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", f"{REMOTE_USER}@{address}",
-                        f"echo kept > note; setsid nohup sleep {KILLED_RUN_MARK} </dev/null >/dev/null 2>&1 &"],
-                       check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [
+                "ssh",
+                "-i",
+                str(user_key.private),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "StrictHostKeyChecking=no",
+                "-o",
+                "UserKnownHostsFile=/dev/null",
+                f"{REMOTE_USER}@{address}",
+                f"echo kept > note; setsid nohup sleep {KILLED_RUN_MARK} </dev/null >/dev/null 2>&1 &",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     assert len(marked(KILLED_RUN_MARK)) == 2
     proc.send_signal(signal.SIGKILL)
     proc.wait()

@@ -16,8 +16,9 @@ VM = "serviceAccount:123456789012-compute@developer.gserviceaccount.com"
 BUCKET = "ckpts"
 
 
-def call(url: str, method: str = "GET", data: bytes | None = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict, dict]:
+def call(
+    url: str, method: str = "GET", data: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict, dict]:
     """Status, headers, and the body when it is JSON."""
     request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
@@ -42,30 +43,47 @@ def roles(*names: str) -> dict:
 
 
 def upload(iam: StorageIam, name: str, data: bytes, member: str = VM) -> tuple[int, dict, dict]:
-    return call(f"{iam.url(member)}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={name}", "POST", data,
-                {"Content-Type": "application/octet-stream"})
+    return call(
+        f"{iam.url(member)}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={name}",
+        "POST",
+        data,
+        {"Content-Type": "application/octet-stream"},
+    )
 
 
 def test_the_program_grants_the_vm_object_user_and_legacy_bucket_reader_on_its_bucket(mock_stack):
     declared = DeclaredStorage.of(mock_stack())
     assert declared.host == VM
-    assert declared.grants == {VM: {declared.bucket: PREDEFINED_ROLES["roles/storage.objectUser"]
-                                    | PREDEFINED_ROLES["roles/storage.legacyBucketReader"]}}
+    assert declared.grants == {
+        VM: {
+            declared.bucket: PREDEFINED_ROLES["roles/storage.objectUser"]
+            | PREDEFINED_ROLES["roles/storage.legacyBucketReader"]
+        }
+    }
     # What objectUser lacks and the resume needs (orbax's bucket lookup), and nothing of bucket or IAM admin.
     assert "storage.buckets.get" in declared.grants[VM][declared.bucket]
-    assert not {"storage.buckets.update", "storage.buckets.setIamPolicy", "storage.buckets.delete"} \
+    assert (
+        not {"storage.buckets.update", "storage.buckets.setIamPolicy", "storage.buckets.delete"}
         & declared.grants[VM][declared.bucket]
+    )
 
 
 def test_a_missing_permission_is_a_403_in_googles_shape_naming_the_account_and_permission(storage):
     storage.grants = roles("roles/storage.objectUser")
     status, headers, body = call(f"{storage.url(VM)}/storage/v1/b/{BUCKET}?projection=noAcl")
-    message = ("123456789012-compute@developer.gserviceaccount.com does not have storage.buckets.get access to the "
-               "Google Cloud Storage bucket. Permission 'storage.buckets.get' denied on resource (or it may not "
-               "exist).")
+    message = (
+        "123456789012-compute@developer.gserviceaccount.com does not have storage.buckets.get access to the "
+        "Google Cloud Storage bucket. Permission 'storage.buckets.get' denied on resource (or it may not "
+        "exist)."
+    )
     assert status == 403 and headers["Content-Type"].startswith("application/json")
-    assert body == {"error": {"code": 403, "message": message,
-                              "errors": [{"message": message, "domain": "global", "reason": "forbidden"}]}}
+    assert body == {
+        "error": {
+            "code": 403,
+            "message": message,
+            "errors": [{"message": message, "domain": "global", "reason": "forbidden"}],
+        }
+    }
     storage.grants = roles("roles/storage.objectUser", "roles/storage.legacyBucketReader")
     assert call(f"{storage.url(VM)}/storage/v1/b/{BUCKET}?projection=noAcl")[0] == 200
 
@@ -77,7 +95,8 @@ def test_identity_is_the_endpoint_another_account_has_nothing(storage):
     status, _, body = call(f"{storage.url(other)}/storage/v1/b/{BUCKET}/o/a")
     assert status == 403 and body["error"]["message"].startswith(
         "someone@else.iam.gserviceaccount.com does not have storage.objects.get access to the Google Cloud Storage "
-        "object.")
+        "object."
+    )
 
 
 def test_replacing_an_object_needs_delete_as_well_as_create(storage):
@@ -95,10 +114,10 @@ def test_each_part_of_a_batch_is_checked(storage):
     storage.grants = roles("roles/storage.objectUser")
     upload(storage, "a", b"1")
     storage.grants = roles("roles/storage.objectViewer")
-    batch = (b"--b\r\nContent-Type: application/http\r\n\r\nDELETE /storage/v1/b/ckpts/o/a HTTP/1.1\r\n\r\n\r\n"
-             b"--b--\r\n")
-    status, _, body = call(f"{storage.url(VM)}/batch/storage/v1", "POST", batch,
-                           {"Content-Type": "multipart/mixed; boundary=b"})
+    batch = b"--b\r\nContent-Type: application/http\r\n\r\nDELETE /storage/v1/b/ckpts/o/a HTTP/1.1\r\n\r\n\r\n--b--\r\n"
+    status, _, body = call(
+        f"{storage.url(VM)}/batch/storage/v1", "POST", batch, {"Content-Type": "multipart/mixed; boundary=b"}
+    )
     assert status == 403 and "does not have storage.objects.delete access" in body["error"]["message"]
     assert storage.emulator.objects() == {"a": 1}
 
@@ -113,9 +132,12 @@ def test_a_request_the_map_does_not_cover_is_refused_not_passed(storage):
 def test_a_resumable_upload_goes_through_the_callers_endpoint(storage):
     storage.grants = roles("roles/storage.objectUser")
     endpoint = storage.url(VM)
-    request = urllib.request.Request(f"{endpoint}/upload/storage/v1/b/{BUCKET}/o?uploadType=resumable", method="POST",
-                                     data=json.dumps({"name": "big"}).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{endpoint}/upload/storage/v1/b/{BUCKET}/o?uploadType=resumable",
+        method="POST",
+        data=json.dumps({"name": "big"}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         session = response.headers["Location"]
     assert session.startswith(endpoint)  # the emulator built it from the caller's Host: it comes back through here
@@ -128,23 +150,35 @@ def declared(type_: str, **inputs) -> Declared:
 
 
 def test_what_the_stand_in_cannot_evaluate_it_refuses_to_guess():
-    conditional = declared("gcp:storage/bucketIAMMember:BucketIAMMember", bucket=BUCKET, member=VM,
-                           role="roles/storage.objectUser", condition={"expression": "true", "title": "t"})
+    conditional = declared(
+        "gcp:storage/bucketIAMMember:BucketIAMMember",
+        bucket=BUCKET,
+        member=VM,
+        role="roles/storage.objectUser",
+        condition={"expression": "true", "title": "t"},
+    )
     with pytest.raises(NotModelled, match="IAM condition"):
         grants_of(Stack([conditional]))
-    legacy_on_project = declared("gcp:projects/iAMMember:IAMMember", project="p", member=VM,
-                                 role="roles/storage.legacyBucketReader")
+    legacy_on_project = declared(
+        "gcp:projects/iAMMember:IAMMember", project="p", member=VM, role="roles/storage.legacyBucketReader"
+    )
     with pytest.raises(NotModelled, match="legacy roles on buckets only"):
         grants_of(Stack([legacy_on_project]))
-    unknown = declared("gcp:storage/bucketIAMMember:BucketIAMMember", bucket=BUCKET, member=VM,
-                       role="roles/storage.admin")
+    unknown = declared(
+        "gcp:storage/bucketIAMMember:BucketIAMMember", bucket=BUCKET, member=VM, role="roles/storage.admin"
+    )
     with pytest.raises(NotModelled, match="not in rehearsal/storage_roles.py"):
         grants_of(Stack([unknown]))
 
 
 def test_a_custom_role_grants_its_declared_storage_permissions():
-    role = declared("gcp:projects/iAMCustomRole:IAMCustomRole", project="p", roleId="ckptReader",
-                    permissions=["storage.buckets.get", "compute.instances.stop"])
-    binding = declared("gcp:storage/bucketIAMMember:BucketIAMMember", bucket=BUCKET, member=VM,
-                       role="projects/p/roles/ckptReader")
+    role = declared(
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        project="p",
+        roleId="ckptReader",
+        permissions=["storage.buckets.get", "compute.instances.stop"],
+    )
+    binding = declared(
+        "gcp:storage/bucketIAMMember:BucketIAMMember", bucket=BUCKET, member=VM, role="projects/p/roles/ckptReader"
+    )
     assert grants_of(Stack([role, binding])) == {VM: {BUCKET: frozenset({"storage.buckets.get"})}}

@@ -60,8 +60,12 @@ CASES = [
     c("connect-timeout-negative", "status j", "target.connect_timeout", target={"connect_timeout": -1}),
     c("connect-timeout-zero", "status j", "target.connect_timeout", target={"connect_timeout": 0}),
     c("connect-timeout-string", "status j", "target.connect_timeout", target={"connect_timeout": "10"}),
-    c("command-timeout-nan", "status j", "target.command_timeout",
-      target='{"host": "127.0.0.1", "user": "t", "key_path": "k", "known_hosts": "h", "command_timeout": NaN}'),
+    c(
+        "command-timeout-nan",
+        "status j",
+        "target.command_timeout",
+        target='{"host": "127.0.0.1", "user": "t", "key_path": "k", "known_hosts": "h", "command_timeout": NaN}',
+    ),
     c("keepalive-zero", "status j", "target.keepalive_s", target={"keepalive_s": 0}),
     c("keepalive-float", "status j", "target.keepalive_s", target={"keepalive_s": 1.5}),
     c("workers-string", "status j", "target.workers", target={"workers": "a,b"}),
@@ -150,18 +154,48 @@ CASES = [
     c("phase-settings-not-json", "phase train", "is not valid JSON", env={"TPU_SFT_PIPELINE": "{steps"}),
     c("phase-settings-steps-newline", "phase train", "tpu-sft:steps", env={"TPU_SFT_PIPELINE": '{"steps": "5\\n"}'}),
     c("phase-run-name-newline", "phase train", "tpu-sft:runName", env={"TPU_SFT_PIPELINE": '{"runName": "a\\n"}'}),
-    c("phase-profile-spec-steps-number", "phase bootstrap", "steps must be a non-empty list", env=PHASE_ENV,
-      target={"profile": {"bootstrap": {"steps": 5}}}),
-    c("phase-profile-spec-env-string", "phase train", "env must be an object", env=PHASE_ENV,
-      target={"profile": {"bootstrap": {"steps": [{"name": "a", "command": "true"}], "env": "x"}}}),
-    c("phase-profile-scratch-relative", "phase train", "target.profile.scratch_dir", env=PHASE_ENV,
-      target={"profile": {"scratch_dir": "w"}}),
-    c("phase-profile-kept-dir-newline", "phase train", "target.profile.kept_dir", env=PHASE_ENV,
-      target={"profile": {"kept_dir": "/o\n"}}),
-    c("phase-profile-list", "phase train", "target.profile: [] is not a host profile", env=PHASE_ENV,
-      target={"profile": []}),
-    c("phase-host-does-not-resolve", "phase train", "does not resolve", env=PHASE_ENV,
-      target={"host": "no-such-host.invalid"}),
+    c(
+        "phase-profile-spec-steps-number",
+        "phase bootstrap",
+        "steps must be a non-empty list",
+        env=PHASE_ENV,
+        target={"profile": {"bootstrap": {"steps": 5}}},
+    ),
+    c(
+        "phase-profile-spec-env-string",
+        "phase train",
+        "env must be an object",
+        env=PHASE_ENV,
+        target={"profile": {"bootstrap": {"steps": [{"name": "a", "command": "true"}], "env": "x"}}},
+    ),
+    c(
+        "phase-profile-scratch-relative",
+        "phase train",
+        "target.profile.scratch_dir",
+        env=PHASE_ENV,
+        target={"profile": {"scratch_dir": "w"}},
+    ),
+    c(
+        "phase-profile-kept-dir-newline",
+        "phase train",
+        "target.profile.kept_dir",
+        env=PHASE_ENV,
+        target={"profile": {"kept_dir": "/o\n"}},
+    ),
+    c(
+        "phase-profile-list",
+        "phase train",
+        "target.profile: [] is not a host profile",
+        env=PHASE_ENV,
+        target={"profile": []},
+    ),
+    c(
+        "phase-host-does-not-resolve",
+        "phase train",
+        "does not resolve",
+        env=PHASE_ENV,
+        target={"host": "no-such-host.invalid"},
+    ),
     # the command line itself
     c("no-verb", "", "the following arguments are required: VERB"),
     c("unknown-verb", "deploy", "invalid choice: 'deploy'"),
@@ -201,8 +235,15 @@ def _write_inputs(tmp: Path) -> None:
 
 
 def _run(case: Case, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
-    good = {"host": "127.0.0.1", "port": 1, "user": "tester", "key_path": f"{tmp}/key",
-            "known_hosts": f"{tmp}/known_hosts", "connect_timeout": 1, "command_timeout": 2}
+    good = {
+        "host": "127.0.0.1",
+        "port": 1,
+        "user": "tester",
+        "key_path": f"{tmp}/key",
+        "known_hosts": f"{tmp}/known_hosts",
+        "connect_timeout": 1,
+        "command_timeout": 2,
+    }
     if isinstance(case.target, str):
         target = case.target
     else:
@@ -214,8 +255,14 @@ def _run(case: Case, tmp: Path) -> tuple[subprocess.CompletedProcess, float]:
     argv = [a.replace("{tmp}", str(tmp)) for a in case.argv]
     started = time.monotonic()
     try:
-        done = subprocess.run([sys.executable, "-m", "remote", *argv], input=case.stdin, capture_output=True,
-                              env=env, cwd=REPO, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "remote", *argv],
+            input=case.stdin,
+            capture_output=True,
+            env=env,
+            cwd=REPO,
+            timeout=60,
+        )
     except subprocess.TimeoutExpired as e:  # that case fails, the others still run
         done = subprocess.CompletedProcess(e.cmd, -1, b"", b"(still running after 60 s)")
     return done, time.monotonic() - started

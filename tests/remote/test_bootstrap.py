@@ -22,31 +22,50 @@ from tests.ssh_testbed import wait_until
 from workload.core.config import PipelineConfig
 
 UV = str(Path(sys.executable).parent / "uv")
-HOLD = ('if [ ! -e "$COUNTS/held-once" ]; then : > "$COUNTS/held-once"; echo $$ > "$COUNTS/step.pid"; '
-        "sleep 60; fi; ")
+HOLD = 'if [ ! -e "$COUNTS/held-once" ]; then : > "$COUNTS/held-once"; echo $$ > "$COUNTS/step.pid"; sleep 60; fi; '
 
 
 def six_spec(scratch: Path, six: str = "1.16.0", hold: bool = False) -> BootstrapSpec:
-    env = {"COUNTS": str(scratch / "counts"), "VENV": str(scratch / "venv"), "UV": UV, "UV_PYTHON_DOWNLOADS": "never",
-           # The host is this machine: reach PyPI the way this machine does (e.g. through a TLS-inspecting proxy).
-           **{k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY",
-                                         "https_proxy") if k in os.environ}}
-    return BootstrapSpec((
-        Step("packages", 'mkdir -p "$COUNTS" && echo x >> "$COUNTS/packages"'),
-        Step("venv", 'echo x >> "$COUNTS/venv" && "$UV" venv --quiet --python python3 --allow-existing "$VENV"'),
-        Step("install", 'echo x >> "$COUNTS/install" && ' + (HOLD if hold else "")
-             + f'"$UV" pip install --quiet --python "$VENV/bin/python" six=={six}'),
-    ), env)
+    env = {
+        "COUNTS": str(scratch / "counts"),
+        "VENV": str(scratch / "venv"),
+        "UV": UV,
+        "UV_PYTHON_DOWNLOADS": "never",
+        # The host is this machine: reach PyPI the way this machine does (e.g. through a TLS-inspecting proxy).
+        **{
+            k: os.environ[k] for k in ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy") if k in os.environ
+        },
+    }
+    return BootstrapSpec(
+        (
+            Step("packages", 'mkdir -p "$COUNTS" && echo x >> "$COUNTS/packages"'),
+            Step("venv", 'echo x >> "$COUNTS/venv" && "$UV" venv --quiet --python python3 --allow-existing "$VENV"'),
+            Step(
+                "install",
+                'echo x >> "$COUNTS/install" && '
+                + (HOLD if hold else "")
+                + f'"$UV" pip install --quiet --python "$VENV/bin/python" six=={six}',
+            ),
+        ),
+        env,
+    )
 
 
 def counts(scratch: Path) -> dict[str, int]:
-    return {p.name: len(p.read_text().splitlines()) for p in (scratch / "counts").iterdir()
-            if p.name in ("packages", "venv", "install")}
+    return {
+        p.name: len(p.read_text().splitlines())
+        for p in (scratch / "counts").iterdir()
+        if p.name in ("packages", "venv", "install")
+    }
 
 
 def six_version(scratch: Path) -> str:
-    return subprocess.run([scratch / "venv/bin/python", "-c", "import six; print(six.__version__)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [scratch / "venv/bin/python", "-c", "import six; print(six.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def test_second_run_installs_nothing_in_one_round_trip(target, scratch, channels):
@@ -79,10 +98,17 @@ def test_interrupted_bootstrap_resumes_cleanly(target, scratch):
     spec_file.write_text(spec.to_json())
     client = subprocess.Popen(
         [sys.executable, "-m", "remote", "bootstrap", "--spec", str(spec_file)],
-        env={**os.environ, "TPU_SFT_TARGET": target.to_json()}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TPU_SFT_TARGET": target.to_json()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    step_pid = int(wait_until(lambda: (p := scratch / "counts/step.pid").exists() and p.read_text().strip(),
-                              timeout=60, what="the install step to start"))
+    step_pid = int(
+        wait_until(
+            lambda: (p := scratch / "counts/step.pid").exists() and p.read_text().strip(),
+            timeout=60,
+            what="the install step to start",
+        )
+    )
     client.kill()  # the machine running the bootstrap dies mid-install…
     client.wait()
     os.killpg(os.getpgid(step_pid), signal.SIGKILL)  # …and so does the install on the host (its whole session)
@@ -105,13 +131,16 @@ def test_a_failing_step_is_named_and_leaves_no_fingerprint(target, scratch):
     assert len(list((scratch / "remote state/bootstrap/done").iterdir())) == 1  # only the step that succeeded
 
 
-@pytest.mark.parametrize("text", [
-    "not json",
-    '{"env": {}}',  # no steps
-    '{"steps": [{"name": "x"}]}',  # a step without its command
-    '{"steps": [{"name": "x", "command": "true", "shell": "bash"}]}',  # a field a step does not have
-    '["steps"]',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        '{"env": {}}',  # no steps
+        '{"steps": [{"name": "x"}]}',  # a step without its command
+        '{"steps": [{"name": "x", "command": "true", "shell": "bash"}]}',  # a field a step does not have
+        '["steps"]',
+    ],
+)
 def test_a_malformed_spec_is_bad_input(text):
     with pytest.raises(BadInput, match=r"^bootstrap spec"):
         BootstrapSpec.from_json(text)
@@ -131,8 +160,7 @@ def test_every_host_rechecks_in_one_round_trip(cluster, scratch, channels):
 
 def test_spec_for_follows_the_seed_and_the_settings():
     default = spec_for(PipelineConfig())
-    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras",
-                                               "weights"]
+    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras", "weights"]
     maxtext = default.steps[4].command
     assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.2' --resolution=lowest" in maxtext
     lean = spec_for(PipelineConfig(maxtext_version="0.2.5", install_post_train_extras=False, torch_backend="auto"))
@@ -144,10 +172,13 @@ def test_spec_for_follows_the_seed_and_the_settings():
 
 # ---- the steps as a graph: independent branches at once, hashes through what each step needs
 
+
 def _timed(name: str, seconds: float) -> str:
     """A step that records when it started and ended (and its pid) under $DIR."""
-    return (f'date +%s.%N > "$DIR/{name}.start" && echo $$ > "$DIR/{name}.pid" && sleep {seconds} && '
-            f'date +%s.%N > "$DIR/{name}.end"')
+    return (
+        f'date +%s.%N > "$DIR/{name}.start" && echo $$ > "$DIR/{name}.pid" && sleep {seconds} && '
+        f'date +%s.%N > "$DIR/{name}.end"'
+    )
 
 
 def _at(scratch: Path, name: str, edge: str) -> float:
@@ -155,11 +186,14 @@ def _at(scratch: Path, name: str, edge: str) -> float:
 
 
 def test_independent_steps_run_at_once_and_their_dependent_after_both(target, scratch):
-    spec = BootstrapSpec((
-        Step("a", _timed("a", 2), after=()),
-        Step("b", _timed("b", 2), after=()),
-        Step("c", _timed("c", 0), after=("a", "b")),
-    ), {"DIR": str(scratch)})
+    spec = BootstrapSpec(
+        (
+            Step("a", _timed("a", 2), after=()),
+            Step("b", _timed("b", 2), after=()),
+            Step("c", _timed("c", 0), after=("a", "b")),
+        ),
+        {"DIR": str(scratch)},
+    )
     output = io.StringIO()
     with connect(target) as conn:
         started = time.monotonic()
@@ -174,8 +208,9 @@ def test_independent_steps_run_at_once_and_their_dependent_after_both(target, sc
 
 def test_each_line_of_steps_running_at_once_is_led_by_its_step(target, scratch):
     talk = 'for i in 1 2 3 4 5; do printf "%s-line-$i\\n" "$0"; sleep 0.1; done'
-    spec = BootstrapSpec((Step("one", f"sh -c '{talk}' one", after=()),
-                          Step("two", f"sh -c '{talk}' two >&2", after=())))
+    spec = BootstrapSpec(
+        (Step("one", f"sh -c '{talk}' one", after=()), Step("two", f"sh -c '{talk}' two >&2", after=()))
+    )
     output = io.StringIO()
     with connect(target) as conn:
         bootstrap(conn, spec, stream=output)
@@ -186,8 +221,10 @@ def test_each_line_of_steps_running_at_once_is_led_by_its_step(target, scratch):
 def test_a_failing_branch_names_its_step_lets_the_running_one_finish_and_starts_nothing_more(target, scratch):
     env = {"DIR": str(scratch)}
     slow = Step("slow", _timed("slow", 1.5), after=())
-    dependents = (Step("after-slow", ': > "$DIR/after-slow.ran"', after=("slow",)),
-                  Step("after-broken", ': > "$DIR/after-broken.ran"', after=("broken",)))
+    dependents = (
+        Step("after-slow", ': > "$DIR/after-slow.ran"', after=("slow",)),
+        Step("after-broken", ': > "$DIR/after-broken.ran"', after=("broken",)),
+    )
     spec = BootstrapSpec((slow, Step("broken", "echo 'E: no such package' >&2; exit 7", after=()), *dependents), env)
     with connect(target) as conn, pytest.raises(BootstrapStepFailed) as failed:
         bootstrap(conn, spec)
@@ -206,9 +243,14 @@ def test_a_failing_branch_names_its_step_lets_the_running_one_finish_and_starts_
 
 def test_a_change_reruns_its_step_and_what_needs_it_not_the_other_branch():
     def spec(apt: str) -> BootstrapSpec:
-        return BootstrapSpec((Step("apt", apt, after=()), Step("uv", "get uv", after=()),
-                              Step("maxtext", "install", after=("uv",)),
-                              Step("extras", "build", after=("apt", "maxtext"))))
+        return BootstrapSpec(
+            (
+                Step("apt", apt, after=()),
+                Step("uv", "get uv", after=()),
+                Step("maxtext", "install", after=("uv",)),
+                Step("extras", "build", after=("apt", "maxtext")),
+            )
+        )
 
     before, after = spec("apt install cmake").step_hashes(), spec("apt install cmake ninja").step_hashes()
     names = ("apt", "uv", "maxtext", "extras")
@@ -223,9 +265,16 @@ def test_a_change_reruns_its_step_and_what_needs_it_not_the_other_branch():
 def test_a_step_is_not_redone_while_another_run_is_still_in_a_step_that_needs_it(target, scratch):
     """Two runs at once (or one and the remains of an interrupted one): while the first is still installing
     MaxText into the venv, a second run that must redo the venv waits for it; its independent step does not."""
+
     def spec(venv: str) -> BootstrapSpec:
-        return BootstrapSpec((Step("venv", _timed(venv, 0)), Step("maxtext", _timed(f"maxtext-after-{venv}", 2)),
-                              Step("apt", _timed(f"apt-{venv}", 0), after=())), {"DIR": str(scratch)})
+        return BootstrapSpec(
+            (
+                Step("venv", _timed(venv, 0)),
+                Step("maxtext", _timed(f"maxtext-after-{venv}", 2)),
+                Step("apt", _timed(f"apt-{venv}", 0), after=()),
+            ),
+            {"DIR": str(scratch)},
+        )
 
     def first_run() -> None:
         with connect(target) as conn:
@@ -245,9 +294,11 @@ def test_after_round_trips_and_must_name_an_earlier_step():
     spec = BootstrapSpec((Step("a", "true", after=()), Step("b", "true"), Step("c", "true", after=("a",))))
     assert [s.after for s in spec.steps] == [(), ("a",), ("a",)]  # unset: the step listed before it
     assert BootstrapSpec.from_json(spec.to_json()) == spec
-    refusals = {'["c"]': "step 'b' needs 'c', which is not a step listed before it",
-                '["z"]': "step 'b' needs 'z', which is not a step listed before it",
-                '"a"': "step b's after must be a list of step names"}
+    refusals = {
+        '["c"]': "step 'b' needs 'c', which is not a step listed before it",
+        '["z"]': "step 'b' needs 'z', which is not a step listed before it",
+        '"a"': "step b's after must be a list of step names",
+    }
     for after, why in refusals.items():
         text = f'{{"steps": [{{"name": "a", "command": "true"}}, {{"name": "b", "command": ":", "after": {after}}}]}}'
         with pytest.raises(BadInput) as refused:
@@ -263,15 +314,22 @@ def test_a_spec_written_before_after_existed_keeps_its_order_and_the_default_tim
 def test_the_seed_spec_runs_apt_beside_the_python_branch():
     spec = spec_for(PipelineConfig())
     assert {s.name: s.after for s in spec.steps} == {
-        "apt": (), "uv": (), "python": ("uv",), "venv": ("python",), "maxtext": ("venv",),
-        "post-train-extras": ("apt", "maxtext"), "weights": ("python",)}
+        "apt": (),
+        "uv": (),
+        "python": ("uv",),
+        "venv": ("python",),
+        "maxtext": ("venv",),
+        "post-train-extras": ("apt", "maxtext"),
+        "weights": ("python",),
+    }
 
 
 def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(target, scratch):
     """Ctrl-C while two steps run: the client stops now (not when they end); the next run waits for the step
     still running on the host (its lock) instead of starting it a second time."""
-    spec = BootstrapSpec((Step("a", _timed("a", 2), after=()), Step("b", _timed("b", 2), after=())),
-                         {"DIR": str(scratch)})
+    spec = BootstrapSpec(
+        (Step("a", _timed("a", 2), after=()), Step("b", _timed("b", 2), after=())), {"DIR": str(scratch)}
+    )
 
     def interrupt(*_):
         raise KeyboardInterrupt
@@ -295,28 +353,47 @@ def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(
 SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], "env": {…}}'
 
 
-@pytest.mark.parametrize(("spec", "why"), [
-    ({"steps": ["apt"]}, "step 1 must be an object with name, command, timeout_s, after and detached"),
-    ({"steps": [{"name": "a", "command": "true"}, {"name": "b", "command": ":", "after": ["y", "z"]}]},
-     "step 'b' needs 'y', which is not a step listed before it"),
-    ({"steps": []}, f"steps must be a non-empty list; expected {SHAPE}"),
-    ({"steps": "apt"}, f"steps must be a non-empty list; expected {SHAPE}"),
-    ({"steps": [{"name": "a", "command": "true", "timeout_s": True}]},
-     "step a's timeout_s True is not a number of seconds in (0, 86400]"),
-    ({"steps": [{"name": "a", "command": "true", "timeout_s": "60"}]},
-     "step a's timeout_s '60' is not a number of seconds in (0, 86400]"),
-    ({"steps": [{"name": 5, "command": "true"}]}, "step 1's name 5 is not 1–64 letters, digits, '.', '_', '-'"),
-    ({"steps": [{"name": "a", "command": "true"}, {"name": "b c", "command": "true"}]},
-     "step 2's name 'b c' is not 1–64 letters, digits, '.', '_', '-'"),
-    ({"steps": [{"name": "a", "command": "true", "timeout_s": 0}]},
-     "step a's timeout_s 0 is not a number of seconds in (0, 86400]"),
-    ({"steps": [{"name": "a", "command": "true", "timeout_s": 86401}]},
-     "step a's timeout_s 86401 is not a number of seconds in (0, 86400]"),
-    ({"steps": [{"name": "a", "command": "true"}], "env": [["A", "1"]]},
-     f"env must be an object of names to string values; expected {SHAPE}"),
-    ({"steps": [{"name": "a", "command": "true"}], "env": {"A": 1}},
-     f"env must be an object of names to string values; expected {SHAPE}"),
-])
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ({"steps": ["apt"]}, "step 1 must be an object with name, command, timeout_s, after and detached"),
+        (
+            {"steps": [{"name": "a", "command": "true"}, {"name": "b", "command": ":", "after": ["y", "z"]}]},
+            "step 'b' needs 'y', which is not a step listed before it",
+        ),
+        ({"steps": []}, f"steps must be a non-empty list; expected {SHAPE}"),
+        ({"steps": "apt"}, f"steps must be a non-empty list; expected {SHAPE}"),
+        (
+            {"steps": [{"name": "a", "command": "true", "timeout_s": True}]},
+            "step a's timeout_s True is not a number of seconds in (0, 86400]",
+        ),
+        (
+            {"steps": [{"name": "a", "command": "true", "timeout_s": "60"}]},
+            "step a's timeout_s '60' is not a number of seconds in (0, 86400]",
+        ),
+        ({"steps": [{"name": 5, "command": "true"}]}, "step 1's name 5 is not 1–64 letters, digits, '.', '_', '-'"),
+        (
+            {"steps": [{"name": "a", "command": "true"}, {"name": "b c", "command": "true"}]},
+            "step 2's name 'b c' is not 1–64 letters, digits, '.', '_', '-'",
+        ),
+        (
+            {"steps": [{"name": "a", "command": "true", "timeout_s": 0}]},
+            "step a's timeout_s 0 is not a number of seconds in (0, 86400]",
+        ),
+        (
+            {"steps": [{"name": "a", "command": "true", "timeout_s": 86401}]},
+            "step a's timeout_s 86401 is not a number of seconds in (0, 86400]",
+        ),
+        (
+            {"steps": [{"name": "a", "command": "true"}], "env": [["A", "1"]]},
+            f"env must be an object of names to string values; expected {SHAPE}",
+        ),
+        (
+            {"steps": [{"name": "a", "command": "true"}], "env": {"A": 1}},
+            f"env must be an object of names to string values; expected {SHAPE}",
+        ),
+    ],
+)
 def test_a_malformed_spec_says_which_step_and_what(spec, why):
     with pytest.raises(BadInput) as refused:
         BootstrapSpec.from_mapping(spec)

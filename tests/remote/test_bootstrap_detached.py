@@ -23,10 +23,13 @@ SLOW_S = 4
 
 
 def _spec(scratch: Path, detached_command: str) -> BootstrapSpec:
-    return BootstrapSpec((
-        Step("base", 'mkdir -p "$COUNTS" && echo x >> "$COUNTS/base"', after=()),
-        Step("extras", detached_command, after=("base",), detached=True),
-    ), {"COUNTS": str(scratch / "counts")})
+    return BootstrapSpec(
+        (
+            Step("base", 'mkdir -p "$COUNTS" && echo x >> "$COUNTS/base"', after=()),
+            Step("extras", detached_command, after=("base",), detached=True),
+        ),
+        {"COUNTS": str(scratch / "counts")},
+    )
 
 
 def _slow(scratch: Path) -> BootstrapSpec:
@@ -80,8 +83,11 @@ def test_a_finished_install_leaves_nothing_running_and_costs_one_round_trip(targ
 
 def test_a_detached_step_that_failed_stops_the_phase_that_needs_it_with_its_own_error(target, scratch):
     spec = _spec(scratch, 'echo "extras: no compiler for tpu-inference" >&2; exit 3')
-    request = PhaseRequest("train", dataclasses.replace(
-        target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())), PipelineConfig())
+    request = PhaseRequest(
+        "train",
+        dataclasses.replace(target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())),
+        PipelineConfig(),
+    )
     with connect(request.target) as conn:
         assert bootstrap(conn, spec, leave_running=True).left_running == ("extras",)  # bootstrap itself succeeds
         out = io.StringIO()
@@ -98,8 +104,11 @@ def test_a_phase_touches_no_detached_step_that_bootstrap_did_not_leave_running(t
     """Installed by `python -m remote bootstrap` (which waits for every step), or some other way: nothing to wait
     for, and nothing is installed by the phase. One round trip."""
     spec = _spec(scratch, 'echo x >> "$COUNTS/extras"')
-    request = PhaseRequest("train", dataclasses.replace(
-        target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())), PipelineConfig())
+    request = PhaseRequest(
+        "train",
+        dataclasses.replace(target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())),
+        PipelineConfig(),
+    )
     with connect(request.target) as conn:
         if installed != "never":
             bootstrap(conn, spec)
@@ -112,8 +121,11 @@ def test_a_phase_touches_no_detached_step_that_bootstrap_did_not_leave_running(t
 
 def test_a_phase_on_an_install_without_detached_steps_costs_no_round_trip(target, scratch, channels):
     spec = BootstrapSpec((Step("base", "true"),))
-    request = PhaseRequest("train", dataclasses.replace(
-        target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())), PipelineConfig())
+    request = PhaseRequest(
+        "train",
+        dataclasses.replace(target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping())),
+        PipelineConfig(),
+    )
     with connect(request.target) as conn:
         channels.clear()
         finish_install(conn, request, io.StringIO())
@@ -123,8 +135,9 @@ def test_a_phase_on_an_install_without_detached_steps_costs_no_round_trip(target
 def test_only_a_detached_step_may_need_a_detached_step():
     with pytest.raises(BadInput) as refused:
         BootstrapSpec((Step("extras", "true", after=(), detached=True), Step("after", "true")))
-    assert str(refused.value) == ("bootstrap spec: step 'after' needs 'extras', which is detached: make 'after' "
-                                  "detached too, or 'extras' not")
+    assert str(refused.value) == (
+        "bootstrap spec: step 'after' needs 'extras', which is detached: make 'after' detached too, or 'extras' not"
+    )
     BootstrapSpec((Step("extras", "true", after=(), detached=True), Step("more", "true", detached=True)))
 
 
@@ -145,9 +158,13 @@ def test_the_seed_leaves_only_the_post_train_extras_running():
 @pytest.mark.parametrize(("phase", "waits"), [("convert", False), ("train", True), ("export", True)])
 def test_convert_starts_beside_a_detached_step_and_the_later_phases_wait_for_it(target, scratch, phase, waits):
     spec = _slow(scratch)
-    request = PhaseRequest(phase, dataclasses.replace(
-        target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping(), required_mount=None)),
-        PipelineConfig(profile="tiny"))
+    request = PhaseRequest(
+        phase,
+        dataclasses.replace(
+            target, profile=dataclasses.replace(target.profile, bootstrap=spec.to_mapping(), required_mount=None)
+        ),
+        PipelineConfig(profile="tiny"),
+    )
     with connect(request.target) as conn:
         bootstrap(conn, spec, leave_running=True)
         prepare(conn, request, None, io.StringIO())

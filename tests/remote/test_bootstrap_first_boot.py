@@ -19,7 +19,7 @@ from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.ssh.connection import connect
 from workload.core.config import PipelineConfig
 
-INSTALLER_OK = "#!/bin/sh\necho uv-installer-ran > \"$HOME_MARK\"\n"
+INSTALLER_OK = '#!/bin/sh\necho uv-installer-ran > "$HOME_MARK"\n'
 
 
 class _Installers(BaseHTTPRequestHandler):
@@ -86,8 +86,11 @@ def test_apt_never_prompts_and_waits_for_the_dpkg_lock():
     [apt] = [s for s in spec_for(PipelineConfig()).steps if s.name == "apt"]
     assert apt.command.count(shlex.join(APT_GET)) == 3  # update, upgrade, install
     assert apt_update(shlex.join(APT_GET)) in apt.command
-    never_prompt = {"DEBIAN_FRONTEND=noninteractive", "Dpkg::Options::=--force-confdef",
-                    "Dpkg::Options::=--force-confold"}
+    never_prompt = {
+        "DEBIAN_FRONTEND=noninteractive",
+        "Dpkg::Options::=--force-confdef",
+        "Dpkg::Options::=--force-confold",
+    }
     assert never_prompt <= set(APT_GET)
     assert any(option.startswith("DPkg::Lock::Timeout=") for option in APT_GET)
 
@@ -105,8 +108,12 @@ def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
     releaser = _held(admin / "lock-frontend", held_s)
     try:
         started = time.monotonic()
-        waited = subprocess.run([*apt_get, "-o", f"Dir::State::status={admin}/status", "install", "-y"],
-                                capture_output=True, text=True, timeout=120)
+        waited = subprocess.run(
+            [*apt_get, "-o", f"Dir::State::status={admin}/status", "install", "-y"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         elapsed = time.monotonic() - started
     finally:
         releaser.join()
@@ -120,7 +127,8 @@ def test_a_failing_step_names_itself_and_its_last_words(target, scratch):
     with connect(target) as conn, pytest.raises(BootstrapStepFailed) as failed:
         bootstrap(conn, spec)
     assert str(failed.value).startswith(
-        f"{target.host}: bootstrap step 'apt' failed (exit 100): E: Unable to locate package cmake. Fix")
+        f"{target.host}: bootstrap step 'apt' failed (exit 100): E: Unable to locate package cmake. Fix"
+    )
 
 
 def _held(lock_file: Path, seconds: float) -> threading.Timer:
@@ -144,14 +152,20 @@ def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
     lists = tmp_path / "lists"
     (lists / "partial").mkdir(parents=True)
     apt_get = [arg for arg in APT_GET if arg != "sudo"] + [
-        "-o", f"Dir::State::Lists={lists}", "-o", "Dir::Etc::sourcelist=/dev/null",
-        "-o", f"Dir::Etc::sourceparts={tmp_path}/none"]
+        "-o",
+        f"Dir::State::Lists={lists}",
+        "-o",
+        "Dir::Etc::sourcelist=/dev/null",
+        "-o",
+        f"Dir::Etc::sourceparts={tmp_path}/none",
+    ]
     releaser = _held(lists / "lock", 3.0)
     try:
         alone = subprocess.run(apt_get + ["update"], capture_output=True, text=True, timeout=60)
         started = time.monotonic()
-        retried = subprocess.run(["sh", "-c", apt_update(shlex.join(apt_get))], capture_output=True, text=True,
-                                 timeout=120)
+        retried = subprocess.run(
+            ["sh", "-c", apt_update(shlex.join(apt_get))], capture_output=True, text=True, timeout=120
+        )
         elapsed = time.monotonic() - started
     finally:
         releaser.join()

@@ -30,18 +30,28 @@ pytestmark = pytest.mark.maxtext  # the step's Python 3.12 and Hub client are Ma
 
 ROOT = Path(__file__).resolve().parents[2]
 # Read at import, so it must not fail where pyenv is absent (a non-root user collecting the fast tier).
-PYTHON_312 = Path((shutil.which("pyenv") and subprocess.run(["pyenv", "root"], capture_output=True,
-                                                            text=True).stdout.strip()) or
-                  Path.home() / ".pyenv") / "versions/3.12.1/bin"
+PYTHON_312 = (
+    Path(
+        (shutil.which("pyenv") and subprocess.run(["pyenv", "root"], capture_output=True, text=True).stdout.strip())
+        or Path.home() / ".pyenv"
+    )
+    / "versions/3.12.1/bin"
+)
 TOKEN = "hf_weightsStepToken0123456789abcdef"
 REPO = HUB_IDS["gemma3-4b"]
-FILES = {"config.json": b'{"model_type": "gemma3"}', "model-00001-of-00001.safetensors": os.urandom(1 << 20),
-         "tokenizer.json": b'{"version": "1.0"}'}
+FILES = {
+    "config.json": b'{"model_type": "gemma3"}',
+    "model-00001-of-00001.safetensors": os.urandom(1 << 20),
+    "tokenizer.json": b'{"version": "1.0"}',
+}
 
 
 def _weights_step(tmp_path: Path) -> str:
-    [step] = [s for s in spec_for(PipelineConfig(), work_dir=str(tmp_path / "work"),
-                                  state_dir=str(tmp_path / "state")).steps if s.name == "weights"]
+    [step] = [
+        s
+        for s in spec_for(PipelineConfig(), work_dir=str(tmp_path / "work"), state_dir=str(tmp_path / "state")).steps
+        if s.name == "weights"
+    ]
     return step.command
 
 
@@ -51,8 +61,13 @@ def _run_step(command: str, tmp_path: Path, endpoint: str) -> subprocess.Complet
     if not (home / ".local/bin/uv").exists():
         (home / ".local/bin/uv").symlink_to(Path(sys.executable).parent / "uv")
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(HOME=str(home), HF_ENDPOINT=endpoint, PATH=f"{PYTHON_312}:{env['PATH']}", UV_PYTHON_DOWNLOADS="never",
-               UV_CACHE_DIR=os.environ.get("UV_CACHE_DIR", str(Path.home() / ".cache/uv")))
+    env.update(
+        HOME=str(home),
+        HF_ENDPOINT=endpoint,
+        PATH=f"{PYTHON_312}:{env['PATH']}",
+        UV_PYTHON_DOWNLOADS="never",
+        UV_CACHE_DIR=os.environ.get("UV_CACHE_DIR", str(Path.home() / ".cache/uv")),
+    )
     return subprocess.run(["/bin/sh", "-c", command], env=env, cwd=home, capture_output=True, text=True, timeout=600)
 
 
@@ -76,10 +91,16 @@ def test_the_weights_land_in_the_cache_to_maxtext_reads_with_the_token_from_its_
     assert TOKEN not in command and TOKEN not in done.stdout + done.stderr
     # What to_maxtext's from_pretrained resolves the repo id to, the Hub gone: the downloaded files.
     offline = subprocess.run(
-        [ROOT / ".maxtext-venv/bin/python", "-c",
-         f"import huggingface_hub as h; print(h.hf_hub_download({REPO!r}, 'config.json'))"],
+        [
+            ROOT / ".maxtext-venv/bin/python",
+            "-c",
+            f"import huggingface_hub as h; print(h.hf_hub_download({REPO!r}, 'config.json'))",
+        ],
         env={"PATH": os.environ["PATH"], "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1"},
-        capture_output=True, text=True, timeout=120)
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert offline.returncode == 0, offline.stderr[-1500:]
     assert offline.stdout.strip() == str(snapshot / "config.json")
 
@@ -117,9 +138,16 @@ def test_the_hub_client_and_the_repositories_are_the_ones_pinned_with_maxtext():
     lock = (ROOT / "workload/maxtext-requirements.txt").read_text().splitlines()
     assert {pin.replace("_", "-") for pin in HUB_CLIENT} <= set(lock)
     maxtext_ids = subprocess.run(
-        [ROOT / ".maxtext-venv/bin/python", "-c",
-         "import json; from maxtext.utils.globals import HF_IDS; print(json.dumps(HF_IDS))"],
-        capture_output=True, text=True, check=True, timeout=300).stdout
+        [
+            ROOT / ".maxtext-venv/bin/python",
+            "-c",
+            "import json; from maxtext.utils.globals import HF_IDS; print(json.dumps(HF_IDS))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
     assert HUB_IDS == {model: json.loads(maxtext_ids)[model] for model in HUB_IDS}
 
 

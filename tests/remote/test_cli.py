@@ -28,8 +28,9 @@ def cli(*args, target=None, env=None, timeout=60):
     if target is not None:
         full_env["TPU_SFT_TARGET"] = target.to_json()
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "remote", *args], capture_output=True, text=True, env=full_env,
-                          cwd=REPO, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "remote", *args], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=timeout
+    )
 
 
 def test_help_for_every_verb():
@@ -42,8 +43,9 @@ def test_help_for_every_verb():
 
 
 def test_start_follow_status_through_the_cli(target, scratch):
-    started = cli("start", "job-1", 'echo "$GREETING"; sleep 4; echo bye; exit 3', "--env", "GREETING=hi there",
-                  target=target)
+    started = cli(
+        "start", "job-1", 'echo "$GREETING"; sleep 4; echo bye; exit 3', "--env", "GREETING=hi there", target=target
+    )
     assert started.returncode == 0, started.stderr
     assert json.loads(started.stdout)["state"] in ("running", "failed")
     followed = cli("follow", "job-1", "--heartbeat", "0.3", target=target)
@@ -58,8 +60,15 @@ def test_start_follow_status_through_the_cli(target, scratch):
 
 def test_secret_env_comes_from_the_callers_environment(target, scratch):
     token = "hf_cliFAKEtoken987654321"
-    started = cli("start", "secret-job", f'[ "$HF_TOKEN" = {token} ] && echo matched', "--secret-env", "HF_TOKEN",
-                  target=target, env={"HF_TOKEN": token})
+    started = cli(
+        "start",
+        "secret-job",
+        f'[ "$HF_TOKEN" = {token} ] && echo matched',
+        "--secret-env",
+        "HF_TOKEN",
+        target=target,
+        env={"HF_TOKEN": token},
+    )
     assert started.returncode == 0 and token not in started.stdout + started.stderr
     # The command line above carries the token only because this test compares it; --secret-env never does.
     followed = cli("follow", "secret-job", target=target)
@@ -74,8 +83,12 @@ def test_run_returns_the_commands_exit_code_and_output(target):
 
 
 def test_run_on_all_hosts_names_the_failing_one(cluster, scratch):
-    result = cli("run", "--all-hosts", 'case "$SSH_CONNECTION" in *" 127.0.0.4 "*) exit 9;; esac; echo ok',
-                 target=cluster.target(scratch))
+    result = cli(
+        "run",
+        "--all-hosts",
+        'case "$SSH_CONNECTION" in *" 127.0.0.4 "*) exit 9;; esac; echo ok',
+        target=cluster.target(scratch),
+    )
     assert result.returncode == EXIT_SOME_HOSTS_FAILED
     assert result.stdout.splitlines() == ["127.0.0.2: ok", "127.0.0.3: ok"]
     assert "127.0.0.4: exited 9" in result.stderr
@@ -99,8 +112,12 @@ def test_fetch_prints_what_it_verified(target, scratch, tmp_path):
 
 @pytest.mark.parametrize(
     "case, expected",
-    [("bad target", EXIT_BAD_INPUT), ("no such job", EXIT_NOT_FOUND), ("unknown host key", EXIT_HOST_KEY),
-     ("nothing listening", EXIT_UNREACHABLE)],
+    [
+        ("bad target", EXIT_BAD_INPUT),
+        ("no such job", EXIT_NOT_FOUND),
+        ("unknown host key", EXIT_HOST_KEY),
+        ("nothing listening", EXIT_UNREACHABLE),
+    ],
 )
 def test_exit_codes(target, tmp_path, case, expected):
     args, env, t = ["status", "some-job"], {}, target
@@ -126,8 +143,14 @@ def test_phase_without_a_token_stops_before_starting_a_job(target, scratch):
 
 def test_put_secret_stores_the_token_0600_without_printing_it(target, scratch):
     token = "hf_" + "Cl1Put" * 6
-    stored = subprocess.run([sys.executable, "-m", "remote", "put-secret", "hf_token"], input=token, text=True,
-                            capture_output=True, cwd=REPO, env={**os.environ, "TPU_SFT_TARGET": target.to_json()})
+    stored = subprocess.run(
+        [sys.executable, "-m", "remote", "put-secret", "hf_token"],
+        input=token,
+        text=True,
+        capture_output=True,
+        cwd=REPO,
+        env={**os.environ, "TPU_SFT_TARGET": target.to_json()},
+    )
     assert stored.returncode == 0, stored.stderr
     assert token not in stored.stdout + stored.stderr
     secret = Path(target.state_dir) / "secrets" / "hf_token"

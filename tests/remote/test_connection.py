@@ -34,10 +34,13 @@ def test_unknown_host_key_is_refused(target, tmp_path):
     assert empty.read_text() == ""
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    (b"\xff\xfe not text", "is not a text file (not UTF-8)"),
-    (None, "cannot be read as a known_hosts file (IsADirectoryError"),
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"\xff\xfe not text", "is not a text file (not UTF-8)"),
+        (None, "cannot be read as a known_hosts file (IsADirectoryError"),
+    ],
+)
 def test_a_known_hosts_that_cannot_be_read_is_refused_before_connecting(target, tmp_path, content, problem):
     """One line naming the file, not a traceback, and no connection made to a host nothing can be checked against."""
     path = tmp_path / "known_hosts"
@@ -170,8 +173,9 @@ def test_command_timeout_on_a_link_that_dies_mid_session(target, make_proxy, tmp
     proxy = make_proxy((target.host, target.port))
     known = tmp_path / "proxy_known_hosts"
     known.write_text(sshd_host.sshd.known_hosts_line.replace(f":{target.port} ", f":{proxy.port} "))
-    via_proxy = dataclasses.replace(target, port=proxy.port, known_hosts=str(known), connect_timeout=1.0,
-                                    command_timeout=1.5)
+    via_proxy = dataclasses.replace(
+        target, port=proxy.port, known_hosts=str(known), connect_timeout=1.0, command_timeout=1.5
+    )
     conn = connect(via_proxy)
     assert run(conn, "echo up").stdout == "up\n"
     proxy.blackhole()
@@ -189,7 +193,9 @@ def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path
     key_type, key = sshd_host.sshd.known_hosts_line.split()[1:3]
     known.write_text(f"[tpu-sft-dev]:{target.port} {key_type} {key}\n")
     via_gateway = dataclasses.replace(
-        target, host="tpu-sft-dev", known_hosts=str(known),
+        target,
+        host="tpu-sft-dev",
+        known_hosts=str(known),
         gateway=f"{sys.executable} {relay} {record} {sshd_host.sshd.address} %h %p",
     )
     with connect(via_gateway) as conn:

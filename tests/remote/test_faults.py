@@ -18,8 +18,10 @@ LINES = 40
 
 def released_job(scratch: Path) -> str:
     """Counts its runs, prints a first line, waits for `release`, then prints LINES numbered lines and exits 7."""
-    return (f"echo run >> {scratch}/runs; echo first; while [ ! -e {scratch}/release ]; do sleep 0.02; done; "
-            f"i=0; while [ $i -lt {LINES} ]; do echo line $i; i=$((i+1)); done; exit 7")
+    return (
+        f"echo run >> {scratch}/runs; echo first; while [ ! -e {scratch}/release ]; do sleep 0.02; done; "
+        f"i=0; while [ $i -lt {LINES} ]; do echo line $i; i=$((i+1)); done; exit 7"
+    )
 
 
 class Follower:
@@ -85,8 +87,9 @@ def test_link_blackholed_while_following(private_host, scratch, make_proxy, tmp_
     proxy = make_proxy((private_host.sshd.address, private_host.sshd.port))
     known = tmp_path / "known_hosts"
     known.write_text(private_host.sshd.known_hosts_line.replace(f":{private_host.sshd.port} ", f":{proxy.port} "))
-    target = private_host.target(scratch / "state", port=proxy.port, known_hosts=str(known),
-                                 connect_timeout=1.0, command_timeout=1.0)
+    target = private_host.target(
+        scratch / "state", port=proxy.port, known_hosts=str(known), connect_timeout=1.0, command_timeout=1.0
+    )
     with connect(target) as conn:
         jobs.start(conn, "dark", released_job(scratch))
     follower = Follower(target, "dark", wait_s=0.5, max_backoff_s=0.5)

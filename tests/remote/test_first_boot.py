@@ -40,9 +40,18 @@ def booting_host(tmp_path, late_user_key):
 
 
 def _target(sshd, state_dir, known_hosts, **overrides):
-    return Target(host=sshd.address, port=sshd.port, user="tpusft-test", key_path=str(sshd.user_key.private),
-                  known_hosts=str(known_hosts), state_dir=str(state_dir), connect_timeout=1.0, command_timeout=10.0,
-                  trust_on_first_use=True, **overrides)
+    return Target(
+        host=sshd.address,
+        port=sshd.port,
+        user="tpusft-test",
+        key_path=str(sshd.user_key.private),
+        known_hosts=str(known_hosts),
+        state_dir=str(state_dir),
+        connect_timeout=1.0,
+        command_timeout=10.0,
+        trust_on_first_use=True,
+        **overrides,
+    )
 
 
 def _authorise(key) -> None:
@@ -65,8 +74,10 @@ def test_host_key_is_recorded_only_after_the_login_is_accepted(booting_host, scr
 
     thread = threading.Thread(target=waiter, daemon=True)
     thread.start()
-    wait_until(lambda: booting_host.log_text().count("Connection closed by authenticating user") >= 2,
-               what="the login to be refused (no authorised key yet)")
+    wait_until(
+        lambda: booting_host.log_text().count("Connection closed by authenticating user") >= 2,
+        what="the login to be refused (no authorised key yet)",
+    )
     assert not known.exists() or known.read_text() == ""  # a refused login records nothing
     # The guest agent runs: new host keys, the user and its key. sshd restarts on the same port.
     booting_host.stop()
@@ -93,8 +104,15 @@ def _cli_in_background(args, target, stdin: str = "") -> subprocess.Popen:
     with tempfile.TemporaryFile("w+") as given:
         given.write(stdin)
         given.seek(0)
-        return subprocess.Popen([sys.executable, "-m", "remote", *args], stdin=given, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+        return subprocess.Popen(
+            [sys.executable, "-m", "remote", *args],
+            stdin=given,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
 
 
 @pytest.mark.parametrize("verb", ["put-secret", "bootstrap"])
@@ -113,8 +131,10 @@ def test_first_contact_verbs_wait_for_a_late_sshd_and_a_late_user(verb, booting_
     time.sleep(1.0)
     assert proc.poll() is None, proc.communicate()
     booting_host.start()
-    wait_until(lambda: "Connection closed by authenticating user" in booting_host.log_text() or proc.poll() is not None,
-               what="a refused login")
+    wait_until(
+        lambda: "Connection closed by authenticating user" in booting_host.log_text() or proc.poll() is not None,
+        what="a refused login",
+    )
     _authorise(booting_host.user_key)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -45,8 +45,9 @@ def via_iap(target, sshd_host, tmp_path):
     known = tmp_path / "known_hosts"
     key_type, key = sshd_host.sshd.known_hosts_line.split()[1:3]
     known.write_text(f"[tpu-sft-dev]:{target.port} {key_type} {key}\n")
-    return dataclasses.replace(target, host="tpu-sft-dev", known_hosts=str(known), gateway=IAP_GATEWAY,
-                               connect_timeout=5.0)
+    return dataclasses.replace(
+        target, host="tpu-sft-dev", known_hosts=str(known), gateway=IAP_GATEWAY, connect_timeout=5.0
+    )
 
 
 def test_gclouds_error_is_in_the_message_at_once(via_iap, tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ from remote.ssh.connection import connect, run
 
 NASTY = [
     "two words",
-    "it's \"quoted\"",
+    'it\'s "quoted"',
     "a; touch {canary}",
     "$(touch {canary})",
     "`touch {canary}`",

@@ -132,15 +132,21 @@ def _gone(pid: int) -> bool:
 
 
 # A child in a process group of its own, holding the job's log open: MaxText's trainer and its children.
-OWN_GROUP_CHILD = ("python3 -c 'import os, time; os.setpgid(0, 0); "
-                   "open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(300)' & ")
+OWN_GROUP_CHILD = (
+    "python3 -c 'import os, time; os.setpgid(0, 0); "
+    'open("{pid_file}", "w").write(str(os.getpid())); time.sleep(300)\' & '
+)
 
 
 def test_a_job_ends_with_its_main_process_and_takes_the_rest_of_its_session_along(target, state_dir, scratch):
     child_pid = scratch / "child.pid"
     with connect(target) as conn:
-        jobs.start(conn, "leaves-a-child", OWN_GROUP_CHILD.format(pid_file=child_pid) +
-                   f"while [ ! -s {child_pid} ]; do sleep 0.02; done; echo parent done; exit 3")
+        jobs.start(
+            conn,
+            "leaves-a-child",
+            OWN_GROUP_CHILD.format(pid_file=child_pid)
+            + f"while [ ! -s {child_pid} ]; do sleep 0.02; done; echo parent done; exit 3",
+        )
     started = time.monotonic()
     lines = []
     assert jobs.follow(target, "leaves-a-child", lines.append, wait_s=0.5) == 3

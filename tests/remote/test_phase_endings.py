@@ -26,8 +26,14 @@ TOKEN = "hf_PhaseEndingCanary" + "x" * 20
 def phase_env(tmp_path, monkeypatch):
     (tmp_path / "key").write_text("never read\n")
     (tmp_path / "known_hosts").write_text("")
-    target = {"host": "127.0.0.1", "port": 1, "user": "tester", "key_path": str(tmp_path / "key"),
-              "known_hosts": str(tmp_path / "known_hosts"), "connect_timeout": 0.5}
+    target = {
+        "host": "127.0.0.1",
+        "port": 1,
+        "user": "tester",
+        "key_path": str(tmp_path / "key"),
+        "known_hosts": str(tmp_path / "known_hosts"),
+        "connect_timeout": 0.5,
+    }
     monkeypatch.setenv("TPU_SFT_TARGET", json.dumps(target))
     monkeypatch.setenv("TPU_SFT_PIPELINE", json.dumps({"profile": "tiny", "steps": 2}))
     monkeypatch.setenv("HF_TOKEN", TOKEN)
@@ -110,6 +116,12 @@ def test_a_job_that_ended_without_a_summary(tmp_path, capsys, monkeypatch):
     out = io.StringIO()
     assert phase._follow(request, "train-x-1", state, out, conn=None) == 137
     summary = json.loads(out.getvalue().splitlines()[-1])
-    assert summary == {"event": "summary", "phase": "train", "ok": False, "error": (
-        "the job ended without a summary (killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)); "
-        "its log: /state/jobs/train-x-1/log")}
+    assert summary == {
+        "event": "summary",
+        "phase": "train",
+        "ok": False,
+        "error": (
+            "the job ended without a summary (killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)); "
+            "its log: /state/jobs/train-x-1/log"
+        ),
+    }

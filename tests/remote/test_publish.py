@@ -54,16 +54,23 @@ def vm(tmp_path):
 
 
 def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
-    overrides = {**vm.config_overrides(), "tpu-sft:publishGcsUri": "gs://models/team/gemma-sft",
-                 "tpu-sft:publishHubRepo": "team/gemma-sft", "tpu-sft:hfWriteToken": WRITE_TOKEN}
+    overrides = {
+        **vm.config_overrides(),
+        "tpu-sft:publishGcsUri": "gs://models/team/gemma-sft",
+        "tpu-sft:publishHubRepo": "team/gemma-sft",
+        "tpu-sft:hfWriteToken": WRITE_TOKEN,
+    }
     stack, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
     vm_account = host_identity(stack)
     gcs.grants = {vm_account: {"models": PREDEFINED_ROLES["roles/storage.objectUser"]}}
     by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in commands}
     assert [n for n in by_name if n.startswith("publish")] == ["publish-hf-write-token", "publish"]
     run_dir = tmp_path / "run"
-    env = {**vm.environment(by_name["bootstrap"].environment, run_dir),
-           "STORAGE_EMULATOR_HOST": gcs.url(vm_account), "HF_ENDPOINT": hub.endpoint}
+    env = {
+        **vm.environment(by_name["bootstrap"].environment, run_dir),
+        "STORAGE_EMULATOR_HOST": gcs.url(vm_account),
+        "HF_ENDPOINT": hub.endpoint,
+    }
     assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
 
     # What export's keep step left on the data disk.

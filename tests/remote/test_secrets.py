@@ -16,8 +16,10 @@ TOKEN = "hf_FAKEtokenTPUSFT0123456789abcdefXYZ"
 
 def test_secret_reaches_the_job_and_nothing_else(sshd_host, scratch, capfd, caplog):
     target = sshd_host.target(scratch / "state")
-    command = (f'printf %s "$HF_TOKEN" | sha256sum | cut -d" " -f1 > {scratch}/seen; echo working; '
-               f"while [ ! -e {scratch}/release ]; do sleep 0.02; done; echo done")
+    command = (
+        f'printf %s "$HF_TOKEN" | sha256sum | cut -d" " -f1 > {scratch}/seen; echo working; '
+        f"while [ ! -e {scratch}/release ]; do sleep 0.02; done; echo done"
+    )
     with connect(target) as conn:
         jobs.start(conn, "secretive", command, secret_env={"HF_TOKEN": TOKEN})
         wait_until(lambda: (scratch / "seen").exists(), what="the job to read its token")
@@ -110,6 +112,7 @@ def test_a_failed_upload_names_the_job_not_the_secret(sshd_host, scratch):
 
 def test_an_upload_cut_by_a_dropped_link_is_unreachable(sshd_host, scratch, monkeypatch):
     with connect(sshd_host.target(scratch / "state")) as conn:
+
         def dropped(*args, **kwargs):
             raise EOFError  # what paramiko raises when the link goes mid-transfer
 

@@ -22,8 +22,13 @@ TOKEN = "hf_FAKEeveryHOST0123456789abcdefXYZ"
 def two_hosts(tmp_path, user_key, scratch):
     for _ in range(10):
         port = free_port("127.0.0.2")
-        hosts = [Host(Sshd(tmp_path / f"h{i}", user_key, f"127.0.0.{i}", sftp_log=scratch / f"sftp-{i}.log"),
-                      tmp_path / "known_hosts") for i in (2, 3)]
+        hosts = [
+            Host(
+                Sshd(tmp_path / f"h{i}", user_key, f"127.0.0.{i}", sftp_log=scratch / f"sftp-{i}.log"),
+                tmp_path / "known_hosts",
+            )
+            for i in (2, 3)
+        ]
         try:
             for host in hosts:
                 host.sshd.start(port)
@@ -43,8 +48,15 @@ def two_hosts(tmp_path, user_key, scratch):
 def put_secret(target) -> subprocess.CompletedProcess:
     env = {**os.environ, "TPU_SFT_TARGET": target.to_json()}
     env.pop("HF_TOKEN", None)
-    return subprocess.run([sys.executable, "-m", "remote", "put-secret", "hf_token", "--deadline", "5"],
-                          input=TOKEN, text=True, capture_output=True, cwd=REPO, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "remote", "put-secret", "hf_token", "--deadline", "5"],
+        input=TOKEN,
+        text=True,
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
 
 
 def test_the_token_reaches_every_host_over_its_own_sftp(two_hosts, scratch):

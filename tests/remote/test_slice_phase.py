@@ -83,13 +83,21 @@ class Slice:
     def target(self, workers: tuple[str, ...] | None = None) -> PipelineTarget:
         addresses = self.hosts.addresses
         home = os.path.expanduser(f"~{REMOTE_USER}")
-        profile = HostProfile(name="slice-test", scratch_dir=f"{home}/scratch", kept_dir=f"{home}/kept",
-                              required_mount=None)
-        return PipelineTarget(host=addresses[0], workers=addresses[1:] if workers is None else workers, port=22,
-                      user=REMOTE_USER, key_path=str(self.hosts.user_key.private),
-                      known_hosts=str(self.hosts.known_hosts), state_dir=self.state,
-                      connect_timeout=FAST["connect_timeout"], command_timeout=FAST["command_timeout"],
-                      profile=profile)
+        profile = HostProfile(
+            name="slice-test", scratch_dir=f"{home}/scratch", kept_dir=f"{home}/kept", required_mount=None
+        )
+        return PipelineTarget(
+            host=addresses[0],
+            workers=addresses[1:] if workers is None else workers,
+            port=22,
+            user=REMOTE_USER,
+            key_path=str(self.hosts.user_key.private),
+            known_hosts=str(self.hosts.known_hosts),
+            state_dir=self.state,
+            connect_timeout=FAST["connect_timeout"],
+            command_timeout=FAST["command_timeout"],
+            profile=profile,
+        )
 
     def control(self, worker: int, name: str, text: str = "") -> None:
         self.path(self.hosts.hosts[worker], f"standin/{name}").write_text(text)
@@ -99,8 +107,9 @@ class Slice:
 
     def calls(self, worker: int) -> list[list[str]]:
         """The argv of every stand-in run on `worker`, oldest first."""
-        found = sorted(self.path(self.hosts.hosts[worker], "standin/calls").glob("*.argv"),
-                       key=lambda p: p.stat().st_mtime_ns)
+        found = sorted(
+            self.path(self.hosts.hosts[worker], "standin/calls").glob("*.argv"), key=lambda p: p.stat().st_mtime_ns
+        )
         return [p.read_bytes().decode().split("\0")[:-1] for p in found]
 
     def hostnames(self, worker: int) -> set[str]:
@@ -141,8 +150,14 @@ def interruptible():
 
 def start_phase(target: PipelineTarget, phase: str = "train") -> subprocess.Popen:
     env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": PIPELINE, "HF_TOKEN": TOKEN}
-    return subprocess.Popen([sys.executable, "-m", "remote", "phase", phase], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "remote", "phase", phase],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, list[str], dict]:
@@ -202,12 +217,20 @@ def test_a_failing_worker_stops_every_worker_and_is_named(on_slice, failing):
     (job_id,) = on_slice.jobs(failing)
     log = f"~/{on_slice.state}/jobs/{job_id}/log"
     # The failed worker's own reason, from the summary its workload printed last: only worker 0's output is shown.
-    error = (f"worker {failing} ({addresses[failing]}): job {job_id} failed: exited with code 3 "
-             f"(the stand-in failed as planned); its log: {log}")
+    error = (
+        f"worker {failing} ({addresses[failing]}): job {job_id} failed: exited with code 3 "
+        f"(the stand-in failed as planned); its log: {log}"
+    )
     assert code == 3
     assert lines[-2] == f"✗ {error}"
-    assert summary == {"event": "summary", "phase": "train", "ok": False, "error": error, "worker": failing,
-                       "host": addresses[failing]}
+    assert summary == {
+        "event": "summary",
+        "phase": "train",
+        "ok": False,
+        "error": error,
+        "worker": failing,
+        "host": addresses[failing],
+    }
     for worker in others:
         assert len(on_slice.calls(worker)) == 1  # it had started
         assert on_slice.path(on_slice.hosts.hosts[worker], f"jobs/{job_id}/cancelled").exists()
@@ -379,8 +402,11 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
         out, err = capsys.readouterr()
         summary = json.loads(out.splitlines()[-1])
         assert code == EXIT_UNREACHABLE, out + err
-        assert summary["worker"] == 1 and summary["error"].startswith(
-            f"worker 1 ({hosts.addresses[1]}): job train-") and " unreachable for 1 s: " in summary["error"]
+        assert (
+            summary["worker"] == 1
+            and summary["error"].startswith(f"worker 1 ({hosts.addresses[1]}): job train-")
+            and " unreachable for 1 s: " in summary["error"]
+        )
         (job_id,) = on_two.jobs(0)
         assert on_two.path(hosts.hosts[0], f"jobs/{job_id}/cancelled").exists()
         assert on_two.standins_running(0) == []
@@ -388,6 +414,5 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
 
 def test_worker_ids_follow_the_targets_host_order():
     target = PipelineTarget(host="10.0.0.9", workers=("10.0.0.3", "10.0.0.5"), user="u", key_path="k", known_hosts="h")
-    assert [(w.id, w.host) for w in workers_of(target)] == [(0, "10.0.0.9"), (1, "10.0.0.3"),
-                                                                        (2, "10.0.0.5")]
+    assert [(w.id, w.host) for w in workers_of(target)] == [(0, "10.0.0.9"), (1, "10.0.0.3"), (2, "10.0.0.5")]
     assert jobs.shown("rel/log") == "~/rel/log" and jobs.shown("/abs/log") == "/abs/log"

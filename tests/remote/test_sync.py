@@ -95,6 +95,7 @@ def test_a_download_cut_by_a_dropped_link_is_unreachable(target, scratch, tmp_pa
     artifact = scratch / "model.bin"
     artifact.write_text("weights")
     with connect(target) as conn:
+
         def dropped(*args, **kwargs):
             raise EOFError  # what paramiko raises when the link goes mid-transfer
 
@@ -107,6 +108,7 @@ def test_a_download_cut_by_a_dropped_link_is_unreachable(target, scratch, tmp_pa
 
 def test_an_upload_cut_by_a_dropped_link_is_unreachable(target, scratch, package, monkeypatch):
     with connect(target) as conn:
+
         def dropped(*args, **kwargs):
             raise EOFError
 

@@ -11,8 +11,15 @@ BASE = {"host": "10.0.0.2", "user": "ubuntu", "key_path": "/k", "known_hosts": "
 
 
 def test_json_round_trip_keeps_every_field():
-    target = Target(**BASE, port=2222, gateway="gcloud compute start-iap-tunnel vm %p --listen-on-stdin",
-                    trust_on_first_use=True, workers=("10.0.0.3",), connect_timeout=2.5, state_dir="/srv/x")
+    target = Target(
+        **BASE,
+        port=2222,
+        gateway="gcloud compute start-iap-tunnel vm %p --listen-on-stdin",
+        trust_on_first_use=True,
+        workers=("10.0.0.3",),
+        connect_timeout=2.5,
+        state_dir="/srv/x",
+    )
     assert Target.from_json(target.to_json()) == target
     assert target.hosts == ("10.0.0.2", "10.0.0.3")
 

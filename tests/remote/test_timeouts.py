@@ -32,8 +32,12 @@ class RacingConnection:
 
 def output_thread_failed():
     # Both output threads fail; the first one's error is the one reported.
-    raise ThreadException([ExceptionWrapper({}, OSError, OSError("Socket is closed"), None),
-                           ExceptionWrapper({}, EOFError, EOFError("stderr closed too"), None)])
+    raise ThreadException(
+        [
+            ExceptionWrapper({}, OSError, OSError("Socket is closed"), None),
+            ExceptionWrapper({}, EOFError, EOFError("stderr closed too"), None),
+        ]
+    )
 
 
 def no_exit_status():
@@ -74,6 +78,7 @@ def test_exit_status_minus_one_before_the_timeout_is_left_alone():
 def test_the_timers_kill_of_a_channel_our_side_already_closed_is_quiet():
     """Invoke's timer thread kills a timed-out command by closing its channel; when `run` has meanwhile closed
     the connection, that close fails in the timer thread, whose traceback would land on the user's stderr."""
+
     def close():
         raise OSError("Socket is closed")
 

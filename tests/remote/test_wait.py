@@ -57,8 +57,7 @@ def test_a_host_that_never_answers_is_retried_with_doubling_waits_up_to_the_dead
     with pytest.raises(Unreachable) as failed:
         wait.wait_for_ssh(TARGET, deadline_s=40)
     assert clock.sleeps == [0.5, 1, 2, 4, 8, 10, 10, 4.5]  # doubling from 0.5 s, at most 10 s, cut at the deadline
-    assert str(failed.value) == ("10.0.0.5: no SSH answer within 40 s (9 attempts; last: 10.0.0.5: connection "
-                                 "refused)")
+    assert str(failed.value) == ("10.0.0.5: no SSH answer within 40 s (9 attempts; last: 10.0.0.5: connection refused)")
     assert {host for host, _ in calls} == {"10.0.0.5"}  # the target's own host when none is named
 
 
@@ -109,8 +108,10 @@ def test_a_try_gets_at_least_a_tenth_of_a_second(clock, monkeypatch):
 
 def gaierror(code: int):
     def getaddrinfo(*args, **kwargs):
-        raise socket.gaierror(code, "Temporary failure in name resolution" if code == socket.EAI_AGAIN
-                              else "Name or service not known")
+        raise socket.gaierror(
+            code, "Temporary failure in name resolution" if code == socket.EAI_AGAIN else "Name or service not known"
+        )
+
     return getaddrinfo
 
 

@@ -38,8 +38,9 @@ def trainers() -> dict[int, int]:
             continue
         try:
             environ = Path(f"/proc/{process['pid']}/environ").read_bytes().decode().split("\0")
-            found[process["pid"]] = int(dict(item.split("=", 1) for item in environ if "=" in item)[
-                "JOB_COMPLETION_INDEX"])
+            found[process["pid"]] = int(
+                dict(item.split("=", 1) for item in environ if "=" in item)["JOB_COMPLETION_INDEX"]
+            )
         except (OSError, KeyError, ValueError):
             continue
     return found
@@ -64,8 +65,10 @@ class SliceUp:
     seconds: float = 0.0
 
     def jobs(self) -> dict[int, list[str]]:
-        return {h.worker_id: sorted(p.name for p in (h.home / ".tpu-sft" / "jobs").iterdir())
-                for h in self.rehearsal.hosts.hosts}
+        return {
+            h.worker_id: sorted(p.name for p in (h.home / ".tpu-sft" / "jobs").iterdir())
+            for h in self.rehearsal.hosts.hosts
+        }
 
 
 def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
@@ -83,8 +86,9 @@ def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
 def up(tmp_path_factory) -> SliceUp:
     started = time.monotonic()
     with ExitStack() as stack:
-        rehearsal = slice_rehearsal.start(tmp_path_factory.mktemp("slice"), stack, steps=STEPS,
-                                          checkpoint_period=CHECKPOINT_PERIOD)
+        rehearsal = slice_rehearsal.start(
+            tmp_path_factory.mktemp("slice"), stack, steps=STEPS, checkpoint_period=CHECKPOINT_PERIOD
+        )
         result = SliceUp(rehearsal, rehearsal.hosts.addresses)
         for phase in ("bootstrap", "convert"):
             result.first[phase] = rehearsal.run(phase)
@@ -100,8 +104,10 @@ def up(tmp_path_factory) -> SliceUp:
         result.jobs_before_again = result.jobs()
         result.again = {phase: rehearsal.run(phase) for phase in PHASES}
         result.jobs_after_again = result.jobs()
-        result.export_dirs = {h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
-                              for h in rehearsal.hosts.hosts}
+        result.export_dirs = {
+            h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
+            for h in rehearsal.hosts.hosts
+        }
         result.objects = rehearsal.emulator.objects()
         result.storage_refusals = list(rehearsal.storage.refusals)
     result.seconds = time.monotonic() - started

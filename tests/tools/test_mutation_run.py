@@ -31,8 +31,11 @@ def test_each_protection_operator_makes_its_mutants(name):
 def test_the_known_regressions_are_among_the_mutants(monkeypatch):
     """The two protections the issue found unguarded: the job's secret.env mode and the default SSH range."""
     monkeypatch.chdir(REPO)  # the run names modules relative to the tree it mutates
-    made = {(w.mutations[0].module_path.as_posix(), w.mutations[0].operator_name, w.mutations[0].start_pos[0])
-            for module, target in MODULES.items() for w in work_items(module, target)}
+    made = {
+        (w.mutations[0].module_path.as_posix(), w.mutations[0].operator_name, w.mutations[0].start_pos[0])
+        for module, target in MODULES.items()
+        for w in work_items(module, target)
+    }
     jobs, settings = Path("remote/ssh/jobs.py").read_text(), Path("infra/setting_table.py").read_text()
     chmod_line = next(i for i, line in enumerate(jobs.splitlines(), 1) if "f.chmod(0o600)" in line)
     iap_line = next(i for i, line in enumerate(settings.splitlines(), 1) if line.startswith("IAP_RANGE = "))
@@ -42,9 +45,11 @@ def test_the_known_regressions_are_among_the_mutants(monkeypatch):
 
 
 def test_no_mutants_in_annotations_signature_markers_or_log_lines():
-    tree = parso.parse("def f(a: int | None, *, b: str = 'x') -> list[int] | None:\n"
-                       "    c: int | None = a * 2\n"
-                       "    log.info('%s', c[:12])\n")
+    tree = parso.parse(
+        "def f(a: int | None, *, b: str = 'x') -> list[int] | None:\n"
+        "    c: int | None = a * 2\n"
+        "    log.info('%s', c[:12])\n"
+    )
     operators = [n for n in ast_nodes(tree) if getattr(n, "value", None) in ("|", "*", "12")]
     skipped = [(n.value, _in_annotation(n) or _parameter_marker(n) or _in_log_call(n)) for n in operators]
     assert skipped == [("|", True), ("*", True), ("|", True), ("|", True), ("*", False), ("12", True)]

@@ -26,8 +26,11 @@ def can_get_an_oidc_token(permissions: Any) -> bool:
 def jobs_with_oidc_tokens(workflow: dict) -> dict[str, dict]:
     """The jobs that may request GitHub's OIDC token: a job's own `permissions` replace the workflow's."""
     top = workflow.get("permissions")
-    return {name: job for name, job in workflow.get("jobs", {}).items()
-            if can_get_an_oidc_token(job["permissions"] if "permissions" in job else top)}
+    return {
+        name: job
+        for name, job in workflow.get("jobs", {}).items()
+        if can_get_an_oidc_token(job["permissions"] if "permissions" in job else top)
+    }
 
 
 def environment_name(job: dict) -> str | None:
@@ -36,21 +39,26 @@ def environment_name(job: dict) -> str | None:
 
 
 def test_every_job_with_an_oidc_token_runs_in_an_environment():
-    unguarded = [f"{path.name}: {name}"
-                 for path in sorted(WORKFLOWS.glob("*.y*ml"))
-                 for name, job in jobs_with_oidc_tokens(yaml.safe_load(path.read_text())).items()
-                 if not environment_name(job)]
+    unguarded = [
+        f"{path.name}: {name}"
+        for path in sorted(WORKFLOWS.glob("*.y*ml"))
+        for name, job in jobs_with_oidc_tokens(yaml.safe_load(path.read_text())).items()
+        if not environment_name(job)
+    ]
     assert unguarded == [], "jobs with id-token: write and no environment (docs/review.md)"
 
 
-@pytest.mark.parametrize(("workflow", "unguarded"), [
-    ({"permissions": {}, "jobs": {"a": {"permissions": {"id-token": "write"}}}}, ["a"]),
-    ({"permissions": {"id-token": "write"}, "jobs": {"a": {}, "b": {"permissions": {"contents": "read"}}}}, ["a"]),
-    ({"permissions": "write-all", "jobs": {"a": {}}}, ["a"]),
-    ({"jobs": {"a": {"permissions": {"id-token": "write"}, "environment": {"name": "preview"}}}}, []),
-    ({"jobs": {"a": {"permissions": {"id-token": "write"}, "environment": "preview"}}}, []),
-    ({"jobs": {"a": {"permissions": {"id-token": "none"}}}}, []),
-])
+@pytest.mark.parametrize(
+    ("workflow", "unguarded"),
+    [
+        ({"permissions": {}, "jobs": {"a": {"permissions": {"id-token": "write"}}}}, ["a"]),
+        ({"permissions": {"id-token": "write"}, "jobs": {"a": {}, "b": {"permissions": {"contents": "read"}}}}, ["a"]),
+        ({"permissions": "write-all", "jobs": {"a": {}}}, ["a"]),
+        ({"jobs": {"a": {"permissions": {"id-token": "write"}, "environment": {"name": "preview"}}}}, []),
+        ({"jobs": {"a": {"permissions": {"id-token": "write"}, "environment": "preview"}}}, []),
+        ({"jobs": {"a": {"permissions": {"id-token": "none"}}}}, []),
+    ],
+)
 def test_finds_each_way_a_job_gets_an_oidc_token(workflow, unguarded):
     found = [name for name, job in jobs_with_oidc_tokens(workflow).items() if not environment_name(job)]
     assert found == unguarded

@@ -28,7 +28,11 @@ def run_step(script: str, cwd: Path, env: dict) -> subprocess.CompletedProcess:
     path.write_text(script)
     return subprocess.run(
         ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(path)],
-        cwd=cwd, env={"PATH": "/usr/bin:/bin", **env}, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        env={"PATH": "/usr/bin:/bin", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -147,8 +151,12 @@ printf '%s' "${6#body=}" > "$FAKE_BODY"
         (tmp_path / "comments.json").write_text(json.dumps(comments))
         (tmp_path / "plan.md").write_text("| train | steps changed |\n")
         env = {
-            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "GH_TOKEN": "t", "PR_NUMBER": "7", "GITHUB_REPOSITORY": "o/r",
-            "FAKE_COMMENTS": str(tmp_path / "comments.json"), "FAKE_LOG": str(tmp_path / "log"),
+            "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin",
+            "GH_TOKEN": "t",
+            "PR_NUMBER": "7",
+            "GITHUB_REPOSITORY": "o/r",
+            "FAKE_COMMENTS": str(tmp_path / "comments.json"),
+            "FAKE_LOG": str(tmp_path / "log"),
             "FAKE_BODY": str(tmp_path / "body"),
         }
         result = run_step(self.SCRIPT, tmp_path, env)

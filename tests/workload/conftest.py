@@ -65,14 +65,17 @@ def tiny_pipeline(maxtext_python, gcs, tmp_path_factory) -> TinyPipeline:
     tmp = tmp_path_factory.mktemp("tiny-pipeline")
     config, work, out = tmp / "settings.json", tmp / "work", tmp / "out"
     config.write_text(json.dumps(TINY_SETTINGS))
-    interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(maxtext_python, config, work, out, tmp,
-                                                                            gcs, RUNS_PREFIX)
+    interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(
+        maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX
+    )
     # What a lost VM takes with it besides its scratch checkpoints: the runner's own step records. The resume
     # must find both in the bucket. (The converted checkpoint stays: re-converting on a new VM is covered by
     # the fresh-VM rehearsal.)
     shutil.rmtree(work / "train-metrics")
     finished = run_workload(maxtext_python, config, work, out, "--runs-dir", gcs.gs(RUNS_PREFIX))
     assert finished.returncode == 0, f"{finished.summary}\n{finished.stderr[-3000:]}"
-    print(f"\ntiny pipeline: interrupted run {interrupted.seconds:.0f} s, resumed run {finished.seconds:.0f} s",
-          file=sys.stderr)
+    print(
+        f"\ntiny pipeline: interrupted run {interrupted.seconds:.0f} s, resumed run {finished.seconds:.0f} s",
+        file=sys.stderr,
+    )
     return TinyPipeline(config, work, out, gcs, RUNS_PREFIX, interrupted, checkpoint, kill, finished)

@@ -60,19 +60,30 @@ class DeclaredAccess:
     def of(cls, stack: Stack, project: str) -> "DeclaredAccess":
         """`project` is the provider's (gcp:project): the Instance itself names none."""
         vm = stack.one(INSTANCE).inputs
-        roles = {f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs["permissions"])
-                 for r in stack.of_type(ROLE)}
-        bindings = frozenset((b.inputs["project"], b.inputs["zone"], b.inputs["instanceName"], b.inputs["role"],
-                              b.inputs["member"]) for b in stack.of_type(BINDING))
-        return cls(project=project, zone=vm["zone"], instance=vm["name"],
-                   service_account=vm.get("serviceAccount", {}).get("email", DEFAULT_COMPUTE_ACCOUNT),
-                   provisioning_model=vm.get("scheduling", {}).get("provisioningModel", "STANDARD"),
-                   role_permissions=roles, bindings=bindings)
+        roles = {
+            f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs["permissions"])
+            for r in stack.of_type(ROLE)
+        }
+        bindings = frozenset(
+            (b.inputs["project"], b.inputs["zone"], b.inputs["instanceName"], b.inputs["role"], b.inputs["member"])
+            for b in stack.of_type(BINDING)
+        )
+        return cls(
+            project=project,
+            zone=vm["zone"],
+            instance=vm["name"],
+            service_account=vm.get("serviceAccount", {}).get("email", DEFAULT_COMPUTE_ACCOUNT),
+            provisioning_model=vm.get("scheduling", {}).get("provisioningModel", "STANDARD"),
+            role_permissions=roles,
+            bindings=bindings,
+        )
 
     def granted(self, permission: str, project: str, zone: str, instance: str) -> bool:
         member = f"serviceAccount:{self.service_account}"
-        return any((p, z, i, m) == (project, zone, instance, member) and permission in self.role_permissions.get(r, ())
-                   for p, z, i, r, m in self.bindings)
+        return any(
+            (p, z, i, m) == (project, zone, instance, member) and permission in self.role_permissions.get(r, ())
+            for p, z, i, r, m in self.bindings
+        )
 
 
 @dataclass
@@ -112,8 +123,9 @@ class GceStandin:
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._answer(403, "Missing Metadata-Flavor:Google header.")
                 values = {
-                    "/computeMetadata/v1/instance/service-accounts/default/token":
-                        json.dumps({"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}),
+                    "/computeMetadata/v1/instance/service-accounts/default/token": json.dumps(
+                        {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"}
+                    ),
                     "/computeMetadata/v1/instance/name": standin.instance,
                     "/computeMetadata/v1/instance/zone": f"projects/123456789012/zones/{standin.zone}",
                     "/computeMetadata/v1/project/project-id": standin.project,
@@ -135,15 +147,21 @@ class GceStandin:
                 project, zone, name = target.groups()
                 permission = PERMISSION[self.command]
                 if not (standin.access and standin.access.granted(permission, project, zone, name)):
-                    return self._error(403, f"Required '{permission}' permission for "
-                                            f"'projects/{project}/zones/{zone}/instances/{name}'")
+                    return self._error(
+                        403,
+                        f"Required '{permission}' permission for 'projects/{project}/zones/{zone}/instances/{name}'",
+                    )
                 if (project, zone, name) != (standin.project, standin.zone, standin.instance):
-                    return self._error(404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' "
-                                            "was not found")
+                    return self._error(
+                        404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"
+                    )
                 if suffix == "/stop" and standin.access.provisioning_model == "FLEX_START":
                     return self._error(400, "A FLEX_START instance cannot be stopped; delete it instead.")
-                self._answer(200, json.dumps({"kind": "compute#operation", "name": "operation-1234-stand-in"}),
-                             "application/json")
+                self._answer(
+                    200,
+                    json.dumps({"kind": "compute#operation", "name": "operation-1234-stand-in"}),
+                    "application/json",
+                )
 
             def do_POST(self) -> None:
                 self._instance_call("/stop")

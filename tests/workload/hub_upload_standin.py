@@ -53,9 +53,14 @@ class HubStandin:
 
             def _handle(self) -> None:
                 body = self._body()
-                hub.requests.append({"method": self.command, "path": self.path,
-                                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                                     "body": body.decode("utf-8", "replace")})
+                hub.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                        "body": body.decode("utf-8", "replace"),
+                    }
+                )
                 url = urlparse(self.path)
                 path, parts = url.path, url.path.strip("/").split("/")
                 if self.command == "PUT" and parts[0] == "lfs-upload":
@@ -109,16 +114,32 @@ class HubStandin:
                 self._reply(200, [{"type": "file", "path": p, **files[p]} for p in form.get("paths", []) if p in files])
 
             def _preupload(self, request: dict) -> None:
-                self._reply(200, {"files": [
-                    {"path": f["path"], "uploadMode": "lfs" if f["size"] >= LFS_FROM else "regular",
-                     "shouldIgnore": False} for f in request["files"]]})
+                self._reply(
+                    200,
+                    {
+                        "files": [
+                            {
+                                "path": f["path"],
+                                "uploadMode": "lfs" if f["size"] >= LFS_FROM else "regular",
+                                "shouldIgnore": False,
+                            }
+                            for f in request["files"]
+                        ]
+                    },
+                )
 
             def _batch(self, request: dict) -> None:
                 base = f"http://{self.headers['Host']}"
                 objects = [
-                    {"oid": o["oid"], "size": o["size"]} if o["oid"] in hub.lfs else
-                    {"oid": o["oid"], "size": o["size"], "actions": {"upload": {
-                        "href": f"{base}/lfs-upload/{o['oid']}?signature={_signature(o['oid'])}"}}}
+                    {"oid": o["oid"], "size": o["size"]}
+                    if o["oid"] in hub.lfs
+                    else {
+                        "oid": o["oid"],
+                        "size": o["size"],
+                        "actions": {
+                            "upload": {"href": f"{base}/lfs-upload/{o['oid']}?signature={_signature(o['oid'])}"}
+                        },
+                    }
                     for o in request["objects"]
                 ]
                 self._reply(200, {"transfer": "basic", "objects": objects})
@@ -143,15 +164,22 @@ class HubStandin:
                     elif item["key"] == "lfsFile":
                         if value["oid"] not in hub.lfs:
                             return self._reply(400, {"error": f"LFS object {value['oid']} was never uploaded"})
-                        files[value["path"]] = {"size": value["size"], "oid": "0" * 40,
-                                                "lfs": {"oid": value["oid"], "size": value["size"],
-                                                        "pointerSize": 134}}
+                        files[value["path"]] = {
+                            "size": value["size"],
+                            "oid": "0" * 40,
+                            "lfs": {"oid": value["oid"], "size": value["size"], "pointerSize": 134},
+                        }
                     else:
                         continue
                     paths.append(value["path"])
                 hub.commits.append((repo, paths))
-                self._reply(200, {"commitUrl": f"http://{self.headers['Host']}/{repo}/commit/{len(hub.commits)}",
-                                  "commitOid": f"{len(hub.commits):040x}"})
+                self._reply(
+                    200,
+                    {
+                        "commitUrl": f"http://{self.headers['Host']}/{repo}/commit/{len(hub.commits)}",
+                        "commitOid": f"{len(hub.commits):040x}",
+                    },
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

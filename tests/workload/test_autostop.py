@@ -46,10 +46,13 @@ def declare(tmp_path_factory) -> Callable[..., DeclaredAccess]:
     """What the dev stack, with these tpu-sft keys changed (None: removed), declares for the VM: run once each."""
     home = tmp_path_factory.mktemp("home")
     (home / ".ssh").mkdir()
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / ".ssh/google_compute_engine")],
-                   check=True)
-    base = {**read_stack_config(ROOT / "Pulumi.dev.yaml"),
-            "tpu-sft:sshPublicKey": (home / ".ssh/google_compute_engine.pub").read_text().strip()}
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / ".ssh/google_compute_engine")], check=True
+    )
+    base = {
+        **read_stack_config(ROOT / "Pulumi.dev.yaml"),
+        "tpu-sft:sshPublicKey": (home / ".ssh/google_compute_engine.pub").read_text().strip(),
+    }
     declared: dict[tuple, DeclaredAccess] = {}
 
     def run(**keys: str | None) -> DeclaredAccess:
@@ -69,8 +72,9 @@ def serve() -> Iterator[Callable[..., GceStandin]]:
     started: list[GceStandin] = []
 
     def start(access: DeclaredAccess | None, action: str = "stop") -> GceStandin:
-        standin = GceStandin(attributes={autostop.ACTION_KEY: action, autostop.IDLE_KEY: IDLE_MINUTES},
-                             access=access).start()
+        standin = GceStandin(
+            attributes={autostop.ACTION_KEY: action, autostop.IDLE_KEY: IDLE_MINUTES}, access=access
+        ).start()
         started.append(standin)
         return standin
 
@@ -97,13 +101,27 @@ def start_watcher(cloud, private_host, state_dir, tmp_path):
 
     def start() -> tuple[subprocess.Popen, Path]:
         log = tmp_path / f"autostop-{len(started)}.log"
-        env = {"PATH": os.environ["PATH"], "GCE_METADATA_HOST": cloud.host,
-               "TPU_SFT_COMPUTE_API": f"http://{cloud.host}"}
+        env = {
+            "PATH": os.environ["PATH"],
+            "GCE_METADATA_HOST": cloud.host,
+            "TPU_SFT_COMPUTE_API": f"http://{cloud.host}",
+        }
         with open(log, "w") as out:
             process = subprocess.Popen(
-                [sys.executable, str(WATCHER), "--jobs-root", str(state_dir / "jobs"),
-                 "--ssh-port", str(private_host.sshd.port), "--poll-seconds", "0.2"],
-                stdout=out, stderr=subprocess.STDOUT, env=env, cwd="/",
+                [
+                    sys.executable,
+                    str(WATCHER),
+                    "--jobs-root",
+                    str(state_dir / "jobs"),
+                    "--ssh-port",
+                    str(private_host.sshd.port),
+                    "--poll-seconds",
+                    "0.2",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd="/",
             )
         started.append(process)
         return process, log
@@ -121,7 +139,8 @@ def _start_job(target, job_id: str, command: str) -> None:
 
 
 def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
-        host_target, state_dir, cloud, start_watcher):
+    host_target, state_dir, cloud, start_watcher
+):
     _start_job(host_target, "export-0123456789abcdef-1", "sleep 4; exit 0")
     watcher, log = start_watcher()
     wait_until(lambda: "job export-0123456789abcdef-1 is running" in log.read_text(), 15, "the watcher to see the job")
@@ -232,11 +251,15 @@ def test_a_session_is_an_established_connection_to_the_local_ssh_port(tmp_path):
     def row(n: int, local: str, remote: str, state: str) -> str:
         return f"   {n}: {local} {remote} {state} 00000000:00000000 00:00000000 00000000     0        0 {n} 1\n"
 
-    (tmp_path / "tcp").write_text(header + row(0, "0100007F:0016", "0100007F:C350", "01")  # logged in: counts
-                                  + row(1, "00000000:0016", "00000000:0000", "0A")  # sshd listening
-                                  + row(2, "0100007F:C351", "0100007F:0016", "01"))  # the VM's own ssh out
-    (tmp_path / "tcp6").write_text(header + row(0, "00000000000000000000000001000000:0016",
-                                                "00000000000000000000000001000000:C352", "01"))
+    (tmp_path / "tcp").write_text(
+        header
+        + row(0, "0100007F:0016", "0100007F:C350", "01")  # logged in: counts
+        + row(1, "00000000:0016", "00000000:0000", "0A")  # sshd listening
+        + row(2, "0100007F:C351", "0100007F:0016", "01")
+    )  # the VM's own ssh out
+    (tmp_path / "tcp6").write_text(
+        header + row(0, "00000000000000000000000001000000:0016", "00000000000000000000000001000000:C352", "01")
+    )
     tables = (str(tmp_path / "tcp"), str(tmp_path / "unreadable"), str(tmp_path / "tcp6"))  # skipped, not the end
     assert autostop.ssh_sessions(22, tables) == 2
     assert autostop.ssh_sessions(2222, tables) == 0
@@ -292,8 +315,11 @@ def test_a_recorded_pid_is_the_job_only_while_the_same_process_lives(tmp_path):
         assert autostop.running_jobs(str(jobs_root)) == [job.name]
         (job / "pid").write_text(f"{wrapper.pid} {int(start) + 1}\n")  # the same pid, now another process
         assert autostop.running_jobs(str(jobs_root)) == []
-        wait_until(lambda: Path(f"/proc/{ended.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", 10,
-                   "the process to end")
+        wait_until(
+            lambda: Path(f"/proc/{ended.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z",
+            10,
+            "the process to end",
+        )
         (job / "pid").write_text(f"{ended.pid} {_start_time(ended.pid)}\n")  # a zombie: ended, not yet reaped
         assert autostop.running_jobs(str(jobs_root)) == []
         ended.wait()
@@ -307,8 +333,9 @@ def test_a_recorded_pid_is_the_job_only_while_the_same_process_lives(tmp_path):
 
 
 def _call(standin: GceStandin, method: str, path: str, token: str = TOKEN) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://{standin.host}{path}", method=method,
-                                     headers={"Authorization": f"Bearer {token}"})
+    request = urllib.request.Request(
+        f"http://{standin.host}{path}", method=method, headers={"Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=10) as answer:
             return answer.status, answer.read().decode()
@@ -320,8 +347,10 @@ def test_the_api_allows_only_what_the_declared_role_grants_on_this_instance(decl
     stop_grant = serve(declare(autostop="stop"))
     assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
     assert _call(stop_grant, "DELETE", f"{API}/tpu-sft-dev") == (
-        403, "Required 'compute.instances.delete' permission for "
-             "'projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev'")
+        403,
+        "Required 'compute.instances.delete' permission for "
+        "'projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev'",
+    )
     # Bound on this one instance: another instance is refused as Google refuses it, existing or not.
     assert _call(stop_grant, "POST", f"{API}/someone-elses-vm/stop")[0] == 403
     assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop", token="ya29.someone-else")[0] == 401

@@ -25,15 +25,19 @@ class Case:
 
 
 def run_case(id_, settings, expect, *extra) -> Case:
-    return Case(id_, ("run", "--config", "{cfg}", "--work-dir", "{tmp}/work", "--output-dir", "{tmp}/out", *extra),
-                expect, settings)
+    return Case(
+        id_,
+        ("run", "--config", "{cfg}", "--work-dir", "{tmp}/work", "--output-dir", "{tmp}/out", *extra),
+        expect,
+        settings,
+    )
 
 
 CASES = [
     run_case("config-list", [], "settings JSON must be an object"),
     run_case("config-null", None, "settings JSON must be an object"),
     run_case("config-number", 5, "settings JSON must be an object"),
-    run_case("config-string", "\"steps\"", "settings JSON must be an object"),
+    run_case("config-string", '"steps"', "settings JSON must be an object"),
     run_case("config-not-json", "{steps", "cannot read settings JSON"),
     run_case("config-not-utf8", b"\xff\xfe{}", "cannot read settings JSON"),
     run_case("steps-arabic-digits", {"steps": "٣"}, "tpu-sft:steps: expected a whole number"),
@@ -68,38 +72,117 @@ CASES = [
     run_case("model-unknown", {"model": "llama"}, "tpu-sft:model"),
     run_case("extras-not-bool", {"installPostTrainExtras": "yes"}, "tpu-sft:installPostTrainExtras"),
     run_case("unknown-key", {"stpes": 3}, "tpu-sft:stpes: is not a pipeline setting"),
-    Case("work-dir-a-file", ("run", "--config", "{cfg}", "--work-dir", "{tmp}/afile", "--output-dir", "{tmp}/out"),
-         "--work-dir: {tmp}/afile is not a directory", {}),
-    Case("output-dir-under-a-file", ("run", "--config", "{cfg}", "--work-dir", "{tmp}/w", "--output-dir",
-                                     "{tmp}/afile/out"), "--output-dir: {tmp}/afile is a file", {}),
+    Case(
+        "work-dir-a-file",
+        ("run", "--config", "{cfg}", "--work-dir", "{tmp}/afile", "--output-dir", "{tmp}/out"),
+        "--work-dir: {tmp}/afile is not a directory",
+        {},
+    ),
+    Case(
+        "output-dir-under-a-file",
+        ("run", "--config", "{cfg}", "--work-dir", "{tmp}/w", "--output-dir", "{tmp}/afile/out"),
+        "--output-dir: {tmp}/afile is a file",
+        {},
+    ),
     run_case("token-file-missing", {}, "HF token file {tmp}/none: No such file", "--hf-token-file", "{tmp}/none"),
     run_case("token-file-not-utf8", {}, "is not UTF-8 text", "--hf-token-file", "{tmp}/token-binary"),
     run_case("token-file-readable-by-others", {}, "is readable by others", "--hf-token-file", "{tmp}/token-open"),
     run_case("token-file-empty", {}, "is empty", "--hf-token-file", "{tmp}/token-empty"),
     run_case("until-unknown", {}, "argument --until: invalid choice: 'deploy'", "--until", "deploy"),
-    run_case("worker-id-alone", {}, "--worker-id/--worker-hostnames: one is given without the other",
-             "--worker-id", "1"),
-    run_case("worker-hostnames-alone", {}, "--worker-id/--worker-hostnames: one is given without the other",
-             "--worker-hostnames", "a,b"),
-    run_case("worker-id-out-of-range", {"profile": "tiny"}, "--worker-id: 2 is not a worker of 2",
-             "--worker-id", "2", "--worker-hostnames", "a,b", "--runs-dir", "gs://b/runs"),
-    run_case("worker-id-negative", {}, "argument --worker-id: '-1' is not a worker id", "--worker-id=-1",
-             "--worker-hostnames", "a,b"),
-    run_case("worker-id-arabic", {}, "argument --worker-id: '١' is not a worker id", "--worker-id", "١",
-             "--worker-hostnames", "a,b"),
-    run_case("worker-hostnames-twice", {"profile": "tiny"}, "--worker-hostnames: lists a host twice",
-             "--worker-id", "0", "--worker-hostnames", "a,a"),
-    run_case("worker-hostnames-empty-name", {"profile": "tiny"}, "--worker-hostnames: '' is not a hostname",
-             "--worker-id", "0", "--worker-hostnames", "a,,b"),
-    run_case("worker-hostname-with-space", {"profile": "tiny"}, "--worker-hostnames: 'a b' is not a hostname",
-             "--worker-id", "0", "--worker-hostnames", "a b,c"),
-    run_case("workers-not-the-slice", {"acceleratorType": "v6e-16"},
-             "--worker-hostnames: names 2 worker(s), but v6e-16 has 4 host(s)", "--worker-id", "0",
-             "--worker-hostnames", "a,b", "--runs-dir", "gs://b/runs"),
-    run_case("one-vm-given-workers", {}, "--worker-hostnames: names 2 worker(s), but v6e-8 has 1 host(s)",
-             "--worker-id", "0", "--worker-hostnames", "a,b"),
-    run_case("slice-without-runs-dir", {"profile": "tiny"}, "--runs-dir: is missing on a multi-host slice",
-             "--worker-id", "0", "--worker-hostnames", "a,b"),
+    run_case(
+        "worker-id-alone", {}, "--worker-id/--worker-hostnames: one is given without the other", "--worker-id", "1"
+    ),
+    run_case(
+        "worker-hostnames-alone",
+        {},
+        "--worker-id/--worker-hostnames: one is given without the other",
+        "--worker-hostnames",
+        "a,b",
+    ),
+    run_case(
+        "worker-id-out-of-range",
+        {"profile": "tiny"},
+        "--worker-id: 2 is not a worker of 2",
+        "--worker-id",
+        "2",
+        "--worker-hostnames",
+        "a,b",
+        "--runs-dir",
+        "gs://b/runs",
+    ),
+    run_case(
+        "worker-id-negative",
+        {},
+        "argument --worker-id: '-1' is not a worker id",
+        "--worker-id=-1",
+        "--worker-hostnames",
+        "a,b",
+    ),
+    run_case(
+        "worker-id-arabic",
+        {},
+        "argument --worker-id: '١' is not a worker id",
+        "--worker-id",
+        "١",
+        "--worker-hostnames",
+        "a,b",
+    ),
+    run_case(
+        "worker-hostnames-twice",
+        {"profile": "tiny"},
+        "--worker-hostnames: lists a host twice",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a,a",
+    ),
+    run_case(
+        "worker-hostnames-empty-name",
+        {"profile": "tiny"},
+        "--worker-hostnames: '' is not a hostname",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a,,b",
+    ),
+    run_case(
+        "worker-hostname-with-space",
+        {"profile": "tiny"},
+        "--worker-hostnames: 'a b' is not a hostname",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a b,c",
+    ),
+    run_case(
+        "workers-not-the-slice",
+        {"acceleratorType": "v6e-16"},
+        "--worker-hostnames: names 2 worker(s), but v6e-16 has 4 host(s)",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a,b",
+        "--runs-dir",
+        "gs://b/runs",
+    ),
+    run_case(
+        "one-vm-given-workers",
+        {},
+        "--worker-hostnames: names 2 worker(s), but v6e-8 has 1 host(s)",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a,b",
+    ),
+    run_case(
+        "slice-without-runs-dir",
+        {"profile": "tiny"},
+        "--runs-dir: is missing on a multi-host slice",
+        "--worker-id",
+        "0",
+        "--worker-hostnames",
+        "a,b",
+    ),
     Case("run-without-config", ("run", "--output-dir", "{tmp}/out"), "the following arguments are required: --config"),
     Case("commands-config-list", ("commands", "--config", "{cfg}"), "settings JSON must be an object", []),
     Case("commands-steps-newline", ("commands", "--config", "{cfg}"), "tpu-sft:steps", {"steps": "5\n"}),
@@ -112,8 +195,11 @@ def _run(case: Case, tmp: Path) -> subprocess.CompletedProcess:
     directory = tmp / case.id
     directory.mkdir()
     (directory / "afile").write_text("a file\n")
-    for name, content, mode in (("token-binary", b"\xff\xfe", 0o600), ("token-open", b"hf_x", 0o644),
-                                ("token-empty", b"", 0o600)):
+    for name, content, mode in (
+        ("token-binary", b"\xff\xfe", 0o600),
+        ("token-open", b"hf_x", 0o644),
+        ("token-empty", b"", 0o600),
+    ):
         (directory / name).write_bytes(content)
         (directory / name).chmod(mode)
     config = directory / "settings.json"
@@ -123,8 +209,15 @@ def _run(case: Case, tmp: Path) -> subprocess.CompletedProcess:
         config.write_text(case.settings if isinstance(case.settings, str) else json.dumps(case.settings))
     argv = [a.replace("{cfg}", str(config)).replace("{tmp}", str(directory)) for a in case.argv]
     env = {k: v for k, v in os.environ.items() if k != "HF_TOKEN"}
-    return subprocess.run([sys.executable, "-m", "workload", *argv], capture_output=True, text=True, cwd=REPO,
-                          env=env, timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "workload", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")

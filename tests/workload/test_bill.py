@@ -41,8 +41,10 @@ def metadata():
 def test_the_meter_reads_the_price_from_metadata_and_the_time_since_boot(metadata, uptime):
     bill = Meter(8, metadata, uptime).reading()
     assert bill == {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.961, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
-    assert describe(bill) == ("bill: this VM has been up 1 h 22 min since it booted × 8 chips = 10.961 chip-hours "
-                              "≈ $29.59 at $2.70 per chip-hour")
+    assert describe(bill) == (
+        "bill: this VM has been up 1 h 22 min since it booted × 8 chips = 10.961 chip-hours "
+        "≈ $29.59 at $2.70 per chip-hour"
+    )
 
 
 def test_off_google_cloud_there_is_no_price_and_no_made_up_cost(uptime):
@@ -53,8 +55,16 @@ def test_off_google_cloud_there_is_no_price_and_no_made_up_cost(uptime):
 
 
 def test_cost_so_far_in_the_train_progress_line():
-    event = {"event": "step", "phase": "train", "step": 120, "steps": 1000, "loss": 1.2345, "step_seconds": 0.61,
-             "eta_s": 542.0, "cost_usd": 12.34}
+    event = {
+        "event": "step",
+        "phase": "train",
+        "step": 120,
+        "steps": 1000,
+        "loss": 1.2345,
+        "step_seconds": 0.61,
+        "eta_s": 542.0,
+        "cost_usd": 12.34,
+    }
     assert render(event) == "train step 120/1000 · loss 1.2345 · 0.61 s/step · ETA 9 min 2 s · $12.34 so far"
     assert "so far" not in render({**event, "cost_usd": None})
 

@@ -17,8 +17,9 @@ RESUME = REPO / "tests" / "workload" / "orbax_resume.py"
 OBJECT_USER_ONLY = PREDEFINED_ROLES["roles/storage.objectUser"]  # the grant before the fix
 
 
-def checkpoint_attempts(python: str, declared: storage_iam.DeclaredStorage, permissions: frozenset[str] | None,
-                        tmp_path) -> list[subprocess.CompletedProcess]:
+def checkpoint_attempts(
+    python: str, declared: storage_iam.DeclaredStorage, permissions: frozenset[str] | None, tmp_path
+) -> list[subprocess.CompletedProcess]:
     """A first attempt saves step 1 into a new run directory; a second opens it again, as a resumed trainer does.
     `permissions`: the VM's grant on the bucket instead of the declared one."""
     grants = declared.grants if permissions is None else {declared.host: {declared.bucket: permissions}}
@@ -26,8 +27,17 @@ def checkpoint_attempts(python: str, declared: storage_iam.DeclaredStorage, perm
     env = {**os.environ, **iam.env(declared.host), "EPATH_USE_TF": "false", "JAX_PLATFORMS": "cpu"}
     url = f"gs://{declared.bucket}/runs/run-1/checkpoints"
     try:
-        return [subprocess.run([python, str(RESUME), action, url], env=env, capture_output=True, text=True,
-                               timeout=300, stdin=subprocess.DEVNULL) for action in ("save", "resume")]
+        return [
+            subprocess.run(
+                [python, str(RESUME), action, url],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                stdin=subprocess.DEVNULL,
+            )
+            for action in ("save", "resume")
+        ]
     finally:
         iam.stop()
 
@@ -38,15 +48,17 @@ def test_the_declared_grant_lets_a_trainer_resume_from_the_bucket(maxtext_python
     assert (resumed.returncode, resumed.stdout.split()[-1:]) == (0, ["1"]), resumed.stderr[-2000:]
 
 
-def test_object_user_alone_fails_the_resume_with_a_403_naming_storage_buckets_get(maxtext_python, declared_storage,
-                                                                                  tmp_path):
+def test_object_user_alone_fails_the_resume_with_a_403_naming_storage_buckets_get(
+    maxtext_python, declared_storage, tmp_path
+):
     first, resumed = checkpoint_attempts(maxtext_python, declared_storage, OBJECT_USER_ONLY, tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]  # a new directory: orbax does not look the bucket up
     account = declared_storage.host.removeprefix("serviceAccount:")
     assert resumed.returncode != 0
     assert "google.api_core.exceptions.Forbidden: 403 GET" in resumed.stderr
-    assert (f"{account} does not have storage.buckets.get access to the Google Cloud Storage bucket."
-            in resumed.stderr), resumed.stderr[-2000:]
+    assert (
+        f"{account} does not have storage.buckets.get access to the Google Cloud Storage bucket." in resumed.stderr
+    ), resumed.stderr[-2000:]
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def workload(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "workload", *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "workload", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_commands_prints_the_three_seed_steps_copy_pasteable(tmp_path):
@@ -29,8 +35,9 @@ def test_commands_prints_the_three_seed_steps_copy_pasteable(tmp_path):
 def test_run_with_bad_settings_ends_with_one_line_and_the_summary(tmp_path):
     config = tmp_path / "settings.json"
     config.write_text(json.dumps({"steps": 0}))
-    done = workload("run", "--config", str(config), "--work-dir", str(tmp_path / "w"), "--output-dir",
-                    str(tmp_path / "o"))
+    done = workload(
+        "run", "--config", str(config), "--work-dir", str(tmp_path / "w"), "--output-dir", str(tmp_path / "o")
+    )
     assert done.returncode == 2
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[-1]["event"] == "summary" and events[-1]["failed_step"] == "setup"
@@ -43,8 +50,17 @@ def test_run_refuses_a_token_file_others_can_read_without_showing_the_token(tmp_
     config.write_text("{}")
     token.write_text("hf_DoNotPrintMe")
     token.chmod(0o640)
-    done = workload("run", "--config", str(config), "--work-dir", str(tmp_path / "w"), "--output-dir",
-                    str(tmp_path / "o"), "--hf-token-file", str(token))
+    done = workload(
+        "run",
+        "--config",
+        str(config),
+        "--work-dir",
+        str(tmp_path / "w"),
+        "--output-dir",
+        str(tmp_path / "o"),
+        "--hf-token-file",
+        str(token),
+    )
     assert done.returncode == 2
     assert "chmod 600" in json.loads(done.stdout.splitlines()[-1])["error"]
     assert "hf_DoNotPrintMe" not in done.stdout + done.stderr

@@ -32,8 +32,13 @@ SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
     base_output_directory=/dev/shm/gemma3-4b/hf-trained/
     scan_layers=True use_multimodal=False weight_dtype=bfloat16"""
 SEED_TPU_ENV = {
-    "TPU_ACCELERATOR_TYPE": "v6e-8", "TPU_WORKER_ID": "0", "TPU_NAME": "my-vm", "TPU_SKIP_MDS_QUERY": "1",
-    "TPU_WORKER_HOSTNAMES": "localhost", "TPU_TOPOLOGY": "2x4", "TPU_CHIPS_PER_HOST_BOUNDS": "2,4,1",
+    "TPU_ACCELERATOR_TYPE": "v6e-8",
+    "TPU_WORKER_ID": "0",
+    "TPU_NAME": "my-vm",
+    "TPU_SKIP_MDS_QUERY": "1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_TOPOLOGY": "2x4",
+    "TPU_CHIPS_PER_HOST_BOUNDS": "2,4,1",
     "TPU_HOST_BOUNDS": "1,1,1",
 }
 
@@ -64,7 +69,10 @@ def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scr
 def test_tpu_environment_follows_the_accelerator_type():
     env = tpu_env("v6e-4", "vm")
     assert (env["TPU_ACCELERATOR_TYPE"], env["TPU_TOPOLOGY"], env["TPU_CHIPS_PER_HOST_BOUNDS"]) == (
-        "v6e-4", "2x2", "2,2,1")
+        "v6e-4",
+        "2x2",
+        "2,2,1",
+    )
 
 
 def test_no_token_anywhere_in_argv():
@@ -75,8 +83,14 @@ def test_no_token_anywhere_in_argv():
 
 
 def test_optional_settings_appear_only_when_set():
-    config = PipelineConfig(learning_rate=1e-3, max_target_length=512, checkpoint_period=50, steps=200,
-                            per_device_batch_size=2, train_data_columns=("prompt", "messages"))
+    config = PipelineConfig(
+        learning_rate=1e-3,
+        max_target_length=512,
+        checkpoint_period=50,
+        steps=200,
+        per_device_batch_size=2,
+        train_data_columns=("prompt", "messages"),
+    )
     _, (_, train, export) = build(config)
     assert train.argv[-3:] == ("learning_rate=0.001", "max_target_length=512", "checkpoint_period=50")
     assert "train_data_columns=['prompt', 'messages']" in train.argv
@@ -86,16 +100,28 @@ def test_optional_settings_appear_only_when_set():
 
 def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_local_data():
     layout, (convert, train, export) = build(PipelineConfig(profile="tiny", steps=20), work="/w")
-    assert convert.argv[:6] == ("python3", "-m", "workload.tiny_launcher", "--model-dir", "/w/tiny/model",
-                                commands.TO_MAXTEXT)
+    assert convert.argv[:6] == (
+        "python3",
+        "-m",
+        "workload.tiny_launcher",
+        "--model-dir",
+        "/w/tiny/model",
+        commands.TO_MAXTEXT,
+    )
     assert export.argv[5] == commands.TO_HUGGINGFACE
     assert train.argv[:3] == ("python3", "-m", commands.TRAIN_SFT)  # train_sft needs no HF config patch
     for command in (convert, train, export):
         assert set(tiny.maxtext_overrides()) <= set(command.argv)
         assert command.env["JAX_PLATFORMS"] == "cpu" and "TPU_ACCELERATOR_TYPE" not in command.env
     assert {"--hf_model_path=/w/tiny/model", "--simulated_cpu_devices_count=1"} <= set(convert.argv)
-    assert {"hf_path=/w/tiny/ultrachat", "train_split=train_sft", "tokenizer_path=/w/tiny/model",
-            "attention=dot_product", "max_target_length=128", "eval_interval=-1"} <= set(train.argv)
+    assert {
+        "hf_path=/w/tiny/ultrachat",
+        "train_split=train_sft",
+        "tokenizer_path=/w/tiny/model",
+        "attention=dot_product",
+        "max_target_length=128",
+        "eval_interval=-1",
+    } <= set(train.argv)
 
 
 def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them():

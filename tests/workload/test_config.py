@@ -9,27 +9,57 @@ from workload.commands import run_name
 from workload.core.config import SETTINGS, ConfigError, PipelineConfig, parse_structured
 
 SEED = {
-    "maxtextVersion": "0.2.2", "installPostTrainExtras": True, "torchBackend": "cpu",
-    "model": "gemma3-4b", "profile": "full",
-    "steps": 1000, "perDeviceBatchSize": 1, "dataset": "HuggingFaceH4/ultrachat_200k", "trainSplit": "train_sft",
-    "trainDataColumns": ["messages"], "learningRate": None, "maxTargetLength": None, "acceleratorType": "v6e-8",
-    "checkpointPeriod": None, "runName": None,
+    "maxtextVersion": "0.2.2",
+    "installPostTrainExtras": True,
+    "torchBackend": "cpu",
+    "model": "gemma3-4b",
+    "profile": "full",
+    "steps": 1000,
+    "perDeviceBatchSize": 1,
+    "dataset": "HuggingFaceH4/ultrachat_200k",
+    "trainSplit": "train_sft",
+    "trainDataColumns": ["messages"],
+    "learningRate": None,
+    "maxTargetLength": None,
+    "acceleratorType": "v6e-8",
+    "checkpointPeriod": None,
+    "runName": None,
 }
 # A valid value other than the default for every key.
 CHANGED = {
-    "maxtextVersion": "0.2.3", "installPostTrainExtras": False, "torchBackend": "auto",
-    "model": "gemma3-12b", "profile": "tiny",
-    "steps": 20, "perDeviceBatchSize": 2, "dataset": "me/chats", "trainSplit": "train_gen",
-    "trainDataColumns": ["prompt", "completion"], "learningRate": 1e-4, "maxTargetLength": 512,
-    "acceleratorType": "v6e-4", "checkpointPeriod": 100, "runName": "my-run",
+    "maxtextVersion": "0.2.3",
+    "installPostTrainExtras": False,
+    "torchBackend": "auto",
+    "model": "gemma3-12b",
+    "profile": "tiny",
+    "steps": 20,
+    "perDeviceBatchSize": 2,
+    "dataset": "me/chats",
+    "trainSplit": "train_gen",
+    "trainDataColumns": ["prompt", "completion"],
+    "learningRate": 1e-4,
+    "maxTargetLength": 512,
+    "acceleratorType": "v6e-4",
+    "checkpointPeriod": 100,
+    "runName": "my-run",
 }
 # Where each key first feeds (workload/core/contract.py PHASES); a change re-runs that phase and every later one.
 FIRST_PHASE = {
     # model and profile: bootstrap downloads the full profile's weights.
     "bootstrap": {"maxtextVersion", "installPostTrainExtras", "torchBackend", "model", "profile"},
     "convert": set(),
-    "train": {"steps", "perDeviceBatchSize", "dataset", "trainSplit", "trainDataColumns", "learningRate",
-              "maxTargetLength", "acceleratorType", "checkpointPeriod", "runName"},
+    "train": {
+        "steps",
+        "perDeviceBatchSize",
+        "dataset",
+        "trainSplit",
+        "trainDataColumns",
+        "learningRate",
+        "maxTargetLength",
+        "acceleratorType",
+        "checkpointPeriod",
+        "runName",
+    },
     "export": set(),
 }
 # What the trained weights do not depend on: how MaxText is installed, how often a checkpoint is written, and the
@@ -70,7 +100,7 @@ def test_the_settings_table_cannot_be_changed_at_run_time():
 @pytest.mark.parametrize("phase", list(FIRST_PHASE))
 def test_a_phase_depends_on_its_own_settings_and_every_earlier_phases(phase):
     phases = list(FIRST_PHASE)
-    expected = set().union(*(FIRST_PHASE[p] for p in phases[:phases.index(phase) + 1]))
+    expected = set().union(*(FIRST_PHASE[p] for p in phases[: phases.index(phase) + 1]))
     settings = PipelineConfig.from_mapping(CHANGED).phase_settings(phase)
     assert settings == {key: CHANGED[key] for key in expected}
 
@@ -100,20 +130,23 @@ def test_numbers_given_natively_are_accepted_and_booleans_are_not():
 
 def test_a_choice_refused_suggests_the_first_choice():
     assert message({"torchBackend": "cuda"}) == (
-        "tpu-sft:torchBackend: 'cuda' is not one of cpu, auto. Fix: pulumi config set tpu-sft:torchBackend cpu")
+        "tpu-sft:torchBackend: 'cuda' is not one of cpu, auto. Fix: pulumi config set tpu-sft:torchBackend cpu"
+    )
     assert message({"model": "gemma3-1b"}).endswith("Fix: pulumi config set tpu-sft:model gemma3-4b")
 
 
 def test_every_column_name_is_checked():
     assert message({"trainDataColumns": '["messages", "bad column"]'}) == (
         "tpu-sft:trainDataColumns: 'bad column' is not a column name. "
-        "Fix: pulumi config set tpu-sft:trainDataColumns '[\"messages\"]'")
+        "Fix: pulumi config set tpu-sft:trainDataColumns '[\"messages\"]'"
+    )
     assert message({"trainDataColumns": ["messages", 5]}).startswith("tpu-sft:trainDataColumns: 5 is not")
 
 
 def test_structured_values_say_which_json_kind_they_expect():
     assert message({"trainDataColumns": "messages"}).startswith(
-        "tpu-sft:trainDataColumns: expected a JSON list, got 'messages'")
+        "tpu-sft:trainDataColumns: expected a JSON list, got 'messages'"
+    )
     with pytest.raises(ConfigError, match=r"^tpu-sft:labels: expected a JSON object, got '\[\]'"):
         parse_structured("labels", "[]", dict, '{"owner": "me"}')
 

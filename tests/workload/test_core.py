@@ -18,7 +18,11 @@ def _imported(path: Path) -> list[str]:
 
 @pytest.mark.parametrize("module", sorted(path.name for path in CORE.glob("*.py")))
 def test_the_core_imports_the_standard_library_and_itself_only(module):
-    outside = [name for name in _imported(CORE / module)
-               if name.partition(".")[0] not in sys.stdlib_module_names
-               and name != "workload.core" and not name.startswith("workload.core.")]
+    outside = [
+        name
+        for name in _imported(CORE / module)
+        if name.partition(".")[0] not in sys.stdlib_module_names
+        and name != "workload.core"
+        and not name.startswith("workload.core.")
+    ]
     assert outside == []

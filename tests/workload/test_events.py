@@ -28,8 +28,12 @@ TRACEBACK_TAIL = [
 
 def test_step_line_gives_step_loss_time_and_rate_not_lm_loss():
     assert parse_step(STEP_LINE) == {
-        "step": 2, "step_seconds": 0.755, "tokens_per_s_per_device": 169.486, "tflops_per_device": 0.017,
-        "loss": 12.51}
+        "step": 2,
+        "step_seconds": 0.755,
+        "tokens_per_s_per_device": 169.486,
+        "tflops_per_device": 0.017,
+        "loss": 12.51,
+    }
 
 
 def test_other_lines_are_not_steps():
@@ -47,7 +51,8 @@ def test_nan_loss_is_parsed_and_reported_as_null():
 def test_failure_cause_is_the_last_exception_line():
     assert failure_cause(TRACEBACK_TAIL, 1) == "ValueError: Error reading array: DATA_LOSS: Checksum mismatch"
     assert failure_cause(["jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: oom\n"], 1).startswith(
-        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED")
+        "jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED"
+    )
 
 
 def test_failure_cause_without_a_traceback_says_how_it_exited():
@@ -105,7 +110,16 @@ def test_a_long_run_emits_at_most_about_a_hundred_step_events():
 
 
 def test_a_resume_says_from_which_checkpoint_where_and_that_the_data_restarts():
-    line = render({"event": "resume", "phase": "train", "from_step": 250, "checkpoints": "gs://b/runs/m/post-train/r/checkpoints",
-                   "data": "restarts from the first example (MaxText does not checkpoint the data iterator)"})
-    assert line == ("↻ train resumes from checkpoint 250 in gs://b/runs/m/post-train/r/checkpoints; data restarts from "
-                    "the first example (MaxText does not checkpoint the data iterator)")
+    line = render(
+        {
+            "event": "resume",
+            "phase": "train",
+            "from_step": 250,
+            "checkpoints": "gs://b/runs/m/post-train/r/checkpoints",
+            "data": "restarts from the first example (MaxText does not checkpoint the data iterator)",
+        }
+    )
+    assert line == (
+        "↻ train resumes from checkpoint 250 in gs://b/runs/m/post-train/r/checkpoints; data restarts from "
+        "the first example (MaxText does not checkpoint the data iterator)"
+    )

@@ -13,8 +13,9 @@ HOSTS = ("tpu-sft-dev-01", "tpu-sft-dev-02", "tpu-sft-dev-03", "tpu-sft-dev-04")
 
 def build(config, worker):
     layout = Layout("/dev/shm", "gs://b/kept", config.model, "run", "gs://b/runs")
-    return {c.step: c for c in commands.pipeline_commands(config, layout, python="python3", hostname="h",
-                                                          worker=worker)}
+    return {
+        c.step: c for c in commands.pipeline_commands(config, layout, python="python3", hostname="h", worker=worker)
+    }
 
 
 @pytest.mark.parametrize("worker_id", [0, 3])
@@ -24,8 +25,11 @@ def test_each_tpu_worker_trains_with_its_own_id_every_hostname_and_no_metadata_s
     assert train["TPU_WORKER_ID"] == str(worker_id)
     assert train["TPU_WORKER_HOSTNAMES"] == ",".join(HOSTS)  # JAX's coordinator: the first, on every worker
     assert train["TPU_SKIP_MDS_QUERY"] == "1"  # JAX reads these, not the metadata server
-    assert (train["TPU_ACCELERATOR_TYPE"], train["TPU_TOPOLOGY"], train["TPU_HOST_BOUNDS"]) == ("v6e-16", "4x4",
-                                                                                                "2,2,1")
+    assert (train["TPU_ACCELERATOR_TYPE"], train["TPU_TOPOLOGY"], train["TPU_HOST_BOUNDS"]) == (
+        "v6e-16",
+        "4x4",
+        "2,2,1",
+    )
     assert "skip_jax_distributed_system=true" not in built["train"].argv
 
 
@@ -45,18 +49,33 @@ def test_one_process_steps_on_a_slice_host_stay_off_the_tpu_runtime():
 
 def test_only_worker_0_exports():
     assert list(build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(1, HOSTS))) == ["convert", "train"]
-    assert list(build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(0, HOSTS))) == ["convert", "train",
-                                                                                         "export"]
+    assert list(build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(0, HOSTS))) == [
+        "convert",
+        "train",
+        "export",
+    ]
 
 
 @pytest.mark.parametrize("worker_id", [0, 1])
 def test_the_tiny_profile_joins_maxtexts_cpu_processes_into_one_job(worker_id):
     train = build(PipelineConfig(profile="tiny"), JaxProcess(worker_id, HOSTS[:2]))["train"]
     assert "skip_jax_distributed_system=false" in train.argv and "hardware=cpu" in train.argv
-    assert {k: train.env[k] for k in ("JAX_COORDINATOR_ADDRESS", "JOB_INDEX", "JOB_COMPLETION_INDEX",
-                                      "PROCESSES_IN_JOB", "JAX_PROCESS_COUNT")} == {
-        "JAX_COORDINATOR_ADDRESS": HOSTS[0], "JOB_INDEX": "0", "JOB_COMPLETION_INDEX": str(worker_id),
-        "PROCESSES_IN_JOB": "2", "JAX_PROCESS_COUNT": "2"}
+    assert {
+        k: train.env[k]
+        for k in (
+            "JAX_COORDINATOR_ADDRESS",
+            "JOB_INDEX",
+            "JOB_COMPLETION_INDEX",
+            "PROCESSES_IN_JOB",
+            "JAX_PROCESS_COUNT",
+        )
+    } == {
+        "JAX_COORDINATOR_ADDRESS": HOSTS[0],
+        "JOB_INDEX": "0",
+        "JOB_COMPLETION_INDEX": str(worker_id),
+        "PROCESSES_IN_JOB": "2",
+        "JAX_PROCESS_COUNT": "2",
+    }
 
 
 def test_one_host_runs_one_process_as_before():
@@ -77,12 +96,15 @@ def test_export_verify_and_keep_run_on_worker_0_only():
     assert pipeline.plan("full", "keep", leader=True) == list(pipeline.ORDER)
 
 
-@pytest.mark.parametrize(("worker_id", "hostnames", "problem"), [
-    (None, "a,b", "one is given without the other"),
-    (2, "a,b", "2 is not a worker of 2"),
-    (0, "a,a", "lists a host twice"),
-    (0, "a,-b", "'-b' is not a hostname"),
-])
+@pytest.mark.parametrize(
+    ("worker_id", "hostnames", "problem"),
+    [
+        (None, "a,b", "one is given without the other"),
+        (2, "a,b", "2 is not a worker of 2"),
+        (0, "a,a", "lists a host twice"),
+        (0, "a,-b", "'-b' is not a hostname"),
+    ],
+)
 def test_bad_worker_flags_are_refused(worker_id, hostnames, problem):
     with pytest.raises(ConfigError, match=problem):
         JaxProcess.from_flags(worker_id, hostnames)

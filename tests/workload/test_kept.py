@@ -14,8 +14,10 @@ def keep(tmp_path, name="run", inputs=MADE_FROM):
     (kept_dir / "hf-model" / "model.safetensors").write_bytes(b"weights")
     (kept_dir / "loss.png").write_bytes(b"png")
     files = manifest(str(kept_dir), hashes=True)
-    steps = {step: {"inputs": fingerprint, "facts": {"final_step": 3} if step == "train" else {}}
-             for step, fingerprint in inputs.items()}
+    steps = {
+        step: {"inputs": fingerprint, "facts": {"final_step": 3} if step == "train" else {}}
+        for step, fingerprint in inputs.items()
+    }
     (kept_dir / kept.MANIFEST).write_text(json.dumps({"run_name": name, "steps": steps, "files": files}))
     return kept_dir
 

@@ -17,8 +17,17 @@ def test_an_unexpected_error_in_run_ends_with_the_summary_and_one_line(tmp_path,
     monkeypatch.setattr(workload_cli, "run", broken)
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     (tmp_path / "settings.json").write_text('{"profile": "tiny"}')
-    code = workload_cli.main(["run", "--config", str(tmp_path / "settings.json"), "--work-dir", str(tmp_path / "w"),
-                              "--output-dir", str(tmp_path / "o")])
+    code = workload_cli.main(
+        [
+            "run",
+            "--config",
+            str(tmp_path / "settings.json"),
+            "--work-dir",
+            str(tmp_path / "w"),
+            "--output-dir",
+            str(tmp_path / "o"),
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == EXIT_UNEXPECTED
     summary = json.loads(out.splitlines()[-1])

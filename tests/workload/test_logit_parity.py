@@ -17,13 +17,25 @@ CONFIG = PipelineConfig.from_mapping(TINY_SETTINGS)
 
 
 def _layout(tiny_pipeline):
-    return Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), CONFIG.model, commands.run_name(CONFIG),
-                  runs_dir=tiny_pipeline.runs_url)
+    return Layout(
+        str(tiny_pipeline.work),
+        str(tiny_pipeline.out),
+        CONFIG.model,
+        commands.run_name(CONFIG),
+        runs_dir=tiny_pipeline.runs_url,
+    )
 
 
 def _run(argv, env):
-    return subprocess.run(argv, env={**os.environ, **env, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
-                          cwd=REPO, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        argv,
+        env={**os.environ, **env, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _one_line_cause(done):
@@ -45,15 +57,30 @@ def test_a_transposed_weight_fails_verification_with_one_line(tiny_pipeline, max
     layout = _layout(tiny_pipeline)
     broken = tmp_path / "broken-export"
     shutil.copytree(layout.export_dir, broken)
-    subprocess.run([maxtext_python, str(REPO / "tests" / "workload" / "transpose_weight.py"), str(broken),
-                    "layers.0.self_attn.o_proj.weight"], check=True, capture_output=True, timeout=300)
-    command = commands.logit_parity(CONFIG, layout, python=maxtext_python, export_dir=str(broken),
-                                    result=str(tmp_path / "parity.json"))
+    subprocess.run(
+        [
+            maxtext_python,
+            str(REPO / "tests" / "workload" / "transpose_weight.py"),
+            str(broken),
+            "layers.0.self_attn.o_proj.weight",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    command = commands.logit_parity(
+        CONFIG, layout, python=maxtext_python, export_dir=str(broken), result=str(tmp_path / "parity.json")
+    )
     done = _run(command.argv, command.env)
     assert done.returncode == 1, done.stderr[-3000:]
     cause = _one_line_cause(done)
-    assert cause.startswith("VerificationError: the export's next-token distribution differs from the MaxText "
-                            "checkpoint's: max KL ") and "> bound 0.001" in cause and "\n" not in cause
+    assert (
+        cause.startswith(
+            "VerificationError: the export's next-token distribution differs from the MaxText checkpoint's: max KL "
+        )
+        and "> bound 0.001" in cause
+        and "\n" not in cause
+    )
     result = json.loads((tmp_path / "parity.json").read_text())
     assert result["ok"] is False and result["logits_kl_max"] > 10 * result["kl_bound"]
 
@@ -65,12 +92,15 @@ def test_the_exact_gelu_of_maxtext_2867_fails_verification_with_one_line(tiny_pi
     config = json.loads((broken / "config.json").read_text())
     config["text_config"]["hidden_activation"] = "gelu"
     (broken / "config.json").write_text(json.dumps(config))
-    done = _run([maxtext_python, "-m", "workload.verify_hf", str(broken), str(tmp_path / "verify.json")],
-                {"HF_HOME": str(tmp_path / "hf")})
+    done = _run(
+        [maxtext_python, "-m", "workload.verify_hf", str(broken), str(tmp_path / "verify.json")],
+        {"HF_HOME": str(tmp_path / "hf")},
+    )
     assert done.returncode == 1, done.stderr[-3000:]
     assert _one_line_cause(done) == (
         "VerificationError: hidden_activation is 'gelu', not 'gelu_pytorch_tanh' (maxtext#2867); re-run the export, "
-        "which corrects it")
+        "which corrects it"
+    )
 
 
 def test_the_full_profile_checks_against_maxtexts_own_gemma3_bound():

@@ -35,8 +35,15 @@ def test_marker_is_done_only_with_same_fingerprint_and_outputs(tmp_path):
     write(work / "out" / "ckpt.bin", b"12345")
     path = str(work / "markers" / "convert.json")
     assert markers.why_not_done(markers.read(path), "fp1", str(work)) == "not done yet"
-    markers.write(path, step="convert", fingerprint="fp1", outputs=str(work / "out"), base=str(work),
-                  facts={"checkpoint": "x"}, hashes=False)
+    markers.write(
+        path,
+        step="convert",
+        fingerprint="fp1",
+        outputs=str(work / "out"),
+        base=str(work),
+        facts={"checkpoint": "x"},
+        hashes=False,
+    )
     assert markers.read(path)["outputs"] == "out"  # relative: the work dir can move
     assert markers.why_not_done(markers.read(path), "fp1", str(work)) is None
     assert markers.why_not_done(markers.read(path), "fp2", str(work)) == "its inputs changed"
@@ -48,8 +55,15 @@ def test_marker_is_done_only_with_same_fingerprint_and_outputs(tmp_path):
 
 def test_a_moved_work_dir_keeps_its_markers_valid(tmp_path):
     write(tmp_path / "a" / "out" / "f", b"x")
-    markers.write(str(tmp_path / "a" / "m.json"), step="s", fingerprint="f", outputs=str(tmp_path / "a" / "out"),
-                  base=str(tmp_path / "a"), facts={}, hashes=True)
+    markers.write(
+        str(tmp_path / "a" / "m.json"),
+        step="s",
+        fingerprint="f",
+        outputs=str(tmp_path / "a" / "out"),
+        base=str(tmp_path / "a"),
+        facts={},
+        hashes=True,
+    )
     os.rename(tmp_path / "a", tmp_path / "b")
     assert markers.why_not_done(markers.read(str(tmp_path / "b" / "m.json")), "f", str(tmp_path / "b")) is None
 

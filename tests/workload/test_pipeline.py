@@ -25,8 +25,17 @@ TOKEN = "hf_SECRETsecretSECRET123"
 def make_context(tmp_path, config, token=None):
     out = io.StringIO()
     layout = Layout(str(tmp_path / "work"), str(tmp_path / "out"), config.model, config.run_name or "run")
-    ctx = Context(config=config, layout=layout, events=Events(out), python=sys.executable, hostname="vm",
-                  base_env=dict(os.environ), scrub=redactor(token), token=token, package_root=os.getcwd())
+    ctx = Context(
+        config=config,
+        layout=layout,
+        events=Events(out),
+        python=sys.executable,
+        hostname="vm",
+        base_env=dict(os.environ),
+        scrub=redactor(token),
+        token=token,
+        package_root=os.getcwd(),
+    )
     return ctx, out
 
 
@@ -43,6 +52,7 @@ def fake_steps(monkeypatch):
             with open(os.path.join(path, "out"), "w") as f:
                 f.write(str(len(calls)))
             return Outcome(path, {f"{name}_facts": len(calls)}, hashes=True)
+
         return step
 
     for name in pipeline.STEPS:
@@ -114,8 +124,9 @@ def test_a_failed_step_is_not_marked_done_and_earlier_outputs_stay(tmp_path, fak
     assert failed == [dict(failed[0], phase="export", cause="ValueError: checkpoint is corrupt")]
     error = next(e for e in events if e["event"] == "error")
     assert error["log"] == "/logs/export.log" and error["tail"][-1] == "ValueError: …"
-    assert events[-1] == dict(events[-1], event="summary", ok=False, failed_step="export",
-                              error="ValueError: checkpoint is corrupt")
+    assert events[-1] == dict(
+        events[-1], event="summary", ok=False, failed_step="export", error="ValueError: checkpoint is corrupt"
+    )
     assert not os.path.exists(ctx.layout.marker("export"))
     assert os.path.exists(ctx.layout.marker("train")) and os.path.exists(tmp_path / "work" / "fake" / "train")
     assert fake_steps == ["convert", "train"]
@@ -158,7 +169,6 @@ def test_token_file_must_be_private_and_errors_never_show_it(tmp_path):
         read_token(str(tmp_path / "absent"), {})
 
 
-
 def test_a_second_runner_on_the_same_work_dir_is_refused(tmp_path, fake_steps):
     os.makedirs(tmp_path / "work")
     with open(tmp_path / "work" / ".lock", "w") as holder:
@@ -174,8 +184,11 @@ def test_a_second_runner_on_the_same_work_dir_is_refused(tmp_path, fake_steps):
 
 def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step():
     attempts = [{"attempt": 100.0}, {"attempt": 500.0}, {"attempt": 500.0, "seconds": 60.0}]
-    metrics = [{"step": 1, "attempt": 100.0, "t": 130.0}, {"step": 9, "attempt": 100.0, "t": 190.0},
-               {"step": 10, "attempt": 500.0, "t": 550.0}]
+    metrics = [
+        {"step": 1, "attempt": 100.0, "t": 130.0},
+        {"step": 9, "attempt": 100.0, "t": 190.0},
+        {"step": 10, "attempt": 500.0, "t": 550.0},
+    ]
     assert training_wall_seconds(attempts, metrics) == 90.0 + 60.0
 
 
@@ -186,8 +199,10 @@ def keep_model_as_the_keep_step_would(ctx, facts):
         f.write(b"weights")
     files = manifest(ctx.layout.kept_dir, hashes=True)
     with open(os.path.join(ctx.layout.kept_dir, kept.MANIFEST), "w") as f:
-        steps = {step: {"inputs": inputs, "facts": facts if step == "train" else {}}
-                 for step, inputs in pipeline.step_fingerprints(ctx).items()}
+        steps = {
+            step: {"inputs": inputs, "facts": facts if step == "train" else {}}
+            for step, inputs in pipeline.step_fingerprints(ctx).items()
+        }
         json.dump({"run_name": ctx.layout.run_name, "steps": steps, "files": files}, f)
 
 
@@ -216,8 +231,11 @@ def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path
         assert fake_steps == [], phase
         events = events_of(out)
         assert [e["phase"] for e in events if e["event"] == "phase"] == pipeline.plan("full", PHASE_UNTIL[phase])
-        assert all(e["status"] == "skipped" and "has these inputs and matches its manifest" in e["reason"]
-                   for e in events if e["event"] == "phase")
+        assert all(
+            e["status"] == "skipped" and "has these inputs and matches its manifest" in e["reason"]
+            for e in events
+            if e["event"] == "phase"
+        )
         summary = events[-1]
         assert summary["reused_kept_model"] is True and summary["ok"] is True
         assert summary["run_name"] == kept_run  # a convert job's own name would come from train defaults

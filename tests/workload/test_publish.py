@@ -50,8 +50,13 @@ def kept(tmp_path) -> Path:
 
 def publish(maxtext_python: str, host: str, model: Path, *extra: str) -> tuple[int, dict]:
     env = {**os.environ, "STORAGE_EMULATOR_HOST": host, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([maxtext_python, "-m", "workload.publish", str(model), *extra],
-                          capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [maxtext_python, "-m", "workload.publish", str(model), *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -59,8 +64,16 @@ def test_publish_uploads_every_file_then_the_manifest(maxtext_python, gcs, kept)
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/team/gemma-sft")
     assert code == 0, summary
     result = summary["published"]["gs://models/team/gemma-sft"]
-    assert result == {"unchanged": False, "skipped": 0, "uploaded": [  # in the manifest's order
-        "loss.png", "verify.json", "hf-model/config.json", "hf-model/model.safetensors"]}
+    assert result == {
+        "unchanged": False,
+        "skipped": 0,
+        "uploaded": [  # in the manifest's order
+            "loss.png",
+            "verify.json",
+            "hf-model/config.json",
+            "hf-model/model.safetensors",
+        ],
+    }
     stored = objects(gcs)
     assert set(stored) == {f"team/gemma-sft/{p}" for p in (*result["uploaded"], "manifest.json")}
     for entry in json.loads((kept / "manifest.json").read_text())["files"]:
@@ -99,14 +112,22 @@ publish(sys.argv[1], Breaks(sys.argv[2]), data, files)
 
 def test_an_interrupted_upload_resumes(maxtext_python, gcs, kept):
     env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs, "PYTHONPATH": str(REPO)}
-    broken = subprocess.run([maxtext_python, "-c", BREAKING_UPLOAD, str(kept), "gs://models/m"],
-                            capture_output=True, text=True, env=env, timeout=120)
+    broken = subprocess.run(
+        [maxtext_python, "-c", BREAKING_UPLOAD, str(kept), "gs://models/m"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert "ConnectionResetError: link dropped" in broken.stderr
     assert set(objects(gcs)) == {"m/loss.png", "m/verify.json"}  # two files up, no manifest
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 0
     assert summary["published"]["gs://models/m"] == {
-        "unchanged": False, "skipped": 2, "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"]}
+        "unchanged": False,
+        "skipped": 2,
+        "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"],
+    }
     with urllib.request.urlopen(f"{gcs}/download/storage/v1/b/models/o/m%2Fmanifest.json?alt=media") as response:
         assert response.read() == (kept / "manifest.json").read_bytes()
 
@@ -116,7 +137,8 @@ def test_a_model_that_no_longer_matches_its_manifest_is_not_published(maxtext_py
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 2
     assert summary["error"].endswith(
-        "no longer matches its manifest (loss.png: size 18 != 2000); run the keep step again")
+        "no longer matches its manifest (loss.png: size 18 != 2000); run the keep step again"
+    )
     assert objects(gcs) == {}
 
 
@@ -162,8 +184,17 @@ def token_file(tmp_path) -> Path:
 def publish_to_hub(maxtext_python: str, hub: HubStandin, model: Path, token_file: Path, *extra: str):
     env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "PYTHONPATH": str(REPO), "HF_HUB_DISABLE_TELEMETRY": "1"}
     env.pop("HF_TOKEN", None)
-    argv = [maxtext_python, "-m", "workload.publish", str(model), "--hub", "team/gemma-sft",
-            "--hf-token-file", str(token_file), *extra]
+    argv = [
+        maxtext_python,
+        "-m",
+        "workload.publish",
+        str(model),
+        "--hub",
+        "team/gemma-sft",
+        "--hf-token-file",
+        str(token_file),
+        *extra,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=180)
     assert WRITE_TOKEN not in " ".join(argv) + done.stdout + done.stderr  # never in argv, output or logs
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
@@ -173,7 +204,11 @@ def test_hub_publish_creates_a_private_repo_and_sends_every_file_manifest_last(m
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 0, summary
     assert summary["published"]["hf://team/gemma-sft"]["uploaded"] == [
-        "loss.png", "verify.json", "hf-model/config.json", "hf-model/model.safetensors"]
+        "loss.png",
+        "verify.json",
+        "hf-model/config.json",
+        "hf-model/model.safetensors",
+    ]
     assert hub.repos["team/gemma-sft"]["private"] is True
     assert [paths for _, paths in hub.commits][-1] == ["manifest.json"]  # last: a repo with it is complete
     for name in ("hf-model/model.safetensors", "hf-model/config.json", "manifest.json"):
@@ -205,7 +240,10 @@ def test_hub_upload_that_failed_midway_resumes(maxtext_python, hub, kept, token_
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 0
     assert summary["published"]["hf://team/gemma-sft"] == {
-        "unchanged": False, "skipped": 2, "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"]}
+        "unchanged": False,
+        "skipped": 2,
+        "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"],
+    }
 
 
 def test_hub_public_only_when_asked_and_a_wrong_token_is_refused(maxtext_python, hub, kept, token_file, tmp_path):

@@ -30,12 +30,20 @@ def a_new_model_under_the_same_name(model) -> None:
     (model / "manifest.json").write_text(json.dumps({"run_name": model.name, "files": files}, indent=1))
 
 
-@pytest.mark.parametrize("roles, replaced", [
-    (("roles/storage.objectCreator", "roles/storage.objectViewer"), False),
-    (("roles/storage.objectUser",), True),
-])
-def test_republishing_needs_delete_as_well_as_create(maxtext_python, destination, kept, roles,  # noqa: F811
-                                                     replaced):
+@pytest.mark.parametrize(
+    "roles, replaced",
+    [
+        (("roles/storage.objectCreator", "roles/storage.objectViewer"), False),
+        (("roles/storage.objectUser",), True),
+    ],
+)
+def test_republishing_needs_delete_as_well_as_create(
+    maxtext_python,
+    destination,
+    kept,  # noqa: F811
+    roles,
+    replaced,
+):
     destination.grants = {VM: {"models": frozenset().union(*(PREDEFINED_ROLES[r] for r in roles))}}
     endpoint = destination.url(VM)
     code, summary = publish(maxtext_python, endpoint, kept, "--gcs", "gs://models/m")

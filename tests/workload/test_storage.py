@@ -55,8 +55,14 @@ def keep_and_find(root):
 
 
 def exercise(python: str, root: str) -> dict:
-    done = subprocess.run([python, "-c", KEEP_AND_FIND + EXERCISE, root], cwd=REPO, capture_output=True, text=True,
-                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [python, "-c", KEEP_AND_FIND + EXERCISE, root],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -94,10 +100,13 @@ def test_step_records_persist_and_come_back_on_a_host_without_them(tmp_path):
     assert train_metrics.restore(new_vm) is False  # a host with its own records keeps them
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("gs://b/runs", "gs://b/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
-    ("/mnt/disk/runs", "/mnt/disk/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("gs://b/runs", "gs://b/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
+        ("/mnt/disk/runs", "/mnt/disk/runs/gemma3-4b/post-train/r/checkpoints/7/model_params"),
+    ],
+)
 def test_maxtext_is_given_the_runs_url_as_is(url, expected):
     assert Layout("/dev/shm/w", "/out", "gemma3-4b", "r", runs_dir=url).trained_params(7) == expected
 

@@ -36,8 +36,14 @@ def test_a_killed_process_ends_its_step_and_takes_its_children_along(tmp_path):
 
     def step():
         try:
-            run_logged([sys.executable, str(script)], env=dict(os.environ), log_path=str(tmp_path / "log"),
-                       cwd=str(tmp_path), on_line=lines.append, scrub=lambda s: s)
+            run_logged(
+                [sys.executable, str(script)],
+                env=dict(os.environ),
+                log_path=str(tmp_path / "log"),
+                cwd=str(tmp_path),
+                on_line=lines.append,
+                scrub=lambda s: s,
+            )
         except StepFailed as failed:
             outcome["failed"] = failed
 
@@ -64,15 +70,24 @@ def test_a_killed_process_ends_its_step_and_takes_its_children_along(tmp_path):
 
 def test_an_exit_code_is_the_cause_when_nothing_better_was_printed(tmp_path):
     with pytest.raises(StepFailed, match="^exited with code 3 without an error message$"):
-        run_logged([sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"], env=dict(os.environ),
-                   log_path=str(tmp_path / "log"), cwd=str(tmp_path), on_line=lambda line: None, scrub=lambda s: s)
+        run_logged(
+            [sys.executable, "-c", "import sys; print('hi'); sys.exit(3)"],
+            env=dict(os.environ),
+            log_path=str(tmp_path / "log"),
+            cwd=str(tmp_path),
+            on_line=lambda line: None,
+            scrub=lambda s: s,
+        )
 
 
-@pytest.mark.parametrize(("before", "after", "expected"), [
-    (0, 1, "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory"),
-    (2, 2, "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"),
-    (None, None, "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"),
-])
+@pytest.mark.parametrize(
+    ("before", "after", "expected"),
+    [
+        (0, 1, "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory"),
+        (2, 2, "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"),
+        (None, None, "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"),
+    ],
+)
 def test_sigkill_is_called_oom_only_where_the_kernel_counted_one(before, after, expected):
     assert exit_reason.describe(-9, before, after) == expected
 

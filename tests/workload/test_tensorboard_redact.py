@@ -72,8 +72,13 @@ print(json.dumps({"changed": len(changed), "texts": texts}))
 
 
 def test_tensorboard_still_reads_a_redacted_maxtext_style_file(tmp_path, maxtext_python):
-    done = subprocess.run([maxtext_python, "-c", SUMMARY_ROUND_TRIP, str(tmp_path), TOKEN], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [maxtext_python, "-c", SUMMARY_ROUND_TRIP, str(tmp_path), TOKEN],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["changed"] == 1

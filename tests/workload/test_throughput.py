@@ -32,9 +32,15 @@ def test_the_timeline_reads_backend_devices_marks_and_checkpoint_saves():
         timeline.observe(line, now=110.0 + second)
     assert timeline.backend == "cpu"
     assert timeline.facts == {
-        "backend": "cpu", "devices": 1, "imported_s": 10.0, "training_started_s": 14.0, "first_step_s": 16.0,
+        "backend": "cpu",
+        "devices": 1,
+        "imported_s": 10.0,
+        "training_started_s": 14.0,
+        "first_step_s": 16.0,
         # the save inside step 1 is kept apart from the later ones; the checkpoint *load* is not a save
-        "first_step_checkpoint_s": 0.9, "checkpoint_s": 0.48, "saves": 2,
+        "first_step_checkpoint_s": 0.9,
+        "checkpoint_s": 0.48,
+        "saves": 2,
     }
 
 
@@ -61,35 +67,72 @@ def test_step_events_carry_tflops_and_mfu_only_with_a_peak():
 
 
 def test_a_progress_line_shows_tflops_and_mfu():
-    line = render({"event": "step", "phase": "train", "step": 120, "steps": 1000, "loss": 1.2345, "step_seconds": 0.61,
-                   "tokens_per_s_per_device": 6714.8, "tflops_per_device": 413.1, "mfu": 0.45, "eta_s": 542})
-    assert line == ("train step 120/1000 · loss 1.2345 · 0.61 s/step · 6715 tokens/s/device · 413 TFLOP/s/device · "
-                    "MFU 45.0% · ETA 9 min 2 s")
+    line = render(
+        {
+            "event": "step",
+            "phase": "train",
+            "step": 120,
+            "steps": 1000,
+            "loss": 1.2345,
+            "step_seconds": 0.61,
+            "tokens_per_s_per_device": 6714.8,
+            "tflops_per_device": 413.1,
+            "mfu": 0.45,
+            "eta_s": 542,
+        }
+    )
+    assert line == (
+        "train step 120/1000 · loss 1.2345 · 0.61 s/step · 6715 tokens/s/device · 413 TFLOP/s/device · "
+        "MFU 45.0% · ETA 9 min 2 s"
+    )
     cpu = render({"event": "step", "phase": "train", "step": 2, "steps": 30, "tflops_per_device": 0.0162})
     assert cpu == "train step 2/30 · 0.0162 TFLOP/s/device"
 
 
 def _step(step, attempt, seconds, tflops, tokens):
-    return {"step": step, "attempt": attempt, "step_seconds": seconds, "tflops_per_device": tflops,
-            "tokens_per_s_per_device": tokens}
+    return {
+        "step": step,
+        "attempt": attempt,
+        "step_seconds": seconds,
+        "tflops_per_device": tflops,
+        "tokens_per_s_per_device": tokens,
+    }
 
 
 def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
     # Attempt 1 trained steps 1-6 and was killed; the checkpoint was at 4, so attempt 2 re-trained 5-6.
     metrics = [_step(1, 1.0, 60.0, 0.1, 10.0)] + [_step(s, 1.0, 1.0, 400.0, 8000.0) for s in range(2, 7)]
     metrics += [_step(5, 2.0, 50.0, 0.1, 10.0), _step(6, 2.0, 2.0, 200.0, 4000.0), _step(7, 2.0, 2.0, 200.0, 4000.0)]
-    attempts = [{"attempt": 1.0}, {"attempt": 2.0},
-                {"attempt": 2.0, "seconds": 100.0, "backend": "tpu", "devices": 8, "imported_s": 20.0,
-                 "training_started_s": 30.0, "first_step_s": 80.0, "first_step_checkpoint_s": 0.0,
-                 "checkpoint_s": 1.0, "saves": 1}]
+    attempts = [
+        {"attempt": 1.0},
+        {"attempt": 2.0},
+        {
+            "attempt": 2.0,
+            "seconds": 100.0,
+            "backend": "tpu",
+            "devices": 8,
+            "imported_s": 20.0,
+            "training_started_s": 30.0,
+            "first_step_s": 80.0,
+            "first_step_checkpoint_s": 0.0,
+            "checkpoint_s": 1.0,
+            "saves": 1,
+        },
+    ]
     figures = train_figures(FULL, attempts, metrics, wall_s=200.0)
     # steady, kept: 2, 3, 4 (attempt 1: 1 s each) and 6, 7 (attempt 2: 2 s each); medians
     assert figures["tflops_per_device"] == 400.0 and figures["tokens_per_s_per_device"] == 8000.0
     assert figures["mfu"] == pytest.approx(400.0 / 918.0, abs=1e-4) and "mfu_reason" not in figures
     assert (figures["backend"], figures["devices"], figures["tokens_per_s"]) == ("tpu", 8, 64000.0)
     # steps: 3 × 1 s + 2 × 2 s, less the 1 s save; first steps: 60 + 50 s
-    assert figures["time_split_s"] == {"imports": 20.0, "setup": 10.0, "first_steps": 110.0, "checkpoints": 1.0,
-                                       "steps": 6.0, "other": 53.0}
+    assert figures["time_split_s"] == {
+        "imports": 20.0,
+        "setup": 10.0,
+        "first_steps": 110.0,
+        "checkpoints": 1.0,
+        "steps": 6.0,
+        "other": 53.0,
+    }
     assert figures["goodput"] == 0.03
 
 

@@ -20,8 +20,13 @@ ALL_PHASES = ["assets", "convert", "train", "export", "verify", "keep"]
 
 
 def weights_diff(python, a_dir, b_dir):
-    done = subprocess.run([python, str(REPO / "tests" / "workload" / "weights_diff.py"), str(a_dir), str(b_dir)],
-                          capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(
+        [python, str(REPO / "tests" / "workload" / "weights_diff.py"), str(a_dir), str(b_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -49,8 +54,10 @@ def test_a_trainer_killed_by_sigkill_ends_the_run_at_once_with_one_line_and_noth
     run = tiny_pipeline.interrupted
     assert run.returncode == 1
     assert run.summary["ok"] is False and run.summary["failed_step"] == "train"
-    assert run.summary["error"] in ("killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)",
-                                    "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory")
+    assert run.summary["error"] in (
+        "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)",
+        "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory",
+    )
 
 
 def test_an_interrupted_training_resumes_from_its_checkpoint_in_the_bucket_not_from_step_zero(tiny_pipeline):
@@ -106,8 +113,9 @@ def test_transformers_loads_the_export_and_generates(tiny_pipeline):
 
 
 def test_sft_changed_the_weights(tiny_pipeline, maxtext_python):
-    diff = weights_diff(maxtext_python, tiny_pipeline.work / "tiny" / "model",
-                        tiny_pipeline.work / "gemma3-4b" / "hf-trained")
+    diff = weights_diff(
+        maxtext_python, tiny_pipeline.work / "tiny" / "model", tiny_pipeline.work / "gemma3-4b" / "hf-trained"
+    )
     assert diff["only_a"] == diff["only_b"] == []
     assert len(diff["different"]) > len(diff["identical"])
 
@@ -116,8 +124,9 @@ def test_round_trip_without_training_reproduces_the_original_weights(tiny_pipeli
     """Exports the converted, untrained checkpoint with the runner's own to_huggingface command."""
     config = PipelineConfig.from_mapping(TINY_SETTINGS)
     layout = Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), config.model, commands.run_name(config))
-    command = commands.to_huggingface(config, layout, python=maxtext_python, params=layout.converted_checkpoint,
-                                      out_dir=str(tmp_path / "round-trip"))
+    command = commands.to_huggingface(
+        config, layout, python=maxtext_python, params=layout.converted_checkpoint, out_dir=str(tmp_path / "round-trip")
+    )
     env = {**os.environ, **command.env, "PYTHONPATH": str(REPO)}
     subprocess.run(command.argv, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=600)
     diff = weights_diff(maxtext_python, tiny_pipeline.work / "tiny" / "model", tmp_path / "round-trip")
@@ -161,8 +170,14 @@ def test_a_checkpoint_holds_the_parameters_in_float32_and_nothing_more(tiny_pipe
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):
     logs_before = sorted((tiny_pipeline.work / "logs").iterdir())
-    run = run_workload(maxtext_python, tiny_pipeline.config, tiny_pipeline.work, tiny_pipeline.out,
-                       "--runs-dir", tiny_pipeline.runs_url)
+    run = run_workload(
+        maxtext_python,
+        tiny_pipeline.config,
+        tiny_pipeline.work,
+        tiny_pipeline.out,
+        "--runs-dir",
+        tiny_pipeline.runs_url,
+    )
     assert run.returncode == 0
     assert run.phases("skipped") == ALL_PHASES and run.phases("start") == []
     assert sorted((tiny_pipeline.work / "logs").iterdir()) == logs_before  # no subprocess was started
@@ -174,8 +189,9 @@ def test_a_new_vm_with_the_kept_model_verifies_it_and_trains_nothing(tiny_pipeli
     """A new host: empty scratch, the same data disk (out) and bucket. Nothing is converted or trained."""
     objects_before = tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix)
     fresh = tmp_path / "new-vm-scratch"
-    run = run_workload(maxtext_python, tiny_pipeline.config, fresh, tiny_pipeline.out, "--runs-dir",
-                       tiny_pipeline.runs_url)
+    run = run_workload(
+        maxtext_python, tiny_pipeline.config, fresh, tiny_pipeline.out, "--runs-dir", tiny_pipeline.runs_url
+    )
     assert run.returncode == 0 and run.phases("start") == []
     assert run.phases("skipped") == ALL_PHASES
     assert all("has these inputs and matches its manifest" in e["reason"] for e in run.events if e["event"] == "phase")
@@ -187,8 +203,9 @@ def test_a_new_vm_with_the_kept_model_verifies_it_and_trains_nothing(tiny_pipeli
     assert tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix) == objects_before
 
 
-def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outputs(tiny_pipeline, maxtext_python,
-                                                                                   tmp_path):
+def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outputs(
+    tiny_pipeline, maxtext_python, tmp_path
+):
     work = tmp_path / "work"
     shutil.copytree(tiny_pipeline.work, work, symlinks=True)
     (work / "markers" / "export.json").unlink()  # as if the export had never run
@@ -198,8 +215,9 @@ def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outpu
     assert data
     for path in data:  # same sizes, garbage bytes: only reading the checkpoint can tell
         path.write_bytes(b"\0" * path.stat().st_size)
-    run = run_workload(maxtext_python, tiny_pipeline.config, work, tmp_path / "out", "--until", "export",
-                       "--runs-dir", str(runs))
+    run = run_workload(
+        maxtext_python, tiny_pipeline.config, work, tmp_path / "out", "--until", "export", "--runs-dir", str(runs)
+    )
     assert run.returncode == 1
     summary = run.summary
     assert summary["ok"] is False and summary["failed_step"] == "export"

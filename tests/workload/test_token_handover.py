@@ -37,6 +37,7 @@ json.dump(seen, open(sys.argv[1], "w"))
 def runner_children(monkeypatch, tmp_path):
     """Runs `python -m workload run` with the pipeline replaced by one probe child started the way every MaxText
     step is (Context.run); returns what the child saw, the context, and the probe's log."""
+
     def run(*extra: str) -> tuple[dict, object, str]:
         seen_file, captured = tmp_path / "seen.json", {}
 
@@ -48,8 +49,21 @@ def runner_children(monkeypatch, tmp_path):
         monkeypatch.setattr(cli, "run", probe_pipeline)
         config = tmp_path / "settings.json"
         config.write_text(json.dumps({"profile": "tiny"}))
-        assert cli.main(["run", "--config", str(config), "--work-dir", str(tmp_path / "work"),
-                         "--output-dir", str(tmp_path / "out"), *extra]) == 0
+        assert (
+            cli.main(
+                [
+                    "run",
+                    "--config",
+                    str(config),
+                    "--work-dir",
+                    str(tmp_path / "work"),
+                    "--output-dir",
+                    str(tmp_path / "out"),
+                    *extra,
+                ]
+            )
+            == 0
+        )
         context = captured["context"]
         (log,) = context.log_paths
         return json.loads(seen_file.read_text()), context, open(log).read()
@@ -62,7 +76,8 @@ def sha256(text: str) -> str:
 
 
 def test_a_token_file_is_named_to_maxtext_by_its_absolute_path_and_no_token_variable_reaches_it(
-        runner_children, monkeypatch, tmp_path):
+    runner_children, monkeypatch, tmp_path
+):
     secrets, code = tmp_path / "state" / "secrets", tmp_path / "state" / "code"
     secrets.mkdir(parents=True)
     code.mkdir()
@@ -79,7 +94,8 @@ def test_a_token_file_is_named_to_maxtext_by_its_absolute_path_and_no_token_vari
 
 
 def test_a_token_from_the_environment_is_handed_over_as_a_private_temporary_file_outside_the_run(
-        runner_children, monkeypatch, tmp_path):
+    runner_children, monkeypatch, tmp_path
+):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     seen, context, log = runner_children()
     assert seen["HF_TOKEN"] is None
@@ -153,17 +169,29 @@ else:
 
 @pytest.mark.parametrize("call", ["tokenizer", "dataset", "weights", "snapshot"])
 def test_the_libraries_maxtext_calls_without_a_token_send_the_one_in_the_hf_token_path_file(
-        maxtext_python, tmp_path, call):
+    maxtext_python, tmp_path, call
+):
     hub = RecordingHub()
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN)
     token_file.chmod(0o600)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_"))}
-    env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf-home"), HF_TOKEN_PATH=str(token_file),
-               HF_HUB_ETAG_TIMEOUT="5", HF_HUB_DOWNLOAD_TIMEOUT="5")
+    env.update(
+        HF_ENDPOINT=hub.url,
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_TOKEN_PATH=str(token_file),
+        HF_HUB_ETAG_TIMEOUT="5",
+        HF_HUB_DOWNLOAD_TIMEOUT="5",
+    )
     try:
-        done = subprocess.run([maxtext_python, "-c", LIBRARY_CALLS, call], env=env, capture_output=True, text=True,
-                              timeout=300, cwd=tmp_path)
+        done = subprocess.run(
+            [maxtext_python, "-c", LIBRARY_CALLS, call],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+        )
     finally:
         hub.server.shutdown()
     assert done.returncode == 0, done.stderr[-2000:]

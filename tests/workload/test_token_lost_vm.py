@@ -56,7 +56,8 @@ def files_holding(root: Path, secret: bytes) -> list[str]:
 
 
 def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any_file_of_the_run(
-        maxtext_python, gcs, tmp_path):
+    maxtext_python, gcs, tmp_path
+):
     token = fake_token()
     secrets = tmp_path / "state" / "secrets"  # as ~/.tpu-sft/secrets on the VM: outside every directory of the run
     secrets.mkdir(parents=True, mode=0o700)
@@ -65,19 +66,38 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
     token_file.chmod(0o600)
     config, work, out = tmp_path / "settings.json", tmp_path / "work", tmp_path / "out"
     config.write_text(json.dumps(TINY_SETTINGS))
-    argv = workload_argv(maxtext_python, config, work, out, "--until", "train", "--runs-dir", gcs.gs(RUNS_PREFIX),
-                         "--hf-token-file", str(token_file))
+    argv = workload_argv(
+        maxtext_python,
+        config,
+        work,
+        out,
+        "--until",
+        "train",
+        "--runs-dir",
+        gcs.gs(RUNS_PREFIX),
+        "--hf-token-file",
+        str(token_file),
+    )
     stdout = open(tmp_path / "runner.stdout", "w+b")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_TOKEN_PATH")}
-    runner = subprocess.Popen(argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env=env, start_new_session=True)
+    runner = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     started = time.monotonic()
     try:
         while not event_files_holding_config(gcs, RUNS_PREFIX):
             if runner.poll() is not None:
                 stdout.seek(0)
-                pytest.fail(f"the runner ended (exit {runner.returncode}) before a TensorBoard file:\n"
-                            f"{stdout.read().decode(errors='replace')[-3000:]}")
+                pytest.fail(
+                    f"the runner ended (exit {runner.returncode}) before a TensorBoard file:\n"
+                    f"{stdout.read().decode(errors='replace')[-3000:]}"
+                )
             if time.monotonic() - started > STEP_LIMIT_S:
                 pytest.fail("no TensorBoard file holding MaxText's config within the time limit")
             time.sleep(0.5)

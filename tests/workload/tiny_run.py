@@ -47,21 +47,41 @@ def parse_events(stdout: str) -> list[dict]:
 
 
 def workload_argv(python: str, config: Path, work: Path, out: Path, *extra: str) -> list[str]:
-    return [python, "-m", "workload", "run", "--config", str(config), "--work-dir", str(work),
-            "--output-dir", str(out), *extra]
+    return [
+        python,
+        "-m",
+        "workload",
+        "run",
+        "--config",
+        str(config),
+        "--work-dir",
+        str(work),
+        "--output-dir",
+        str(out),
+        *extra,
+    ]
 
 
 def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str) -> Run:
     started = time.monotonic()
-    done = subprocess.run(workload_argv(python, config, work, out, *extra), cwd=REPO, capture_output=True,
-                          text=True, timeout=STEP_LIMIT_S, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        workload_argv(python, config, work, out, *extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=STEP_LIMIT_S,
+        stdin=subprocess.DEVNULL,
+    )
     return Run(done.returncode, parse_events(done.stdout), time.monotonic() - started, done.stderr)
 
 
 def latest_checkpoint(runs: Path) -> int | None:
     """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
-    steps = [int(p.parent.name) for p in runs.glob("gemma3-4b/post-train/*/checkpoints/*/model_params")
-             if p.parent.name.isdigit()]
+    steps = [
+        int(p.parent.name)
+        for p in runs.glob("gemma3-4b/post-train/*/checkpoints/*/model_params")
+        if p.parent.name.isdigit()
+    ]
     return max(steps, default=None)
 
 
@@ -91,7 +111,6 @@ class TinyPipeline:
         return self.gcs.gs(self.runs_prefix)
 
 
-
 def processes() -> list[dict]:
     """Every live (not zombie) process: pid, ppid, session, cmdline."""
     found = []
@@ -110,15 +129,17 @@ def processes() -> list[dict]:
     return found
 
 
-def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Path, out: Path, tmp: Path,
-                                            gcs: GcsEmulator, runs_prefix: str) -> tuple[Run, int, TrainerKill]:
+def start_and_kill_trainer_after_checkpoint(
+    python: str, config: Path, work: Path, out: Path, tmp: Path, gcs: GcsEmulator, runs_prefix: str
+) -> tuple[Run, int, TrainerKill]:
     """Starts the pipeline and, once training has written a checkpoint at `checkpointPeriod` or later into the
     bucket, SIGKILLs the trainer alone — as the OOM killer would — then gives the runner 30 s to end by itself."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
     argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
-    process = subprocess.Popen(argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         while (checkpoint := gcs.latest_checkpoint(runs_prefix)) is None or checkpoint < CHECKPOINT_PERIOD:
             if process.poll() is not None:
@@ -138,8 +159,11 @@ def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Pat
         except subprocess.TimeoutExpired:
             ended_after = None
         time.sleep(0.5)  # SIGKILLs the runner sent are delivered asynchronously
-        left = [f"{p['pid']} {p['cmdline']}" for p in processes()
-                if p["session"] == process.pid or str(work) in p["cmdline"] or str(out) in p["cmdline"]]
+        left = [
+            f"{p['pid']} {p['cmdline']}"
+            for p in processes()
+            if p["session"] == process.pid or str(work) in p["cmdline"] or str(out) in p["cmdline"]
+        ]
     finally:
         try:
             os.killpg(process.pid, signal.SIGKILL)  # the runner's own group, if it is still there
@@ -152,5 +176,8 @@ def start_and_kill_trainer_after_checkpoint(python: str, config: Path, work: Pat
     # Read after the kill: a checkpoint finished between the poll above and the kill counts too.
     final_checkpoint = gcs.latest_checkpoint(runs_prefix)
     assert final_checkpoint is not None
-    return (Run(process.returncode, events, time.monotonic() - started, ""), final_checkpoint,
-            TrainerKill(children, ended_after, left))
+    return (
+        Run(process.returncode, events, time.monotonic() - started, ""),
+        final_checkpoint,
+        TrainerKill(children, ended_after, left),
+    )

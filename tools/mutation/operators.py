@@ -44,7 +44,8 @@ class WidenFileMode(Operator):
         if octal and _widened(node.value[2:]) != node.value[2:]:
             yield node.start_pos, node.end_pos
         elif isinstance(node, (String, FStringString)) and any(
-                _widened(m.group(1)) != m.group(1) for m in _CHMOD.finditer(node.value)):
+            _widened(m.group(1)) != m.group(1) for m in _CHMOD.finditer(node.value)
+        ):
             yield node.start_pos, node.end_pos
 
     def mutate(self, node, index):
@@ -168,8 +169,11 @@ class ReplaceException(Operator):
         return (
             Example("try: f()\nexcept OSError: pass", f"try: f()\nexcept {other}: pass"),
             Example("try: f()\nexcept paramiko.SSHException: pass", f"try: f()\nexcept {other}: pass"),
-            Example("try: f()\nexcept (OSError, paramiko.SSHException) as e: pass",
-                    f"try: f()\nexcept (OSError, {other}) as e: pass", occurrence=1),
+            Example(
+                "try: f()\nexcept (OSError, paramiko.SSHException) as e: pass",
+                f"try: f()\nexcept (OSError, {other}) as e: pass",
+                occurrence=1,
+            ),
             Example("try: f()\nexcept (OSError): pass", f"try: f()\nexcept ({other}): pass"),
             Example("try: f()\nexcept: pass", "try: f()\nexcept: pass"),
         )

@@ -68,19 +68,47 @@ MODULES = read_modules()
 # boundary) instead of all eleven: in this code the others are killed by the same tests (strings and paths
 # raise TypeError) and would multiply the run time by about six. ExceptionReplacer is left out for
 # ReplaceException (tools/mutation/operators.py), which also handles dotted names.
-_BINARY = {"Add": "Sub", "Sub": "Add", "Mul": "Div", "Div": "Mul", "FloorDiv": "Mul", "Mod": "FloorDiv",
-           "Pow": "Mul", "LShift": "RShift", "RShift": "LShift", "BitOr": "BitAnd", "BitAnd": "BitOr",
-           "BitXor": "BitOr"}
-_COMPARISON = {"Eq": ("NotEq",), "NotEq": ("Eq",), "Lt": ("LtE", "GtE"), "LtE": ("Lt", "Gt"),
-               "Gt": ("GtE", "LtE"), "GtE": ("Gt", "Lt"), "Is": ("IsNot",), "IsNot": ("Is",),
-               "In": ("NotIn",), "NotIn": ("In",)}
+_BINARY = {
+    "Add": "Sub",
+    "Sub": "Add",
+    "Mul": "Div",
+    "Div": "Mul",
+    "FloorDiv": "Mul",
+    "Mod": "FloorDiv",
+    "Pow": "Mul",
+    "LShift": "RShift",
+    "RShift": "LShift",
+    "BitOr": "BitAnd",
+    "BitAnd": "BitOr",
+    "BitXor": "BitOr",
+}
+_COMPARISON = {
+    "Eq": ("NotEq",),
+    "NotEq": ("Eq",),
+    "Lt": ("LtE", "GtE"),
+    "LtE": ("Lt", "Gt"),
+    "Gt": ("GtE", "LtE"),
+    "GtE": ("Gt", "Lt"),
+    "Is": ("IsNot",),
+    "IsNot": ("Is",),
+    "In": ("NotIn",),
+    "NotIn": ("In",),
+}
 CORE_OPERATORS = (
     *(f"core/ReplaceBinaryOperator_{a}_{b}" for a, b in _BINARY.items()),
     *(f"core/ReplaceComparisonOperator_{a}_{b}" for a, bs in _COMPARISON.items() for b in bs),
-    "core/ReplaceUnaryOperator_Delete_Not", "core/ReplaceUnaryOperator_USub_UAdd",
-    "core/AddNot", "core/ReplaceTrueWithFalse", "core/ReplaceFalseWithTrue", "core/ReplaceAndWithOr",
-    "core/ReplaceOrWithAnd", "core/ReplaceBreakWithContinue", "core/ReplaceContinueWithBreak",
-    "core/NumberReplacer", "core/RemoveDecorator", "core/ZeroIterationForLoop",
+    "core/ReplaceUnaryOperator_Delete_Not",
+    "core/ReplaceUnaryOperator_USub_UAdd",
+    "core/AddNot",
+    "core/ReplaceTrueWithFalse",
+    "core/ReplaceFalseWithTrue",
+    "core/ReplaceAndWithOr",
+    "core/ReplaceOrWithAnd",
+    "core/ReplaceBreakWithContinue",
+    "core/ReplaceContinueWithBreak",
+    "core/NumberReplacer",
+    "core/RemoveDecorator",
+    "core/ZeroIterationForLoop",
 )
 
 
@@ -154,16 +182,27 @@ def work_items(module: str, target: Target):
             skipped = _in_annotation(node) or _parameter_marker(node) or _in_log_call(node)
             if skipped or not target.covers(definition):
                 continue
-            spec = MutationSpec(module_path=module, operator_name=name, occurrence=occurrence, start_pos=start,
-                                end_pos=end, definition_name=definition)
+            spec = MutationSpec(
+                module_path=module,
+                operator_name=name,
+                occurrence=occurrence,
+                start_pos=start,
+                end_pos=end,
+                definition_name=definition,
+            )
             yield WorkItem.single(job_id=f"{name}:{occurrence}", mutation=spec)
 
 
 def _scratch_copy() -> Path:
     """The tree as git sees it (tracked and untracked, not ignored), with the project's venv linked in."""
     scratch = Path(tempfile.mkdtemp(prefix="tpu-sft-mutation-"))
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
-                           capture_output=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         source = REPO / rel
         if source.is_file():
@@ -201,8 +240,9 @@ def _equivalent(equivalents: list[Equivalent], module: str, spec: MutationSpec, 
     return None
 
 
-def run_module(module: str, equivalents: list[Equivalent], only: frozenset[str] = frozenset()
-               ) -> dict[str, list[Mutant]]:
+def run_module(
+    module: str, equivalents: list[Equivalent], only: frozenset[str] = frozenset()
+) -> dict[str, list[Mutant]]:
     """Mutate one module in a scratch copy, each mutant against the module's tests; the mutants by outcome.
     `only`: just the mutants of these `operator:line` pairs (a survivor re-tested once a test is added)."""
     target = MODULES[module]
@@ -223,11 +263,16 @@ def run_module(module: str, equivalents: list[Equivalent], only: frozenset[str] 
         timeout = 3 * baseline + 15
         with use_db(str(session), WorkDB.Mode.create) as db:
             db.clear()
-            db.add_work_items(w for w in work_items(module, target)
-                              if not only or f"{w.mutations[0].operator_name}:{w.mutations[0].start_pos[0]}" in only)
+            db.add_work_items(
+                w
+                for w in work_items(module, target)
+                if not only or f"{w.mutations[0].operator_name}:{w.mutations[0].start_pos[0]}" in only
+            )
             items = db.pending_work_items
-            print(f"{module}: {len(items)} mutants against {' '.join(target.tests)} ({baseline:.0f} s unmutated)",
-                  flush=True)
+            print(
+                f"{module}: {len(items)} mutants against {' '.join(target.tests)} ({baseline:.0f} s unmutated)",
+                flush=True,
+            )
             for n, item in enumerate(items, 1):
                 spec = item.mutations[0]
                 line = lines[spec.start_pos[0] - 1].strip()
@@ -238,8 +283,10 @@ def run_module(module: str, equivalents: list[Equivalent], only: frozenset[str] 
                 result = mutate_and_test(item.mutations, _test_command(target), timeout)
                 db.set_result(item.job_id, result)
                 if not result.is_killed:
-                    print(f"  [{n}/{len(items)}] survived: {spec.operator_name} line {spec.start_pos[0]}: {line}",
-                          flush=True)
+                    print(
+                        f"  [{n}/{len(items)}] survived: {spec.operator_name} line {spec.start_pos[0]}: {line}",
+                        flush=True,
+                    )
             return _by_outcome(db, lines)
     finally:
         os.chdir(here)
@@ -250,8 +297,13 @@ def _by_outcome(db: WorkDB, lines: list[str]) -> dict[str, list[Mutant]]:
     outcomes: dict[str, list[Mutant]] = {k: [] for k in OUTCOMES}
     for item, result in db.completed_work_items:
         spec = item.mutations[0]
-        mutant = Mutant(spec.operator_name, spec.start_pos[0], lines[spec.start_pos[0] - 1].strip(),
-                        result.diff or "", result.output or "")
+        mutant = Mutant(
+            spec.operator_name,
+            spec.start_pos[0],
+            lines[spec.start_pos[0] - 1].strip(),
+            result.diff or "",
+            result.output or "",
+        )
         if result.worker_outcome == WorkerOutcome.SKIPPED:
             outcomes["equivalent"].append(mutant)
         elif result.worker_outcome != WorkerOutcome.NORMAL:
@@ -279,13 +331,23 @@ def print_scores(results: dict[str, dict[str, list[Mutant]]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--module", action="append", choices=sorted(MODULES),
-                        help="mutate only this module (repeatable); default: every protection module")
-    parser.add_argument("--only", action="append", default=[], metavar="OPERATOR:LINE",
-                        help="only the mutants this operator makes on this line, e.g. core/AddNot:118, as a survivor "
-                             "is printed (repeatable; with one --module)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.mutation", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--module",
+        action="append",
+        choices=sorted(MODULES),
+        help="mutate only this module (repeatable); default: every protection module",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="OPERATOR:LINE",
+        help="only the mutants this operator makes on this line, e.g. core/AddNot:118, as a survivor "
+        "is printed (repeatable; with one --module)",
+    )
     args = parser.parse_args(argv)
     if args.only and len(args.module or ()) != 1:
         parser.error("--only needs exactly one --module")
@@ -307,4 +369,3 @@ def main(argv: list[str] | None = None) -> int:
     for e in [] if args.only else _stale(equivalents, results):  # --only makes a few mutants: no entry is stale
         print(f"\nstale entry in {EQUIVALENT_FILE.name} (matches no mutant): {e.module} | {e.operator} | {e.line}")
     return 1 if any(o["survived"] or o["error"] for o in results.values()) else 0
-

@@ -22,8 +22,11 @@ SUPPORTED_MODELS = ("gemma3-4b", "gemma3-12b", "gemma3-27b")
 # Each one's Hugging Face repository: MaxText's own `HF_IDS` (maxtext/utils/globals.py), which to_maxtext reads the
 # weights from. Here too because bootstrap downloads them before MaxText is installed
 # (remote/pipeline/bootstrap/seed.py).
-HUB_IDS = {"gemma3-4b": "google/gemma-3-4b-it", "gemma3-12b": "google/gemma-3-12b-it",
-           "gemma3-27b": "google/gemma-3-27b-it"}
+HUB_IDS = {
+    "gemma3-4b": "google/gemma-3-4b-it",
+    "gemma3-12b": "google/gemma-3-12b-it",
+    "gemma3-27b": "google/gemma-3-27b-it",
+}
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
 TORCH_BACKENDS = ("cpu", "auto")
 
@@ -141,8 +144,9 @@ class PipelineConfig:
         """Validate stack-keyed values (strings or native JSON values); absent or None keys take defaults."""
         if not isinstance(raw, Mapping):
             raise ConfigError(
-                f"{NAMESPACE}:*", f"the settings must be a JSON object, got {type(raw).__name__}",
-                "give an object of stack keys, e.g. {\"steps\": 1000}",
+                f"{NAMESPACE}:*",
+                f"the settings must be a JSON object, got {type(raw).__name__}",
+                'give an object of stack keys, e.g. {"steps": 1000}',
             )
         unknown = sorted(set(raw) - set(BY_KEY))
         if unknown:
@@ -219,8 +223,14 @@ def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
 
 # In the order of the phases they feed (workload/core/contract.py PHASES).
 SETTINGS: tuple[Setting, ...] = (
-    Setting("maxtextVersion", "maxtext_version", _pattern(_VERSION, "a release version like 0.2.2"), "0.2.2",
-            "bootstrap", names_run=True),
+    Setting(
+        "maxtextVersion",
+        "maxtext_version",
+        _pattern(_VERSION, "a release version like 0.2.2"),
+        "0.2.2",
+        "bootstrap",
+        names_run=True,
+    ),
     Setting("installPostTrainExtras", "install_post_train_extras", _bool, "true", "bootstrap"),
     Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
     # Bootstrap downloads the model's weights beside the install (the full profile only).
@@ -228,8 +238,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
     Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
-    Setting("dataset", "dataset", _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),
-            "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
+    Setting(
+        "dataset",
+        "dataset",
+        _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),
+        "HuggingFaceH4/ultrachat_200k",
+        "train",
+        names_run=True,
+    ),
     Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
     Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
     Setting("learningRate", "learning_rate", _float, "2e-5", "train", names_run=True),
@@ -239,8 +255,12 @@ SETTINGS: tuple[Setting, ...] = (
     # value (a resumed attempt uses it), so like every row it re-runs its phase (a finished training is then a
     # no-op that re-checks its checkpoint) on both sides.
     Setting("checkpointPeriod", "checkpoint_period", _int(1), "100", "train"),
-    Setting("runName", "run_name",
-            _pattern(_RUN_NAME, "a run name (lower-case letters, digits, '.', '_', '-'; at most 63)"),
-            "gemma3-sft", "train"),
+    Setting(
+        "runName",
+        "run_name",
+        _pattern(_RUN_NAME, "a run name (lower-case letters, digits, '.', '_', '-'; at most 63)"),
+        "gemma3-sft",
+        "train",
+    ),
 )
 BY_KEY = {s.key: s for s in SETTINGS}

@@ -54,8 +54,10 @@ class BootstrapStepFailed(CommandFailed):
         self.step = step
         said = [line.strip() for line in tail if line.strip()]
         why = f": {said[-1][:300]}" if said else ""
-        self.args = (f"{host}: bootstrap step {step!r} failed (exit {exited}){why}. "
-                     "Fix that and run bootstrap again: completed steps are not redone",)
+        self.args = (
+            f"{host}: bootstrap step {step!r} failed (exit {exited}){why}. "
+            "Fix that and run bootstrap again: completed steps are not redone",
+        )
 
 
 def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
@@ -64,8 +66,9 @@ def is_current(conn: Connection, spec: BootstrapSpec) -> bool:
     return run(conn, f"cat -- {path} 2>/dev/null; true").stdout.strip() == spec.fingerprint
 
 
-def bootstrap(conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None,
-              leave_running: bool = False) -> BootstrapResult:
+def bootstrap(
+    conn: Connection, spec: BootstrapSpec, *, stream: TextIO | None = None, leave_running: bool = False
+) -> BootstrapResult:
     """Bring the host to `spec`: nothing at all if its fingerprint is already there, else each step not yet
     done, each as soon as the steps it needs are, then the fingerprint. Step output goes to `stream` as it
     arrives, if given, each line led by its step's name. A failing step raises `BootstrapStepFailed`, a
@@ -104,10 +107,14 @@ def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
     two runs never wait on each other in a circle), then, unless its marker exists, the step and its marker.
     The check is inside the locks: the leftovers of an interrupted run may still be finishing this step."""
     marker = shlex.quote(_marker(spec, step, base))
-    locks = " ".join(f"flock {'' if name == step.name else '-s '}{shlex.quote(f'{base}/locks/{name}')}"
-                     for name in sorted({step.name, *spec.ancestors(step.name)}))
-    body = (f"if [ -e {marker} ]; then echo {_SKIPPED}; "
-            f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi")
+    locks = " ".join(
+        f"flock {'' if name == step.name else '-s '}{shlex.quote(f'{base}/locks/{name}')}"
+        for name in sorted({step.name, *spec.ancestors(step.name)})
+    )
+    body = (
+        f"if [ -e {marker} ]; then echo {_SKIPPED}; "
+        f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi"
+    )
     return f"{locks} sh -c {shlex.quote(body)}"
 
 
@@ -119,9 +126,11 @@ def _marker(spec: BootstrapSpec, step: Step, base: str) -> str:
 def detached_script(spec: BootstrapSpec, step: Step, base: str, log_path: str) -> str:
     """The host command that starts `step_script` in its own session, outliving this SSH session, unless the
     step is done already. The step itself checks its marker again, inside its locks."""
-    return (f"if [ -e {shlex.quote(_marker(spec, step, base))} ]; then echo {_SKIPPED}; "
-            f"else setsid -f sh -c {shlex.quote(step_script(spec, step, base))} "
-            f"> {shlex.quote(log_path)} 2>&1 < /dev/null; fi")
+    return (
+        f"if [ -e {shlex.quote(_marker(spec, step, base))} ]; then echo {_SKIPPED}; "
+        f"else setsid -f sh -c {shlex.quote(step_script(spec, step, base))} "
+        f"> {shlex.quote(log_path)} 2>&1 < /dev/null; fi"
+    )
 
 
 def left_running(conn: Connection, spec: BootstrapSpec) -> tuple[Step, ...]:
@@ -132,14 +141,18 @@ def left_running(conn: Connection, spec: BootstrapSpec) -> tuple[Step, ...]:
     if not detached:
         return ()
     base = _host_dir(conn.target)
-    checks = "".join(f"[ -e {shlex.quote(detached_log(conn.target, s.name))} ] && "
-                     f"[ ! -e {shlex.quote(_marker(spec, s, base))} ] && echo {s.name}; " for s in detached)
+    checks = "".join(
+        f"[ -e {shlex.quote(detached_log(conn.target, s.name))} ] && "
+        f"[ ! -e {shlex.quote(_marker(spec, s, base))} ] && echo {s.name}; "
+        for s in detached
+    )
     unfinished = run(conn, f"{checks}true").stdout.split()
     return tuple(s for s in detached if s.name in unfinished)
 
 
-def finish_detached(conn: Connection, spec: BootstrapSpec, steps: tuple[Step, ...], *,
-                    stream: TextIO | None = None) -> None:
+def finish_detached(
+    conn: Connection, spec: BootstrapSpec, steps: tuple[Step, ...], *, stream: TextIO | None = None
+) -> None:
     """Run `steps` (from `left_running`) in the foreground, one after another: each waits for its detached run
     (its lock) and is then skipped, or runs again if that run failed, raising `BootstrapStepFailed` if it fails
     again. Output goes to `stream` as in `bootstrap`."""
@@ -148,15 +161,18 @@ def finish_detached(conn: Connection, spec: BootstrapSpec, steps: tuple[Step, ..
         _run_step(conn, spec, step, step_script(spec, step, base), stream, output)
 
 
-def _run_step(conn: Connection, spec: BootstrapSpec, step: Step, script: str, stream: TextIO | None,
-              output: threading.Lock) -> Result:
+def _run_step(
+    conn: Connection, spec: BootstrapSpec, step: Step, script: str, stream: TextIO | None, output: threading.Lock
+) -> Result:
     """`script` (one of `step`'s) on the host; its lines to `stream`, led by the step's name (`output` keeps
     steps that run at once from interleaving); a non-zero exit raised as `BootstrapStepFailed`."""
-    out, err = (_StepLines(stream, step.name, output), _StepLines(stream, step.name, output)) if stream else (
-        None, None)
+    out, err = (
+        (_StepLines(stream, step.name, output), _StepLines(stream, step.name, output)) if stream else (None, None)
+    )
     try:
-        return run(conn, script, env=spec.env, timeout=step.timeout_s,
-                   stream=cast(TextIO, out), err_stream=cast(TextIO, err))
+        return run(
+            conn, script, env=spec.env, timeout=step.timeout_s, stream=cast(TextIO, out), err_stream=cast(TextIO, err)
+        )
     except CommandFailed as failed:
         raise BootstrapStepFailed(failed.host, step.name, failed.exited, failed.tail) from None
     finally:
@@ -165,8 +181,9 @@ def _run_step(conn: Connection, spec: BootstrapSpec, step: Step, script: str, st
                 lines.end()
 
 
-def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO | None,
-               leave_running: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _run_steps(
+    conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO | None, leave_running: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Every step, each started once the steps it needs are done; independent ones at once, each over its own
     connection (`conn` is the first). Returns the steps that ran (the others were already done) and, with
     `leave_running`, the detached ones started in the background, each in spec order."""
@@ -176,8 +193,11 @@ def _run_steps(conn: Connection, spec: BootstrapSpec, base: str, stream: TextIO 
         own = connections.take()
         log.info("%s: bootstrap step %s", conn.host, step.name)
         background = leave_running and step.detached
-        script = (detached_script(spec, step, base, detached_log(conn.target, step.name)) if background
-                  else step_script(spec, step, base))
+        script = (
+            detached_script(spec, step, base, detached_log(conn.target, step.name))
+            if background
+            else step_script(spec, step, base)
+        )
         try:
             result = _run_step(own, spec, step, script, stream, output)
         finally:
@@ -291,14 +311,21 @@ class _StepLines:
             self.stream.flush()
 
 
-def bootstrap_all(target: Target, spec: BootstrapSpec, *, stream: TextIO | None = None, deadline_s: float = 0.0,
-                  hf_token: str | None = None, leave_running: bool = False) -> dict[str, BootstrapResult | RemoteError]:
+def bootstrap_all(
+    target: Target,
+    spec: BootstrapSpec,
+    *,
+    stream: TextIO | None = None,
+    deadline_s: float = 0.0,
+    hf_token: str | None = None,
+    leave_running: bool = False,
+) -> dict[str, BootstrapResult | RemoteError]:
     """`bootstrap` on every host of the target in parallel; each host's result, or the error that stopped it.
     With `deadline_s`, each host is waited for that long (a new VM's workers answer SSH late too). `hf_token`,
     when given, is placed on each host first: the weights step reads it."""
 
     def one(host: str) -> BootstrapResult:
-        with (wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host)) as conn:
+        with wait_for_ssh(target, deadline_s, host) if deadline_s > 0 else connect(target, host) as conn:
             if hf_token:
                 write_secret(conn, HF_TOKEN_SECRET, hf_token)
             return bootstrap(conn, spec, stream=stream, leave_running=leave_running)

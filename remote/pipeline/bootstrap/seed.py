@@ -18,9 +18,20 @@ UV_INSTALLER = f"https://astral.sh/uv/{UV_VERSION}/install.sh"  # astral's insta
 # and never stop at a prompt (a changed config file keeps the local version, or the package default). LC_ALL=C:
 # the lock message `apt_update` looks for is apt's English one.
 APT_LOCK_WAIT_S = 900
-APT_GET = ("sudo", "env", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-q",
-           "-o", f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}",
-           "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold")
+APT_GET = (
+    "sudo",
+    "env",
+    "LC_ALL=C",
+    "DEBIAN_FRONTEND=noninteractive",
+    "apt-get",
+    "-q",
+    "-o",
+    f"DPkg::Lock::Timeout={APT_LOCK_WAIT_S}",
+    "-o",
+    "Dpkg::Options::=--force-confdef",
+    "-o",
+    "Dpkg::Options::=--force-confold",
+)
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 # The Hub client that downloads the weights, hf-xet (the transfer the Gemma repositories are stored for) and typer
 # (the newest no longer brings the click that `hf` imports): the versions pinned beside MaxText in
@@ -28,8 +39,9 @@ VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
 
 
-def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR,
-             state_dir: str = STATE_DIR) -> BootstrapSpec:
+def spec_for(
+    config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR, state_dir: str = STATE_DIR
+) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
     and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
     vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND. On the full profile, also the model's weights
@@ -42,24 +54,45 @@ def spec_for(config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATC
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
-        Step("apt", f"{apt_update(apt)} && {apt} upgrade -y --fix-missing && "
-                    f"{apt} install -y build-essential cmake ninja-build", 1800 + APT_LOCK_WAIT_S, after=()),
+        Step(
+            "apt",
+            f"{apt_update(apt)} && {apt} upgrade -y --fix-missing && "
+            f"{apt} install -y build-essential cmake ninja-build",
+            1800 + APT_LOCK_WAIT_S,
+            after=(),
+        ),
         Step("uv", download_and_run(UV_INSTALLER), 600, after=()),
         Step("python", f"{UV} python install 3.12", 600, after=("uv",)),
         Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600, after=("python",)),
-        Step("maxtext", f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
-                        f"--python {q_venv}/bin/python "
-                        f"{shlex.quote(f'maxtext[tpu-post-train]=={config.maxtext_version}')} --resolution=lowest",
-             3600, after=("venv",)),
+        Step(
+            "maxtext",
+            f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
+            f"--python {q_venv}/bin/python "
+            f"{shlex.quote(f'maxtext[tpu-post-train]=={config.maxtext_version}')} --resolution=lowest",
+            3600,
+            after=("venv",),
+        ),
     ]
     if config.install_post_train_extras:
         # Detached: convert does not need them, so it runs beside their build; train waits for them.
-        steps.append(Step("post-train-extras", f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps", 3600,
-                          after=("apt", "maxtext"), detached=True))
+        steps.append(
+            Step(
+                "post-train-extras",
+                f". {q_venv}/bin/activate && install_tpu_post_train_extra_deps",
+                3600,
+                after=("apt", "maxtext"),
+                detached=True,
+            )
+        )
     if config.profile == "full":
-        steps.append(Step("weights", weights_download(HUB_IDS[config.model], hf_home(work_dir),
-                                                      secret_file(state_dir, HF_TOKEN_SECRET)), 3600,
-                          after=("python",)))
+        steps.append(
+            Step(
+                "weights",
+                weights_download(HUB_IDS[config.model], hf_home(work_dir), secret_file(state_dir, HF_TOKEN_SECRET)),
+                3600,
+                after=("python",),
+            )
+        )
     return BootstrapSpec(tuple(steps))
 
 
@@ -69,20 +102,24 @@ def weights_download(repo: str, home: str, token_path: str) -> str:
     to_maxtext then downloads what is missing itself. `hf download` fails (non-zero, the Hub's reason) on a
     refused token, a gated repository not accepted yet, or a network error."""
     q_token = shlex.quote(token_path)
-    missing = (f"no HF token at {token_path} on this host, but {repo} is gated: export HF_TOKEN before "
-               f"`pulumi up`, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`")
-    return (f"{{ [ -s {q_token} ] || {{ echo {shlex.quote(missing)} >&2; exit 1; }}; }} && "
-            f"HF_HOME={shlex.quote(home)} HF_TOKEN_PATH={q_token} HF_HUB_DISABLE_PROGRESS_BARS=1 "
-            f"HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_DISABLE_UPDATE_CHECK=1 {UV} tool run --python 3.12 "
-            f"--from {HUB_CLIENT[0]} {' '.join(f'--with {pin}' for pin in HUB_CLIENT[1:])} "
-            f"hf download {shlex.quote(repo)}")
+    missing = (
+        f"no HF token at {token_path} on this host, but {repo} is gated: export HF_TOKEN before "
+        f"`pulumi up`, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`"
+    )
+    return (
+        f"{{ [ -s {q_token} ] || {{ echo {shlex.quote(missing)} >&2; exit 1; }}; }} && "
+        f"HF_HOME={shlex.quote(home)} HF_TOKEN_PATH={q_token} HF_HUB_DISABLE_PROGRESS_BARS=1 "
+        f"HF_HUB_DISABLE_TELEMETRY=1 HF_HUB_DISABLE_UPDATE_CHECK=1 {UV} tool run --python 3.12 "
+        f"--from {HUB_CLIENT[0]} {' '.join(f'--with {pin}' for pin in HUB_CLIENT[1:])} "
+        f"hf download {shlex.quote(repo)}"
+    )
 
 
 def apt_update(apt: str) -> str:
     """`apt update`, retried every 5 s while another apt holds the package lists' lock (apt-daily on a first
     boot): DPkg::Lock::Timeout covers dpkg's own lock only, and `update` fails at once on the lists' lock."""
     return (
-        f'tries=0; until out=$({apt} update 2>&1); do '
+        f"tries=0; until out=$({apt} update 2>&1); do "
         f'echo "$out" | grep -q "Could not get lock" && [ $tries -lt {APT_LOCK_WAIT_S // 5} ] '
         '|| { echo "$out" >&2; exit 1; }; tries=$((tries+1)); sleep 5; done; echo "$out"'
     )
@@ -93,7 +130,7 @@ def download_and_run(url: str) -> str:
     succeeded and is not empty: `curl … | sh` runs an empty script, succeeds, and marks the step done."""
     q_url = shlex.quote(url)
     return (
-        f'script=$(mktemp) && trap \'rm -f "$script"\' EXIT && '
+        f"script=$(mktemp) && trap 'rm -f \"$script\"' EXIT && "
         f'curl --fail --silent --show-error --location --retry 3 --output "$script" {q_url} && '
         f'{{ [ -s "$script" ] || {{ echo "downloaded an empty file from "{q_url} >&2; exit 1; }}; }} && '
         'sh "$script"'

@@ -14,8 +14,7 @@ from typing import Any
 from remote.ssh.connection import env_prefix
 from remote.ssh.errors import BadInput
 
-_SPEC_SHAPE = ('{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], '
-               '"env": {…}}')
+_SPEC_SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], "env": {…}}'
 
 
 @dataclass(frozen=True)
@@ -44,15 +43,18 @@ class BootstrapSpec:
             raise BadInput(f"bootstrap step names must be distinct, got {names}")
         resolved = []
         for number, step in enumerate(self.steps):
-            after = tuple(step.after) if step.after is not None else tuple(names[number - 1:number])
+            after = tuple(step.after) if step.after is not None else tuple(names[number - 1 : number])
             unknown = [name for name in after if name not in names[:number]]
             if unknown:
-                raise BadInput(f"bootstrap spec: step {step.name!r} needs {unknown[0]!r}, which is not a step "
-                               "listed before it")
+                raise BadInput(
+                    f"bootstrap spec: step {step.name!r} needs {unknown[0]!r}, which is not a step listed before it"
+                )
             detached = [name for name in after if self.steps[names.index(name)].detached]
             if detached and not step.detached:
-                raise BadInput(f"bootstrap spec: step {step.name!r} needs {detached[0]!r}, which is detached: "
-                               f"make {step.name!r} detached too, or {detached[0]!r} not")
+                raise BadInput(
+                    f"bootstrap spec: step {step.name!r} needs {detached[0]!r}, which is detached: "
+                    f"make {step.name!r} detached too, or {detached[0]!r} not"
+                )
             resolved.append(dataclasses.replace(step, after=after))
         object.__setattr__(self, "steps", tuple(resolved))
 
@@ -119,8 +121,9 @@ _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 def _step(number: int, raw: object) -> Step:
     if not isinstance(raw, dict) or set(raw) - {"name", "command", "timeout_s", "after", "detached"}:
-        raise BadInput(f"bootstrap spec: step {number} must be an object with name, command, timeout_s, after "
-                       "and detached")
+        raise BadInput(
+            f"bootstrap spec: step {number} must be an object with name, command, timeout_s, after and detached"
+        )
     name, command, timeout = raw.get("name"), raw.get("command"), raw.get("timeout_s", 3600.0)
     after, detached = raw.get("after"), raw.get("detached", False)
     if not isinstance(name, str) or not _STEP_NAME.fullmatch(name):
