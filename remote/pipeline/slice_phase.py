@@ -196,11 +196,15 @@ class _Watch:
             for worker in list(self.pending):
                 try:
                     state = jobs.status(self.conns[worker.id], self.job_id)
-                except Unreachable as e:
+                except RemoteError as e:
+                    # A host going down fails a poll in more ways than Unreachable (a session cut mid-command: an
+                    # exit of -1). Any of them is no answer; an exception left to end this thread would leave
+                    # worker 0's follow waiting forever on a job that never ends.
+                    reason = e.reason if isinstance(e, Unreachable) else str(e)
                     since = down_since.setdefault(worker.id, time.monotonic())
                     if time.monotonic() - since >= UNREACHABLE_S:
                         self._fail(
-                            worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {e.reason}", EXIT_UNREACHABLE
+                            worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {reason}", EXIT_UNREACHABLE
                         )
                     continue
                 down_since.pop(worker.id, None)

@@ -30,7 +30,7 @@ from remote.pipeline.profile import HostProfile
 from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect, run
-from remote.ssh.errors import EXIT_UNREACHABLE
+from remote.ssh.errors import EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
 from tests.fixtures.sshd import FAST
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
@@ -410,6 +410,42 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
         (job_id,) = on_two.jobs(0)
         assert on_two.path(hosts.hosts[0], f"jobs/{job_id}/cancelled").exists()
         assert on_two.standins_running(0) == []
+
+
+def test_a_poll_that_fails_otherwise_than_unreachable_still_ends_the_phase(
+    testbed, user_key, remote_user, monkeypatch, capsys
+):
+    """A host going down can cut a status poll mid-command (an exit of -1) instead of refusing the connection.
+    The watcher once died on that, and worker 0's follow of a job that never ends waited forever: seen as a hang
+    of the test above. Any failed poll counts toward UNREACHABLE_S like an unreachable host."""
+    monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
+    with SliceHosts(testbed / "slice-cut", 2, REMOTE_USER, user_key) as hosts:
+        on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
+        on_two.control(0, "hold")
+        on_two.control(1, "hold")
+        monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
+        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+
+        following, follow, status = threading.Event(), jobs.follow, jobs.status
+
+        def follow_and_tell(*args, **kwargs):
+            following.set()
+            return follow(*args, **kwargs)
+
+        def cut_on_worker_1(conn, job_id):
+            if following.is_set() and conn.host == hosts.addresses[1]:
+                raise CommandFailed(conn.host, -1, ())
+            return status(conn, job_id)
+
+        monkeypatch.setattr(jobs, "follow", follow_and_tell)
+        monkeypatch.setattr(jobs, "status", cut_on_worker_1)
+        ended: list[int] = []
+        phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
+        phase.start()
+        phase.join(timeout=120)
+        assert ended == [EXIT_UNREACHABLE], "the phase did not end after worker 1's polls kept failing"
+        summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert summary["worker"] == 1 and " unreachable for 1 s: " in summary["error"]
 
 
 def test_worker_ids_follow_the_targets_host_order():
