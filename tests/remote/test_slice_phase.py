@@ -374,22 +374,27 @@ def test_an_unreachable_worker_stops_the_phase_before_anything_starts(on_slice, 
         assert on_slice.jobs(worker) == [] and on_slice.calls(worker) == []
 
 
+def _two_held_workers_followed(hosts, remote_user, monkeypatch):
+    """Both workers' jobs held running, the phase's target set; the event is set once worker 0 is followed."""
+    on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
+    on_two.control(0, "hold")
+    on_two.control(1, "hold")
+    monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
+    monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
+    following, follow = threading.Event(), jobs.follow
+
+    def follow_and_tell(*args, **kwargs):
+        following.set()
+        return follow(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "follow", follow_and_tell)
+    return on_two, following
+
+
 def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, remote_user, monkeypatch, capsys):
     monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
     with SliceHosts(testbed / "slice-lost", 2, REMOTE_USER, user_key) as hosts:
-        on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
-        on_two.control(0, "hold")
-        on_two.control(1, "hold")
-        monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
-        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
-
-        following, follow = threading.Event(), jobs.follow
-
-        def follow_and_tell(*args, **kwargs):
-            following.set()
-            return follow(*args, **kwargs)
-
-        monkeypatch.setattr(jobs, "follow", follow_and_tell)
+        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
 
         def take_worker_1_down() -> None:  # its host goes away mid-run: no status, no exit code, ever
             assert following.wait(20)
@@ -420,24 +425,14 @@ def test_a_poll_that_fails_otherwise_than_unreachable_still_ends_the_phase(
     of the test above. Any failed poll counts toward UNREACHABLE_S like an unreachable host."""
     monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
     with SliceHosts(testbed / "slice-cut", 2, REMOTE_USER, user_key) as hosts:
-        on_two = Slice(hosts, "state", remote_user.pw_uid, remote_user.pw_gid)
-        on_two.control(0, "hold")
-        on_two.control(1, "hold")
-        monkeypatch.setenv("TPU_SFT_TARGET", on_two.target().to_json())
-        monkeypatch.setenv("TPU_SFT_PIPELINE", PIPELINE)
-
-        following, follow, status = threading.Event(), jobs.follow, jobs.status
-
-        def follow_and_tell(*args, **kwargs):
-            following.set()
-            return follow(*args, **kwargs)
+        status = jobs.status
+        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
 
         def cut_on_worker_1(conn, job_id):
             if following.is_set() and conn.host == hosts.addresses[1]:
                 raise CommandFailed(conn.host, -1, ())
             return status(conn, job_id)
 
-        monkeypatch.setattr(jobs, "follow", follow_and_tell)
         monkeypatch.setattr(jobs, "status", cut_on_worker_1)
         ended: list[int] = []
         phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
