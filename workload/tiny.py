@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -74,14 +75,32 @@ def maxtext_overrides() -> list[str]:
     ]
 
 
+def _maxtext_file(*parts: str) -> str:
+    """A file of the installed MaxText, found without importing the package: its __init__ imports all of MaxText
+    (~20 s of CPU), and the tiny assets need two of its plain files."""
+    spec = importlib.util.find_spec("maxtext")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("maxtext is not installed in this Python: the tiny profile runs in MaxText's venv")
+    return os.path.join(spec.submodule_search_locations[0], *parts)
+
+
+def _hf_model_configs() -> dict:
+    """MaxText's `HF_MODEL_CONFIGS`, loaded from its module's file (which imports only transformers)."""
+    path = _maxtext_file("checkpoint_conversion", "utils", "hf_model_configs.py")
+    spec = importlib.util.spec_from_file_location("maxtext_hf_model_configs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HF_MODEL_CONFIGS
+
+
 def hf_config(hidden_activation: str | None = None):
     """The tiny model's transformers config: MaxText's own gemma3-4b config, with the text sizes of SPEC
     and a minimal vision tower (the converters skip it with use_multimodal=False, but the class needs
     one). `hidden_activation` None keeps MaxText's value, as the export will write it (maxtext#2867)."""
-    from maxtext.checkpoint_conversion.utils.hf_model_configs import HF_MODEL_CONFIGS
     from transformers import Gemma3Config
 
-    base = HF_MODEL_CONFIGS["gemma3-4b"].to_dict()
+    base = _hf_model_configs()["gemma3-4b"].to_dict()
     s = SPEC
     text = dict(base["text_config"])
     text.update(
@@ -106,11 +125,10 @@ def hf_config(hidden_activation: str | None = None):
 
 
 def build_tokenizer(out_dir: str):
-    import maxtext
     from transformers import GemmaTokenizer
 
     os.makedirs(out_dir, exist_ok=True)
-    source = os.path.join(os.path.dirname(maxtext.__file__), "assets", "tokenizers", "tokenizer.gemma3")
+    source = _maxtext_file("assets", "tokenizers", "tokenizer.gemma3")
     shutil.copyfile(source, os.path.join(out_dir, "tokenizer.model"))
     tokenizer = GemmaTokenizer.from_pretrained(out_dir)
     tokenizer.chat_template = CHAT_TEMPLATE
