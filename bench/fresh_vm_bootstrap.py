@@ -95,6 +95,7 @@ def new_vm(directory: Path, declared: DeclaredVm, image: Path) -> Iterator[Fresh
     finally:
         vm.delete()
         lock.close()
+        vm.wait_discarded()
         discard(directory / "boot-disks")
 
 

@@ -206,6 +206,7 @@ def rehearse(
         result.storage_refusals = list(cloud_storage.refusals)
         _keep_refusals(cloud_storage, directory / "storage-refusals.log", say)
         address_lock.close()
+        vm.wait_discarded()
         discard(directory / "boot-disks")
     result.finished_at = time.time()
     return result
