@@ -32,6 +32,16 @@ FIXTURE_TIERS = {
 FOLDER_TIERS = {
     "slice": ("sshd", "maxtext", "root"),  # the slice rehearsal: simulated hosts, each in its own namespaces
 }
+# The shared runs that take minutes, longest first. Under pytest-xdist (scripts/test: --dist loadgroup) a fixture is
+# made once per worker, so every test of one of these goes to the same worker, and they start before the rest,
+# which goes out module by module (so a module's own fixtures are made once too).
+LONG_RUNS = (
+    "fresh_vm",
+    "tests/slice/test_slice_rehearsal.py",  # its module fixture: the slice rehearsal
+    "tiny_pipeline",
+    "pulumi_up",
+    "tests/workload/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,6 +75,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         needs.update(FOLDER_TIERS.get(folder, ()))
         for tier in sorted(needs - {mark.name for mark in item.iter_markers()}):
             item.add_marker(tier)
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist") == "loadgroup":
+        _group_for_workers(items)
+
+
+def _group_for_workers(items: list[pytest.Item]) -> None:
+    """Mark each test with the one worker's group it belongs to, and put the long runs' groups first (the
+    scheduler deals groups out in the order of the items)."""
+    position = {}
+    for item in items:
+        module = item.nodeid.partition("::")[0]
+        group = next((run for run in LONG_RUNS if run in getattr(item, "fixturenames", ())), module)
+        item.add_marker(pytest.mark.xdist_group(group))
+        position[item.nodeid] = LONG_RUNS.index(group) if group in LONG_RUNS else len(LONG_RUNS)
+    items.sort(key=lambda item: position[item.nodeid])  # stable: the order within a group stays
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -3,6 +3,7 @@ unprivileged user they log in as, a TCP proxy that can blackhole, and a poll-wit
 
 from __future__ import annotations
 
+import fcntl
 import pwd
 import select
 import socket
@@ -16,13 +17,16 @@ REMOTE_USER = "tpusft-test"
 
 
 def ensure_remote_user() -> pwd.struct_passwd:
-    """An unprivileged login with /bin/sh as its shell, created if absent (needs root)."""
-    try:
-        pwd.getpwnam(REMOTE_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", REMOTE_USER], check=True)
-    # Without PAM, sshd refuses accounts whose password field is locked ("!"); "*" is no password, unlocked.
-    subprocess.run(["usermod", "--password", "*", REMOTE_USER], check=True)
+    """An unprivileged login with /bin/sh as its shell, created if absent (needs root). Test processes running
+    side by side (pytest-xdist) take turns: useradd and usermod refuse while another holds /etc/passwd."""
+    with open("/run/tpu-sft-test-user.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            pwd.getpwnam(REMOTE_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", REMOTE_USER], check=True)
+        # Without PAM, sshd refuses accounts whose password field is locked ("!"); "*" is no password, unlocked.
+        subprocess.run(["usermod", "--password", "*", REMOTE_USER], check=True)
     return pwd.getpwnam(REMOTE_USER)
 
 
