@@ -75,7 +75,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         needs.update(FOLDER_TIERS.get(folder, ()))
         for tier in sorted(needs - {mark.name for mark in item.iter_markers()}):
             item.add_marker(tier)
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist") == "loadgroup":
+    if getattr(config.option, "loadgroup", False):  # an xdist worker of `--dist loadgroup`: it collects
         _group_for_workers(items)
 
 
