@@ -16,7 +16,7 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
         pytest.fail(f"{MAXTEXT_VENV} is missing: run scripts/maxtext-venv (scripts/test does)")
     directory = tmp_path_factory.mktemp("pulumi-up")
     host = LocalHost.start(directory / "vm")
-    sampler = PsSampler()
+    sampler = PsSampler(TOKEN)
     sampler.start()
     try:
         overrides = {**host.config_overrides(), "tpu-sft:hfToken": TOKEN}
@@ -40,4 +40,5 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
         sampler.stop()
         new_vm.stop()
     up.ps_samples = sampler.samples
+    up.command_lines_holding_token = sampler.holding_secret
     return up

@@ -3,12 +3,11 @@ order against a throwaway local sshd with the tiny profile, exactly as pulumi-co
 phase's follower is killed mid-run and the same command run again (an interrupted `pulumi up`); then every
 command is run a second time (a `pulumi up` with nothing changed), and a third time on a new host with the same
 data disk (the VM lost after the model was kept). A recognisable fake HF token is configured
-as a secret throughout, and `ps -eo args` is sampled all along."""
+as a secret throughout, and every command line is sampled all along."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,16 +21,27 @@ TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it shoul
 
 
 class PsSampler(threading.Thread):
-    """Every process's command line, sampled until stopped: where a secret on a command line would show."""
+    """Every process's command line (what `ps -eo args` shows: /proc/PID/cmdline), sampled until stopped: where a
+    secret on a command line would show. Read in-process, not by running ps five times a second. Keeps how many
+    samples it took and the command lines that held `secret`."""
 
-    def __init__(self):
+    def __init__(self, secret: str):
         super().__init__(daemon=True)
-        self.samples: list[str] = []
+        self.secret = secret.encode()
+        self.samples = 0
+        self.holding_secret: list[str] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
         while not self.halt.wait(0.2):
-            self.samples.append(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout)
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    args = cmdline.read_bytes()
+                except OSError:  # the process ended
+                    continue
+                if self.secret in args:
+                    self.holding_secret.append(args.replace(b"\0", b" ").decode(errors="replace"))
+            self.samples += 1
 
     def stop(self) -> None:
         self.halt.set()
@@ -50,7 +60,8 @@ class PulumiUp:
     second: dict[str, Executed] = field(default_factory=dict)
     new_vm_host: LocalHost | None = None
     new_vm: dict[str, Executed] = field(default_factory=dict)  # every command again, on a new host
-    ps_samples: list[str] = field(default_factory=list)
+    ps_samples: int = 0
+    command_lines_holding_token: list[str] = field(default_factory=list)
 
     def phase(self, name: str) -> str:
         return next(c.name for c in self.commands if c.name.endswith(f"-{name}"))
