@@ -1,0 +1,152 @@
+"""Preflight from the stack's side: compile a stack's training step before any VM exists, and remember the answer.
+
+    scripts/preflight [STACK_FILE] [tpu-sft:KEY=VALUE ...]
+
+reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
+as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
+workload/preflight.py) on the train settings the VM would get, in .maxtext-venv or `$MAXTEXT_PYTHON`. Nothing
+here imports MaxText, so `pulumi preview` stays fast.
+
+Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
+inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
+`pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
+Exit status: 0 fits, 1 does not fit, 2 bad input, 3 the compile itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from infra.phases import phase_inputs
+from infra.settings import parse
+from infra.stack_file import read_stack_config
+from workload.core.config import ConfigError, PipelineConfig
+from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
+from workload.fingerprint import fingerprint
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pulumi up` runs the program
+EXIT_DOES_NOT_FIT = 1  # workload.preflight's
+
+
+def train_fingerprint(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> str:
+    """What names one compile: the train phase's inputs and any MaxText options added to them (tests)."""
+    return fingerprint({"train": phase_inputs(pipeline)["train"], "maxtext": list(maxtext_overrides)})
+
+
+def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
+    return CACHE / f"{train_fingerprint(pipeline, maxtext_overrides)}.json"
+
+
+def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
+    """Raise ConfigError when a preflight of exactly these train inputs found that the step does not fit."""
+    path = record_path(pipeline)
+    try:
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return
+    if record["fits"]:
+        return
+    raise ConfigError(
+        "tpu-sft:perDeviceBatchSize",
+        f"is {pipeline.per_device_batch_size}, and a preflight of these train inputs ({path}) found that the step "
+        "needs at least "
+        f"{record['hbm_bytes_per_chip'] / 2**30:.2f} GiB of HBM per chip of a {record['accelerator']}, "
+        f"{record['hbm_limit_bytes_per_chip'] / 2**30:.2f} GiB allowed: no VM is created for it",
+        "pulumi config set tpu-sft:perDeviceBatchSize with a smaller batch (scripts/preflight says which fit), "
+        "or set a shorter tpu-sft:maxTargetLength",
+    )
+
+
+def with_overrides(raw: dict[str, str], overrides: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` arguments applied as `pulumi config set KEY VALUE` would: a string value, the key qualified."""
+    result = dict(raw)
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or ":" not in key:
+            raise ConfigError(
+                override, "is not an override", "give tpu-sft:KEY=VALUE, e.g. tpu-sft:perDeviceBatchSize=2"
+            )
+        result[key] = value
+    return result
+
+
+def maxtext_python() -> str:
+    python = os.environ.get("MAXTEXT_PYTHON") or str(REPO / ".maxtext-venv" / "bin" / "python")
+    if not os.access(python, os.X_OK):
+        raise ConfigError(
+            "MAXTEXT_PYTHON", f"{python} is not an executable Python", "run scripts/maxtext-venv, or point it at one"
+        )
+    return python
+
+
+def compile_once(
+    pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_overrides: tuple[str, ...] = ()
+) -> tuple[int, dict[str, Any] | None, bool]:
+    """(exit status, the record, whether it came from the cache). Runs workload.preflight unless these inputs
+    have a record; its lines go to this process's stdout and stderr as they come."""
+    path = record_path(pipeline, maxtext_overrides)
+    if path.exists():
+        record = json.loads(path.read_text())
+        return (0 if record["fits"] else EXIT_DOES_NOT_FIT), record, True
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="tpu-sft-preflight-") as settings:
+        json.dump(pipeline.to_mapping(), settings)
+        settings.flush()
+        argv = [maxtext_python(), "-m", "workload.preflight", "--settings", settings.name]
+        argv += ["--usd-per-chip-hour", str(price_per_chip_hour)]
+        argv += [f"--maxtext={option}" for option in maxtext_overrides]
+        done = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    lines = done.stdout.splitlines()
+    sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]))
+    if done.returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
+        return (done.returncode or EXIT_UNEXPECTED), None, False
+    record = json.loads(lines[-1])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(record, indent=1) + "\n")
+    temporary.replace(path)  # whole or not at all: `pulumi up` reads it
+    return done.returncode, record, False
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="scripts/preflight", description=__doc__.split("\n\n")[0])
+    top.add_argument("stack_file", nargs="?", type=Path, default=REPO / "Pulumi.dev.yaml", help="Pulumi.<stack>.yaml")
+    top.add_argument("overrides", nargs="*", metavar="tpu-sft:KEY=VALUE", help="as `pulumi config set` would set")
+    top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    stack = args.stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    try:
+        settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
+        status, record, from_cache = compile_once(
+            settings.pipeline, settings.price_per_chip_hour, maxtext_overrides=tuple(args.maxtext)
+        )
+    except ConfigError as error:
+        print(f"preflight: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if record is None:
+        return status  # workload.preflight said why, in one line on stderr
+    if from_cache:
+        print(f"preflight: these train inputs were compiled before ({CACHE}): {summary(record)}", file=sys.stderr)
+    print(json.dumps(record), flush=True)
+    return status
+
+
+def summary(record: dict[str, Any]) -> str:
+    used, limit = record["hbm_bytes_per_chip"] / 2**30, record["hbm_limit_bytes_per_chip"] / 2**30
+    verdict = "fits" if record["fits"] else "does not fit"
+    return f"{verdict} on a {record['accelerator']}: {used:.2f} GiB of HBM per chip of {limit:.2f} GiB"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

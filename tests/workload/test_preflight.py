@@ -1,0 +1,158 @@
+"""Preflight: whether a training configuration fits a TPU's HBM, known before any VM exists, from the compiler.
+
+The fast tests read the figures (workload/fit.py) and the arguments compiled; the MaxText tests compile a small
+gemma3's SFT step for a v6e-8 in .maxtext-venv, one that fits and one that cannot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.preflight import train_fingerprint
+from infra.settings import parse
+from infra.stack_file import read_stack_config
+from workload import commands, fit, tiny
+from workload.core.config import PipelineConfig
+from workload.jax_process import JaxProcess
+from workload.layout import Layout
+from workload.preflight import maxtext_arguments
+
+GIB = 2**30
+OOM = (
+    "RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: XLA:TPU compile permanent error. Ran out of memory in memory "
+    "space hbm. Used 44.53G of 31.25G hbm. Exceeded hbm capacity by 13.29G."
+)
+# gemma3-4b cut to the tiny model's sizes (workload/tiny.py) with a small vocabulary: gemma3's layers, compiled for
+# a v6e-8 in ~7 s here. Two full-width layers would take ~160 s: the compile time is in the widths, not the layers.
+SMALL_GEMMA3 = [
+    f"--maxtext={override}"
+    for override in [*tiny.maxtext_overrides(), "vocab_size=1024"]
+    if not override.startswith("vocab_size=262144")
+]
+SMALL_SETTINGS = {"maxTargetLength": 128}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_path):
+    config = PipelineConfig(per_device_batch_size=4, max_target_length=1024, accelerator_type="v6e-16")
+    layout = Layout(str(tmp_path), str(tmp_path), config.model, commands.run_name(config))
+    train = commands.train_sft(config, layout, worker=JaxProcess(0, ("h0", "h1", "h2", "h3")))  # v6e-16: 4 hosts
+    compiled = maxtext_arguments(config, str(tmp_path), ["base_num_decoder_layers=2"])
+    assert compiled == [
+        *train.argv[3:],
+        "compile_topology=v6e-16",
+        "compile_topology_num_slices=1",
+        "base_num_decoder_layers=2",
+    ]
+    assert "per_device_batch_size=4" in compiled and "max_target_length=1024" in compiled
+
+
+def test_the_compilers_oom_reads_back_as_bytes_per_chip():
+    assert fit.parse_hbm_oom(OOM) == (round(44.53 * GIB), round(31.25 * GIB))
+    one_buffer = (
+        "RESOURCE_EXHAUSTED: Allocation (size=51539607552) would exceed memory (size=33822867456) :: #allocation10"
+    )
+    assert fit.parse_hbm_oom(one_buffer) == (51539607552, 33822867456)
+    assert fit.parse_hbm_oom("INTERNAL: RET_CHECK failure") is None
+
+
+def test_memory_counts_an_output_that_reuses_a_donated_argument_once():
+    memory = fit.Memory(arguments=10, outputs=7, aliased=5, temporaries=3, generated_code=1)
+    assert memory.total == 10 + 2 + 3 + 1
+
+
+@pytest.mark.parametrize(
+    ("batch", "sequence", "accelerator", "fix"),
+    [
+        (16, 2048, "v6e-8", "pulumi config set tpu-sft:perDeviceBatchSize 8"),
+        (1, 2048, "v6e-8", "pulumi config set tpu-sft:maxTargetLength 1024"),
+        (1, 512, "v6e-8", "pulumi config set tpu-sft:acceleratorType v6e-16"),
+        (1, 512, "v6e-256", "use a smaller model"),
+    ],
+)
+def test_a_step_that_does_not_fit_names_one_setting_to_change(batch, sequence, accelerator, fix):
+    line = fit.does_not_fit_line(accelerator, round(44.53 * GIB), round(31.25 * GIB), batch, sequence)
+    assert "\n" not in line
+    assert f"44.53 GiB per chip of 31.25 GiB HBM on {accelerator}" in line
+    assert line.endswith(f"Fix: {fix}")
+
+
+def test_bounds_are_flops_at_the_chips_peak():
+    # gemma3-4b on a v6e-8 at batch 1, 2048 tokens: 8 x 2048 tokens a step, 1000 steps, $2.70 a chip-hour.
+    bounds = fit.bounds(1.836e13, 918.0, 8 * 2048, 1000, 8, 2.70)
+    assert bounds.step_seconds_at_least == pytest.approx(0.02)
+    assert bounds.tokens_per_second_at_most == pytest.approx(16384 / 0.02)
+    assert bounds.run_hours_at_least == pytest.approx(20 / 3600)
+    assert bounds.usd_at_least == pytest.approx(20 / 3600 * 8 * 2.70)
+    assert fit.bounds(1.836e13, 918.0, 8 * 2048, 1000, 8, None).usd_at_least is None
+
+
+def _preflight(maxtext_python, tmp_path, settings: dict, *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(settings))
+    return subprocess.run(
+        [maxtext_python, "-m", "workload.preflight", "--settings", str(path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_a_small_gemma3_fits_a_v6e_8(maxtext_python, tmp_path):
+    done = _preflight(maxtext_python, tmp_path, SMALL_SETTINGS, "--usd-per-chip-hour", "2.7", *SMALL_GEMMA3)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    record = json.loads(lines[-1])
+    assert lines[-2].startswith("fits: ") and "per chip of" in lines[-2]
+    assert record["fits"] and record["accelerator"] == "v6e-8"
+    assert 0 < record["hbm_bytes_per_chip"] < record["hbm_limit_bytes_per_chip"]
+    assert record["flops_per_step_per_chip"] > 0 and record["bounds"]["usd_at_least"] > 0
+    assert record["settings"]["max_target_length"] == 128 and record["settings"]["per_device_batch_size"] == 1
+    # ~7 s here on an idle machine; the full-size step takes 7 minutes or more. No wall-clock bound: the suite
+    # shares the CPUs.
+    assert record["compile_seconds"] < 300
+
+
+def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_twice(maxtext_python, tmp_path):
+    """Through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it: the dev stack with the
+    small gemma3, a batch whose logits alone are 32 GiB a chip (65,536 sequences x 128 tokens x 1,024 words x 4
+    bytes). Run again, its answer comes from the cache: the MaxText Python is not started a second time."""
+    started = tmp_path / "started"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {maxtext_python} "$@"\n')
+    python.chmod(0o755)
+    argv = [
+        sys.executable,
+        "-m",
+        "infra.preflight",
+        str(REPO / "Pulumi.dev.yaml"),
+        "tpu-sft:perDeviceBatchSize=65536",
+        "tpu-sft:maxTargetLength=128",
+        *SMALL_GEMMA3,
+    ]
+    env = {**os.environ, "MAXTEXT_PYTHON": str(python), "PYTHONPATH": str(REPO)}
+    runs = [subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600) for _ in (1, 2)]
+    for done in runs:
+        assert done.returncode == 1, done.stderr[-3000:]
+        record = json.loads(done.stdout.strip().splitlines()[-1])
+        assert record["fits"] is False and record["hbm_bytes_per_chip"] > record["hbm_limit_bytes_per_chip"]
+        assert record["settings"]["per_device_batch_size"] == 65536
+    [line] = [line for line in runs[0].stderr.splitlines() if line.startswith("tpu-sft:")]
+    assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: ")
+    assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 32768")
+    assert runs[1].stderr.startswith("preflight: these train inputs were compiled before (.tpu-sft/preflight): ")
+    assert runs[1].stderr.count("\n") == 1
+    assert len(started.read_text().splitlines()) == 1
+    stack = read_stack_config(REPO / "Pulumi.dev.yaml")
+    pipeline = parse(
+        {**stack, "tpu-sft:perDeviceBatchSize": "65536", "tpu-sft:maxTargetLength": "128"}, stack="dev"
+    ).pipeline
+    assert [p.name for p in (tmp_path / ".tpu-sft" / "preflight").iterdir()] == [
+        f"{train_fingerprint(pipeline, tuple(o.removeprefix('--maxtext=') for o in SMALL_GEMMA3))}.json"
+    ]

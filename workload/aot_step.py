@@ -1,0 +1,156 @@
+"""Compile the SFT trainer's own training step for a TPU topology on a machine without a TPU (libtpu's
+compile-only topology), and read back what the compiler says of it: memory per chip, FLOPs, or its OOM.
+
+Runs in .maxtext-venv. Why not MaxText's `train_compile`: it compiles pre-training's `train.train_step`, while
+`train_sft` runs Tunix's `PeftTrainer._train_step` (tunix/sft/peft_trainer.py 288-314) under `nnx.jit(...,
+donate_argnames=("optimizer",))` (353-377), and that step needs other memory:
+- the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (190-193), which
+  train_sft always does (train_sft.py 107): one more copy of the gradients in the optimizer state;
+- only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
+- the step returns MaxText's loss aux, whose `intermediate_outputs` hold the logits (batch x sequence x
+  vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens).
+So this compiles that step: Tunix's own trainer class, jit and train step with MaxText's loss
+(train_sft.use_maxtext_loss_function), on abstract arrays sharded as `from_pretrained` shards the model
+(model_creation_utils.py 737-773). Only the mesh is train_compile's: the topology's compile-only devices.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import linen as nn
+from flax import nnx
+from flax.linen import partitioning as nn_partitioning
+from jax.sharding import SingleDeviceSharding
+from maxtext.common.common_types import MODEL_MODE_TRAIN
+from maxtext.configs import pyconfig
+from maxtext.optimizers import optimizers
+from maxtext.trainers.post_train.sft import train_sft
+from maxtext.trainers.pre_train import train_compile
+from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
+from tunix.sft import peft_trainer
+
+from workload.fit import Memory, parse_hbm_oom
+
+# Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
+_PROBE_ARGUMENTS, _PROBE_ARGUMENT_BYTES = 16, 4 * 2**30
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    memory: Memory
+    flops: float  # per chip, per step: XLA's cost analysis of the compiled program
+    # per chip, per step: MaxText's own count of the model's matmuls (what its TFLOP/s/device divides), no remat
+    maxtext_flops: float
+    seconds: float  # building the abstract state, tracing, lowering and compiling
+    hbm_limit: int  # bytes per chip the compiler allows (hbm_limit below)
+    config: Any  # MaxText's config, as train_sft would parse it
+
+
+class HbmOom(Exception):
+    """The compiler refused the step: it needs more HBM per chip than the chip has."""
+
+    def __init__(self, used: int, limit: int, seconds: float, config: Any):
+        self.used, self.limit, self.seconds, self.config = used, limit, seconds, config
+        super().__init__(f"needs {used} bytes of HBM per chip, {limit} allowed")
+
+
+class _StepOnly(peft_trainer.PeftTrainer):
+    """Tunix's PeftTrainer with only what its train step reads (peft_trainer.py 189, 199, 228-229): its
+    __init__ would also build the optimizer state on this machine's memory, a checkpoint manager and loggers."""
+
+    def __init__(self) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose, see the class docstring
+        self._lora_enabled = False
+        self.gen_model_input_fn = lambda x: x
+        self.clear_jit_cache()
+
+    def _shard_optimizer(self, mesh: Any) -> None:
+        """The abstract optimizer state already carries the sharding this would constrain it to."""
+
+
+def _optimizer(config: Any, model: nnx.Module) -> nnx.Optimizer:
+    """train_sft's optimizer (train_sft.py 150-158) as PeftTrainer wraps it (peft_trainer.py 190-197)."""
+    tx = optimizers.get_optimizer(config, maxtext_utils.create_learning_rate_schedule(config), model)
+    if config.gradient_clipping_threshold > 0:
+        tx = optax.chain(optax.clip_by_global_norm(max_norm=config.gradient_clipping_threshold), tx)
+    tx = optax.MultiSteps(tx, config.gradient_accumulation_steps)
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+def _abstract_model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
+    """Shapes, dtypes and shardings only, sharded as `from_pretrained` shards the model's state (the optimizer's
+    state carries its parameters' sharding metadata: flax's `to_opt_state`)."""
+
+    def build() -> tuple[nnx.Module, nnx.Optimizer]:
+        rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)
+        model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
+        return model, _optimizer(config, model)
+
+    with nn.logical_axis_rules(config.logical_axis_rules):
+        graphdef, abstract = nnx.split(nnx.eval_shape(build))
+        shardings = nn.logical_to_mesh_sharding(nnx.get_partition_spec(abstract), mesh)
+        sharded = jax.jit(lambda: nnx.split(build())[1], out_shardings=shardings).eval_shape()
+    return nnx.merge(graphdef, sharded)
+
+
+def _abstract_batch(config: Any, mesh: Any) -> dict[str, jax.ShapeDtypeStruct]:
+    """What SFTDataHooks hands the step: the six arrays MaxText's loss takes, placed with the input data sharding
+    (DataLoader.load_next_batch), so that Tunix's `_shard_input` leaves them as they are."""
+    placed = sharding.get_input_data_sharding(config, mesh)
+    shaped = maxtext_utils.get_shaped_batch(config)
+    return {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=placed) for key, value in shaped.items()}
+
+
+def hbm_limit(device: Any) -> int:
+    """The HBM per chip that the compiler allows a program, in bytes (31.25 GiB on a v6e: 31.5 GiB less 260 MiB
+    it reserves). It says so only when a program does not fit, so ask it: compile one whose arguments cannot
+    fit on one chip, and read its refusal (to its 0.01 GiB)."""
+    argument = jax.ShapeDtypeStruct((_PROBE_ARGUMENT_BYTES,), jnp.int8, sharding=SingleDeviceSharding(device))
+    try:
+        jax.jit(lambda *xs: [x[0] for x in xs]).lower(*[argument] * _PROBE_ARGUMENTS).compile()
+    except jax.errors.JaxRuntimeError as error:
+        oom = parse_hbm_oom(str(error))
+        if oom is not None:
+            return oom[1]
+        raise
+    raise RuntimeError(f"{device.device_kind}: the compiler accepted {_PROBE_ARGUMENTS * _PROBE_ARGUMENT_BYTES} bytes")
+
+
+def compile_step(argv: list[str]) -> CompiledStep:
+    """`argv`: train_sft's MaxText arguments plus `compile_topology=…`, after a program name whose path makes
+    pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
+    config = pyconfig.initialize(argv)
+    # pyconfig turns on JAX's persistent cache (jax_cache_dir), where a compile-only executable, which nothing can
+    # load, would sit beside real runs' entries.
+    jax.config.update("jax_enable_compilation_cache", False)
+    mesh = train_compile.get_topology_mesh(config)
+    trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
+    train_step, _ = trainer.jit_train_and_eval_step()
+    start = time.monotonic()
+    try:
+        with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
+            model, optimizer = _abstract_model_and_optimizer(config, mesh)
+            compiled = train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()
+    except jax.errors.JaxRuntimeError as error:
+        oom = parse_hbm_oom(str(error))
+        if oom is None:
+            raise
+        raise HbmOom(*oom, time.monotonic() - start, config) from None
+    seconds = time.monotonic() - start
+    analysis = compiled.memory_analysis()
+    memory = Memory(
+        arguments=analysis.argument_size_in_bytes,
+        outputs=analysis.output_size_in_bytes,
+        aliased=analysis.alias_size_in_bytes,
+        temporaries=analysis.temp_size_in_bytes,
+        generated_code=analysis.generated_code_size_in_bytes,
+    )
+    limit = hbm_limit(mesh.devices.flat[0])
+    maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
+    flops = float(compiled.cost_analysis()["flops"])
+    return CompiledStep(memory, flops, maxtext_tflops * 1e12, seconds, limit, config)

@@ -1,0 +1,112 @@
+"""What a preflight compile says, as figures: a chip's memory against its HBM, the compiler's out-of-memory
+message read back into bytes, and lower bounds on step time, run time and money from the step's FLOPs.
+
+Standard library only: the figures are tested without JAX, and a caller without MaxText can read them.
+The compile itself is workload/aot_step.py; the command is workload/preflight.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from workload.core.accelerators import ACCELERATORS
+from workload.core.config import set_hint, stack_key
+
+GIB = 2**30
+# XLA:TPU refuses a step that needs more HBM than a chip has in one of two messages (both seen compiling for a
+# v6e topology): the total, "CompileTimeHbmOom: ... Used 44.53G of 31.25G hbm. Exceeded hbm capacity by 13.29G."
+# (binary units: eight 6 GiB arguments read "Used 48.00G"; the limit is the chip's 31.5 GiB less the 260 MiB the
+# runtime reserves), or one buffer alone, "Allocation (size=51539607552) would exceed memory (size=33822867456)".
+# Either is a floor, not the step's whole need: gemma3-4b's SFT step at batch 16 on a v6e-8 read "Used 31.41G".
+_USED_OF = re.compile(r"Used ([0-9.]+)([KMGT]) of ([0-9.]+)([KMGT]) hbm")
+_ALLOCATION = re.compile(r"Allocation \(size=([0-9]+)\) would exceed memory \(size=([0-9]+)\)")
+_UNIT = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# Below this, halving the sequence is no longer worth suggesting before more chips.
+_SHORTEST_SEQUENCE_TO_HALVE = 512
+
+
+def parse_hbm_oom(message: str) -> tuple[int, int] | None:
+    """(bytes needed at least, bytes the chip allows) from the compiler's HBM refusal; None for any other error."""
+    total = _USED_OF.search(message)
+    if total is not None:
+        used, used_unit, limit, limit_unit = total.groups()
+        return round(float(used) * _UNIT[used_unit]), round(float(limit) * _UNIT[limit_unit])
+    allocation = _ALLOCATION.search(message)
+    if allocation is not None:
+        return int(allocation[1]), int(allocation[2])
+    return None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One chip's share of the compiled step (XLA's memory analysis), in bytes. The step's outputs that reuse
+    a donated argument's buffer (aliased) need no memory of their own."""
+
+    arguments: int
+    outputs: int
+    aliased: int
+    temporaries: int
+    generated_code: int
+
+    @property
+    def total(self) -> int:
+        return self.arguments + self.outputs - self.aliased + self.temporaries + self.generated_code
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Lower bounds on time and money and an upper bound on throughput, from FLOPs at the chip's peak: no
+    real step is faster, none of these is a prediction."""
+
+    step_seconds_at_least: float
+    tokens_per_second_at_most: float
+    run_hours_at_least: float
+    usd_at_least: float | None  # None: no price per chip-hour was given
+
+
+def bounds(
+    flops_per_step_per_chip: float,
+    peak_tflops_per_chip: float,
+    tokens_per_step: int,
+    steps: int,
+    chips: int,
+    usd_per_chip_hour: float | None,
+) -> Bounds:
+    step_s = flops_per_step_per_chip / (peak_tflops_per_chip * 1e12)
+    run_h = steps * step_s / 3600
+    return Bounds(
+        step_seconds_at_least=step_s,
+        tokens_per_second_at_most=tokens_per_step / step_s if step_s > 0 else float("inf"),
+        run_hours_at_least=run_h,
+        usd_at_least=None if usd_per_chip_hour is None else run_h * chips * usd_per_chip_hour,
+    )
+
+
+def gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def fits_line(accelerator: str, used: int, limit: int) -> str:
+    """The line a person reads when the step fits."""
+    return f"fits: {gib(used)} per chip of {gib(limit)} HBM on {accelerator}, {gib(limit - used)} headroom"
+
+
+def does_not_fit_line(
+    accelerator: str, used: int, limit: int, per_device_batch_size: int, max_target_length: int
+) -> str:
+    """One line in the settings' own error form: the key to change, what is wrong, the command that changes it.
+    Halve the batch while there is one to halve, then the sequence; with a batch of 1 and a short sequence only
+    more chips help (the weights and the optimizer state are sharded over them)."""
+    chips = ACCELERATORS[accelerator].chips
+    larger = next((a.name for a in ACCELERATORS.values() if a.chips > chips), None)
+    if per_device_batch_size > 1:
+        key, fix = "perDeviceBatchSize", set_hint("perDeviceBatchSize", str(per_device_batch_size // 2))
+    elif max_target_length > _SHORTEST_SEQUENCE_TO_HALVE:
+        key, fix = "maxTargetLength", set_hint("maxTargetLength", str(max_target_length // 2))
+    elif larger is not None:
+        key, fix = "acceleratorType", set_hint("acceleratorType", larger)
+    else:
+        key, fix = "model", "use a smaller model"
+    problem = f"does not fit: at least {gib(used)} per chip of {gib(limit)} HBM on {accelerator}"
+    return f"{stack_key(key)}: {problem}. Fix: {fix}"
