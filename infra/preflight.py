@@ -10,7 +10,7 @@ here imports MaxText, so `pulumi preview` stays fast.
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
 inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
 `pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
-Exit status: 0 fits, 1 does not fit, 2 bad input, 3 the compile itself failed.
+Exit status: 0 fits, 1 does not fit, 2 bad input; any other is workload.preflight's own (the compile failed).
 """
 
 from __future__ import annotations
@@ -91,7 +91,8 @@ def compile_once(
     pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_overrides: tuple[str, ...] = ()
 ) -> tuple[int, dict[str, Any] | None, bool]:
     """(exit status, the record, whether it came from the cache). Runs workload.preflight unless these inputs
-    have a record; its lines go to this process's stdout and stderr as they come."""
+    have a record; its stderr (the progress, the line when it does not fit) passes through as it comes, its stdout
+    but the JSON line after it ends."""
     path = record_path(pipeline, maxtext_overrides)
     if path.exists():
         record = json.loads(path.read_text())
