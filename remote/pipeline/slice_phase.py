@@ -29,6 +29,7 @@ from remote.ssh.hosts import WorkerHost, connect_all, on_all_or_raise, on_every,
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.bill import describe as describe_bill
+from workload.core.contract import EXIT_UNEXPECTED
 from workload.progress import ProgressPrinter
 
 log = logging.getLogger("remote")
@@ -207,6 +208,12 @@ class _Watch:
                             worker, f"{self.job_id} unreachable for {UNREACHABLE_S:g} s: {reason}", EXIT_UNREACHABLE
                         )
                     continue
+                except Exception as e:  # noqa: BLE001  any other error would end this thread silently, and the phase
+                    # with it never (see above): it ends the phase instead, naming the worker and the error
+                    self._fail(
+                        worker, f"{self.job_id}: its status poll failed: {type(e).__name__}: {e}", EXIT_UNEXPECTED
+                    )
+                    return
                 down_since.pop(worker.id, None)
                 if state.state == "succeeded":
                     self.pending.remove(worker)

@@ -34,7 +34,7 @@ from remote.ssh.errors import EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
 from tests.fixtures.sshd import FAST
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
-from workload.core.contract import PHASE_UNTIL
+from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_SliceCanary" + "y" * 24
@@ -441,6 +441,30 @@ def test_a_poll_that_fails_otherwise_than_unreachable_still_ends_the_phase(
         assert ended == [EXIT_UNREACHABLE], "the phase did not end after worker 1's polls kept failing"
         summary = json.loads(capsys.readouterr().out.splitlines()[-1])
         assert summary["worker"] == 1 and " unreachable for 1 s: " in summary["error"]
+
+
+def test_a_poll_that_fails_unexpectedly_ends_the_phase_naming_the_worker(
+    testbed, user_key, remote_user, monkeypatch, capsys
+):
+    """Not a remote error at all (a bug, an unforeseen answer): the watcher must still end the phase, not die."""
+    with SliceHosts(testbed / "slice-bug", 2, REMOTE_USER, user_key) as hosts:
+        status = jobs.status
+        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
+
+        def unforeseen_on_worker_1(conn, job_id):
+            if following.is_set() and conn.host == hosts.addresses[1]:
+                raise ValueError("an answer nobody foresaw")
+            return status(conn, job_id)
+
+        monkeypatch.setattr(jobs, "status", unforeseen_on_worker_1)
+        ended: list[int] = []
+        phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
+        phase.start()
+        phase.join(timeout=120)
+        assert ended == [EXIT_UNEXPECTED], "the phase did not end after worker 1's poll failed unexpectedly"
+        summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+        assert summary["worker"] == 1
+        assert "its status poll failed: ValueError: an answer nobody foresaw" in summary["error"]
 
 
 def test_worker_ids_follow_the_targets_host_order():
