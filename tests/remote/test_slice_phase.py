@@ -417,6 +417,27 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
         assert on_two.standins_running(0) == []
 
 
+def _train_with_worker_1_polls_raising(error, directory, user_key, remote_user, monkeypatch, capsys):
+    """`phase train` on two held workers, every status poll of worker 1 raising `error` once the phase follows:
+    (the exit statuses it ended with, within 120 s, and its summary line)."""
+    with SliceHosts(directory, 2, REMOTE_USER, user_key) as hosts:
+        status = jobs.status
+        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
+
+        def raising_on_worker_1(conn, job_id):
+            if following.is_set() and conn.host == hosts.addresses[1]:
+                raise error
+            return status(conn, job_id)
+
+        monkeypatch.setattr(jobs, "status", raising_on_worker_1)
+        ended: list[int] = []
+        phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
+        phase.start()
+        phase.join(timeout=120)
+        lines = capsys.readouterr().out.splitlines()
+        return ended, json.loads(lines[-1]) if ended else None
+
+
 def test_a_poll_that_fails_otherwise_than_unreachable_still_ends_the_phase(
     testbed, user_key, remote_user, monkeypatch, capsys
 ):
@@ -424,47 +445,25 @@ def test_a_poll_that_fails_otherwise_than_unreachable_still_ends_the_phase(
     The watcher once died on that, and worker 0's follow of a job that never ends waited forever: seen as a hang
     of the test above. Any failed poll counts toward UNREACHABLE_S like an unreachable host."""
     monkeypatch.setattr(slice_phase, "UNREACHABLE_S", 1.0)
-    with SliceHosts(testbed / "slice-cut", 2, REMOTE_USER, user_key) as hosts:
-        status = jobs.status
-        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
-
-        def cut_on_worker_1(conn, job_id):
-            if following.is_set() and conn.host == hosts.addresses[1]:
-                raise CommandFailed(conn.host, -1, ())
-            return status(conn, job_id)
-
-        monkeypatch.setattr(jobs, "status", cut_on_worker_1)
-        ended: list[int] = []
-        phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
-        phase.start()
-        phase.join(timeout=120)
-        assert ended == [EXIT_UNREACHABLE], "the phase did not end after worker 1's polls kept failing"
-        summary = json.loads(capsys.readouterr().out.splitlines()[-1])
-        assert summary["worker"] == 1 and " unreachable for 1 s: " in summary["error"]
+    cut = CommandFailed("worker-1", -1, ())
+    ended, summary = _train_with_worker_1_polls_raising(
+        cut, testbed / "slice-cut", user_key, remote_user, monkeypatch, capsys
+    )
+    assert ended == [EXIT_UNREACHABLE], "the phase did not end after worker 1's polls kept failing"
+    assert summary["worker"] == 1 and " unreachable for 1 s: " in summary["error"]
 
 
 def test_a_poll_that_fails_unexpectedly_ends_the_phase_naming_the_worker(
     testbed, user_key, remote_user, monkeypatch, capsys
 ):
     """Not a remote error at all (a bug, an unforeseen answer): the watcher must still end the phase, not die."""
-    with SliceHosts(testbed / "slice-bug", 2, REMOTE_USER, user_key) as hosts:
-        status = jobs.status
-        on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
-
-        def unforeseen_on_worker_1(conn, job_id):
-            if following.is_set() and conn.host == hosts.addresses[1]:
-                raise ValueError("an answer nobody foresaw")
-            return status(conn, job_id)
-
-        monkeypatch.setattr(jobs, "status", unforeseen_on_worker_1)
-        ended: list[int] = []
-        phase = threading.Thread(target=lambda: ended.append(cli.main(["phase", "train"])), daemon=True)
-        phase.start()
-        phase.join(timeout=120)
-        assert ended == [EXIT_UNEXPECTED], "the phase did not end after worker 1's poll failed unexpectedly"
-        summary = json.loads(capsys.readouterr().out.splitlines()[-1])
-        assert summary["worker"] == 1
-        assert "its status poll failed: ValueError: an answer nobody foresaw" in summary["error"]
+    unforeseen = ValueError("an answer nobody foresaw")
+    ended, summary = _train_with_worker_1_polls_raising(
+        unforeseen, testbed / "slice-bug", user_key, remote_user, monkeypatch, capsys
+    )
+    assert ended == [EXIT_UNEXPECTED], "the phase did not end after worker 1's poll failed unexpectedly"
+    assert summary["worker"] == 1
+    assert "its status poll failed: ValueError: an answer nobody foresaw" in summary["error"]
 
 
 def test_worker_ids_follow_the_targets_host_order():
