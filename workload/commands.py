@@ -159,6 +159,8 @@ def train_sft(
         f"train_split={config.train_split}",
         f"train_data_columns={columns}",
     ]
+    if layout.compile_cache_dir is not None:
+        argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
     if _profiles(config, layout):
         argv.append("profiler=xplane")
     max_target_length = config.max_target_length or (TINY_MAX_TARGET_LENGTH if tiny_profile else None)

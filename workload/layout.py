@@ -11,6 +11,7 @@
     <work>/markers/          one done-marker per step
     <work>/results/          verify.json, export-fixes.json, loss.png
     <work>/tiny/             the tiny profile's model and dataset
+    <runs>/jax-cache/        JAX's persistent compilation cache, when <runs> is set
 
 and what is kept lands in `<output>/<run>/`. `<runs>` is where training outlives the VM (workload/storage.py):
 a gs:// prefix in a bucket or a directory on the data disk; without one, the work dir (the seed's layout).
@@ -80,6 +81,15 @@ class Layout:
     @property
     def run_dir(self) -> str:
         return storage.join(self.post_train_base, self.run_name)
+
+    @property
+    def compile_cache_dir(self) -> str | None:
+        """MaxText's `jax_cache_dir` beside the runs, so a resumed or new VM loads its training step instead of
+        compiling it, and every worker of a slice reads it: JAX writes the cache from process 0 only, so with
+        MaxText's default (~/jax_cache on each host) a retry finds worker 0 ready long before the others, and on
+        CPU gloo gives them 30 s to meet. JAX keys each entry by the program, its compile options, devices and
+        versions, so one cache serves every configuration. None (no runs dir): MaxText's default."""
+        return None if self.runs_dir is None else storage.join(self.runs_dir, "jax-cache")
 
     @property
     def checkpoints_dir(self) -> str:

@@ -60,6 +60,7 @@ class SliceUp:
     jobs_before_again: dict[int, list[str]] = field(default_factory=dict)
     jobs_after_again: dict[int, list[str]] = field(default_factory=dict)
     export_dirs: dict[int, bool] = field(default_factory=dict)  # worker → has an export in its own /dev/shm
+    local_train_steps: dict[int, list[str]] = field(default_factory=dict)  # worker → train steps in ~/jax_cache
     objects: dict[str, int] = field(default_factory=dict)
     storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the hosts
     seconds: float = 0.0
@@ -108,6 +109,10 @@ def up(tmp_path_factory) -> SliceUp:
             h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
             for h in rehearsal.hosts.hosts
         }
+        result.local_train_steps = {
+            h.worker_id: sorted(p.name for p in (h.home / "jax_cache").glob("jit__train_step-*"))
+            for h in rehearsal.hosts.hosts
+        }
         result.objects = rehearsal.emulator.objects()
         result.storage_refusals = list(rehearsal.storage.refusals)
     result.seconds = time.monotonic() - started
@@ -143,6 +148,14 @@ def test_the_next_up_resumes_from_the_bucket(up):
     assert train.returncode == 0, train.stdout[-3000:]
     assert f"↻ train resumes from checkpoint {up.checkpoint_at_kill} in gs://" in train.stdout
     assert up.checkpoint_at_end == STEPS
+
+
+def test_every_worker_shares_one_compile_cache_in_the_bucket(up):
+    """JAX writes its compilation cache from process 0 only. In each host's ~/jax_cache (MaxText's default), a
+    retry found worker 0's step compiled and worker 1's not: worker 0 reached the first collective minutes
+    early, past gloo's 30 s rendezvous, and the resumed train aborted (CI, stop 22)."""
+    assert any(name.startswith("runs/jax-cache/jit__train_step-") for name in up.objects)
+    assert up.local_train_steps == {0: [], 1: []}
 
 
 def test_the_hosts_declared_grant_covered_every_request_they_made(up):

@@ -112,3 +112,13 @@ def test_bad_worker_flags_are_refused(worker_id, hostnames, problem):
 
 def test_no_flags_is_one_host():
     assert JaxProcess.from_flags(None, None) == ONE_HOST and not ONE_HOST.multi_host and ONE_HOST.leader
+
+
+def test_every_worker_trains_with_the_compile_cache_beside_the_runs():
+    """JAX writes its compilation cache from process 0 only: each host's own ~/jax_cache would leave every other
+    worker compiling on a retry while worker 0 waits (on CPU, gloo's first collective gives them 30 s)."""
+    for worker_id in (0, 3):
+        train = build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(worker_id, HOSTS))["train"]
+        assert "jax_cache_dir=gs://b/runs/jax-cache" in train.argv
+    one_vm = Layout("/dev/shm", "/out", "gemma3-4b", "run")  # no runs dir: MaxText's default, as in the seed
+    assert not any(a.startswith("jax_cache_dir=") for a in commands.train_sft(PipelineConfig(), one_vm).argv)
