@@ -102,7 +102,25 @@ def report(run: FreshVmRun, user: str) -> list[str]:
     ]
     if run.first_train_step_at:
         lines.append(f"VM created → first training step: {run.first_train_step_at - t0:.0f} s")
+    firsts = first_step_seconds(run)
+    if len(firsts) == 2:
+        lost, resumed = firsts.values()
+        lines.append(
+            f"compile cache: the first training step took {lost:.1f} s on the lost VM (compiled) and {resumed:.1f} s "
+            f"on the next (loaded from the bucket): ratio {resumed / lost:.2f}"
+        )
     return lines
+
+
+def first_step_seconds(run: FreshVmRun) -> dict[int, float]:
+    """Each attempt's first training step as MaxText timed it, by attempt: XLA compiles the step inside it, or
+    loads it from the compile cache (<runs>/jax-cache). Same program and shapes on both VMs; the second's first
+    step is a resumed one."""
+    firsts: dict[int, float] = {}
+    for record in sorted(run.kept_train_steps, key=lambda r: r["step"]):
+        if record.get("step_seconds") is not None:
+            firsts.setdefault(record["attempt"], record["step_seconds"])
+    return firsts
 
 
 def first_resumed_step(run: FreshVmRun) -> int | None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from rehearsal.fresh_vm.evidence import report
 from rehearsal.fresh_vm.rehearse import FreshVmRun, RehearsalFailed, rehearse
 
 USER = "tpu-sft"  # the rehearsal stack's ssh user (the settings' default)
@@ -35,4 +36,6 @@ def fresh_vm(tmp_path_factory) -> FreshVmRehearsal:
         pytest.fail(f"{e}\n{out.getvalue()[-6000:]}")
     finally:
         os.nice(HEAD_START)
+    # What scripts/rehearse prints, kept beside the VMs' console logs.
+    (directory / "report.txt").write_text("".join(f"{line}\n" for line in report(run, USER)))
     return FreshVmRehearsal(run, out.getvalue(), directory)

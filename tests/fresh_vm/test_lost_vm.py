@@ -37,6 +37,12 @@ def test_one_loss_curve_spans_both_vms(fresh_vm):
     assert len(attempts) == 2  # the lost VM's records came back from the bucket
 
 
+def test_the_next_vm_loads_the_training_step_from_the_compile_cache_in_the_bucket(fresh_vm):
+    assert any("jax-cache/jit__train_step-" in n for n in fresh_vm.run.bucket_objects)
+    lost, resumed = evidence.first_step_seconds(fresh_vm.run).values()
+    assert resumed < lost  # ratio in the rehearsal's report (bench/RESULTS.md)
+
+
 def test_the_checkpoints_are_in_the_bucket_not_on_the_vm(fresh_vm):
     names = fresh_vm.run.bucket_objects
     for step in (fresh_vm.run.lost_at_checkpoint, STEPS):
