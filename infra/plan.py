@@ -1,10 +1,12 @@
 """Which pipeline phases a config change would re-run, and why — before anyone runs `pulumi up`.
 
-    python -m infra.plan --base BASE.yaml --head Pulumi.dev.yaml
+    python -m infra.plan --base BASE.yaml --head Pulumi.dev.yaml [--preflight RECORD.json] [--json]
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
 `__main__.py`, so it is what `pulumi up` will do. Nothing is contacted; no key or secret is read.
+`--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
+bounds); `--json` prints the rows as JSON instead, for a workflow to test.
 Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or setting is invalid.
 """
 
@@ -19,6 +21,7 @@ from typing import Any
 from infra.cost import estimate
 from infra.flex_start import group_description
 from infra.phases import phase_inputs
+from infra.preflight import summary, train_fingerprint
 from infra.settings import Settings, parse
 from infra.stack_file import read_stack_config
 from workload.core.config import ConfigError
@@ -130,7 +133,26 @@ def _publish_row(
     return ("publish", bool(changed), ", ".join(changed))
 
 
-def render(base: Settings, head: Settings) -> str:
+def preflight_lines(head: Settings, record: dict[str, Any] | None) -> list[str]:
+    """What the compiler said of the head's training step, from scripts/preflight's record of the same train
+    inputs; a record of other inputs is named, not shown."""
+    if record is None:
+        return []
+    if record.get("train_fingerprint") != train_fingerprint(head.pipeline):
+        return ["", "Preflight: the record given is of other train inputs than this change's; not shown."]
+    line = f"Preflight (the TPU compiler, no TPU): {summary(record)}."
+    if record["fits"]:
+        b = record["bounds"]
+        line += (
+            f" At the chip's peak no step is faster than {b['step_seconds_at_least']:.3f} s, no run shorter than "
+            f"{b['run_hours_at_least']:.2f} h"
+            + (f" or cheaper than ${b['usd_at_least']:.2f}" if b["usd_at_least"] is not None else "")
+            + " (bounds, not predictions)."
+        )
+    return ["", line]
+
+
+def render(base: Settings, head: Settings, preflight: dict[str, Any] | None = None) -> str:
     rows = plan(base, head)
     lines = ["### tpu-sft: pipeline tasks this change re-runs", "", "| task | re-runs | because |", "|---|---|---|"]
     lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
@@ -143,7 +165,7 @@ def render(base: Settings, head: Settings) -> str:
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + preflight_lines(head, preflight))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,14 +173,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", type=Path, required=True, help="stack config before the change")
     parser.add_argument("--head", type=Path, required=True, help="stack config after the change")
     parser.add_argument("--stack", default="dev", help="stack name, for its default labels (default: dev)")
+    parser.add_argument("--preflight", type=Path, help="scripts/preflight's JSON record of the head's train inputs")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON: [{task, reruns, why}]")
     args = parser.parse_args(argv)
     try:
         base, head = load(args.base, args.stack), load(args.head, args.stack)
+        preflight = None if args.preflight is None else _record(args.preflight)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(render(base, head))
+    if args.json:
+        print(json.dumps([{"task": t, "reruns": r, "why": w} for t, r, w in plan(base, head)]))
+    else:
+        print(render(base, head, preflight))
     return 0
+
+
+def _record(path: Path) -> dict[str, Any]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            "--preflight", f"{path} is not a preflight record ({error})", "give scripts/preflight's JSON line"
+        ) from None
+    if not isinstance(record, dict) or "fits" not in record:
+        raise ConfigError("--preflight", f"{path} is not a preflight record", "give scripts/preflight's JSON line")
+    return record
 
 
 if __name__ == "__main__":

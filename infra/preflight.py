@@ -4,8 +4,9 @@
 
 reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
 as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
-workload/preflight.py) on the train settings the VM would get, in .maxtext-venv or `$MAXTEXT_PYTHON`. Nothing
-here imports MaxText, so `pulumi preview` stays fast.
+workload/preflight.py) on the train settings the VM would get, in .maxtext-venv (scripts/maxtext-venv builds it
+from `$MAXTEXT_PYTHON`, a Python 3.12) or in `$PREFLIGHT_PYTHON`, a Python that has MaxText. Nothing here imports
+MaxText, so `pulumi preview` stays fast.
 
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
 inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
@@ -79,10 +80,14 @@ def with_overrides(raw: dict[str, str], overrides: list[str]) -> dict[str, str]:
 
 
 def maxtext_python() -> str:
-    python = os.environ.get("MAXTEXT_PYTHON") or str(REPO / ".maxtext-venv" / "bin" / "python")
+    """Not `$MAXTEXT_PYTHON`: everywhere else (scripts/maxtext-venv, scripts/test, the workflow) that is the bare
+    Python 3.12 the venv is built from, which has no MaxText."""
+    python = os.environ.get("PREFLIGHT_PYTHON") or str(REPO / ".maxtext-venv" / "bin" / "python")
     if not os.access(python, os.X_OK):
         raise ConfigError(
-            "MAXTEXT_PYTHON", f"{python} is not an executable Python", "run scripts/maxtext-venv, or point it at one"
+            "PREFLIGHT_PYTHON",
+            f"{python} is not an executable Python",
+            "run scripts/maxtext-venv, or point PREFLIGHT_PYTHON at a Python that has MaxText",
         )
     return python
 
@@ -108,7 +113,7 @@ def compile_once(
     sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]))
     if done.returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
         return (done.returncode or EXIT_UNEXPECTED), None, False
-    record = json.loads(lines[-1])
+    record = {**json.loads(lines[-1]), "train_fingerprint": path.stem}
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record, indent=1) + "\n")

@@ -1,17 +1,20 @@
 """`python -m infra.plan`: which phases a config change re-runs, printed for a pull request."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from infra.plan import load
+from infra.preflight import train_fingerprint
 from rehearsal.engine import ROOT
 
 DEV = (ROOT / "Pulumi.dev.yaml").read_text()
 
 
-def _plan(tmp_path: Path, head_text: str) -> subprocess.CompletedProcess:
+def _plan(tmp_path: Path, head_text: str, *more: str) -> subprocess.CompletedProcess:
     (tmp_path / "base.yaml").write_text(DEV)
     (tmp_path / "head.yaml").write_text(head_text)
     return subprocess.run(
@@ -23,6 +26,7 @@ def _plan(tmp_path: Path, head_text: str) -> subprocess.CompletedProcess:
             str(tmp_path / "base.yaml"),
             "--head",
             str(tmp_path / "head.yaml"),
+            *more,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -83,3 +87,56 @@ def test_bad_config_is_one_line_exit_2(tmp_path, head, expected):
     done = _plan(tmp_path, text)
     assert done.returncode == 2
     assert expected in done.stderr and done.stderr.count("\n") == 1
+
+
+STEPS_2000 = {'tpu-sft:steps: "1000"': 'tpu-sft:steps: "2000"'}
+
+
+def test_json_rows_say_which_tasks_rerun(tmp_path):
+    done = _plan(tmp_path, _changed(**STEPS_2000), "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert {row["task"] for row in rows if row["reruns"]} == {"train", "export"}
+    assert rows[0] == {"task": "bootstrap", "reruns": False, "why": ""}
+
+
+def _record(tmp_path: Path, head_text: str, **fields) -> Path:
+    """A record as scripts/preflight writes it (tests/workload/test_preflight.py makes real ones), of `head_text`."""
+    (tmp_path / "for-fingerprint.yaml").write_text(head_text)
+    record = {
+        "fits": True,
+        "accelerator": "v6e-8",
+        "hbm_bytes_per_chip": 18 * 2**30,
+        "hbm_limit_bytes_per_chip": 32 * 2**30,
+        "bounds": {"step_seconds_at_least": 0.053, "run_hours_at_least": 0.03, "usd_at_least": 0.64},
+        "train_fingerprint": train_fingerprint(load(tmp_path / "for-fingerprint.yaml", "dev").pipeline),
+        **fields,
+    }
+    path = tmp_path / "preflight.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_preflight_of_the_heads_train_inputs_is_shown_with_its_bounds(tmp_path):
+    head = _changed(**STEPS_2000)
+    done = _plan(tmp_path, head, "--preflight", str(_record(tmp_path, head)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith(
+        "Preflight (the TPU compiler, no TPU): fits on a v6e-8: 18.00 GiB of HBM per chip of 32.00 GiB. At the "
+        "chip's peak no step is faster than 0.053 s, no run shorter than 0.03 h or cheaper than $0.64 (bounds, "
+        "not predictions)."
+    )
+
+
+def test_a_preflight_of_other_train_inputs_is_not_shown(tmp_path):
+    done = _plan(tmp_path, _changed(**STEPS_2000), "--preflight", str(_record(tmp_path, DEV)))
+    assert done.returncode == 0, done.stderr
+    assert "the record given is of other train inputs than this change's; not shown" in done.stdout
+    assert "GiB" not in done.stdout
+
+
+def test_a_file_that_is_no_preflight_record_is_one_line_exit_2(tmp_path):
+    (tmp_path / "junk.json").write_text("[1, 2]")
+    done = _plan(tmp_path, DEV, "--preflight", str(tmp_path / "junk.json"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --preflight: ") and done.stderr.count("\n") == 1

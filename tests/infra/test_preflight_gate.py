@@ -98,7 +98,7 @@ def test_overrides_are_set_as_pulumi_config_set_would():
     ],
 )
 def test_bad_input_is_one_line_and_compiles_nothing(argv, expected, capsys, cache, monkeypatch):
-    monkeypatch.setenv("MAXTEXT_PYTHON", "/nonexistent/python")  # reached only if the input passed
+    monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")  # reached only if the input passed
     assert preflight.main([str(preflight.REPO / "Pulumi.dev.yaml"), *argv]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(expected) and err.count("\n") == 1, err
@@ -106,9 +106,9 @@ def test_bad_input_is_one_line_and_compiles_nothing(argv, expected, capsys, cach
 
 
 def test_a_missing_maxtext_python_is_one_line(capsys, cache, monkeypatch):
-    monkeypatch.setenv("MAXTEXT_PYTHON", "/nonexistent/python")
+    monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")
     assert preflight.main([str(preflight.REPO / "Pulumi.dev.yaml")]) == EXIT_BAD_INPUT
     assert capsys.readouterr().err == (
-        "preflight: MAXTEXT_PYTHON: /nonexistent/python is not an executable Python. "
-        "Fix: run scripts/maxtext-venv, or point it at one\n"
+        "preflight: PREFLIGHT_PYTHON: /nonexistent/python is not an executable Python. "
+        "Fix: run scripts/maxtext-venv, or point PREFLIGHT_PYTHON at a Python that has MaxText\n"
     )

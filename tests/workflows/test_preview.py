@@ -68,7 +68,7 @@ def test_every_action_is_pinned_to_a_commit_with_its_release_named():
 def test_tests_run_the_readme_command_as_root_with_both_pythons():
     assert step("test", "actions/setup-python")["with"]["python-version"].split() == ["3.12", "3.11"]
     runs = [s["run"] for s in JOBS["test"]["steps"] if "run" in s]
-    assert runs == ['sudo env "PATH=$PATH" "MAXTEXT_PYTHON=$(command -v python3.12)" scripts/test']
+    assert runs[0] == 'sudo env "PATH=$PATH" "MAXTEXT_PYTHON=$(command -v python3.12)" scripts/test'
     assert "scripts/test" in (PATH.parents[2] / "README.md").read_text()
 
 
@@ -135,6 +135,86 @@ class TestPhasePlan:
         assert result.returncode == 0, result.stderr
         assert "every pipeline phase runs for the first time" in (repo / "plan.md").read_text()
         assert not (repo / "args.txt").exists()
+
+    def test_hands_the_test_jobs_preflight_record_to_the_plan(self, repo):
+        repo, git = repo
+        (repo / "Pulumi.dev.yaml").write_text("config: {tpu-sft:steps: '1000'}\n")
+        git("add", "Pulumi.dev.yaml")
+        git("commit", "-q", "-m", "stack")
+        git("update-ref", "refs/remotes/origin/main", "HEAD")
+        assert (
+            step("preview", "Plan which pipeline phases re-run")["env"]["PREFLIGHT"]
+            == "${{ needs.test.outputs.preflight }}"
+        )
+        assert JOBS["test"]["outputs"]["preflight"] == "${{ steps.preflight.outputs.record }}"
+        result = run_step(self.SCRIPT, repo, {**self.env(repo), "PREFLIGHT": '{"fits": true}'})
+        assert result.returncode == 0, result.stderr
+        called = (repo / "args.txt").read_text().split()
+        assert called[-2:] == ["--preflight", "preflight.json"]
+        assert (repo / "preflight.json").read_text() == '{"fits": true}\n'
+
+
+class TestPreflightStep:
+    """The test job's preflight: only when train re-runs (infra.plan's JSON rows, read by the real jq), as root
+    like the tests; its last line (the JSON record) becomes the job's output."""
+
+    SCRIPT = step("test", "Preflight the training step when train re-runs")["run"]
+
+    @pytest.fixture
+    def repo(self, tmp_path):
+        subprocess.run(["git", "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
+        (tmp_path / "Pulumi.dev.yaml").write_text("config: {tpu-sft:steps: '1000'}\n")
+        identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run(["git", *identity, "add", "."], cwd=tmp_path, check=True)
+        subprocess.run(["git", *identity, "commit", "-q", "-m", "base"], cwd=tmp_path, check=True)
+        subprocess.run(["git", "update-ref", "refs/remotes/origin/main", "HEAD"], cwd=tmp_path, check=True)
+        executable(tmp_path / ".venv" / "bin" / "python", '#!/bin/sh\necho "$@" > plan-args.txt\ncat "$ROWS"\n')
+        executable(tmp_path / "bin" / "sudo", '#!/bin/sh\nexec "$@"\n')
+        preflight = '#!/bin/sh\necho "$@" > preflight-args.txt\necho "fits: 17.90 GiB"\necho \'{"fits": true}\'\n'
+        executable(tmp_path / "scripts" / "preflight", preflight)
+        return tmp_path
+
+    def run(self, repo, rows):
+        (repo / "rows-given.json").write_text(json.dumps(rows))
+        env = {
+            "PATH": f"{repo / 'bin'}:/usr/bin:/bin",
+            "BASE_REF": "main",
+            "ROWS": str(repo / "rows-given.json"),
+            "GITHUB_OUTPUT": str(repo / "output"),
+            "GITHUB_STEP_SUMMARY": str(repo / "summary.md"),
+        }
+        return run_step(self.SCRIPT, repo, env)
+
+    def test_compiles_when_train_reruns_and_outputs_the_record(self, repo):
+        result = self.run(repo, [{"task": "train", "reruns": True, "why": "steps"}])
+        assert result.returncode == 0, result.stderr
+        assert (repo / "plan-args.txt").read_text().split()[-1] == "--json"
+        assert (repo / "preflight-args.txt").read_text().split() == ["Pulumi.dev.yaml"]
+        assert (repo / "output").read_text() == 'record={"fits": true}\n'
+
+    def test_compiles_when_the_base_branch_has_no_stack_config(self, repo):
+        subprocess.run(["git", "rm", "-q", "--cached", "Pulumi.dev.yaml"], cwd=repo, check=True)
+        identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+        subprocess.run(["git", *identity, "commit", "-q", "-m", "no stack"], cwd=repo, check=True)
+        subprocess.run(["git", "update-ref", "refs/remotes/origin/main", "HEAD"], cwd=repo, check=True)
+        result = self.run(repo, [])
+        assert result.returncode == 0, result.stderr
+        assert not (repo / "plan-args.txt").exists()  # every phase runs for the first time: nothing to ask
+        assert (repo / "output").read_text() == 'record={"fits": true}\n'
+
+    def test_compiles_nothing_when_train_does_not_rerun(self, repo):
+        result = self.run(repo, [{"task": "train", "reruns": False, "why": ""}])
+        assert result.returncode == 0, result.stderr
+        assert not (repo / "preflight-args.txt").exists() and not (repo / "output").exists()
+        assert "nothing compiled" in (repo / "summary.md").read_text()
+
+    def test_a_step_that_does_not_fit_fails_the_check(self, repo):
+        executable(
+            repo / "scripts" / "preflight", '#!/bin/sh\necho "tpu-sft:perDeviceBatchSize: does not fit" >&2\nexit 1\n'
+        )
+        result = self.run(repo, [{"task": "train", "reruns": True, "why": "steps"}])
+        assert result.returncode == 1 and "does not fit" in result.stderr
+        assert not (repo / "output").exists()
 
 
 class TestPlanComment:

@@ -136,7 +136,7 @@ def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_tw
         "tpu-sft:maxTargetLength=128",
         *SMALL_GEMMA3,
     ]
-    env = {**os.environ, "MAXTEXT_PYTHON": str(python), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PREFLIGHT_PYTHON": str(python), "PYTHONPATH": str(REPO)}
     runs = [subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600) for _ in (1, 2)]
     for done in runs:
         assert done.returncode == 1, done.stderr[-3000:]
