@@ -74,6 +74,9 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     """(the line, the JSON record). Imports MaxText: call it in .maxtext-venv."""
     # Only libtpu's compiler is needed: without this, JAX would look for a TPU (and its metadata server) first.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # libtpu lets one process per machine hold /tmp/libtpu_lockfile, which guards a TPU; a compile-only topology
+    # uses none, so two preflights at once (a sweep beside a preflight, two stacks) must not refuse each other.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     from workload import aot_step
 
     accelerator = ACCELERATORS[config.accelerator_type]
