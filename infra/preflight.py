@@ -1,6 +1,6 @@
 """Preflight from the stack's side: compile a stack's training step before any VM exists, and remember the answer.
 
-    scripts/preflight [STACK_FILE] [tpu-sft:KEY=VALUE ...]
+    scripts/preflight [--sweep] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
 
 reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
 as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
@@ -11,7 +11,9 @@ MaxText, so `pulumi preview` stays fast.
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
 inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
 `pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
-Exit status: 0 fits, 1 does not fit, 2 bad input; any other is workload.preflight's own (the compile failed).
+`--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py).
+Exit status: 0 fits, 1 does not fit (with --sweep: no batch does), 2 bad input; any other is
+workload.preflight's own (the compile failed).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from infra import batch_sweep
 from infra.phases import phase_inputs
 from infra.settings import parse
 from infra.stack_file import read_stack_config
@@ -37,13 +40,24 @@ CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pu
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
 
 
+RECORD_FORMAT = 2  # one more whenever what a record says changes (2: HBM is the compiler's peak), so none is reused
+
+
 def train_fingerprint(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> str:
     """What names one compile: the train phase's inputs and any MaxText options added to them (tests)."""
-    return fingerprint({"train": phase_inputs(pipeline)["train"], "maxtext": list(maxtext_overrides)})
+    inputs = {"train": phase_inputs(pipeline)["train"], "maxtext": list(maxtext_overrides)}
+    return fingerprint({**inputs, "format": RECORD_FORMAT})
 
 
 def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
     return CACHE / f"{train_fingerprint(pipeline, maxtext_overrides)}.json"
+
+
+def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
+    """A sweep's answer: named by the train inputs but the batch, which the sweep chooses."""
+    inputs = {k: v for k, v in phase_inputs(pipeline)["train"].items() if k != "perDeviceBatchSize"}
+    named = {"train": inputs, "maxtext": list(maxtext_overrides), "format": RECORD_FORMAT}
+    return CACHE / f"sweep-{fingerprint(named)}.json"
 
 
 def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
@@ -125,15 +139,20 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="scripts/preflight", description=__doc__.split("\n\n")[0])
     top.add_argument("stack_file", nargs="?", type=Path, default=REPO / "Pulumi.dev.yaml", help="Pulumi.<stack>.yaml")
     top.add_argument("overrides", nargs="*", metavar="tpu-sft:KEY=VALUE", help="as `pulumi config set` would set")
+    top.add_argument(
+        "--sweep", action="store_true", help="compile per-device batch 1, 2, 4, … and name the largest that fits"
+    )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    args = parser().parse_intermixed_args(argv)  # an option between the overrides, as users type them
     stack = args.stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     try:
         settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
+        if args.sweep:
+            return sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))
         status, record, from_cache = compile_once(
             settings.pipeline, settings.price_per_chip_hour, maxtext_overrides=tuple(args.maxtext)
         )
@@ -146,6 +165,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"preflight: these train inputs were compiled before ({CACHE}): {summary(record)}", file=sys.stderr)
     print(json.dumps(record), flush=True)
     return status
+
+
+def sweep(pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_overrides: tuple[str, ...]) -> int:
+    def compile_one(candidate: PipelineConfig) -> tuple[int, dict[str, Any] | None]:
+        status, record, _ = compile_once(candidate, price_per_chip_hour, maxtext_overrides)
+        return status, record
+
+    status, records = batch_sweep.sweep(pipeline, compile_one)
+    if status:
+        return status  # workload.preflight said why, in one line on stderr
+    result = batch_sweep.answer(pipeline, records)
+    batch_sweep.keep(sweep_path(pipeline, maxtext_overrides), result)
+    print(batch_sweep.table(result))
+    print(json.dumps(result), flush=True)
+    return 0 if result["largest_per_device_batch_size"] is not None else batch_sweep.EXIT_NONE_FITS
 
 
 def summary(record: dict[str, Any]) -> str:

@@ -149,6 +149,7 @@ def compile_step(argv: list[str]) -> CompiledStep:
         aliased=analysis.alias_size_in_bytes,
         temporaries=analysis.temp_size_in_bytes,
         generated_code=analysis.generated_code_size_in_bytes,
+        peak=analysis.peak_memory_in_bytes,
     )
     limit = hbm_limit(mesh.devices.flat[0])
     maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)

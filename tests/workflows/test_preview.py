@@ -112,12 +112,16 @@ class TestPhasePlan:
     def env(self, repo):
         return {"BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(repo / "summary.md")}
 
-    def test_compares_the_base_branch_config_with_the_head_one(self, repo):
-        repo, git = repo
+    @staticmethod
+    def base_branch_with_a_stack(repo, git):
         (repo / "Pulumi.dev.yaml").write_text("config: {tpu-sft:steps: '1000'}\n")
         git("add", "Pulumi.dev.yaml")
         git("commit", "-q", "-m", "stack")
         git("update-ref", "refs/remotes/origin/main", "HEAD")
+
+    def test_compares_the_base_branch_config_with_the_head_one(self, repo):
+        repo, git = repo
+        self.base_branch_with_a_stack(repo, git)
         (repo / "Pulumi.dev.yaml").write_text("config: {tpu-sft:steps: '2000'}\n")
 
         result = run_step(self.SCRIPT, repo, self.env(repo))
@@ -138,10 +142,7 @@ class TestPhasePlan:
 
     def test_hands_the_test_jobs_preflight_record_to_the_plan(self, repo):
         repo, git = repo
-        (repo / "Pulumi.dev.yaml").write_text("config: {tpu-sft:steps: '1000'}\n")
-        git("add", "Pulumi.dev.yaml")
-        git("commit", "-q", "-m", "stack")
-        git("update-ref", "refs/remotes/origin/main", "HEAD")
+        self.base_branch_with_a_stack(repo, git)
         assert (
             step("preview", "Plan which pipeline phases re-run")["env"]["PREFLIGHT"]
             == "${{ needs.test.outputs.preflight }}"

@@ -1,0 +1,113 @@
+"""The largest per-device batch that fits: `scripts/preflight --sweep` compiles the stack's training step at the
+stack's per-device batch, then doubles it while the step leaves at least HEADROOM of a chip's HBM free (or halves
+it until it does), and names the largest batch that leaves that much. Each compile is an ordinary preflight
+(infra/preflight.py), remembered by its train inputs, so a sweep run again, or a preflight of one of its batches,
+compiles nothing.
+
+The answer is kept beside the compiles' records, named by the train inputs but the batch (infra/preflight.py
+`sweep_path`). Only the batch is swept: the remat policy is MaxText's SFT default (the seed's), which no setting
+changes, so a sweep over it would name a configuration that no stack can run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+from workload.core.config import PipelineConfig
+
+HEADROOM = 0.10  # a chip's HBM left free: the compiler's figure leaves out runtime allocations and fragmentation
+LARGEST_BATCH = 2**20  # where the doubling stops even if every batch left room
+EXIT_NONE_FITS = 1
+
+Compile = Callable[[PipelineConfig], tuple[int, dict[str, Any] | None]]
+
+
+def headroom(record: dict[str, Any]) -> float:
+    return 1 - record["hbm_bytes_per_chip"] / record["hbm_limit_bytes_per_chip"]
+
+
+def roomy(record: dict[str, Any]) -> bool:
+    return bool(record["fits"]) and headroom(record) >= HEADROOM
+
+
+def sweep(pipeline: PipelineConfig, compile_one: Compile) -> tuple[int, list[dict[str, Any]]]:
+    """(0 or the failed compile's exit status, one record per batch compiled, smallest batch first). HBM grows with
+    the batch, so the first batch on the other side of HEADROOM ends the search."""
+    records: list[dict[str, Any]] = []
+    batch, going_up = pipeline.per_device_batch_size, None
+    while 1 <= batch <= LARGEST_BATCH:
+        status, record = compile_one(replace(pipeline, per_device_batch_size=batch))
+        if record is None:
+            return status, records
+        records.append(record)
+        if going_up is None:
+            going_up = roomy(record)
+        elif roomy(record) != going_up:
+            break
+        batch = batch * 2 if going_up else batch // 2
+    return 0, sorted(records, key=lambda r: r["settings"]["per_device_batch_size"])
+
+
+def largest(records: list[dict[str, Any]]) -> int | None:
+    batches = [r["settings"]["per_device_batch_size"] for r in records if roomy(r)]
+    return max(batches, default=None)
+
+
+def answer(pipeline: PipelineConfig, records: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "accelerator": pipeline.accelerator_type,
+        "model": pipeline.model,
+        "headroom_at_least": HEADROOM,
+        "largest_per_device_batch_size": largest(records),
+        "compile_seconds": round(sum(r["compile_seconds"] for r in records), 1),
+        "batches": [_row(r) for r in records],
+    }
+
+
+def _row(record: dict[str, Any]) -> dict[str, Any]:
+    row = {
+        "per_device_batch_size": record["settings"]["per_device_batch_size"],
+        "fits": record["fits"],
+        "hbm_bytes_per_chip": record["hbm_bytes_per_chip"],
+        "headroom": round(headroom(record), 3),
+        "compile_seconds": record["compile_seconds"],
+    }
+    return row | ({"bounds": record["bounds"]} if record["fits"] else {})
+
+
+def table(result: dict[str, Any]) -> str:
+    """Markdown, for a person and for README: one row per batch compiled."""
+    lines = [
+        f"| per-device batch | HBM per chip ({result['accelerator']}) | headroom | step ≥ | tokens/s ≤ | run ≥ | $ ≥ |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["batches"]:
+        gib = f"{row['hbm_bytes_per_chip'] / 2**30:.2f} GiB"
+        if not row["fits"]:
+            lines.append(f"| {row['per_device_batch_size']} | ≥ {gib}: does not fit | | | | | |")
+            continue
+        b = row["bounds"]
+        usd = "" if b["usd_at_least"] is None else f"{b['usd_at_least']:.2f}"
+        lines.append(
+            f"| {row['per_device_batch_size']} | {gib} | {row['headroom']:.0%} | {b['step_seconds_at_least']:.3f} s "
+            f"| {b['tokens_per_second_at_most']:,.0f} | {b['run_hours_at_least']:.2f} h | {usd} |"
+        )
+    best = result["largest_per_device_batch_size"]
+    lines.append("")
+    lines.append(
+        f"Largest with at least {HEADROOM:.0%} of HBM free: tpu-sft:perDeviceBatchSize {best}"
+        if best is not None
+        else f"No batch leaves {HEADROOM:.0%} of HBM free on a {result['accelerator']}: "
+        "pulumi config set tpu-sft:acceleratorType with more chips, or a shorter tpu-sft:maxTargetLength"
+    )
+    return "\n".join(lines)
+
+
+def keep(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(result, indent=1) + "\n")
+    temporary.replace(path)
