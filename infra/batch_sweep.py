@@ -11,9 +11,7 @@ changes, so a sweep over it would name a configuration that no stack can run.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Callable
 
 from workload.core.config import PipelineConfig
@@ -104,10 +102,3 @@ def table(result: dict[str, Any]) -> str:
         "pulumi config set tpu-sft:acceleratorType with more chips, or a shorter tpu-sft:maxTargetLength"
     )
     return "\n".join(lines)
-
-
-def keep(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(result, indent=1) + "\n")
-    temporary.replace(path)

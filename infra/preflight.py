@@ -128,11 +128,15 @@ def compile_once(
     if done.returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
         return (done.returncode or EXIT_UNEXPECTED), None, False
     record = {**json.loads(lines[-1]), "train_fingerprint": path.stem}
+    keep(path, record)
+    return done.returncode, record, False
+
+
+def keep(path: Path, answer: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(record, indent=1) + "\n")
+    temporary.write_text(json.dumps(answer, indent=1) + "\n")
     temporary.replace(path)  # whole or not at all: `pulumi up` reads it
-    return done.returncode, record, False
 
 
 def parser() -> argparse.ArgumentParser:
@@ -176,7 +180,7 @@ def sweep(pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_override
     if status:
         return status  # workload.preflight said why, in one line on stderr
     result = batch_sweep.answer(pipeline, records)
-    batch_sweep.keep(sweep_path(pipeline, maxtext_overrides), result)
+    keep(sweep_path(pipeline, maxtext_overrides), result)
     print(batch_sweep.table(result))
     print(json.dumps(result), flush=True)
     return 0 if result["largest_per_device_batch_size"] is not None else batch_sweep.EXIT_NONE_FITS
