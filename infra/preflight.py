@@ -38,15 +38,16 @@ from workload.fingerprint import fingerprint
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pulumi up` runs the program
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
-
-
 RECORD_FORMAT = 2  # one more whenever what a record says changes (2: HBM is the compiler's peak), so none is reused
+
+
+def _named(train_inputs: dict[str, Any], maxtext_overrides: tuple[str, ...]) -> str:
+    return fingerprint({"train": train_inputs, "maxtext": list(maxtext_overrides), "format": RECORD_FORMAT})
 
 
 def train_fingerprint(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> str:
     """What names one compile: the train phase's inputs and any MaxText options added to them (tests)."""
-    inputs = {"train": phase_inputs(pipeline)["train"], "maxtext": list(maxtext_overrides)}
-    return fingerprint({**inputs, "format": RECORD_FORMAT})
+    return _named(phase_inputs(pipeline)["train"], maxtext_overrides)
 
 
 def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
@@ -56,8 +57,7 @@ def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = (
 def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
     """A sweep's answer: named by the train inputs but the batch, which the sweep chooses."""
     inputs = {k: v for k, v in phase_inputs(pipeline)["train"].items() if k != "perDeviceBatchSize"}
-    named = {"train": inputs, "maxtext": list(maxtext_overrides), "format": RECORD_FORMAT}
-    return CACHE / f"sweep-{fingerprint(named)}.json"
+    return CACHE / f"sweep-{_named(inputs, maxtext_overrides)}.json"
 
 
 def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
@@ -144,7 +144,9 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("stack_file", nargs="?", type=Path, default=REPO / "Pulumi.dev.yaml", help="Pulumi.<stack>.yaml")
     top.add_argument("overrides", nargs="*", metavar="tpu-sft:KEY=VALUE", help="as `pulumi config set` would set")
     top.add_argument(
-        "--sweep", action="store_true", help="compile per-device batch 1, 2, 4, … and name the largest that fits"
+        "--sweep",
+        action="store_true",
+        help="from the stack's per-device batch, double (or halve) it and name the largest that leaves 10%% free",
     )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
