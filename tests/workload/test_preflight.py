@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -94,24 +95,52 @@ def test_bounds_are_flops_at_the_chips_peak():
     assert fit.bounds(1.836e13, 918.0, 8 * 2048, 1000, 8, None).usd_at_least is None
 
 
-def _preflight(maxtext_python, settings: Path, *extra: str) -> subprocess.Popen:
-    argv = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), *extra]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def _ended(process: subprocess.Popen) -> subprocess.CompletedProcess:
     stdout, stderr = process.communicate(timeout=900)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
-def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(maxtext_python, tmp_path):
-    """Two at once: libtpu lets one process per machine hold its lockfile unless told that none drives a TPU."""
-    settings = tmp_path / "settings.json"
+@dataclass
+class TwoPreflights:
+    fits: subprocess.CompletedProcess  # workload.preflight on the small gemma3
+    cannot_fit: list[subprocess.CompletedProcess]  # infra.preflight on the dev stack, twice
+    started: Path  # one line per start of the MaxText Python
+    directory: Path  # where infra.preflight ran: its cache is there
+
+
+@pytest.fixture(scope="module")
+def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
+    """A preflight that fits and one that cannot, compiled at the same time (libtpu lets one process per machine
+    hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
+
+    The one that cannot goes through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it:
+    the dev stack with the small gemma3, a batch whose logits alone are 32 GiB a chip (65,536 sequences x 128
+    tokens x 1,024 words x 4 bytes). (A sweep compiles such batches for minutes each: its search is tested on a
+    stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
+    directory = tmp_path_factory.mktemp("preflight")
+    settings = directory / "settings.json"
     settings.write_text(json.dumps(SMALL_SETTINGS))
-    beside = _preflight(maxtext_python, settings, *SMALL_GEMMA3)
-    done = _ended(_preflight(maxtext_python, settings, "--usd-per-chip-hour", "2.7", *SMALL_GEMMA3))
-    other = _ended(beside)
-    assert other.returncode == 0, other.stderr[-3000:]
+    started = directory / "started"
+    python = directory / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {maxtext_python} "$@"\n')
+    python.chmod(0o755)
+    argv = [sys.executable, "-m", "infra.preflight", str(REPO / "Pulumi.dev.yaml"), "tpu-sft:maxTargetLength=128"]
+    argv += SMALL_GEMMA3
+    argv.append("tpu-sft:perDeviceBatchSize=65536")  # intermixed with the options, as a user may type it
+    env = {**os.environ, "PREFLIGHT_PYTHON": str(python), "PYTHONPATH": str(REPO)}
+
+    def cannot_fit() -> subprocess.Popen:
+        return subprocess.Popen(argv, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    beside = cannot_fit()
+    fits = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), "--usd-per-chip-hour", "2.7"]
+    done = _ended(subprocess.Popen(fits + SMALL_GEMMA3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    first = _ended(beside)
+    return TwoPreflights(done, [first, _ended(cannot_fit())], started, directory)
+
+
+def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflights):
+    done = two_preflights.fits
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     record = json.loads(lines[-1])
@@ -125,21 +154,9 @@ def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(maxtext_pytho
     assert record["compile_seconds"] < 300
 
 
-def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_twice(maxtext_python, tmp_path):
-    """Through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it: the dev stack with the
-    small gemma3, a batch whose logits alone are 32 GiB a chip (65,536 sequences x 128 tokens x 1,024 words x 4
-    bytes). Run again, its answer comes from the cache: the MaxText Python is not started a second time. (A sweep
-    compiles such batches for minutes each: its search is tested on a stand-in, tests/infra/test_batch_sweep.py,
-    and the real one is in bench/RESULTS.md.)"""
-    started = tmp_path / "started"
-    python = tmp_path / "python"
-    python.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {maxtext_python} "$@"\n')
-    python.chmod(0o755)
-    argv = [sys.executable, "-m", "infra.preflight", str(REPO / "Pulumi.dev.yaml"), "tpu-sft:maxTargetLength=128"]
-    argv += SMALL_GEMMA3
-    env = {**os.environ, "PREFLIGHT_PYTHON": str(python), "PYTHONPATH": str(REPO)}
-    argv.append("tpu-sft:perDeviceBatchSize=65536")  # intermixed with the options, as a user may type it
-    runs = [subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900) for _ in (1, 2)]
+def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_twice(two_preflights):
+    """Run again, its answer comes from the cache: the MaxText Python is not started a second time."""
+    runs = two_preflights.cannot_fit
     for done in runs:
         assert done.returncode == 1, done.stderr[-3000:]
         record = json.loads(done.stdout.strip().splitlines()[-1])
@@ -150,12 +167,12 @@ def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_tw
     assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 32768")
     assert runs[1].stderr.startswith("preflight: these train inputs were compiled before (.tpu-sft/preflight): ")
     assert runs[1].stderr.count("\n") == 1
-    assert len(started.read_text().splitlines()) == 1
+    assert len(two_preflights.started.read_text().splitlines()) == 1
 
     stack = read_stack_config(REPO / "Pulumi.dev.yaml")
     pipeline = parse(
         {**stack, "tpu-sft:perDeviceBatchSize": "65536", "tpu-sft:maxTargetLength": "128"}, stack="dev"
     ).pipeline
-    assert [p.name for p in (tmp_path / ".tpu-sft" / "preflight").iterdir()] == [
+    assert [p.name for p in (two_preflights.directory / ".tpu-sft" / "preflight").iterdir()] == [
         f"{train_fingerprint(pipeline, tuple(o.removeprefix('--maxtext=') for o in SMALL_GEMMA3))}.json"
     ]
