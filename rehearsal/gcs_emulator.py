@@ -95,6 +95,21 @@ class GcsEmulator:
             ) as response:
                 target.write_bytes(response.read())
 
+    def upload(self, source: Path, prefix: str) -> None:
+        """Every file under `source` as an object under `prefix`, named by its path below `source`. (The emulator
+        fails a media upload of no bytes: an empty file is not for here.)"""
+        for path in sorted(p for p in source.rglob("*") if p.is_file()):
+            name = "/".join([prefix, *path.relative_to(source).parts])
+            query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+            request = urllib.request.Request(
+                f"{self.url}/upload/storage/v1/b/{self.bucket}/o?{query}",
+                data=path.read_bytes(),
+                headers={"Content-Type": "application/octet-stream"},
+                method="POST",
+            )
+            with urllib.request.urlopen(request, timeout=60):
+                pass
+
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
