@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +84,34 @@ def test_a_step_that_does_not_fit_names_one_setting_to_change(batch, sequence, a
     assert "\n" not in line
     assert f"44.53 GiB per chip of 31.25 GiB HBM on {accelerator}" in line
     assert line.endswith(f"Fix: {fix}")
+
+
+def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypatch):
+    """A stand-in for the compile (no libtpu in the fast tier), with the figures libtpu gave for gemma3-4b on a
+    v6e-16 at batch 8: it compiled, and its memory analysis said a peak of 37.34 GiB a chip of 31.25."""
+    from workload import preflight
+
+    sizes = {"per_device_batch_size": 8, "global_batch_size_to_train_on": 128, "max_target_length": 2048}
+    config = types.SimpleNamespace(**{**dict.fromkeys(preflight.COMPILED_SETTINGS, "x"), **sizes})
+    memory = fit.Memory(
+        arguments=3_889_190_400,
+        outputs=21_068_737_696,
+        aliased=2_916_645_376,
+        temporaries=19_091_660_416,
+        generated_code=97_100_800,
+        peak=40_091_646_624,
+    )
+    step = types.SimpleNamespace(
+        memory=memory, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
+    )
+    compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
+    monkeypatch.setitem(sys.modules, "workload.aot_step", compiler)
+    monkeypatch.setattr("workload.aot_step", compiler, raising=False)
+    monkeypatch.setattr(preflight, "_train_sft_file", lambda: "train_sft.py")
+    line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
+    assert record["fits"] is False and record["hbm_bytes_per_chip"] == 40_091_646_624
+    assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: at least 37.34 GiB per chip of 31.25 GiB HBM")
+    assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 4")
 
 
 def test_bounds_are_flops_at_the_chips_peak():
