@@ -24,6 +24,7 @@ from tests.workload.tiny_run import (
     run_workload,
     start_and_kill_trainer_after_checkpoint,
 )
+from workload.layout import Layout
 
 RUNS_PREFIX = "runs"
 # What the tiny pipeline's trainer compiles (its training step, its sharded initial state), kept between suite
@@ -72,7 +73,8 @@ def tiny_pipeline(maxtext_python, gcs, tmp_path_factory) -> TinyPipeline:
     tmp = tmp_path_factory.mktemp("tiny-pipeline")
     config, work, out = tmp / "settings.json", tmp / "work", tmp / "out"
     config.write_text(json.dumps(TINY_SETTINGS))
-    cache = f"{RUNS_PREFIX}/jax-cache"  # workload/layout.py Layout.compile_cache_dir
+    cache = Layout("", "", "", "", runs_dir=RUNS_PREFIX).compile_cache_dir  # the trainer's, in the bucket
+    assert cache is not None
     if COMPILED.is_dir():
         gcs.upload(COMPILED, cache)
     interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(

@@ -26,7 +26,7 @@ from transformers import AutoTokenizer
 TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
 
 
-def first_batch(argv: list[str]) -> dict[str, str]:
+def first_batch(argv: list[str]) -> dict[str, str | bool]:
     config = pyconfig.initialize(argv)
     mesh = Mesh(maxtext_utils.create_device_mesh(config), config.mesh_axes)
     train, _ = create_data_iterator(config, mesh)
