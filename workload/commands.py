@@ -38,6 +38,11 @@ _TINY_TRAIN_CPU_OPTIONS = [
     "async_checkpointing=False",
     "eval_interval=-1",  # each eval pass costs ~105 s on CPU
 ]
+# Orbax's barriers (checkpoint manager, save, restore) are collectives by default: on CPU, gloo ones, and gloo gives
+# processes 30 s to meet, where a TPU's collectives wait. Under load one worker's restore ran more than
+# 30 s behind the other's and the train aborted (SIGABRT). This absl flag of Orbax's makes them barriers of JAX's
+# coordination service, which wait 300 s: the CPU stand-in no longer fails where a slice's chips would not.
+_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR = "--experimental_orbax_use_distributed_barrier=true"
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,8 @@ def train_sft(
         argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
         # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (JaxProcess.cpu_env).
         argv += _TINY_TRAIN_CPU_OPTIONS + [f"skip_jax_distributed_system={str(not worker.multi_host).lower()}"]
+        if worker.multi_host:
+            argv.append(_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR)
         argv += tiny.maxtext_overrides()
     return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker, all_workers=True))
 

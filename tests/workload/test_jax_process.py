@@ -60,6 +60,10 @@ def test_only_worker_0_exports():
 def test_the_tiny_profile_joins_maxtexts_cpu_processes_into_one_job(worker_id):
     train = build(PipelineConfig(profile="tiny"), JaxProcess(worker_id, HOSTS[:2]))["train"]
     assert "skip_jax_distributed_system=false" in train.argv and "hardware=cpu" in train.argv
+    # gloo's 30 s is no limit of the chips it stands in for: Orbax's barriers wait on the coordination service
+    assert "--experimental_orbax_use_distributed_barrier=true" in train.argv
+    one_host = build(PipelineConfig(profile="tiny"), JaxProcess())["train"]
+    assert not any(arg.startswith("--experimental_orbax") for arg in one_host.argv)
     assert {
         k: train.env[k]
         for k in (
