@@ -90,6 +90,16 @@ def export_run(tasks: PostDeployTasks) -> None:
     trained_on = tasks.summaries["train"]
     pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
     pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+    # Measured at the end of the export job: each host's chips × the time since it booted, every host's reading
+    # added up on a slice (workload/bill.py).
+    bill = trained.apply(lambda r: r.get("bill") or {})
+    pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
+    pulumi.export(
+        "costUsd",
+        bill.apply(
+            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+        ),
+    )
 
 
 if settings.is_slice:
@@ -129,8 +139,6 @@ if settings.is_slice:
     pulumi.export("chips", settings.accelerator.chips)
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
-    # The measured bill (chipHoursUsed, costUsd) is not exported: the export job's reading is worker 0's own
-    # chips and uptime (workload/bill.py), not the slice's.
     export_run(tasks)
 else:
     data_disk = DataDisk(
@@ -186,15 +194,6 @@ else:
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
     export_run(tasks)
-    # Measured on the VM at the end of the export job: its chips × the time since it booted (workload/bill.py).
-    bill = tasks.summaries["export"].apply(lambda r: r.get("bill") or {})
-    pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
-    pulumi.export(
-        "costUsd",
-        bill.apply(
-            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
-        ),
-    )
 
     if settings.publishes:
         published = PublishTask(

@@ -124,6 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         events.emit("error", phase="setup", cause=str(error), log=None, tail=[])
         events.emit("summary", ok=False, until=args.until, failed_step="setup", error=str(error), logs=[])
         return EXIT_BAD_INPUT
+    accelerator = ACCELERATORS[config.accelerator_type]
     with token_file_env(args.hf_token_file, token) as token_env:
         context = Context(
             config=config,
@@ -136,7 +137,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             token=token,
             package_root=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
             # The tiny profile runs on a CPU (the rehearsal, tests): no chips, so no bill.
-            meter=None if config.profile == "tiny" else Meter(ACCELERATORS[config.accelerator_type].chips),
+            meter=None
+            if config.profile == "tiny"
+            else Meter(accelerator.chips // accelerator.hosts, hosts=accelerator.hosts),
             worker=worker,
         )
         return run(context, args.until)

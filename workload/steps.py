@@ -203,7 +203,7 @@ def _train_attempt(ctx: Context) -> None:
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
             fields = progress.fields(record)
-            cost = ctx.meter.reading()["cost_usd"] if ctx.meter else None
+            cost = ctx.meter.cost_so_far() if ctx.meter else None
             ctx.events.step("train", fields if cost is None else {**fields, "cost_usd": cost})
             if ctx.worker.leader and persisting.due(record["step"]):
                 train_metrics.persist(ctx.layout)

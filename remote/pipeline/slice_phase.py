@@ -29,6 +29,7 @@ from remote.ssh.hosts import WorkerHost, connect_all, on_all_or_raise, on_every,
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.bill import describe as describe_bill
+from workload.bill import total as total_bill
 from workload.core.contract import EXIT_UNEXPECTED
 from workload.progress import ProgressPrinter
 
@@ -114,13 +115,32 @@ def _follow(
             flush=True,
         )
         return failure.exit_code
-    if printer.summary and printer.summary.get("bill"):
-        print(describe_bill(printer.summary["bill"]), file=out, flush=True)
+    summary = printer.summary
+    if summary and summary.get("bill"):
+        summary = {**summary, "bill": _slice_bill(summary["bill"], workers, conns, request.target, job_id)}
+        print(describe_bill(summary["bill"]), file=out, flush=True)
     fallback = outcome.failed(
         request.phase, f"worker 0's job ended without a summary; its log: {_shown_log(request.target, job_id)}"
     )
-    print(json.dumps(printer.summary or fallback), file=out, flush=True)
+    print(json.dumps(summary or fallback), file=out, flush=True)
     return 0
+
+
+def _slice_bill(
+    own: dict, workers: Sequence[WorkerHost], conns: Sequence[Connection], target: Target, job_id: str
+) -> dict:
+    """Worker 0's reading and every other worker's, from the summary its job printed last, added up. A worker whose
+    reading cannot be read is named, not guessed."""
+    others = workers[1:]
+    summaries = on_every(others, lambda w: _last_summary(conns[w.id], target, job_id))
+    bills, unread = [own], []
+    for worker, summary in zip(others, summaries, strict=True):
+        bill = summary.get("bill") if isinstance(summary, dict) else None
+        if bill:
+            bills.append(bill)
+        else:
+            unread.append(str(worker))
+    return {**total_bill(bills), "unread": unread} if unread else total_bill(bills)
 
 
 def _ended(worker: WorkerHost, target: Target, job_id: str, code: int) -> WorkerFailure | None:
@@ -139,17 +159,22 @@ def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
     workload errors are one line and carry no secret). Only worker 0's output is shown, so this is the one place
     another worker's own reason (e.g. its trainer killed by the OOM killer) reaches the user."""
     try:
-        tail = run(conn, f"tail -n 5 -- {shlex.quote(jobs.log_path(target, job_id))}", warn=True).stdout
+        return str(_last_summary(conn, target, job_id).get("error") or "")
     except RemoteError:
         return ""
+
+
+def _last_summary(conn: Connection, target: Target, job_id: str) -> dict:
+    """The summary a worker's job printed last ({} if none): its own output, which only worker 0's is shown."""
+    tail = run(conn, f"tail -n 5 -- {shlex.quote(jobs.log_path(target, job_id))}", warn=True).stdout
     for line in reversed(tail.splitlines()):
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("event") == "summary":
-            return str(event.get("error") or "")
-    return ""
+            return event
+    return {}
 
 
 def _cancel_all_but(

@@ -9,9 +9,10 @@ import json
 import pytest
 
 from infra.phases import OWN_INPUTS
-from rehearsal.engine import MIG_ID, is_secret, plain
+from rehearsal.engine import MIG_ID, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
 from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
+from workload.bill import total
 from workload.core.config import PipelineConfig
 from workload.core.contract import PHASES
 
@@ -157,9 +158,25 @@ def test_what_a_user_needs_to_reach_the_slice(slice_stack):
     assert out["gcloudSshCommand"] == (
         "gcloud compute ssh tpu-sft@tpu-sft-dev-01 --zone=us-east5-b --project=my-tpu-project --tunnel-through-iap"
     )
-    # One host's measured bill is not the slice's: the whole slice's cost is the estimate's.
-    assert "chipHoursUsed" not in out and "costUsd" not in out
     assert out["hourlyCostUsd"] == pytest.approx(16 * 2.70)
+
+
+def test_the_measured_bill_of_a_slice_is_every_hosts(dev_config, monkeypatch):
+    """The export phase's summary on a slice carries the hosts' readings added up (remote/pipeline/slice_phase.py);
+    the stack outputs are that sum, at the stack's price."""
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)
+    config = {
+        **{k: v for k, v in dev_config.items() if k not in DISK_KEYS},
+        "tpu-sft:acceleratorType": "v6e-16",
+        "tpu-sft:autostop": "off",
+    }
+    bill = total(
+        [{"vm_up_s": 3600, "chips": 4, "chip_hours": 4.0}] * 3 + [{"vm_up_s": 1800, "chips": 4, "chip_hours": 2.0}]
+    )
+    export = {"event": "summary", "ok": True, "final_step": 10, "bill": bill}
+    outputs = run_program(config, preview=False, command_stdout={"export": json.dumps(export) + "\n"}).outputs
+    assert outputs["chipHoursUsed"] == 14.0
+    assert outputs["costUsd"] == round(14.0 * 2.70, 2)
 
 
 def test_the_single_vm_keeps_its_own_target(mock_stack):

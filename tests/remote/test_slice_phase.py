@@ -34,6 +34,7 @@ from remote.ssh.errors import EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
 from tests.fixtures.sshd import FAST
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
+from workload.bill import describe as describe_bill
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,7 +52,9 @@ if [ "$(cat "$control/plan" 2>/dev/null)" = fail ]; then
   echo '{"event": "summary", "phase": "train", "ok": false, "error": "the stand-in failed as planned"}'
   exit 3
 fi
-echo "{\\"event\\": \\"summary\\", \\"phase\\": \\"train\\", \\"ok\\": true, \\"host\\": \\"$(hostname)\\"}"
+bill=""
+if [ -e "$control/bill" ]; then bill=", \\"bill\\": $(cat "$control/bill")"; fi
+echo "{\\"event\\": \\"summary\\", \\"phase\\": \\"train\\", \\"ok\\": true, \\"host\\": \\"$(hostname)\\"$bill}"
 """
 
 
@@ -204,6 +207,28 @@ def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
         assert argvs[0] == argvs[1] == argvs[2]  # the same job, config and flags everywhere but the worker id
         assert argvs[0][:4] == ["-m", "workload", "run", "--config"]
     assert [on_slice.hostnames(w) for w in range(3)] == [{"worker-0"}, {"worker-1"}, {"worker-2"}]
+
+
+def test_the_phases_bill_adds_up_every_workers_own_reading(on_slice):
+    """Each host measures its own chips and uptime (workload/bill.py); worker 2 came up later, as a host the group
+    recreated does. A worker whose job printed no reading is named, not guessed."""
+    bills = [
+        {"vm_up_s": up, "chips": 4, "chip_hours": round(4 * up / 3600, 3), "usd_per_chip_hour": 2.7}
+        for up in (7200, 7195, 1800)
+    ]
+    for worker, bill in enumerate(bills):
+        on_slice.control(worker, "bill", json.dumps({**bill, "cost_usd": round(bill["chip_hours"] * 2.7, 2)}))
+    code, lines, summary = run_phase(on_slice.target(), "export")
+    assert code == 0, lines
+    assert summary["bill"]["chip_hours"] == 8.0 + 7.994 + 2.0 and summary["bill"]["hosts"] == 3
+    assert lines[-2] == describe_bill(summary["bill"]) and lines[-2].startswith("bill: 3 hosts, the longest up 2 h")
+    on_slice.uncontrol(2, "bill")
+    code, lines, summary = run_phase(on_slice.target(), "convert")
+    assert code == 0, lines
+    assert summary["bill"]["chip_hours"] == 8.0 + 7.994 and summary["bill"]["unread"] == [
+        f"worker 2 ({on_slice.hosts.addresses[2]})"
+    ]
+    assert "not counted: worker 2" in lines[-2]
 
 
 @pytest.mark.parametrize("failing", [1, 0])

@@ -18,7 +18,7 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect
 from tests.workload.gce_standin import GceStandin
 from workload.autostop import Cloud
-from workload.bill import Meter, describe
+from workload.bill import Meter, describe, total
 from workload.core.config import PipelineConfig
 from workload.core.contract import PRICE_KEY
 from workload.progress import render
@@ -52,6 +52,38 @@ def test_off_google_cloud_there_is_no_price_and_no_made_up_cost(uptime):
     bill = Meter(8, nowhere, uptime).reading()
     assert (bill["chip_hours"], bill["usd_per_chip_hour"], bill["cost_usd"]) == (10.961, None, None)
     assert describe(bill) == "bill: this VM has been up 1 h 22 min since it booted × 8 chips = 10.961 chip-hours"
+
+
+def test_a_slice_hosts_meter_counts_its_own_chips_and_the_progress_line_the_slices(metadata, uptime):
+    meter = Meter(4, metadata, uptime, hosts=4)  # one host of a v6e-16
+    assert meter.reading()["chips"] == 4 and meter.reading()["cost_usd"] == round(4 * 4932.47 / 3600 * 2.7, 2)
+    assert meter.cost_so_far() == round(meter.reading()["cost_usd"] * 4, 2)
+
+
+def test_a_slices_bill_adds_every_hosts_reading_up():
+    """A host the group recreated has been up less than the others: its own time counts, not worker 0's."""
+    hosts = [
+        {"vm_up_s": 7200, "chips": 4, "chip_hours": 8.0, "usd_per_chip_hour": 2.7, "cost_usd": 21.6},
+        {"vm_up_s": 7190, "chips": 4, "chip_hours": 7.989, "usd_per_chip_hour": 2.7, "cost_usd": 21.57},
+        {"vm_up_s": 1800, "chips": 4, "chip_hours": 2.0, "usd_per_chip_hour": 2.7, "cost_usd": 5.4},
+    ]
+    bill = total(hosts)
+    assert bill == {
+        "hosts": 3,
+        "vm_up_s": 7200,
+        "chips": 12,
+        "chip_hours": 17.989,
+        "usd_per_chip_hour": 2.7,
+        "cost_usd": 48.57,
+    }
+    assert describe(bill) == (
+        "bill: 3 hosts, the longest up 2 h 0 min since it booted, 12 chips in all = 17.989 chip-hours "
+        "≈ $48.57 at $2.70 per chip-hour"
+    )
+    off_cloud = total([{**h, "usd_per_chip_hour": None, "cost_usd": None} for h in hosts])
+    assert off_cloud["cost_usd"] is None and "$" not in describe(off_cloud)
+    unread = describe({**bill, "unread": ["worker 2 (10.0.0.4)"]})
+    assert "not counted: worker 2 (10.0.0.4), whose reading could not be read" in unread
 
 
 def test_cost_so_far_in_the_train_progress_line():
