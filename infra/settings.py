@@ -3,15 +3,15 @@
 `parse` is pure (a mapping of stack keys to raw values in, a frozen `Settings` out) so that any config can be
 checked without an engine; `from_pulumi` feeds it the stack's config. Each `tpu-sft:` key is one row of
 `infra/setting_table.py` (the pipeline's of `workload/core/config.py`); the rules across keys are the named functions
-of `CROSS_KEY_RULES` here. Errors are `ConfigError`: one line naming the key, the problem and the fix. How a setting
-reaches the VM: ARCHITECTURE.md.
+of `CROSS_KEY_RULES` and `SLICE_RULES` here. Errors are `ConfigError`: one line naming the key, the problem and the
+fix. How a setting reaches the VM: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from infra.cost import PRICE_TABLE
@@ -70,6 +70,7 @@ class Settings:
     publish_hub_repo: str | None = None
     publish_hub_public: bool = False
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+    warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
 
     @property
     def is_slice(self) -> bool:
@@ -158,8 +159,9 @@ def parse(
     )
     for rule in CROSS_KEY_RULES:
         rule(settings)
-    single_host_keys_on_a_slice(settings, frozenset(ours))
-    return settings
+    fits_a_slice(settings)
+    ignored = single_host_keys_on_a_slice(settings, frozenset(ours))
+    return replace(settings, warnings=(ignored,)) if ignored else settings
 
 
 def reservation_matches_model(s: Settings) -> None:
@@ -229,7 +231,7 @@ def flex_start_cannot_stop(s: Settings) -> None:
 SLICE_NAME_MAX = 52
 # The data disk is one VM's: a slice's hosts cannot share one read-write persistent disk, so a slice has none.
 SINGLE_HOST_KEYS = ("dataDiskSizeGb", "dataDiskType")
-_SINGLE_HOST_TYPES = "v6e-1, v6e-4 or v6e-8"
+_OR_ONE_VM = ", or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
 
 
 def slice_autostop(s: Settings) -> None:
@@ -240,7 +242,7 @@ def slice_autostop(s: Settings) -> None:
             stack_key("autostop"),
             f"{s.autostop} acts on one VM, and a {s.accelerator.name} slice is {s.accelerator.hosts} hosts in a "
             "managed instance group (autostop for slices is not built yet; tpu-sft:maxRunHours still caps each host)",
-            f"pulumi config set tpu-sft:autostop off, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+            f"pulumi config set tpu-sft:autostop off{_OR_ONE_VM}",
         )
 
 
@@ -310,7 +312,7 @@ def slice_through_iap(s: Settings) -> None:
             stack_key("access"),
             f"{s.access} needs each host's external IP, and a {s.accelerator.name} slice's hosts get theirs from the "
             "managed instance group, which the program cannot name in advance",
-            f"pulumi config set tpu-sft:access iap, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+            f"pulumi config set tpu-sft:access iap{_OR_ONE_VM}",
         )
 
 
@@ -323,7 +325,7 @@ def slice_publish(s: Settings) -> None:
                 stack_key(key),
                 f"publishing from a {s.accelerator.name} slice is not built yet: a slice keeps its model in the "
                 "checkpoint bucket, and publishing reads it from a host's disk",
-                f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
+                f"pulumi config rm {stack_key(key)}{_OR_ONE_VM}",
             )
 
 
@@ -334,23 +336,41 @@ CROSS_KEY_RULES = (
     flex_start_needs_run_cap,
     flex_start_within_seven_days,
     flex_start_cannot_stop,
-    slice_autostop,
     names_fit,
-    slice_through_iap,
-    slice_publish,
 )
+# What a slice cannot take: all of them are checked, and refused in one message, so that a stack switched to a slice
+# learns every key to change at once.
+SLICE_RULES = (slice_autostop, slice_through_iap, slice_publish)
 
 
-def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> None:
-    """A key that only a single VM uses, set on a stack whose accelerator type is a slice."""
-    for key in SINGLE_HOST_KEYS:
-        if s.is_slice and key in given:
-            raise ConfigError(
-                stack_key(key),
-                f"has no use on a {s.accelerator.name} slice: its hosts cannot share one read-write data disk, so "
-                "a slice declares none (its kept model goes to the checkpoint bucket)",
-                f"pulumi config rm {stack_key(key)}, or use tpu-sft:acceleratorType {_SINGLE_HOST_TYPES}",
-            )
+def fits_a_slice(s: Settings) -> None:
+    refused = []
+    for rule in SLICE_RULES:
+        try:
+            rule(s)
+        except ConfigError as e:
+            refused.append(e)
+    if len(refused) == 1:
+        raise refused[0]
+    if refused:
+        raise ConfigError(
+            stack_key("acceleratorType"),
+            f"{s.accelerator.name} is a slice, which {len(refused)} settings do not fit: "
+            + "; ".join(f"{e.key} ({e.problem})" for e in refused),
+            "; ".join(e.fix.removesuffix(_OR_ONE_VM) for e in refused) + _OR_ONE_VM,
+        )
+
+
+def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> str | None:
+    """The warning for keys that only a single VM uses, set on a stack whose accelerator type is a slice: they are
+    ignored, so that switching a VM's stack to a slice is a change of tpu-sft:acceleratorType alone."""
+    keys = [stack_key(key) for key in SINGLE_HOST_KEYS if key in given]
+    if not s.is_slice or not keys:
+        return None
+    return (
+        f"{', '.join(keys)} ignored: a {s.accelerator.name} slice's hosts cannot share one read-write data disk, so "
+        "a slice declares none and keeps its model in the checkpoint bucket"
+    )
 
 
 def from_pulumi() -> Settings:
@@ -366,6 +386,8 @@ def from_pulumi() -> Settings:
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
     settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
+    for warning in settings.warnings:
+        pulumi.log.warn(warning)
     is_update = not pulumi.runtime.is_dry_run()
     require_token_for_update(settings, is_update=is_update, environ=os.environ)
     require_private_key(settings.ssh_private_key_path, settings.ssh_public_key, is_update=is_update)

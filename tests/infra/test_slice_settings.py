@@ -72,8 +72,6 @@ REFUSED = [
     ),
     ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "managed instance group"),
     ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
-    ({}, ("tpu-sft:dataDiskType",), "tpu-sft:dataDiskSizeGb", "cannot share one read-write data disk"),
-    ({}, ("tpu-sft:dataDiskSizeGb",), "tpu-sft:dataDiskType", "pulumi config rm tpu-sft:dataDiskType"),
     (
         {"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"},
         DISK_KEYS,
@@ -106,6 +104,44 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
     assert "\n" not in message and "Fix:" in message
     assert words in message
     assert declared.resources == []
+
+
+def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
+    """The example stack switched to a slice with two more settings it cannot take: one refusal names all three."""
+    config = {
+        **dev_config,
+        "tpu-sft:acceleratorType": "v6e-16",
+        "tpu-sft:access": "direct",
+        "tpu-sft:publishHubRepo": "team/gemma-sft",
+    }
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program(config, into=declared)
+    message = str(raised.value)
+    assert message.startswith("tpu-sft:acceleratorType: v6e-16 is a slice, which 3 settings do not fit: "), message
+    assert "\n" not in message and declared.resources == []
+    fix = message.split(". Fix: ", 1)[1]
+    assert fix == (
+        "pulumi config set tpu-sft:autostop off; pulumi config set tpu-sft:access iap; "
+        "pulumi config rm tpu-sft:publishHubRepo, or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
+    )
+
+
+def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, monkeypatch, caplog):
+    """The example stack sets them; a slice declares no data disk, so they are ignored, not refused: switching a
+    stack to a slice does not mean removing them first."""
+    parsed = settings.parse(_config(dev_config, remove=()), stack="dev")
+    assert parsed.warnings == (
+        "tpu-sft:dataDiskSizeGb, tpu-sft:dataDiskType ignored: a v6e-32 slice's hosts cannot share one read-write "
+        "data disk, so a slice declares none and keeps its model in the checkpoint bucket",
+    )
+    assert settings.parse(_config(dev_config), stack="dev").warnings == ()
+    assert settings.parse(dev_config, stack="dev").warnings == ()  # one VM uses them
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
+    declared = run_program(_config(dev_config, remove=()), preview=False)
+    # The mock engine hands the program's warnings to Python's logging; the CLI prints them as `warning: …`
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == list(parsed.warnings)
+    assert not declared.of_type("gcp:compute/disk:Disk")
 
 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
