@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -196,5 +197,17 @@ def summary(record: dict[str, Any]) -> str:
     return f"{verdict} on a {record['accelerator']}: {used:.2f} GiB of HBM per chip of {limit:.2f} GiB"
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (a cancelled CI job, a closed terminal) would end this process at once and leave the compile, its
+    child, running on for minutes; raised as SystemExit it unwinds through subprocess.run, which kills the child."""
+
+    def stop(signum: int, _frame: object) -> None:
+        print("preflight: stopped (SIGTERM); the compile is stopped too", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 if __name__ == "__main__":
+    stop_on_sigterm()
     sys.exit(main())
