@@ -102,6 +102,24 @@ def export_run(tasks: PostDeployTasks) -> None:
     )
 
 
+def publish_after(tasks: PostDeployTasks, identity: pulumi.Input[str]) -> None:
+    """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
+    bucket)."""
+    if not settings.publishes:
+        return
+    published = PublishTask(
+        f"{settings.instance_name}-pipeline-publish",
+        PublishArgs(
+            settings=settings,
+            target_json=tasks.target_json,
+            identity=identity,
+            write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
+            export=tasks.phases["export"],
+        ),
+    )
+    pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
+
+
 if settings.is_slice:
     # A slice: its hosts, their SSH firewall and the traffic between them, the bucket, and the same tasks run on
     # every host. No data disk (the hosts cannot share one): the model is kept in the bucket too.
@@ -140,6 +158,7 @@ if settings.is_slice:
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
     export_run(tasks)
+    publish_after(tasks, hosts.group_id)
 else:
     data_disk = DataDisk(
         f"{settings.instance_name}-data",
@@ -195,15 +214,4 @@ else:
     export_cost()
     export_run(tasks)
 
-    if settings.publishes:
-        published = PublishTask(
-            f"{settings.instance_name}-pipeline-publish",
-            PublishArgs(
-                settings=settings,
-                target_json=tasks.target_json,
-                identity=vm.instance_id,
-                write_token=pulumi.Output.secret(settings.hf_write_token) if settings.hf_write_token else None,
-                export=tasks.phases["export"],
-            ),
-        )
-        pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
+    publish_after(tasks, vm.instance_id)

@@ -316,19 +316,6 @@ def slice_through_iap(s: Settings) -> None:
         )
 
 
-def slice_publish(s: Settings) -> None:
-    """Publishing reads the kept model from a local directory (workload/publish.py); a slice keeps its model in
-    the bucket (remote/profile.py slice_host)."""
-    for key, value in (("publishGcsUri", s.publish_gcs_uri), ("publishHubRepo", s.publish_hub_repo)):
-        if s.is_slice and value:
-            raise ConfigError(
-                stack_key(key),
-                f"publishing from a {s.accelerator.name} slice is not built yet: a slice keeps its model in the "
-                "checkpoint bucket, and publishing reads it from a host's disk",
-                f"pulumi config rm {stack_key(key)}{_OR_ONE_VM}",
-            )
-
-
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model,
@@ -340,7 +327,7 @@ CROSS_KEY_RULES = (
 )
 # What a slice cannot take: all of them are checked, and refused in one message, so that a stack switched to a slice
 # learns every key to change at once.
-SLICE_RULES = (slice_autostop, slice_through_iap, slice_publish)
+SLICE_RULES = (slice_autostop, slice_through_iap)
 
 
 def fits_a_slice(s: Settings) -> None:

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rehearsal.engine import plain, run_program
-from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
+from rehearsal.engine import MIG_ID, plain, run_program
+from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV, TARGET_ENV
 
 COMMAND = "command:local:Command"
 WRITE_TOKEN = "hf_" + "Wr1teCanary" * 4
@@ -124,3 +124,17 @@ def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
     assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export"]
     assert plan(off, on)[-1] == ("publish", True, 'publishing turned on: `gcs`: null → "gs://models/m"')
     assert plan(on, off)[-1] == ("publish", False, "publishing turned off: what was published stays")
+
+
+def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack):
+    """The same task, with the slice's target: `remote publish` runs on its main host (worker 0), and the kept dir
+    it reads is the bucket's (workload/publish.py copies it to the host first)."""
+    stack = slice_stack("v6e-16", {"tpu-sft:publishGcsUri": "gs://models/team/gemma"})
+    tasks = commands(stack)
+    publish = tasks["publish"]
+    assert publish.inputs["create"] == ".venv/bin/python -m remote publish"
+    assert publish.inputs["environment"][TARGET_ENV] == tasks["export"].inputs["environment"][TARGET_ENV]
+    target = json.loads(publish.inputs["environment"][TARGET_ENV])
+    assert target["host"] == "tpu-sft-dev-01" and target["profile"]["kept_dir"].startswith("gs://")
+    assert tasks["export"].urn in publish.dependencies
+    assert str(MIG_ID) in publish.inputs["triggers"]  # the group's id, as the phases' identity

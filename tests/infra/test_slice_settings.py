@@ -79,13 +79,6 @@ REFUSED = [
         "at most 40 fit",
     ),
     ({"tpu-sft:access": "direct"}, DISK_KEYS, "tpu-sft:access", "access iap"),
-    ({"tpu-sft:publishGcsUri": "gs://models/gemma-sft"}, DISK_KEYS, "tpu-sft:publishGcsUri", "not built yet"),
-    (
-        {"tpu-sft:publishHubRepo": "team/gemma-sft"},
-        DISK_KEYS,
-        "tpu-sft:publishHubRepo",
-        "pulumi config rm tpu-sft:publishHubRepo",
-    ),
     # the single-host rules still hold on a slice
     ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
     ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
@@ -107,23 +100,18 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 
 
 def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
-    """The example stack switched to a slice with two more settings it cannot take: one refusal names all three."""
-    config = {
-        **dev_config,
-        "tpu-sft:acceleratorType": "v6e-16",
-        "tpu-sft:access": "direct",
-        "tpu-sft:publishHubRepo": "team/gemma-sft",
-    }
+    """The example stack switched to a slice, with direct access besides: one refusal names both keys."""
+    config = {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:access": "direct"}
     declared = Stack()
     with pytest.raises(RunError) as raised:
         run_program(config, into=declared)
     message = str(raised.value)
-    assert message.startswith("tpu-sft:acceleratorType: v6e-16 is a slice, which 3 settings do not fit: "), message
+    assert message.startswith("tpu-sft:acceleratorType: v6e-16 is a slice, which 2 settings do not fit: "), message
     assert "\n" not in message and declared.resources == []
     fix = message.split(". Fix: ", 1)[1]
     assert fix == (
-        "pulumi config set tpu-sft:autostop off; pulumi config set tpu-sft:access iap; "
-        "pulumi config rm tpu-sft:publishHubRepo, or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
+        "pulumi config set tpu-sft:autostop off; pulumi config set tpu-sft:access iap, "
+        "or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
     )
 
 

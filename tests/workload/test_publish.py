@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from rehearsal import gcs_emulator
 from rehearsal.gcs_emulator import storage_emulator
 from tests.workload.hub_upload_standin import HubStandin
 from workload.fingerprint import manifest
@@ -48,7 +49,7 @@ def kept(tmp_path) -> Path:
     return model
 
 
-def publish(maxtext_python: str, host: str, model: Path, *extra: str) -> tuple[int, dict]:
+def publish(maxtext_python: str, host: str, model: Path | str, *extra: str) -> tuple[int, dict]:
     env = {**os.environ, "STORAGE_EMULATOR_HOST": host, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [maxtext_python, "-m", "workload.publish", str(model), *extra],
@@ -150,6 +151,41 @@ def test_a_file_there_with_other_content_is_replaced(maxtext_python, gcs, kept):
     (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 0 and summary["published"]["gs://models/m"]["uploaded"] == ["verify.json"]
+
+
+def test_a_model_kept_in_a_bucket_is_copied_checked_against_its_manifest_and_published(maxtext_python, kept, tmp_path):
+    """A slice keeps its model in the bucket (its hosts share no disk); worker 0 publishes it from there."""
+    emulator = gcs_emulator.start("models")
+    try:
+        emulator.upload(kept, f"kept/{kept.name}")
+        staging = tmp_path / "staging"
+        staged = ("--staging-dir", str(staging))
+        source = f"gs://models/kept/{kept.name}"
+        code, summary = publish(maxtext_python, emulator.url, source, "--gcs", "gs://models/team/gemma-sft", *staged)
+        assert code == 0, summary
+        assert len(summary["published"]["gs://models/team/gemma-sft"]["uploaded"]) == 4
+        stored = objects(emulator.url)
+        for entry in json.loads((kept / "manifest.json").read_text())["files"]:
+            blob = stored[f"team/gemma-sft/{entry['path']}"]
+            assert (int(blob["size"]), blob["metadata"]["sha256"]) == (entry["size"], entry["sha256"])
+        assert list(staging.iterdir()) == []  # the copy is removed once published
+
+        (kept / "hf-model" / "model.safetensors").write_bytes(os.urandom(300_000))  # not what was kept
+        emulator.upload(kept, "kept/tampered")
+        code, summary = publish(
+            maxtext_python, emulator.url, "gs://models/kept/tampered", "--gcs", "gs://models/t", *staged
+        )
+        assert code == 2 and "no longer matches its manifest" in summary["error"]
+        code, summary = publish(
+            maxtext_python, emulator.url, "gs://models/kept/none", "--gcs", "gs://models/t", *staged
+        )
+        assert (code, summary["error"]) == (
+            2,
+            "gs://models/kept/none holds no model: run the export phase first (its keep step)",
+        )
+        assert not any(name.startswith("t/") for name in objects(emulator.url))
+    finally:
+        emulator.stop()
 
 
 def test_bad_input_is_one_line_before_anything_is_sent(maxtext_python, gcs, kept):
