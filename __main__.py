@@ -84,6 +84,17 @@ def export_run(tasks: PostDeployTasks) -> None:
     trained = tasks.summaries["export"]
     pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
     pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
+    # The held-out loss before the first update and after the last pass, and whether it fell (workload/learning.py).
+    pulumi.export(
+        "evalLoss",
+        trained.apply(
+            lambda r: (
+                {k: r.get(f"eval_loss_{k}") for k in ("first", "final")} | {"learned": r.get("learned")}
+                if "learned" in r
+                else None
+            )
+        ),
+    )
     pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
     pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
     pulumi.export("verify", trained.apply(lambda r: r.get("verify")))

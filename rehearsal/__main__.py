@@ -5,7 +5,8 @@
   2. starts a throwaway sshd on 127.0.0.1 as the VM, with its own host and user keys;
   3. runs those commands in order as pulumi-command would: bootstrap → convert → train → export (export
      includes verify and keep), printing their live progress;
-  4. prints where the model, the loss curve and the manifest are, stops the sshd and deletes its keys.
+  4. prints where the model, the loss curve and the manifest are, whether the held-out loss fell, and the
+     before/after answers (samples.md); stops the sshd and deletes its keys.
 
 Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/rehearse makes both.
 Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
@@ -28,6 +29,7 @@ from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import record, up
 from workload.core.contract import EXIT_BAD_INPUT
+from workload.learning import describe as describe_learning
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
@@ -93,6 +95,10 @@ def _rehearse(directory: Path, steps: int | None) -> int:
         f"  throughput: {summary.get('tokens_per_s')} tokens/s, {summary.get('tflops_per_device')} TFLOP/s/device, "
         f"MFU {summary.get('mfu_reason') if mfu is None else format(mfu, '.1%')}, goodput {summary.get('goodput')}"
     )
+    samples = Path(summary.get("kept_dir", "")) / "samples.md"
+    print(f"  {describe_learning(summary) or 'no held-out loss was measured'}")
+    print(f"  before/after answers: {samples}\n")
+    print(samples.read_text(encoding="utf-8") if samples.is_file() else "  (no samples.md was kept)")
     return 0
 
 

@@ -17,7 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from workload import storage, tiny
-from workload.core.config import PipelineConfig
+from workload.core.config import HUB_IDS, PipelineConfig
 from workload.fingerprint import fingerprint
 from workload.jax_process import ONE_HOST, JaxProcess
 from workload.layout import Layout
@@ -36,7 +36,6 @@ _TINY_TRAIN_CPU_OPTIONS = [
     "hardware=cpu",
     "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
     "async_checkpointing=False",
-    "eval_interval=-1",  # each eval pass costs ~105 s on CPU
 ]
 # Orbax's barriers (checkpoint manager, save, restore) are collectives by default: on CPU, gloo ones, and gloo gives
 # processes 30 s to meet, where a TPU's collectives wait. Under load one worker's restore ran more than
@@ -142,6 +141,26 @@ def _profiles(config: PipelineConfig, layout: Layout) -> bool:
     return not (config.profile == "tiny" and storage.is_remote(layout.post_train_base))
 
 
+def eval_interval(config: PipelineConfig) -> int | None:
+    """Steps between held-out passes, at most the run's steps so that a short run is measured after training
+    too (Tunix evaluates before the first step and at every multiple of the interval); None: no evaluation."""
+    return min(config.eval_interval, config.steps) if config.eval_interval else None
+
+
+def _held_out_loss(config: PipelineConfig, columns: str) -> list[str]:
+    """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator). It reads the same
+    examples on every pass (Tunix re-iterates the unshuffled iterator from its start), so the passes compare."""
+    interval = eval_interval(config)
+    if interval is None:
+        return ["eval_interval=-1"]  # base.yml's "never"; 0 would divide by zero in Tunix's loop
+    return [
+        f"eval_interval={interval}",
+        f"eval_steps={config.eval_steps}",
+        f"hf_eval_split={config.eval_split}",
+        f"eval_data_columns={columns}",
+    ]
+
+
 def train_sft(
     config: PipelineConfig,
     layout: Layout,
@@ -164,6 +183,7 @@ def train_sft(
         f"train_split={config.train_split}",
         f"train_data_columns={columns}",
     ]
+    argv += _held_out_loss(config, columns)
     if layout.compile_cache_dir is not None:
         argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
     if _profiles(config, layout):
@@ -246,6 +266,28 @@ def logit_parity(
         argv += tiny.maxtext_overrides()
     argv += _single_process(config, worker)
     return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
+
+
+def samples(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """verify's before/after answers (workload/samples.py): the base model from the Hugging Face cache bootstrap
+    filled (the tiny profile's from its assets), and the held-out questions from the split training evaluates on,
+    when it evaluates. Torch on the host's CPU: no accelerator runtime starts."""
+    tiny_profile = config.profile == "tiny"
+    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else HUB_IDS[config.model]
+    argv = [python, "-m", "workload.samples", base, layout.export_dir, layout.result("samples.md")]
+    argv.append(layout.result("samples.json"))
+    if config.eval_interval:
+        dataset = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
+        argv += ["--dataset", dataset, "--split", config.eval_split, "--column", config.train_data_columns[0]]
+    env = {**hf_env(layout.hf_home), **(cpu_env() if tiny_profile else {})}
+    return Command("verify", tuple(argv), env)
 
 
 def pipeline_commands(

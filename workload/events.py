@@ -13,11 +13,14 @@ time, seconds); the others:
     {"event": "resume", "phase": "train", "from_step": N, "checkpoints": URL, "data": WHY}
                                                            training continues from checkpoint N
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
-     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C}
+     "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C,
+     "eval_loss": V, "eval_step": K}
                                                                 loss/rate fields only when MaxText printed
                                                                 them; null when not finite (NaN/inf loss);
                                                                 mfu only where the peak is known (TPU);
-                                                                cost_usd: the VM's bill so far (bill.py), when known
+                                                                cost_usd: the VM's bill so far (bill.py), when known;
+                                                                eval_loss: the last held-out pass's, at step K
+    {"event": "eval", "phase": "train", "step": K, "eval_loss": V}  a held-out pass ended (null: not finite)
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 
@@ -48,6 +51,8 @@ _FIELDS = {
     "tflops_per_device": re.compile(r"TFLOP/s/device: ([-+\w.]+)"),
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
+# Tunix's eval pass, through MaxText's MetricLogger: "eval metrics after step: 10, loss=2.301, perplexity=…".
+_EVAL = re.compile(r"eval metrics after step: (\d+), loss=([-+\w.]+)")
 # The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b:?.*")
 _TAIL_LINES = 20
@@ -68,6 +73,17 @@ def parse_step(line: str) -> dict[str, Any] | None:
             except ValueError:
                 continue
     return record
+
+
+def parse_eval(line: str) -> dict[str, Any] | None:
+    """A held-out pass's record, {"step", "eval_loss"}, from one MaxText log line, or None for any other line."""
+    match = _EVAL.search(line)
+    if not match:
+        return None
+    try:
+        return {"step": int(match.group(1)), "eval_loss": float(match.group(2))}
+    except ValueError:
+        return None
 
 
 def failure_cause(tail: list[str], returncode: int) -> str:
@@ -95,6 +111,16 @@ class StepProgress:
         self.peak_tflops_per_device = peak_tflops_per_device
         self._times: deque[float] = deque(maxlen=20)
         self._first_of_attempt = True
+        self._held_out: dict[str, Any] = {}
+        self._pass_at: int | None = None
+
+    def held_out(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A held-out pass's event fields; later step events carry them too. MaxText logs the step the pass came
+        after once the pass has ended, its time holding the pass's: not a step time to estimate from."""
+        self._pass_at = record["step"]
+        loss = record["eval_loss"]
+        self._held_out = {"eval_loss": loss if math.isfinite(loss) else None, "eval_step": record["step"]}
+        return {"step": record["step"], "eval_loss": self._held_out["eval_loss"]}
 
     def fields(self, record: dict[str, Any]) -> dict[str, Any]:
         fields = {"step": record["step"], "steps": self.total_steps}
@@ -105,12 +131,12 @@ class StepProgress:
         if self.peak_tflops_per_device and fields.get("tflops_per_device") is not None:
             fields["mfu"] = round(fields["tflops_per_device"] / self.peak_tflops_per_device, 4)
         seconds = record.get("step_seconds")
-        if seconds is not None and not self._first_of_attempt:
+        if seconds is not None and not self._first_of_attempt and record["step"] != self._pass_at:
             self._times.append(seconds)
         self._first_of_attempt = False
         if self._times:
             fields["eta_s"] = round(statistics.median(self._times) * max(self.total_steps - record["step"], 0), 1)
-        return fields
+        return {**fields, **self._held_out}
 
 
 class Events:

@@ -1,6 +1,7 @@
-"""Draws the training loss curve, and below it the throughput MaxText logged per step (tokens/s and
-TFLOP/s per device), from the runner's step metrics (JSON lines with `step`, `loss`, `tokens_per_s_per_device`,
-`tflops_per_device`). Runs inside the MaxText venv (needs matplotlib):
+"""Draws the training loss curve with the held-out loss beside it, and below them the throughput MaxText logged
+per step (tokens/s and TFLOP/s per device), from the runner's records (JSON lines with `step` and `loss`,
+`tokens_per_s_per_device`, `tflops_per_device`, or `eval_loss` for a held-out pass). Runs inside the MaxText venv
+(needs matplotlib):
 `python -m workload.loss_curve METRICS_JSONL OUT_PNG`.
 """
 
@@ -38,8 +39,14 @@ def draw(metrics_path: str, points: list[tuple[int, float]], out_png: str, title
     figure, (loss_axes, rate_axes) = pyplot.subplots(
         2, 1, figsize=(8, 7), dpi=100, sharex=True, gridspec_kw={"height_ratios": [3, 2]}
     )
-    loss_axes.plot([step for step, _ in points], [loss for _, loss in points], marker=marker)
-    loss_axes.set_ylabel("training loss")
+    loss_axes.plot([step for step, _ in points], [loss for _, loss in points], marker=marker, label="training")
+    held_out = series(metrics_path, "eval_loss")
+    if held_out:
+        loss_axes.plot(
+            [s for s, _ in held_out], [v for _, v in held_out], marker="o", color="tab:red", label="held-out"
+        )
+        loss_axes.legend()
+    loss_axes.set_ylabel("loss")
     loss_axes.set_title(title)
     loss_axes.grid(True, alpha=0.3)
     tokens = series(metrics_path, "tokens_per_s_per_device")
@@ -63,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workload.loss_curve", description=__doc__.split("\n")[0])
     parser.add_argument("metrics_jsonl")
     parser.add_argument("out_png")
-    parser.add_argument("--title", default="SFT training loss")
+    parser.add_argument("--title", default="SFT loss")
     args = parser.parse_args(argv)
     points = losses(args.metrics_jsonl)
     if not points:

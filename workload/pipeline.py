@@ -7,8 +7,10 @@ subprocess at all. A failed step ends the run: earlier outputs stay, no marker i
 The last stdout line is always the summary:
 
     {"event": "summary", "ok": bool, "until": STEP, "run_name": …, "checkpoint": converted checkpoint,
-     "trained_checkpoint": …, "final_step": N, "final_loss": L, "export_dir": …, "config_fixes": [...],
-     "verify": {..., "logits_kl_max": K, "kl_bound": B, ...}, "kept_dir": …, "manifest": …,
+     "trained_checkpoint": …, "final_step": N, "final_loss": L, "eval_loss_first": E0, "eval_loss_final": E1,
+     "eval_curve": [[step, loss], ...], "learned": bool or null (workload/learning.py), "export_dir": …,
+     "config_fixes": [...], "verify": {..., "logits_kl_max": K, "kl_bound": B, "samples": {...}, ...},
+     "kept_dir": …, "manifest": …,
      "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
      "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
      "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
@@ -26,7 +28,7 @@ import fcntl
 import os
 import time
 
-from workload import export_fix, kept, logit_parity, markers, storage, tiny, verify_hf
+from workload import export_fix, kept, logit_parity, markers, samples, storage, tiny, verify_hf
 from workload.fingerprint import fingerprint
 from workload.proc import StepFailed
 from workload.steps import STEPS, Context
@@ -57,6 +59,11 @@ def step_inputs(ctx: Context, step: str) -> dict:
             "new_tokens": verify_hf.NEW_TOKENS,
             "logit_prompts": logit_parity.PROMPTS,
             "kl_bound": logit_parity.KL_BOUND[config.profile],
+            "samples": {
+                "prompts": samples.VERIFY_PROMPTS,
+                "held_out": samples.HELD_OUT_QUESTIONS if config.eval_interval else 0,
+                "new_tokens": samples.NEW_TOKENS,
+            },
         },
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
     }[step]()

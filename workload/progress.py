@@ -56,15 +56,23 @@ def render(e: dict[str, Any]) -> str | None:
             parts.append(f"{_tflops(e['tflops_per_device'])} TFLOP/s/device")
         if e.get("mfu") is not None:
             parts.append(f"MFU {e['mfu']:.1%}")
+        if e.get("eval_step") is not None:
+            parts.append(f"held-out loss {_loss(e.get('eval_loss'))} at step {e['eval_step']}")
         if e.get("eta_s") is not None:
             parts.append(f"ETA {duration(e['eta_s'])}")
         if e.get("cost_usd") is not None:
             parts.append(f"${e['cost_usd']:.2f} so far")
         return " · ".join(parts)
+    if kind == "eval":
+        return f"{phase} held-out loss at step {e.get('step')}: {_loss(e.get('eval_loss'))}"
     if kind == "error":
         tail = "\n".join(f"    {line}" for line in e.get("tail", [])[-10:])
         return f"✗ {phase}: {e.get('cause')}" + (f"\n  log tail ({e.get('log')}):\n{tail}" if tail else "")
     return None
+
+
+def _loss(value: float | None) -> str:
+    return "not finite" if value is None else f"{value:.4f}"
 
 
 def _tflops(value: float) -> str:

@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, kept, markers, storage, throughput, train_metrics
+from workload import commands, export_fix, kept, learning, markers, storage, throughput, train_metrics
 from workload.bill import Meter
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import PipelineConfig
-from workload.events import Events, StepProgress, parse_step
+from workload.events import Events, StepProgress, parse_eval, parse_step
 from workload.fingerprint import manifest
 from workload.jax_process import ONE_HOST, JaxProcess
 from workload.layout import Layout
@@ -151,11 +151,14 @@ def train(ctx: Context) -> Outcome:
             f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
             "data runs out; the data iterator restarts from the beginning on resume)"
         )
-    by_step = {r["step"]: r for r in _read_jsonl(layout.metrics_file)}
+    attempts, metrics = _read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file)
+    by_step = {r["step"]: r for r in metrics if "loss" in r}
     final_loss = by_step.get(steps, {}).get("loss")
     if final_loss is None or not math.isfinite(final_loss):
         raise StepFailed(f"final training loss is {final_loss}, not a finite number")
-    attempts, metrics = _read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file)
+    held_out = learning.judge(learning.curve(metrics))
+    if ctx.config.require_learning and not held_out.get("learned"):
+        raise StepFailed(learning.refusal(held_out))
     wall = training_wall_seconds(attempts, metrics)
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
     receipt = layout.result("trained-checkpoint.json")
@@ -172,6 +175,7 @@ def train(ctx: Context) -> Outcome:
             "chips": chips,
             "chip_hours": round(wall * chips / 3600, 3),
             **throughput.train_figures(ctx.config, attempts, metrics, wall),
+            **held_out,
         },
     )
 
@@ -199,6 +203,11 @@ def _train_attempt(ctx: Context) -> None:
         timeline.observe(line, time.time())
         if progress.peak_tflops_per_device is None and timeline.backend:
             progress.peak_tflops_per_device = throughput.peak_tflops_per_device(ctx.config, timeline.backend)[0]
+        held_out = parse_eval(line)
+        if held_out is not None:
+            _append_jsonl(ctx.layout.metrics_file, {**held_out, "attempt": attempt, "t": round(time.time(), 3)})
+            ctx.events.emit("eval", phase="train", **progress.held_out(held_out))
+            return
         record = parse_step(line)
         if record is not None:
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
@@ -244,10 +253,15 @@ def verify(ctx: Context) -> Outcome:
     ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
     parity = ctx.command(commands.logit_parity)
     ctx.run("logit-parity", parity.argv, {**parity.env, **offline})
+    # The held-out questions may come from the Hub (the full profile's dataset): this one is not offline.
+    before_after = ctx.command(commands.samples)
+    ctx.run("samples", before_after.argv, before_after.env)
     with open(result_path, encoding="utf-8") as f:
         result = json.load(f)
     with open(ctx.layout.result("logit-parity.json"), encoding="utf-8") as f:
         result.update({k: v for k, v in json.load(f).items() if k not in ("ok", "problems")})
+    with open(ctx.layout.result("samples.json"), encoding="utf-8") as f:
+        result["samples"] = json.load(f)
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     return Outcome(result_path, {"verify": result}, hashes=True)
@@ -265,7 +279,7 @@ def keep(ctx: Context) -> Outcome:
             layout.metrics_file,
             png,
             "--title",
-            f"{layout.run_name}: SFT training loss and throughput",
+            f"{layout.run_name}: SFT loss (training, held-out) and throughput",
         ],
     )
     items = {
@@ -274,6 +288,7 @@ def keep(ctx: Context) -> Outcome:
         "tensorboard": _local_copy(layout.tensorboard_dir, layout.result("tensorboard")),
         "loss.png": png,
         "verify.json": layout.result("verify.json"),
+        "samples.md": layout.result("samples.md"),
         "export-fixes.json": layout.result("export-fixes.json"),
     }
     remote = storage.is_remote(layout.kept_dir)  # a slice keeps to the bucket: its hosts have no data disk

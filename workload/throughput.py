@@ -10,9 +10,11 @@ Goodput is the share of the train phase's wall time spent in training steps: the
 measures step end to step end, so loading the next batch counts as step time), less checkpoint saves, and
 only for steps that were kept (steps re-trained after a resume count once, in the attempt that kept them).
 The rest is split into imports, setup (loading the checkpoint, building the data pipeline), the first step
-of each attempt (XLA compilation), checkpoint saves and other (shutdown after the last step, steps trained
-again after a resume); an attempt killed with the runner has no timeline: its time beyond its kept steps
-is all other.
+of each attempt (XLA compilation), checkpoint saves, held-out evaluation (Tunix's passes, from its "Running
+evaluation" line to MaxText's eval metrics line; a pass inside training also lands in its step's own time, which
+MaxText measures from one step's logging to the next, so it is taken out of that step's) and other (shutdown
+after the last step, steps trained again after a resume); an attempt killed with the runner has no timeline:
+its time beyond its kept steps is all other.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _MARKS = {
     "training_started": re.compile(r"number parameters: "),
     "first_step": re.compile(r"completed step: \d+"),
 }
+# Tunix logs the start of a held-out pass; MaxText's MetricLogger its end (workload/events.py parse_eval).
+_EVAL_START = re.compile(r"Running evaluation on train step (\d+)")
+_EVAL_END = re.compile(r"eval metrics after step: (\d+)")
 # orbax event_tracking: a synchronous save blocks for all of it; an async one for its blocking part only.
 _SAVE_BLOCKED = re.compile(r"\[sync\] Finished save in ([\d.]+) seconds|\[async\] Finished blocking save in ([\d.]+) s")
 
@@ -53,6 +58,7 @@ class AttemptTimeline:
         self.started = started
         # Tunix saves at the first step too, inside that step's time: kept apart from the later saves.
         self.facts: dict[str, Any] = {"checkpoint_s": 0.0, "first_step_checkpoint_s": 0.0, "saves": 0}
+        self._eval_started: float | None = None
 
     @property
     def backend(self) -> str | None:
@@ -63,6 +69,13 @@ class AttemptTimeline:
             key = "checkpoint_s" if "first_step_s" in self.facts else "first_step_checkpoint_s"
             self.facts[key] = round(self.facts[key] + float(found.group(1) or found.group(2)), 3)
             self.facts["saves"] += 1
+        if _EVAL_START.search(line):
+            self._eval_started = now
+        elif (found := _EVAL_END.search(line)) and self._eval_started is not None:
+            # [step, seconds, whether training had started]: a pass before it is part of setup's time
+            passes = self.facts.setdefault("eval_passes", [])
+            passes.append([int(found.group(1)), round(now - self._eval_started, 3), "training_started_s" in self.facts])
+            self._eval_started = None
         for mark, pattern in _MARKS.items():
             if f"{mark}_s" not in self.facts and pattern.search(line):
                 self.facts[f"{mark}_s"] = round(now - self.started, 3)
@@ -94,6 +107,7 @@ def train_figures(config: PipelineConfig, attempts: list[dict], metrics: list[di
     ended = [a for a in attempts if "seconds" in a]
     latest: dict[str, Any] = next((a for a in reversed(ended) if a.get("backend")), {})
     backend, devices = latest.get("backend"), latest.get("devices")
+    metrics = [r for r in metrics if "eval_loss" not in r]  # held-out passes' records: not steps
     first, steady = _kept_steps(metrics)
     tflops = _finite(steady, "tflops_per_device")
     tokens = _finite(steady, "tokens_per_s_per_device")
@@ -118,14 +132,19 @@ def train_figures(config: PipelineConfig, attempts: list[dict], metrics: list[di
 def goodput(ended: list[dict], first: list[dict], steady: list[dict], wall_s: float) -> dict[str, Any]:
     later_saves = sum(a.get("checkpoint_s", 0.0) for a in ended)
     first_saves = sum(a.get("first_step_checkpoint_s", 0.0) for a in ended)
-    steps = max(sum(_finite(steady, "step_seconds")) - later_saves, 0.0)
+    passes = [(a["attempt"], step, s, inside) for a in ended for step, s, inside in a.get("eval_passes", [])]
+    kept = {(r.get("attempt"), r["step"]) for r in steady}
+    in_steps = sum(s for attempt, step, s, inside in passes if inside and (attempt, step) in kept)
+    steps = max(sum(_finite(steady, "step_seconds")) - later_saves - in_steps, 0.0)
     split = {
         "imports": sum(a.get("imported_s", 0.0) for a in ended),
         "setup": sum(
             a["training_started_s"] - a["imported_s"] for a in ended if "training_started_s" in a and "imported_s" in a
-        ),
+        )
+        - sum(s for _, _, s, inside in passes if not inside),
         "first_steps": max(sum(_finite(first, "step_seconds")) - first_saves, 0.0),
         "checkpoints": later_saves + first_saves,
+        "eval": sum(s for _, _, s, _ in passes),
         "steps": steps,
     }
     split["other"] = max(wall_s - sum(split.values()), 0.0)

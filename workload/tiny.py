@@ -1,7 +1,8 @@
 """The tiny profile's assets, built locally with no hub access: a random 6-layer Gemma 3 in Hugging Face
 format (with the real Gemma 3 tokenizer that ships inside the maxtext wheel and a Gemma 3 chat template)
-and a small UltraChat-shaped dataset laid out like the Hub copy (`data/train_sft-00000-of-00001.parquet`,
-columns `prompt`, `prompt_id`, `messages`), so `train_sft` reads it with the seed's own data keys.
+and a small UltraChat-shaped dataset laid out like the Hub copy (`data/train_sft-00000-of-00001.parquet`, and
+the held-out `data/test_sft-00000-of-00001.parquet` that training evaluates on; columns `prompt`, `prompt_id`,
+`messages`), so `train_sft` reads it with the seed's own data keys.
 
 Runs inside the MaxText venv (needs transformers, torch, pyarrow): `python -m workload.tiny DIR`.
 Deterministic: the same SPEC and seed give the same weights, so the tiny spec is the convert fingerprint.
@@ -28,11 +29,13 @@ SPEC = {
     "sliding_window": 32,
     "seed": 0,
     "conversations": 48,
+    "held_out": 8,  # conversations after the training ones: the same topics, never trained on
 }
 
 MODEL_SUBDIR = "model"
 DATASET_SUBDIR = "ultrachat"
 DATASET_FILE = "data/train_sft-00000-of-00001.parquet"
+HELD_OUT_FILE = "data/test_sft-00000-of-00001.parquet"
 
 # Gemma 3's chat template for text-only conversations (the Hub tokenizer's template without image parts).
 CHAT_TEMPLATE = (
@@ -148,10 +151,10 @@ def build_model(out_dir: str) -> None:
     model.save_pretrained(out_dir)
 
 
-def conversations(count: int) -> list[dict]:
+def conversations(count: int, first: int = 0) -> list[dict]:
     """UltraChat-shaped rows: a prompt, its sha256 as prompt_id, and alternating user/assistant turns."""
     rows = []
-    for i in range(count):
+    for i in range(first, first + count):
         topic = _TOPICS[i % len(_TOPICS)]
         prompt = f"Tell me something about {topic}, number {i}."
         messages = [{"content": prompt, "role": "user"}]
@@ -169,14 +172,15 @@ def conversations(count: int) -> list[dict]:
     return rows
 
 
-def build_dataset(out_dir: str) -> str:
+def build_dataset(out_dir: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = os.path.join(out_dir, DATASET_FILE)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(conversations(SPEC["conversations"])), path)
-    return path
+    trained, held_out = SPEC["conversations"], SPEC["held_out"]
+    for name, rows in ((DATASET_FILE, conversations(trained)), (HELD_OUT_FILE, conversations(held_out, trained))):
+        path = os.path.join(out_dir, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), path)
 
 
 def build(out_dir: str) -> None:

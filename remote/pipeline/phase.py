@@ -26,6 +26,7 @@ from remote.ssh.connection import Connection
 from remote.ssh.errors import RemoteError, describe
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.bill import describe as describe_bill
+from workload.learning import describe as describe_learning
 from workload.progress import ProgressPrinter
 
 
@@ -93,6 +94,8 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     code = jobs.follow(request.target, job_id, printer.line, conn=conn)
     if printer.summary and printer.summary.get("bill"):
         print(describe_bill(printer.summary["bill"]), file=out, flush=True)
+    if printer.summary and (learned := describe_learning(printer.summary)):
+        print(learned, file=out, flush=True)
     fallback = outcome.failed(
         request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); its log: {log_path}"
     )

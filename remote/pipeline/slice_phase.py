@@ -31,6 +31,7 @@ from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.bill import describe as describe_bill
 from workload.bill import total as total_bill
 from workload.core.contract import EXIT_UNEXPECTED
+from workload.learning import describe as describe_learning
 from workload.progress import ProgressPrinter
 
 log = logging.getLogger("remote")
@@ -119,6 +120,8 @@ def _follow(
     if summary and summary.get("bill"):
         summary = {**summary, "bill": _slice_bill(summary["bill"], workers, conns, request.target, job_id)}
         print(describe_bill(summary["bill"]), file=out, flush=True)
+    if summary and (learned := describe_learning(summary)):
+        print(learned, file=out, flush=True)
     fallback = outcome.failed(
         request.phase, f"worker 0's job ended without a summary; its log: {_shown_log(request.target, job_id)}"
     )

@@ -28,6 +28,15 @@ def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
     assert kept.is_relative_to(pulumi_up.directory / "disk")  # on the data disk, not the scratch
     assert (kept / "loss.png").stat().st_size > 0
     assert (kept / "hf-model" / "config.json").exists()
+    assert (kept / "samples.md").read_text().count("\n| ") == export["verify"]["samples"]["prompts"] + 1  # + head
+
+
+def test_the_run_ends_saying_whether_the_held_out_loss_fell(pulumi_up):
+    executed = pulumi_up.first[pulumi_up.phase("export")]
+    export = _summary(executed)
+    assert export["learned"] is True and export["eval_loss_final"] < export["eval_loss_first"]
+    lines = executed.stdout.splitlines()
+    assert lines[-2].startswith("✓ held-out loss ") and lines[-2].endswith(": it learned")  # the summary is last
 
 
 def test_progress_is_shown_while_a_phase_runs(pulumi_up):

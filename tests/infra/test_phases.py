@@ -141,6 +141,9 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     export = {
         **train,
         "final_loss": 1.23,
+        "eval_loss_first": 1.91,
+        "eval_loss_final": 1.52,
+        "learned": True,
         "trained_checkpoint": "/dev/shm/ckpt/1000/model_params",
         "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run",
         "verify": {"ok": True},
@@ -153,6 +156,7 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     outputs = run_program(dev_config, preview=False, command_stdout=stdout).outputs
     assert outputs["finalStep"] == 1000
     assert outputs["finalLoss"] == 1.23
+    assert outputs["evalLoss"] == {"first": 1.91, "final": 1.52, "learned": True}
     assert outputs["trainedCheckpoint"] == "/dev/shm/ckpt/1000/model_params"
     assert outputs["modelDir"] == "/mnt/tpu-sft-data/tpu-sft/run"
     assert outputs["verify"] == {"ok": True}
@@ -160,6 +164,13 @@ def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
     # training's 1.37; the cost is at the stack's price.
     assert outputs["chipHoursUsed"] == 10.96
     assert outputs["costUsd"] == round(10.96 * 2.70, 2)
+
+
+def test_a_run_without_held_out_passes_exports_no_eval_loss(dev_config, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)
+    export = {"event": "summary", "ok": True, "final_step": 1000, "final_loss": 1.23}
+    outputs = run_program(dev_config, preview=False, command_stdout={"export": json.dumps(export) + "\n"}).outputs
+    assert outputs.get("evalLoss") is None  # the engine drops a null output
 
 
 def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
@@ -186,6 +197,10 @@ KEY_CHANGES = [
     ("tpu-sft:maxTargetLength", "1024"),
     ("tpu-sft:acceleratorType", "v6e-4"),
     ("tpu-sft:checkpointPeriod", "50"),
+    ("tpu-sft:evalInterval", "50"),
+    ("tpu-sft:evalSteps", "4"),
+    ("tpu-sft:evalSplit", "test_gen"),
+    ("tpu-sft:requireLearning", "true"),
     ("tpu-sft:runName", "my-run"),
     ("tpu-sft:instanceName", "tpu-sft-other"),
     ("tpu-sft:access", "direct"),

@@ -29,7 +29,7 @@ MALFORMED = [
     ({"tpu-sft:trainSplit": "train sft"}, (), (), "tpu-sft:trainSplit"),
     ({"tpu-sft:maxtextVersion": "latest"}, (), (), "tpu-sft:maxtextVersion"),
     ({"tpu-sft:acceleratorType": "v5p-8"}, (), (), "tpu-sft:acceleratorType"),
-    ({"tpu-sft:learningRate": "0"}, (), (), "tpu-sft:learningRate"),
+    ({"tpu-sft:learningRate": "-1e-3"}, (), (), "tpu-sft:learningRate"),
     ({"tpu-sft:provisioningModel": "PREEMPTIBLE"}, (), (), "tpu-sft:provisioningModel"),
     ({}, ("tpu-sft:reservation",), (), "tpu-sft:reservation"),
     ({"tpu-sft:reservation": "Bad_Name!"}, (), (), "tpu-sft:reservation"),

@@ -26,6 +26,8 @@ SEED_TRAIN = """python3 -m maxtext.trainers.post_train.sft.train_sft
     per_device_batch_size=1 steps=1000
     hf_path=HuggingFaceH4/ultrachat_200k train_split=train_sft "train_data_columns=['messages']"
     profiler=xplane"""
+# What train adds to the seed's step 5: MaxText's own held-out evaluation (docs/learning.md).
+HELD_OUT = ["eval_interval=250", "eval_steps=10", "hf_eval_split=test_sft", "eval_data_columns=['messages']"]
 SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
     model_name=gemma3-4b
     load_parameters_path=/dev/shm/gemma3-4b/post-train//2026-01-01-00-00-00/checkpoints/1000/model_params
@@ -53,11 +55,41 @@ def build(config, work="/dev/shm", run=None):
     return layout, commands.pipeline_commands(config, layout, python="python3", hostname="my-vm")
 
 
-def test_default_settings_reproduce_the_seed_commands_token_by_token():
+def test_default_settings_reproduce_the_seed_commands_token_by_token_plus_the_held_out_loss():
     _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
-    assert list(train.argv) == tokens(SEED_TRAIN)
+    assert [a for a in train.argv if a not in HELD_OUT] == tokens(SEED_TRAIN)
+    assert [a for a in train.argv if a in HELD_OUT] == HELD_OUT
     assert list(export.argv) == tokens(SEED_TO_HUGGINGFACE)
+
+
+def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_out_loud():
+    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0))
+    assert [a for a in train.argv if a != "eval_interval=-1"] == tokens(SEED_TRAIN)
+    assert "eval_interval=-1" in train.argv  # 0 would divide by zero in Tunix's loop
+
+
+def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_training_columns():
+    _, (_, short, _) = build(PipelineConfig(steps=30))  # the default interval, 250, is longer than the run
+    assert "eval_interval=30" in short.argv
+    config = PipelineConfig(eval_interval=7, eval_steps=3, eval_split="test_gen", train_data_columns=("prompt",))
+    _, (_, train, _) = build(config)
+    assert {"eval_interval=7", "eval_steps=3", "hf_eval_split=test_gen", "eval_data_columns=['prompt']"} <= set(
+        train.argv
+    )
+
+
+def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_questions():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    full = commands.samples(PipelineConfig(), layout)
+    assert full.argv[1:4] == ("-m", "workload.samples", "google/gemma-3-4b-it")  # from bootstrap's HF cache
+    assert full.argv[4] == layout.export_dir and full.env == {"HF_HOME": layout.hf_home}
+    held_out = ("--dataset", "HuggingFaceH4/ultrachat_200k", "--split", "test_sft", "--column", "messages")
+    assert full.argv[-6:] == held_out
+    tiny_run = commands.samples(PipelineConfig(profile="tiny"), layout)
+    assert tiny_run.argv[3] == "/w/tiny/model" and "/w/tiny/ultrachat" in tiny_run.argv
+    assert tiny_run.env["HF_HUB_OFFLINE"] == "1"
+    assert "--dataset" not in commands.samples(PipelineConfig(eval_interval=0), layout).argv
 
 
 def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():
@@ -120,7 +152,8 @@ def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_
         "tokenizer_path=/w/tiny/model",
         "attention=dot_product",
         "max_target_length=128",
-        "eval_interval=-1",
+        "eval_interval=20",
+        "hf_eval_split=test_sft",
     } <= set(train.argv)
 
 

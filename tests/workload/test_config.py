@@ -23,6 +23,10 @@ SEED = {
     "maxTargetLength": None,
     "acceleratorType": "v6e-8",
     "checkpointPeriod": None,
+    "evalInterval": 250,  # not in the seed: the held-out loss (docs/learning.md)
+    "evalSteps": 10,
+    "evalSplit": "test_sft",
+    "requireLearning": False,
     "runName": None,
 }
 # A valid value other than the default for every key.
@@ -41,6 +45,10 @@ CHANGED = {
     "maxTargetLength": 512,
     "acceleratorType": "v6e-4",
     "checkpointPeriod": 100,
+    "evalInterval": 50,
+    "evalSteps": 4,
+    "evalSplit": "test_gen",
+    "requireLearning": True,
     "runName": "my-run",
 }
 # Where each key first feeds (workload/core/contract.py PHASES); a change re-runs that phase and every later one.
@@ -58,13 +66,26 @@ FIRST_PHASE = {
         "maxTargetLength",
         "acceleratorType",
         "checkpointPeriod",
+        "evalInterval",
+        "evalSteps",
+        "evalSplit",
+        "requireLearning",
         "runName",
     },
     "export": set(),
 }
-# What the trained weights do not depend on: how MaxText is installed, how often a checkpoint is written, and the
-# run's own name. Every other setting names the run.
-NAMES_NO_RUN = {"installPostTrainExtras", "torchBackend", "checkpointPeriod", "runName"}
+# What the trained weights do not depend on: how MaxText is installed, how often a checkpoint is written, the
+# held-out loss, and the run's own name. Every other setting names the run.
+NAMES_NO_RUN = {
+    "installPostTrainExtras",
+    "torchBackend",
+    "checkpointPeriod",
+    "evalInterval",
+    "evalSteps",
+    "evalSplit",
+    "requireLearning",
+    "runName",
+}
 
 
 def message(raw: dict) -> str:
@@ -124,7 +145,7 @@ def test_numbers_given_natively_are_accepted_and_booleans_are_not():
     config = PipelineConfig.from_mapping({"learningRate": 2e-5, "steps": 10, "checkpointPeriod": 5})
     assert (config.learning_rate, config.steps, config.checkpoint_period) == (2e-5, 10, 5)
     assert PipelineConfig.from_mapping({"learningRate": 1}).learning_rate == 1.0
-    assert message({"learningRate": True}).startswith("tpu-sft:learningRate: expected a positive number, got True")
+    assert message({"learningRate": True}).startswith("tpu-sft:learningRate: expected a number of at least 0, got True")
     assert message({"steps": True}).startswith("tpu-sft:steps: expected a whole number, got True")
 
 
@@ -153,3 +174,17 @@ def test_structured_values_say_which_json_kind_they_expect():
 
 def test_of_several_unknown_keys_the_first_in_order_is_named():
     assert message({"zebra": 1, "stepz": 10, "alpha": 2}).startswith("tpu-sft:alpha: is not a pipeline setting")
+
+
+def test_requiring_learning_without_a_held_out_loss_is_refused_in_one_line():
+    line = message({"requireLearning": "true", "evalInterval": "0"})
+    assert line == (
+        "tpu-sft:requireLearning: needs a held-out loss to judge by, and tpu-sft:evalInterval is 0. Fix: "
+        "pulumi config set tpu-sft:evalInterval 250, or pulumi config set tpu-sft:requireLearning false"
+    )
+    assert PipelineConfig.from_mapping({"evalInterval": "0"}).eval_interval == 0
+
+
+def test_a_learning_rate_of_zero_is_a_run_that_only_measures_and_below_zero_is_refused():
+    assert PipelineConfig.from_mapping({"learningRate": "0"}).learning_rate == 0.0
+    assert message({"learningRate": "-1e-5"}).startswith("tpu-sft:learningRate: expected a number of at least 0")

@@ -3,7 +3,7 @@
 import io
 import json
 
-from workload.events import Events, StepProgress, failure_cause, parse_step
+from workload.events import Events, StepProgress, failure_cause, parse_eval, parse_step
 from workload.progress import render
 
 # Captured from train_sft (MaxText 0.2.2, tiny profile): tqdm's bar and the step line share a line.
@@ -12,6 +12,11 @@ STEP_LINE = (
     "train_steps_per_sec=0.224]I1130 10:22:03.899648 139867087899520 metric_logger.py:196] completed step: 2, "
     "seconds: 0.755, TFLOP/s/device: 0.017, Tokens/s/device: 169.486, total_weights: 70, loss: 12.510, "
     "lm_loss: 0.000, perplexity: 0.000\n"
+)
+# MaxText's MetricLogger after Tunix's held-out pass (metric_logger.py `_log_eval_metrics`).
+EVAL_LINE = (
+    "I1202 22:41:07.512331 140335446202240 metric_logger.py:220] eval metrics after step: 10, loss=11.862, "
+    "perplexity=141714.469, total_weights=211\n"
 )
 ORBAX_LINE = (
     "I1130 10:22:02.120993 139867087899520 base_pytree_checkpoint_handler.py:1452] [process=0][thread=MainThread]"
@@ -39,6 +44,35 @@ def test_step_line_gives_step_loss_time_and_rate_not_lm_loss():
 def test_other_lines_are_not_steps():
     assert parse_step(ORBAX_LINE) is None
     assert parse_step("completed step: x\n") is None
+
+
+def test_a_held_out_pass_gives_its_step_and_loss_and_is_no_training_step():
+    assert parse_eval(EVAL_LINE) == {"step": 10, "eval_loss": 11.862}
+    assert parse_step(EVAL_LINE) is None
+    assert parse_eval(STEP_LINE) is None and parse_eval(ORBAX_LINE) is None
+    assert parse_eval(EVAL_LINE.replace("11.862", "nan"))["eval_loss"] != parse_eval(EVAL_LINE)["eval_loss"]
+
+
+def test_step_events_carry_the_last_held_out_loss_and_the_progress_line_shows_it():
+    progress = StepProgress(total_steps=20)
+    assert "eval_loss" not in progress.fields({"step": 1, "loss": 12.0})
+    assert progress.held_out({"step": 10, "eval_loss": 11.862}) == {"step": 10, "eval_loss": 11.862}
+    fields = progress.fields({"step": 11, "loss": 11.5})
+    assert (fields["eval_loss"], fields["eval_step"]) == (11.862, 10)
+    assert "held-out loss 11.8620 at step 10" in render({"event": "step", "phase": "train", **fields})
+    assert render({"event": "eval", "phase": "train", "step": 10, "eval_loss": 11.862}) == (
+        "train held-out loss at step 10: 11.8620"
+    )
+    assert progress.held_out({"step": 20, "eval_loss": float("nan")})["eval_loss"] is None  # JSON has no NaN
+
+
+def test_a_step_whose_time_holds_a_held_out_pass_does_not_stretch_the_eta():
+    progress = StepProgress(total_steps=10)
+    progress.fields({"step": 1, "step_seconds": 60.0})  # compiles
+    progress.fields({"step": 2, "step_seconds": 1.0})
+    progress.held_out({"step": 3, "eval_loss": 2.0})  # MaxText logs step 3 after the pass, its time included
+    assert progress.fields({"step": 3, "step_seconds": 18.0})["eta_s"] == 7.0
+    assert progress.fields({"step": 4, "step_seconds": 1.0})["eta_s"] == 6.0
 
 
 def test_nan_loss_is_parsed_and_reported_as_null():

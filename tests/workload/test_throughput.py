@@ -130,6 +130,7 @@ def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
         "setup": 10.0,
         "first_steps": 110.0,
         "checkpoints": 1.0,
+        "eval": 0.0,
         "steps": 6.0,
         "other": 53.0,
     }
@@ -161,3 +162,34 @@ def test_the_tiny_run_reports_real_rates_and_no_made_up_mfu(tiny_pipeline):
     assert all(v >= 0 for v in split.values()) and split["first_steps"] > 0 and split["checkpoints"] > 0
     steps = [e for e in run.events if e["event"] == "step" and e["step"] > 1]
     assert steps and all(e["tflops_per_device"] >= 0 and "mfu" not in e for e in steps)
+
+
+def test_held_out_passes_are_their_own_share_of_the_time_and_leave_the_step_rates_alone():
+    timeline = AttemptTimeline(started=0.0)
+    for now, line in [
+        (10.0, "System Information: Jax Version: 0.9.2\n"),
+        (20.0, "peft_trainer.py:727] Running evaluation on train step 0.\n"),
+        (26.0, "metric_logger.py:220] eval metrics after step: 0, loss=12.014, perplexity=1.6e5, total_weights=211\n"),
+        (30.0, "metric_logger.py:303] number parameters: 0.017 billion\n"),
+        (40.0, "completed step: 1, seconds: 10.0, loss: 12.5\n"),
+        (41.5, "peft_trainer.py:727] Running evaluation on train step 2.\n"),
+        (45.5, "metric_logger.py:220] eval metrics after step: 2, loss=11.900, perplexity=1.4e5, total_weights=211\n"),
+        (46.0, "completed step: 2, seconds: 5.0, loss: 12.4\n"),  # MaxText's own step time holds the pass
+        (47.0, "completed step: 3, seconds: 1.0, loss: 12.3\n"),
+    ]:
+        timeline.observe(line, now)
+    assert timeline.facts["eval_passes"] == [[0, 6.0, False], [2, 4.0, True]]
+    attempt = {"attempt": 1.0, "seconds": 50.0, "backend": "cpu", "devices": 1, **timeline.facts}
+    metrics = [
+        {"step": 1, "attempt": 1.0, "step_seconds": 10.0, "tokens_per_s_per_device": 1.0},
+        {"step": 0, "attempt": 1.0, "eval_loss": 12.014},
+        {"step": 2, "attempt": 1.0, "eval_loss": 11.9},
+        {"step": 2, "attempt": 1.0, "step_seconds": 5.0, "tokens_per_s_per_device": 20.0},
+        {"step": 3, "attempt": 1.0, "step_seconds": 1.0, "tokens_per_s_per_device": 100.0},
+    ]
+    figures = train_figures(TINY, [{"attempt": 1.0}, attempt], metrics, wall_s=50.0)
+    split = figures["time_split_s"]
+    # setup: 10 → 30 s less the 6 s pass before training; steps: 5 + 1 s less the 4 s pass inside step 2's time
+    assert (split["eval"], split["setup"], split["steps"]) == (10.0, 14.0, 2.0)
+    assert split["imports"] + split["setup"] + split["first_steps"] + split["eval"] + split["steps"] <= 50.0
+    assert figures["tokens_per_s_per_device"] == 60.0  # the median of steps 2 and 3; no pass is a step

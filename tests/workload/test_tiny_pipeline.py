@@ -14,6 +14,7 @@ from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_
 from workload import commands, tiny
 from workload.core.config import PipelineConfig
 from workload.layout import Layout
+from workload.samples import VERIFY_PROMPTS
 
 STEPS = TINY_SETTINGS["steps"]
 ALL_PHASES = ["assets", "convert", "train", "export", "verify", "keep"]
@@ -228,3 +229,41 @@ def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outpu
     assert not (work / "markers" / "export.json").exists()
     assert (work / "markers" / "train.json").exists() and latest_checkpoint(runs) == STEPS
     assert (work / "gemma3-4b" / "mt-format" / "0" / "items").is_dir()
+
+
+def test_the_held_out_loss_is_measured_before_training_and_at_every_interval_and_it_fell(tiny_pipeline):
+    """MaxText's own evaluation on the tiny dataset's held-out split, at steps 0, 15 and 30, and where the resumed
+    attempt starts. The local records were deleted before the resume (a lost VM's): the curve still starts at step
+    0, restored from the bucket."""
+    interval, resumed_at = TINY_SETTINGS["evalInterval"], tiny_pipeline.killed_at_checkpoint
+    summary = tiny_pipeline.finished.summary
+    expected = sorted({*range(0, STEPS + 1, interval), resumed_at})
+    assert [step for step, _ in summary["eval_curve"]] == expected
+    assert (summary["eval_loss_first_step"], summary["eval_loss_final_step"]) == (0, STEPS)
+    assert summary["eval_loss_final"] < summary["eval_loss_first"] and summary["learned"] is True
+    assert summary["eval_loss_first"] == summary["eval_curve"][0][1]
+    first_attempt = [e for e in tiny_pipeline.interrupted.events if e["event"] == "eval"]
+    assert first_attempt[0]["step"] == 0  # before the first update: the base model's
+    resumed = [e for e in tiny_pipeline.finished.events if e["event"] == "eval"]
+    assert resumed[0]["step"] == resumed_at and resumed[-1]["step"] == STEPS
+    later_steps = [e for e in tiny_pipeline.finished.events if e["event"] == "step" and e["step"] > resumed[0]["step"]]
+    assert later_steps and all(e["eval_step"] >= resumed[0]["step"] for e in later_steps)  # the progress line's
+    time_split = summary["time_split_s"]
+    assert 0 < time_split["eval"] < summary["train_wall_s"]
+
+
+def test_samples_hold_both_models_answers_to_every_prompt(tiny_pipeline):
+    summary = tiny_pipeline.finished.summary
+    samples = summary["verify"]["samples"]
+    prompts = samples["held_out_prompts"] + len(VERIFY_PROMPTS)
+    assert samples["prompts"] == prompts and samples["held_out_prompts"] == 3
+    assert len(samples["base_tokens"]) == len(samples["tuned_tokens"]) == len(samples["prompt_tokens"]) == prompts
+    assert all(0 < n <= samples["max_new_tokens"] for n in samples["base_tokens"] + samples["tuned_tokens"])
+    table = (tiny_pipeline.out / summary["run_name"] / "samples.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| prompt")]
+    assert len(rows) == prompts
+    held_out_questions = [c["messages"][0]["content"] for c in tiny.conversations(3, tiny.SPEC["conversations"])]
+    assert [row.split(" | ")[0].removeprefix("| ") for row in rows[:3]] == held_out_questions
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert len(cells) == 3 and all(cells), row  # the prompt, the base model's answer, the fine-tuned one

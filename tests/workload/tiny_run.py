@@ -20,7 +20,15 @@ MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 # Tiny settings: a learning rate high enough that 30 steps visibly move bf16 weights (at the default 2e-5 they
 # may not), and a checkpoint every 10 steps so an interruption after step 10 leaves something to resume from.
 CHECKPOINT_PERIOD = 10
-TINY_SETTINGS = {"profile": "tiny", "steps": 30, "checkpointPeriod": CHECKPOINT_PERIOD, "learningRate": 0.001}
+# Held-out passes at steps 0, 15 and 30 (and where the resumed attempt starts), two batches each.
+TINY_SETTINGS = {
+    "profile": "tiny",
+    "steps": 30,
+    "checkpointPeriod": CHECKPOINT_PERIOD,
+    "learningRate": 0.001,
+    "evalInterval": 15,
+    "evalSteps": 2,
+}
 TRAINER = "maxtext.trainers.post_train.sft.train_sft"  # in the trainer's command line (workload/commands.py)
 # One runner invocation: the whole tiny pipeline takes ~5 min here alone; its resumed half (train, export, verify)
 # took over 15 min in a suite run with cold caches.

@@ -67,12 +67,14 @@ def parse_int(name: str, raw: Any, *, minimum: int, example: str) -> int:
     return value
 
 
-def parse_float(name: str, raw: Any, *, example: str) -> float:
+def parse_float(name: str, raw: Any, *, example: str, zero: bool = False) -> float:
+    """A finite number above 0 (or at least 0, with `zero`)."""
     native = isinstance(raw, (int, float)) and not isinstance(raw, bool)
     number = native or (isinstance(raw, str) and _FLOAT.fullmatch(raw))
     value = float(raw) if number else float("nan")
-    if not value > 0 or value == float("inf"):
-        raise ConfigError(stack_key(name), f"expected a positive number, got {raw!r}", set_hint(name, example))
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        what = "a number of at least 0" if zero else "a positive number"
+        raise ConfigError(stack_key(name), f"expected {what}, got {raw!r}", set_hint(name, example))
     return value
 
 
@@ -120,8 +122,9 @@ def parse_list(name: str, raw: Any, example: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly; each field is a row of
-    SETTINGS below, which says how it is parsed and which phase it feeds."""
+    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly, except that training also
+    measures the loss on held-out examples, which the seed leaves off; each field is a row of SETTINGS below,
+    which says how it is parsed and which phase it feeds."""
 
     model: str = "gemma3-4b"
     steps: int = 1000
@@ -135,6 +138,12 @@ class PipelineConfig:
     max_target_length: int | None = None  # None: MaxText's own default
     checkpoint_period: int | None = None  # None: MaxText's default (10,000: only the final checkpoint, no resume)
     run_name: str | None = None  # None: derived from the training inputs, so a re-run resumes the same run
+    # Held-out loss (docs/learning.md): a pass of eval_steps batches of eval_split before the first update and
+    # every eval_interval steps (0: none). Five passes in the default run: ~4 % of its time (docs/learning.md).
+    eval_interval: int = 250
+    eval_steps: int = 10
+    eval_split: str = "test_sft"  # UltraChat's held-out split, sft.yml's hf_eval_split
+    require_learning: bool = False  # fail the run, rather than warn, when the held-out loss did not fall
     install_post_train_extras: bool = True  # seed step 3's install_tpu_post_train_extra_deps (slow; needs GitHub)
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
@@ -155,7 +164,14 @@ class PipelineConfig:
                 "is not a pipeline setting",
                 f"remove it or use one of {', '.join(sorted(BY_KEY))}",
             )
-        return cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
+        config = cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
+        if config.require_learning and not config.eval_interval:
+            raise ConfigError(
+                stack_key("requireLearning"),
+                "needs a held-out loss to judge by, and tpu-sft:evalInterval is 0",
+                f"{set_hint('evalInterval', '250')}, or {set_hint('requireLearning', 'false')}",
+            )
+        return config
 
     def to_mapping(self) -> dict[str, Any]:
         """The stack-keyed JSON form; `from_mapping(to_mapping())` gives back an equal object."""
@@ -204,8 +220,8 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, Any, str], str]:
     return lambda key, raw, example: parse_choice(key, raw, choices)
 
 
-def _float(key: str, raw: Any, example: str) -> float:
-    return parse_float(key, raw, example=example)
+def _float_or_zero(key: str, raw: Any, example: str) -> float:
+    return parse_float(key, raw, example=example, zero=True)
 
 
 def _bool(key: str, raw: Any, example: str) -> bool:
@@ -248,13 +264,19 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
     Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
-    Setting("learningRate", "learning_rate", _float, "2e-5", "train", names_run=True),
+    # 0 trains nothing: a run that only measures the base model (its held-out loss then cannot fall).
+    Setting("learningRate", "learning_rate", _float_or_zero, "2e-5", "train", names_run=True),
     Setting("maxTargetLength", "max_target_length", _int(8), "2048", "train", names_run=True),
     Setting("acceleratorType", "accelerator_type", _choice(tuple(ACCELERATORS)), "v6e-8", "train", names_run=True),
     # How often a checkpoint is written changes no weight, so it names no run; but the train job must see a new
     # value (a resumed attempt uses it), so like every row it re-runs its phase (a finished training is then a
     # no-op that re-checks its checkpoint) on both sides.
     Setting("checkpointPeriod", "checkpoint_period", _int(1), "100", "train"),
+    # The held-out loss changes no weight, so these name no run; a change applies from the next training attempt.
+    Setting("evalInterval", "eval_interval", _int(0), "250", "train"),
+    Setting("evalSteps", "eval_steps", _int(1), "10", "train"),
+    Setting("evalSplit", "eval_split", _pattern(_COLUMN, "a split name"), "test_sft", "train"),
+    Setting("requireLearning", "require_learning", _bool, "false", "train"),
     Setting(
         "runName",
         "run_name",
