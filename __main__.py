@@ -14,7 +14,7 @@ from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
-from infra.preflight import refuse_a_known_misfit
+from infra.preflight import refuse_a_known_misfit, take_the_sweeps_batch
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_commands import gcloud_ssh_command, ssh_command
@@ -25,7 +25,7 @@ from workload.core.config import ConfigError
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 try:
-    settings = stack_settings.from_pulumi()
+    settings = take_the_sweeps_batch(stack_settings.from_pulumi())  # perDeviceBatchSize auto: the sweep's batch
     refuse_a_known_misfit(settings.pipeline)  # what scripts/preflight found, before anything is declared
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None

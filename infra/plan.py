@@ -13,6 +13,7 @@ Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or settin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -21,15 +22,18 @@ from typing import Any
 from infra.cost import estimate
 from infra.flex_start import group_description
 from infra.phases import phase_inputs
-from infra.preflight import summary, train_fingerprint
-from infra.settings import Settings, parse
+from infra.preflight import summary, take_the_sweeps_batch, train_fingerprint
+from infra.settings import AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
 from workload.core.config import ConfigError
 from workload.core.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
-    return parse(read_stack_config(path), stack=stack)
+    settings = parse(read_stack_config(path), stack=stack)
+    with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
+        settings = take_the_sweeps_batch(settings)
+    return settings
 
 
 def vm_identity(s: Settings) -> dict[str, Any]:
@@ -116,6 +120,12 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
         (phase, True, everything) if everything else (phase, bool(changed), ", ".join(changed))
         for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)
     ]
+    if head.batch_auto:  # the batch, and so whether train re-runs, waits on a sweep
+        unknown = (
+            f"`tpu-sft:{AUTO_BATCH_KEY}` is auto and no sweep of these train inputs is on file (scripts/preflight)"
+        )
+        trained = PHASES[PHASES.index("train") :]
+        rows = [(p, True, why or unknown) if p in trained else (p, reruns, why) for p, reruns, why in rows]
     publish = _publish_row(base, head, everything, _changes(before["export"], after["export"]))
     return rows if publish is None else [*rows, publish]
 

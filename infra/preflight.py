@@ -1,6 +1,6 @@
 """Preflight from the stack's side: compile a stack's training step before any VM exists, and remember the answer.
 
-    scripts/preflight [--sweep] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
+    scripts/preflight [--sweep | --take-sweep FILE] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
 
 reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
 as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
@@ -11,7 +11,9 @@ MaxText, so `pulumi preview` stays fast.
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
 inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
 `pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
-`--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py).
+`--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py), which a stack
+with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
+sweep's answer made elsewhere (the pull-request workflow's test job) after checking that it is this stack's.
 Exit status: 0 fits, 1 does not fit (with --sweep: no batch does), 2 bad input; any other is
 workload.preflight's own (the compile failed).
 """
@@ -25,12 +27,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from infra import batch_sweep
 from infra.phases import phase_inputs
-from infra.settings import parse
+from infra.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
 from workload.core.config import ConfigError, PipelineConfig
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
@@ -61,6 +64,49 @@ def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()
     """A sweep's answer: named by the train inputs but the batch, which the sweep chooses."""
     inputs = {k: v for k, v in phase_inputs(pipeline)["train"].items() if k != "perDeviceBatchSize"}
     return CACHE / f"sweep-{_named(inputs, maxtext_overrides)}.json"
+
+
+def take_the_sweeps_batch(settings: Settings) -> Settings:
+    """With `perDeviceBatchSize auto`, the settings with the batch a sweep of these train inputs found; else as
+    they are. The batch is then an ordinary train input: it names the run and decides re-runs like a number set
+    by hand, so the same sweep answer always gives the same run."""
+    if not settings.batch_auto:
+        return settings
+    path = sweep_path(settings.pipeline)
+    try:
+        largest = json.loads(path.read_text())["largest_per_device_batch_size"]
+    except FileNotFoundError:
+        raise ConfigError(
+            f"tpu-sft:{AUTO_BATCH_KEY}",
+            f"is {AUTO}, which takes a sweep's answer, and no sweep of these train inputs is in {CACHE}",
+            "run scripts/preflight --sweep (it compiles here, no TPU needed), or set a number",
+        ) from None
+    if largest is None:
+        raise ConfigError(
+            f"tpu-sft:{AUTO_BATCH_KEY}",
+            f"is {AUTO}, and the sweep ({path}) found no batch that leaves {batch_sweep.HEADROOM:.0%} of HBM free",
+            "set a shorter tpu-sft:maxTargetLength or a larger tpu-sft:acceleratorType",
+        )
+    return replace(settings, pipeline=replace(settings.pipeline, per_device_batch_size=largest), batch_auto=False)
+
+
+def take_sweep(answer_file: Path, pipeline: PipelineConfig) -> None:
+    """Keep a sweep's answer made elsewhere, only if it is named for these train inputs and says what `auto`
+    reads: a batch and nothing that runs."""
+    path = sweep_path(pipeline)
+    try:
+        answer = json.loads(answer_file.read_text())
+    except (OSError, ValueError) as error:
+        unreadable = f"cannot be read as JSON ({error})"
+        raise ConfigError(str(answer_file), unreadable, "run scripts/preflight --sweep here") from None
+    if not isinstance(answer, dict):
+        raise ConfigError(str(answer_file), "is not a sweep's answer", "run scripts/preflight --sweep here")
+    largest = answer.get("largest_per_device_batch_size")
+    if answer.get("sweep_fingerprint") != path.stem.removeprefix("sweep-"):
+        raise ConfigError(str(answer_file), "is a sweep of other train inputs", "run scripts/preflight --sweep here")
+    if largest is not None and (type(largest) is not int or largest < 1):
+        raise ConfigError(str(answer_file), f"names {largest!r} as a batch", "run scripts/preflight --sweep here")
+    keep(path, answer)
 
 
 def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
@@ -151,6 +197,9 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="from the stack's per-device batch, double (or halve) it and name the largest that leaves 10%% free",
     )
+    top.add_argument(
+        "--take-sweep", type=Path, metavar="FILE", help="keep this sweep's answer for the stack, compiling nothing"
+    )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
 
@@ -162,6 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
         if args.sweep:
             return sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))
+        if args.take_sweep:
+            take_sweep(args.take_sweep, settings.pipeline)
+            return 0
+        if settings.batch_auto and not sweep_path(settings.pipeline).exists():
+            status = sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))  # what auto takes
+            if status:
+                return status
+        settings = take_the_sweeps_batch(settings)
         status, record, from_cache = compile_once(
             settings.pipeline, settings.price_per_chip_hour, maxtext_overrides=tuple(args.maxtext)
         )
@@ -184,8 +241,9 @@ def sweep(pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_override
     status, records = batch_sweep.sweep(pipeline, compile_one)
     if status:
         return status  # workload.preflight said why, in one line on stderr
-    result = batch_sweep.answer(pipeline, records)
-    keep(sweep_path(pipeline, maxtext_overrides), result)
+    path = sweep_path(pipeline, maxtext_overrides)
+    result = {**batch_sweep.answer(pipeline, records), "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    keep(path, result)
     print(batch_sweep.table(result))
     print(json.dumps(result), flush=True)
     return 0 if result["largest_per_device_batch_size"] is not None else batch_sweep.EXIT_NONE_FITS

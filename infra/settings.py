@@ -30,6 +30,7 @@ _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 # A Hugging Face access token, searched for inside every value: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
+AUTO_BATCH_KEY, AUTO = "perDeviceBatchSize", "auto"  # the largest batch a sweep found (infra/batch_sweep.py)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,9 @@ class Settings:
     publish_hub_public: bool = False
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
+    # perDeviceBatchSize auto, not yet taken from a sweep: the pipeline holds the sweep's starting batch until
+    # infra/preflight.py `take_the_sweeps_batch` puts in the batch a sweep found (reading its record).
+    batch_auto: bool = False
 
     @property
     def is_slice(self) -> bool:
@@ -134,7 +138,11 @@ def parse(
         raise ConfigError("gcp:zone", "is not set", "pulumi config set gcp:zone us-east5-b")
     parse_pattern("gcp:zone", zone, _ZONE, "a zone like us-east5-b", "us-east5-b")
 
-    pipeline = PipelineConfig.from_mapping({k: v for k, v in ours.items() if k in PIPELINE_SETTINGS})
+    pipeline_raw = {k: v for k, v in ours.items() if k in PIPELINE_SETTINGS}
+    batch_auto = pipeline_raw.get(AUTO_BATCH_KEY) == AUTO
+    if batch_auto:
+        pipeline_raw[AUTO_BATCH_KEY] = PipelineConfig.per_device_batch_size  # the sweep starts at the seed's batch
+    pipeline = PipelineConfig.from_mapping(pipeline_raw)
     parsed: dict[str, Any] = {}
     given = Given(stack=stack, project=project, pipeline=pipeline, secret_keys=secret_keys, parsed=parsed)
     values: dict[str, Any] = {}
@@ -155,6 +163,7 @@ def parse(
         stack=stack,
         pipeline=pipeline,
         accelerator=ACCELERATORS[pipeline.accelerator_type],
+        batch_auto=batch_auto,
         **values,
     )
     for rule in CROSS_KEY_RULES:

@@ -203,6 +203,17 @@ class TestPreflightStep:
         assert not (repo / "plan-args.txt").exists()  # every phase runs for the first time: nothing to ask
         assert (repo / "output").read_text() == 'record={"fits": true}\n'
 
+    def test_an_auto_stacks_sweep_goes_to_the_preview_job_as_one_json_line(self, repo):
+        sweep = (  # a sweep's answer kept over several lines, as scripts/preflight keeps it, then the record
+            "#!/bin/sh\nmkdir -p .tpu-sft/preflight\n"
+            "printf '{\\n \"largest_per_device_batch_size\": 2\\n}\\n' > .tpu-sft/preflight/sweep-ab.json\n"
+            "echo '{\"fits\": true}'\n"
+        )
+        executable(repo / "scripts" / "preflight", sweep)
+        result = self.run(repo, [{"task": "train", "reruns": True, "why": "auto"}])
+        assert result.returncode == 0, result.stderr
+        assert (repo / "output").read_text() == 'record={"fits": true}\nsweep={"largest_per_device_batch_size":2}\n'
+
     def test_compiles_nothing_when_train_does_not_rerun(self, repo):
         result = self.run(repo, [{"task": "train", "reruns": False, "why": ""}])
         assert result.returncode == 0, result.stderr
@@ -216,6 +227,26 @@ class TestPreflightStep:
         result = self.run(repo, [{"task": "train", "reruns": True, "why": "steps"}])
         assert result.returncode == 1 and "does not fit" in result.stderr
         assert not (repo / "output").exists()
+
+
+def test_the_preview_job_takes_the_sweep_as_data_checked_before_it_plans_or_previews(tmp_path):
+    """The sweep came from a job that ran the pull request's code: it reaches the credentialed job as a file that
+    `--take-sweep` checks (tests/infra/test_batch_auto.py), never as script text."""
+    names = [s.get("name") or s.get("uses") for s in JOBS["preview"]["steps"]]
+    take = step("preview", "Take the test job's sweep (perDeviceBatchSize auto)")
+    assert names.index(take["name"]) < names.index("Plan which pipeline phases re-run")
+    assert "${{" not in take["run"] and take["env"]["SWEEP"] == "${{ needs.test.outputs.sweep }}"
+    executable(tmp_path / ".venv" / "bin" / "python", '#!/bin/sh\necho "$@" > args.txt\n')
+    result = run_step(take["run"], tmp_path, {"SWEEP": '{"largest_per_device_batch_size": 2}'})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "sweep.json").read_text() == '{"largest_per_device_batch_size": 2}\n'
+    assert (tmp_path / "args.txt").read_text().split() == [
+        "-m",
+        "infra.preflight",
+        "--take-sweep",
+        "sweep.json",
+        "Pulumi.dev.yaml",
+    ]
 
 
 class TestPlanComment:

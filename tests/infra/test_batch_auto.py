@@ -1,0 +1,141 @@
+"""`tpu-sft:perDeviceBatchSize auto`: the stack trains with the largest batch a sweep of its train inputs found
+(infra/preflight.py `take_the_sweeps_batch`), as if that number were set by hand; without a sweep on file nothing
+is declared. The sweep's record is written here in the form `scripts/preflight --sweep` keeps (the real sweep:
+tests/workload/test_preflight.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from pulumi import RunError
+
+from infra import preflight
+from infra.plan import load, plan
+from infra.plan import main as plan_main
+from infra.settings import parse
+from rehearsal.engine import Stack, run_program
+from tests.fixtures.mock_engine import recorded_inputs
+from workload.commands import run_name
+from workload.core.config import ConfigError
+from workload.core.contract import PIPELINE_ENV
+
+AUTO = {"tpu-sft:perDeviceBatchSize": "auto"}
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    return tmp_path / "preflight"
+
+
+def settings_of(config):
+    return parse(config, stack="dev")
+
+
+def swept(config, largest, cache) -> dict:
+    """What `scripts/preflight --sweep` keeps for `config`'s train inputs."""
+    path = preflight.sweep_path(settings_of(config).pipeline)
+    answer = {"largest_per_device_batch_size": largest, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answer))
+    return answer
+
+
+def test_auto_takes_the_sweeps_batch_as_if_set_by_hand(dev_config, cache):
+    config = {**dev_config, **AUTO}
+    swept(config, 8, cache)
+    auto = preflight.take_the_sweeps_batch(settings_of(config))
+    by_hand = settings_of({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
+    assert auto.pipeline == by_hand.pipeline and auto.batch_auto is False
+    assert run_name(auto.pipeline) == run_name(by_hand.pipeline)  # the same run, and so the same re-runs
+    declared = recorded_inputs(run_program(config))
+    assert json.loads(declared["train"]["environment"][PIPELINE_ENV])["perDeviceBatchSize"] == 8
+    assert declared == recorded_inputs(run_program({**dev_config, "tpu-sft:perDeviceBatchSize": "8"}))
+
+
+def test_auto_without_a_sweep_declares_nothing_and_says_how_to_make_one(dev_config, cache):
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program({**dev_config, **AUTO}, into=declared)
+    message = str(raised.value)
+    assert message.startswith("tpu-sft:perDeviceBatchSize: is auto, which takes a sweep's answer, and no sweep")
+    assert "Fix: run scripts/preflight --sweep" in message and "\n" not in message
+    assert declared.resources == []
+
+
+def test_auto_when_no_batch_left_room_says_what_to_change(dev_config, cache):
+    config = {**dev_config, **AUTO}
+    swept(config, None, cache)
+    with pytest.raises(ConfigError, match="found no batch that leaves 10% of HBM free. Fix: set a shorter"):
+        preflight.take_the_sweeps_batch(settings_of(config))
+
+
+def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_config, cache, tmp_path):
+    config = {**dev_config, **AUTO}
+    answer = swept(config, 4, cache)
+    preflight.sweep_path(settings_of(config).pipeline).unlink()
+    given = tmp_path / "sweep.json"
+    for bad, problem in [
+        ({**answer, "sweep_fingerprint": "0" * 64}, "is a sweep of other train inputs"),
+        ({**answer, "largest_per_device_batch_size": "4; rm -rf /"}, "names '4; rm -rf /' as a batch"),
+        ({**answer, "largest_per_device_batch_size": True}, "names True as a batch"),
+        ([answer], "is not a sweep's answer"),
+    ]:
+        given.write_text(json.dumps(bad))
+        with pytest.raises(ConfigError, match=problem):
+            preflight.take_sweep(given, settings_of(config).pipeline)
+        assert not preflight.sweep_path(settings_of(config).pipeline).exists()
+    given.write_text(json.dumps(answer))
+    preflight.take_sweep(given, settings_of(config).pipeline)
+    assert preflight.take_the_sweeps_batch(settings_of(config)).pipeline.per_device_batch_size == 4
+
+
+def test_the_plan_says_train_waits_on_the_sweep_then_compares_the_batch_it_found(dev_config, cache, tmp_path):
+    base, head = tmp_path / "base.yaml", tmp_path / "head.yaml"
+    base.write_text(json.dumps({"config": dev_config}))
+    head.write_text(json.dumps({"config": {**dev_config, **AUTO}}))
+    waiting = {task: (reruns, why) for task, reruns, why in plan(load(base, "dev"), load(head, "dev"))}
+    assert waiting["convert"][0] is False
+    unknown = "`tpu-sft:perDeviceBatchSize` is auto and no sweep of these train inputs is on file (scripts/preflight)"
+    assert waiting["train"] == (True, unknown)
+    assert waiting["export"][0] is True
+    swept({**dev_config, **AUTO}, 1, cache)  # the sweep found the base's own batch: nothing re-runs
+    assert {task: reruns for task, reruns, _ in plan(load(base, "dev"), load(head, "dev"))}["train"] is False
+    swept({**dev_config, **AUTO}, 4, cache)
+    found = {task: (reruns, why) for task, reruns, why in plan(load(base, "dev"), load(head, "dev"))}
+    assert found["train"] == (True, "`perDeviceBatchSize`: 1 → 4")
+    assert plan_main(["--base", str(base), "--head", str(head)]) == 0
+
+
+COMPILER_STANDIN = """#!{python}
+# Stands in for `python -m workload.preflight` (no MaxText): HBM per chip = 6 GiB + 1.8 GiB a sequence.
+import json, sys
+settings = json.load(open(sys.argv[sys.argv.index("--settings") + 1]))
+batch = int(settings["perDeviceBatchSize"])
+open({calls!r}, "a").write(f"{{batch}}\\n")
+used, limit = int((6 + 1.8 * batch) * 2**30), 32 * 2**30
+record = {{"fits": used <= limit, "accelerator": "v6e-8", "hbm_bytes_per_chip": used,
+          "hbm_limit_bytes_per_chip": limit, "compile_seconds": 1.0, "settings": {{"per_device_batch_size": batch}}}}
+if record["fits"]:
+    record["bounds"] = {{"step_seconds_at_least": 0.01, "tokens_per_second_at_most": 1.0, "run_hours_at_least": 0.1,
+                        "usd_at_least": 1.0}}
+print(json.dumps(record))
+sys.exit(0 if record["fits"] else 1)
+"""
+
+
+def test_preflight_of_an_auto_stack_sweeps_first_then_answers_for_the_batch_it_found(
+    cache, tmp_path, monkeypatch, capsys
+):
+    calls, standin = tmp_path / "compiled", tmp_path / "python"
+    standin.write_text(COMPILER_STANDIN.format(python=sys.executable, calls=str(calls)))
+    standin.chmod(0o755)
+    monkeypatch.setenv("PREFLIGHT_PYTHON", str(standin))
+    argv = [str(preflight.REPO / "Pulumi.dev.yaml"), "tpu-sft:perDeviceBatchSize=auto"]
+    assert preflight.main(argv) == 0
+    assert calls.read_text().split() == ["1", "2", "4", "8", "16"]  # 8: 20.4 GiB; 16 does not fit
+    last = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert last["settings"]["per_device_batch_size"] == 8 and last["fits"]
+    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 5  # both remembered: nothing compiled
