@@ -86,8 +86,10 @@ def start(
     hosts: int = DEFAULT_HOSTS,
     steps: int | None = None,
     checkpoint_period: int | None = None,
+    held_out: bool = True,
 ) -> SliceRehearsal:
-    """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket."""
+    """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket. `held_out=False`
+    trains without the held-out passes (tpu-sft:evalInterval 0), as rehearsal/fresh_vm/rehearse.py says why."""
     directory.mkdir(parents=True, exist_ok=True)
     key = make_user_key(directory / "user-key")
     overrides = {
@@ -100,6 +102,8 @@ def start(
         overrides["tpu-sft:steps"] = str(steps)
     if checkpoint_period is not None:
         overrides["tpu-sft:checkpointPeriod"] = str(checkpoint_period)
+    if not held_out:
+        overrides["tpu-sft:evalInterval"] = "0"
     declared, commands = record(CONFIG, overrides)
     runs_url = PipelineTarget.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]

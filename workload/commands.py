@@ -67,13 +67,10 @@ def _dir(path: str) -> str:
     return os.path.join(path, "")
 
 
-def _module(config: PipelineConfig, layout: Layout, python: str, module: str) -> list[str]:
-    """The tiny profile runs MaxText's modules through workload.tiny_launcher (the converters for the tiny HF
-    config, train for its held-out data in process); the full profile runs them as they are."""
-    if config.profile == "tiny":
+def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *, patch_hf: bool) -> list[str]:
+    if config.profile == "tiny" and patch_hf:
         model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
-        own = ["--eval-data-in-process"] if module == TRAIN_SFT else []
-        return [python, "-m", "workload.tiny_launcher", "--model-dir", model_dir, *own, module]
+        return [python, "-m", "workload.tiny_launcher", "--model-dir", model_dir, module]
     return [python, "-m", module]
 
 
@@ -114,7 +111,7 @@ def to_maxtext(
     hostname: str = "",
     worker: JaxProcess = ONE_HOST,
 ) -> Command:
-    argv = _module(config, layout, python, TO_MAXTEXT) + [
+    argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
         "scan_layers=True",
@@ -175,7 +172,7 @@ def train_sft(
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
-    argv = _module(config, layout, python, TRAIN_SFT) + [
+    argv = _module(config, layout, python, TRAIN_SFT, patch_hf=False) + [
         f"run_name={layout.run_name}",
         f"base_output_directory={_dir(layout.post_train_base)}",
         f"model_name={config.model}",
@@ -220,7 +217,7 @@ def to_huggingface(
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
-    argv = _module(config, layout, python, TO_HUGGINGFACE) + [
+    argv = _module(config, layout, python, TO_HUGGINGFACE, patch_hf=True) + [
         f"model_name={config.model}",
         f"load_parameters_path={params or layout.trained_params(config.steps)}",
         f"base_output_directory={_dir(out_dir or layout.export_dir)}",

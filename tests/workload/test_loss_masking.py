@@ -29,11 +29,10 @@ def first_batches(maxtext_python, tmp_path_factory) -> list[dict]:
     layout = Layout(str(work), str(work / "out"), config.model, commands.run_name(config))
     subprocess.run([maxtext_python, "-m", "workload.tiny", layout.tiny_dir], cwd=REPO, check=True, timeout=600)
     train = commands.train_sft(config, layout)
-    # run as a module (by the tiny launcher's runpy, as by `python -m`), so MaxText infers sft.yml from its path
-    maxtext_args = train.argv[train.argv.index(commands.TRAIN_SFT) + 1 :]
+    assert train.argv[1:3] == ("-m", commands.TRAIN_SFT)  # a module, so MaxText infers sft.yml from its path
     variants = [[], ["sft_train_on_completion_only=False"]]
     done = subprocess.run(
-        [maxtext_python, str(REPO / "tests" / "workload" / "sft_batch.py"), json.dumps(variants), *maxtext_args],
+        [maxtext_python, str(REPO / "tests" / "workload" / "sft_batch.py"), json.dumps(variants), *train.argv[3:]],
         cwd=REPO,
         capture_output=True,
         text=True,
