@@ -41,27 +41,30 @@ def held_out_questions(dataset: str, split: str, column: str, count: int = HELD_
     return questions
 
 
-def _chat_ids(tokenizer, prompt: str) -> list[int]:
-    chat = [{"role": "user", "content": prompt}]
-    return tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_dict=True)["input_ids"]
+def chat_inputs(tokenizer, prompts: list[str]) -> list:
+    """Each prompt as one user turn through the chat template, ready for `generate`: the same for both models."""
+    return [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        for prompt in prompts
+    ]
 
 
-def answers(model_path: str, tokenizer, prompts: list[str], local_only: bool) -> tuple[list[list[int]], float, float]:
+def answers(model_path: str, inputs: list) -> tuple[list[list[int]], float, float]:
     """Each prompt's greedy continuation (token ids, EOS included when reached), the load's and the generation's
-    seconds."""
+    seconds. The model comes from a directory or the local Hugging Face cache, never the network."""
     import torch
     from transformers import AutoModelForImageTextToText
 
     started = time.monotonic()
-    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.bfloat16, local_files_only=local_only)
+    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.bfloat16, local_files_only=True)
     loaded = time.monotonic()
     out = []
-    for prompt in prompts:
-        chat = [{"role": "user", "content": prompt}]
-        inputs = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    for encoded in inputs:
         with torch.no_grad():
-            ids = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False)
-        out.append(ids[0, inputs["input_ids"].shape[1] :].tolist())
+            ids = model.generate(**encoded, max_new_tokens=NEW_TOKENS, do_sample=False)
+        out.append(ids[0, encoded["input_ids"].shape[1] :].tolist())
     del model
     return out, round(loaded - started, 2), round(time.monotonic() - loaded, 2)
 
@@ -89,18 +92,15 @@ def compare(base_model: str, export_dir: str, questions: list[str]) -> tuple[str
 
     prompts = [*questions, *VERIFY_PROMPTS]
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
-    base_ids, base_load_s, base_generate_s = answers(base_model, tokenizer, prompts, local_only=True)
-    tuned_ids, tuned_load_s, tuned_generate_s = answers(export_dir, tokenizer, prompts, local_only=True)
-    decode = (
-        [tokenizer.decode(ids, skip_special_tokens=True) for ids in base_ids],
-        [tokenizer.decode(ids, skip_special_tokens=True) for ids in tuned_ids],
-    )
+    inputs = chat_inputs(tokenizer, prompts)
+    base_ids, base_load_s, base_generate_s = answers(base_model, inputs)
+    tuned_ids, tuned_load_s, tuned_generate_s = answers(export_dir, inputs)
     generated = sum(map(len, base_ids)) + sum(map(len, tuned_ids))
     result = {
         "prompts": len(prompts),
         "held_out_prompts": len(questions),
         "max_new_tokens": NEW_TOKENS,
-        "prompt_tokens": [len(_chat_ids(tokenizer, p)) for p in prompts],
+        "prompt_tokens": [encoded["input_ids"].shape[1] for encoded in inputs],
         "base_tokens": [len(ids) for ids in base_ids],
         "tuned_tokens": [len(ids) for ids in tuned_ids],
         "base_load_s": base_load_s,
@@ -108,7 +108,10 @@ def compare(base_model: str, export_dir: str, questions: list[str]) -> tuple[str
         "generate_s": round(base_generate_s + tuned_generate_s, 2),
         "tokens_per_s": round(generated / (base_generate_s + tuned_generate_s), 1),
     }
-    return markdown(prompts, len(questions), *decode, base_model), result
+    base, tuned = (
+        [tokenizer.decode(ids, skip_special_tokens=True) for ids in answered] for answered in (base_ids, tuned_ids)
+    )
+    return markdown(prompts, len(questions), base, tuned, base_model), result
 
 
 def main(argv: list[str] | None = None) -> int:
