@@ -3,6 +3,7 @@
 import logging
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,12 @@ class Follower:
         if self.error:
             raise self.error
         return self.result
+
+
+def patient(target):
+    """The same host with an unhurried command timeout, for the steps around the fault: starting a job waits
+    up to 2 s for its pid, which a loaded CI worker can need; only the follow under test runs on tight limits."""
+    return replace(target, command_timeout=10.0)
 
 
 def assert_everything_once(follower: Follower, scratch: Path) -> None:
@@ -90,7 +97,7 @@ def test_link_blackholed_while_following(private_host, scratch, make_proxy, tmp_
     target = private_host.target(
         scratch / "state", port=proxy.port, known_hosts=str(known), connect_timeout=1.0, command_timeout=1.0
     )
-    with connect(target) as conn:
+    with connect(patient(target)) as conn:
         jobs.start(conn, "dark", released_job(scratch))
     follower = Follower(target, "dark", wait_s=0.5, max_backoff_s=0.5)
     wait_until(lambda: follower.lines, what="the first line")
@@ -106,7 +113,7 @@ def test_link_blackholed_while_following(private_host, scratch, make_proxy, tmp_
 
 def test_follow_gives_up_at_its_deadline_and_says_where_to_resume(private_host, scratch):
     target = private_host.target(scratch / "state", connect_timeout=0.5, command_timeout=1.0)
-    with connect(target) as conn:
+    with connect(patient(target)) as conn:
         jobs.start(conn, "orphan", "echo hello; sleep 30")
     follower = Follower(target, "orphan", wait_s=0.5, reconnect_deadline_s=1.5, max_backoff_s=0.3)
     wait_until(lambda: follower.lines, what="the first line")
@@ -116,7 +123,7 @@ def test_follow_gives_up_at_its_deadline_and_says_where_to_resume(private_host, 
         follower.join()
     assert time.monotonic() - start < 5.0
     private_host.sshd.start()
-    with connect(target) as conn:
+    with connect(patient(target)) as conn:
         jobs.cancel(conn, "orphan", grace_s=1)
 
 
