@@ -232,9 +232,9 @@ def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outpu
 
 
 def test_the_held_out_loss_is_measured_before_training_and_at_every_interval_and_it_fell(tiny_pipeline):
-    """MaxText's own evaluation on the tiny dataset's held-out split, at steps 0, 15 and 30, and where the resumed
-    attempt starts. The local records were deleted before the resume (a lost VM's): the curve still starts at step
-    0, restored from the bucket."""
+    """MaxText's own evaluation on the tiny dataset's held-out split, at steps 0 and 30, and where the resumed
+    attempt starts. The local records were deleted before the resume (a lost VM's): the curve still starts at step 0,
+    restored from the bucket."""
     interval, resumed_at = TINY_SETTINGS["evalInterval"], tiny_pipeline.killed_at_checkpoint
     summary = tiny_pipeline.finished.summary
     expected = sorted({*range(0, STEPS + 1, interval), resumed_at})
