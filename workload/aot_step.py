@@ -121,29 +121,25 @@ def hbm_limit(device: Any) -> int:
     raise RuntimeError(f"{device.device_kind}: the compiler accepted {_PROBE_ARGUMENTS * _PROBE_ARGUMENT_BYTES} bytes")
 
 
-def compile_step(argv: list[str]) -> CompiledStep:
-    """`argv`: train_sft's MaxText arguments plus `compile_topology=…`, after a program name whose path makes
-    pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
+def _config(argv: list[str]) -> Any:
     config = pyconfig.initialize(argv)
     # pyconfig turns on JAX's persistent cache (jax_cache_dir), where a compile-only executable, which nothing can
     # load, would sit beside real runs' entries.
     jax.config.update("jax_enable_compilation_cache", False)
-    mesh = train_compile.get_topology_mesh(config)
+    return config
+
+
+def _compiled(config: Any, mesh: Any) -> Any:
     trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
     train_step, _ = trainer.jit_train_and_eval_step()
-    start = time.monotonic()
-    try:
-        with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
-            model, optimizer = _abstract_model_and_optimizer(config, mesh)
-            compiled = train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()
-    except jax.errors.JaxRuntimeError as error:
-        oom = parse_hbm_oom(str(error))
-        if oom is None:
-            raise
-        raise HbmOom(*oom, time.monotonic() - start, config) from None
-    seconds = time.monotonic() - start
+    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
+        model, optimizer = _abstract_model_and_optimizer(config, mesh)
+        return train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()
+
+
+def _memory(compiled: Any) -> Memory:
     analysis = compiled.memory_analysis()
-    memory = Memory(
+    return Memory(
         arguments=analysis.argument_size_in_bytes,
         outputs=analysis.output_size_in_bytes,
         aliased=analysis.alias_size_in_bytes,
@@ -151,6 +147,30 @@ def compile_step(argv: list[str]) -> CompiledStep:
         generated_code=analysis.generated_code_size_in_bytes,
         peak=analysis.peak_memory_in_bytes,
     )
+
+
+def local_step_memory(argv: list[str]) -> Memory:
+    """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
+    bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
+    config = _config(argv)
+    return _memory(_compiled(config, maxtext_utils.get_mesh_from_config(config)))
+
+
+def compile_step(argv: list[str]) -> CompiledStep:
+    """`argv`: train_sft's MaxText arguments plus `compile_topology=…`, after a program name whose path makes
+    pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
+    config = _config(argv)
+    mesh = train_compile.get_topology_mesh(config)
+    start = time.monotonic()
+    try:
+        compiled = _compiled(config, mesh)
+    except jax.errors.JaxRuntimeError as error:
+        oom = parse_hbm_oom(str(error))
+        if oom is None:
+            raise
+        raise HbmOom(*oom, time.monotonic() - start, config) from None
+    seconds = time.monotonic() - start
+    memory = _memory(compiled)
     limit = hbm_limit(mesh.devices.flat[0])
     maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
     flops = float(compiled.cost_analysis()["flops"])
