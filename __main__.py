@@ -150,8 +150,10 @@ if settings.is_slice:
         f"{settings.instance_name}-pipeline",
         TasksArgs(
             settings=settings,
-            target_json=slice_target_json(settings, hosts.group_id, hosts.host_names, kept_url, runs_url),
-            identity=hosts.group_id,
+            target_json=slice_target_json(
+                settings, hosts.group_id, hosts.host_names, hosts.host_ids, kept_url, runs_url
+            ),
+            identity=hosts.identity,
             hf_token=hf_token(),
             # The MIG, declared to wait until every host exists and the group is stable; for FLEX_START its resize
             # request too, which makes the hosts (infra/slice.py).
@@ -169,7 +171,7 @@ if settings.is_slice:
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
     export_run(tasks)
-    publish_after(tasks, hosts.group_id)
+    publish_after(tasks, hosts.identity)
 else:
     data_disk = DataDisk(
         f"{settings.instance_name}-data",

@@ -58,6 +58,17 @@ def host_names(base_instance_name: str, count: int) -> list[str]:
     return [f"{prefix}{number:0{digits}d}" for number in range(1, count + 1)]
 
 
+def instance_ids(names: list[str], s: Settings, after: list[pulumi.Resource]) -> pulumi.Output[dict[str, str]]:
+    """Host name → its instance id (Compute Engine's `instances.get`, through pulumi-gcp's getInstance)."""
+    found = [
+        gcp.compute.get_instance_output(
+            name=name, zone=s.zone, project=s.project, opts=pulumi.InvokeOutputOptions(depends_on=after)
+        ).instance_id
+        for name in names
+    ]
+    return pulumi.Output.all(*found).apply(lambda ids: dict(zip(names, ids, strict=True)))
+
+
 @dataclass(frozen=True)
 class TpuSliceArgs:
     settings: Settings
@@ -205,8 +216,21 @@ class TpuSlice(pulumi.ComponentResource):
         # What the tasks wait for: the group, and its request, whose hosts they reach (the host names, read from the
         # request, tie them to it as well; this says so where the tasks are wired).
         self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]
-        # Server-assigned, new when the group is replaced: what the tasks' host keys and triggers are pinned to.
+        # Server-assigned, new when the group is replaced: what the tasks' host keys are pinned to.
         self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
+        # Each host's instance id, read from Compute Engine once the group is stable, on every preview and `up`: a
+        # host the group recreated keeps its name and gets a new id, the evidence that lets its new host key in
+        # (remote/ssh/host_ids.py). A flex-start group's hosts come when its request finds capacity, maybe after
+        # `pulumi up` has returned, so they are not read: their group is made anew for each request anyway.
+        self.host_ids: pulumi.Output[dict[str, str]] = (
+            pulumi.Output.from_input({})
+            if flex
+            else self.host_names.apply(lambda names: instance_ids(names, s, self.ready))
+        )
+        # What the tasks' triggers hold: a new group, or a new host in it, is new hosts, and every phase re-runs.
+        self.identity: pulumi.Output[str] = pulumi.Output.all(self.group_id, self.host_ids).apply(
+            lambda a: "/".join([a[0], *(a[1][name] for name in sorted(a[1]))])
+        )
         # The bucket's grant needs the hosts' service account before they exist: the one named, or the project's
         # default compute account, which the API attaches when none is (as for the single VM).
         self.service_account_email: pulumi.Output[str] = (

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pulumi
 from pulumi_command import local
@@ -32,7 +32,8 @@ KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
 class TasksArgs:
     settings: Settings
     target_json: pulumi.Output[str]  # remote.ssh.target JSON: vm_target or slice_target
-    # The VM's instance id, or the slice's MIG id: a new one is new hosts, and every phase re-runs on them.
+    # The VM's instance id, or the slice's MIG id and its hosts' instance ids: a new one is new hosts, and every
+    # phase re-runs on them.
     identity: pulumi.Output[str]
     hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
     after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM or MIG, its firewall)
@@ -62,14 +63,23 @@ def vm_target(
     }
 
 
-def slice_target(s: Settings, group_id: str, host_names: Sequence[str], kept_url: str, runs_url: str) -> dict[str, Any]:
+def slice_target(
+    s: Settings,
+    group_id: str,
+    host_names: Sequence[str],
+    host_ids: Mapping[str, str],
+    kept_url: str,
+    runs_url: str,
+) -> dict[str, Any]:
     """remote.ssh.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
     `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
-    Worker ids are positions in that order, not the TPU runtime's own numbering; host keys are pinned per MIG."""
+    Worker ids are positions in that order, not the TPU runtime's own numbering. Host keys are pinned per MIG, and
+    each host's key to its instance id, where known: a recreated host's new key is let in by its new id."""
     return {
         "host": host_names[0],
         "workers": list(host_names[1:]),
         **_reach(s, f"{s.stack}-slice-{group_id}"),
+        "host_ids": dict(host_ids),
         "profile": slice_host(kept_url, runs_url).to_mapping(),
     }
 
@@ -90,10 +100,11 @@ def slice_target_json(
     s: Settings,
     group_id: pulumi.Output[str],
     host_names: pulumi.Output[list[str]],
+    host_ids: pulumi.Output[dict[str, str]],
     kept_url: pulumi.Output[str],
     runs_url: pulumi.Output[str],
 ) -> pulumi.Output[str]:
-    return pulumi.Output.all(group_id, host_names, kept_url, runs_url).apply(
+    return pulumi.Output.all(group_id, host_names, host_ids, kept_url, runs_url).apply(
         lambda a: json.dumps(slice_target(s, *a), sort_keys=True)
     )
 

@@ -30,6 +30,12 @@ DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  
 MIG_ID = 4815162342  # the server-assigned id of a managed instance group (an integer, as the API gives it)
 
 
+def instance_id_of(name: str) -> str:
+    """What Compute Engine would answer for a host's id unless a test says otherwise: decimal, as the API gives it,
+    one per host number (tpu-sft-dev-02 → 7000000002)."""
+    return str(7_000_000_000 + int(name.rsplit("-", 1)[1]))
+
+
 def is_secret(value: Any) -> bool:
     """Whether the engine received `value` marked secret (state stores such values encrypted)."""
     return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
@@ -89,8 +95,8 @@ def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, An
 class _Mocks(pulumi.runtime.Mocks):
     """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
 
-    def __init__(self, command_stdout: Mapping[str, str]):
-        self.command_stdout = command_stdout
+    def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str]):
+        self.command_stdout, self.instance_ids = command_stdout, instance_ids
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = named_as_google_would(args)
@@ -120,6 +126,9 @@ class _Mocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs):
         if args.token == "gcp:compute/getDefaultServiceAccount:getDefaultServiceAccount":
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
+        if args.token == "gcp:compute/getInstance:getInstance":  # a slice's host, by name
+            name = args.args["name"]
+            return {"name": name, "instanceId": self.instance_ids.get(name) or instance_id_of(name)}
         return {}
 
 
@@ -167,16 +176,18 @@ def run_program(
     preview: bool = True,
     into: Stack | None = None,
     command_stdout: Mapping[str, str] | None = None,
+    instance_ids: Mapping[str, str] | None = None,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
-    `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports.
+    `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
+    `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it.
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    mocks = _Mocks(command_stdout or {})
+    mocks = _Mocks(command_stdout or {}, instance_ids or {})
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     # set_mocks made a finished root resource; run_in_stack makes ours

@@ -14,9 +14,9 @@ What stands in for what: the hosts are namespaces on this machine, not VMs; Clou
 the IAM stand-in, at the endpoint that stands for the hosts' service account (reached through each host's sshd
 `SetEnv`, as a VM reaches the real API without any); MaxText runs on CPUs,
 so the tiny profile takes any number of workers where a real v6e-16 has four. The program's target names four
-hosts; the rehearsal replaces the hosts (and nothing else of the target but its keys and bootstrap) with its
-own. Every run starts from new hosts and an empty bucket (the emulator keeps it in memory); it leaves
-DIR/worker-N/home, each host's jobs and logs.
+hosts; the rehearsal replaces the hosts (and nothing else of the target but its keys, their instance ids and
+bootstrap) with its own. Every run starts from new hosts and an empty bucket (the emulator keeps it in memory); it
+leaves DIR/worker-N/home, each host's jobs and logs.
 """
 
 from __future__ import annotations
@@ -57,8 +57,9 @@ class SliceRehearsal:
         return next(c for c in self.commands if c.name.endswith(f"-{phase}"))
 
     def environment(self, command: Recorded) -> dict[str, str]:
-        """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys,
-        no IAP gateway, and MaxText linked instead of installed (the rest of the profile is the program's)."""
+        """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys
+        (no instance ids: those name the program's hosts), no IAP gateway, and MaxText linked instead of installed
+        (the rest of the profile is the program's)."""
         recorded = PipelineTarget.from_json(command.environment[TARGET_ENV])
         linked = linked_venv_spec(recorded.state_dir).to_mapping()
         target = dataclasses.replace(
@@ -70,6 +71,7 @@ class SliceRehearsal:
             key_path=str(self.hosts.user_key.private),
             known_hosts=str(self.hosts.known_hosts),
             trust_on_first_use=False,
+            host_ids=(),  # the program's, for its own hosts' names: these hosts' keys are pinned before any use
             profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=linked),
         )
         return {TARGET_ENV: target.to_json()}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,29 +144,47 @@ class SliceHosts:
         self.stop()
 
     def start(self) -> None:
-        login = pwd.getpwnam(self.user)
         pins = []
         for worker_id in range(self.count):
             address, lock = claim_address()
             self._locks.append(lock)
             base = self.directory / f"worker-{worker_id}"
-            home = base / "home"
-            home.mkdir(parents=True, exist_ok=True)
-            os.chown(home, login.pw_uid, login.pw_gid)
-            home.chmod(0o755)
-            sshd = NamespacedSshd(
-                base / "sshd",
-                self.user_key,
-                address,
-                home=home,
-                user_home=login.pw_dir,
-                hostname=f"worker-{worker_id}",
-                session_env=self.session_env,
-            )
-            self.hosts.append(SliceHost(worker_id, sshd, home))
-            sshd.start(22)
-            pins.append(sshd.known_hosts_line)
+            host = self._boot(worker_id, address, base / "home", base / "sshd")
+            self.hosts.append(host)
+            pins.append(host.sshd.known_hosts_line)
         self.known_hosts.write_text("".join(pins))  # rewritten: a leftover run's keys are not these
+
+    def recreate(self, worker_id: int) -> SliceHost:
+        """Replace a host as its managed instance group recreates one: the same name and address, a new machine
+        (nothing of the old one's processes or home) with a new host key. known_hosts keeps the old key: what a
+        client pinned is the client's business."""
+        old = self.hosts[worker_id]
+        old.sshd.stop()
+        shutil.rmtree(old.home)
+        generation = len(list(old.home.parent.glob("sshd*")))
+        self.hosts[worker_id] = self._boot(worker_id, old.address, old.home, old.home.parent / f"sshd-{generation}")
+        return self.hosts[worker_id]
+
+    def _boot(self, worker_id: int, address: str, home: Path, sshd_dir: Path) -> SliceHost:
+        login = pwd.getpwnam(self.user)
+        home.mkdir(parents=True, exist_ok=True)
+        os.chown(home, login.pw_uid, login.pw_gid)
+        home.chmod(0o755)
+        sshd = NamespacedSshd(
+            sshd_dir,
+            self.user_key,
+            address,
+            home=home,
+            user_home=login.pw_dir,
+            hostname=f"worker-{worker_id}",
+            session_env=self.session_env,
+        )
+        try:
+            sshd.start(22)
+        except BaseException:
+            sshd.stop()
+            raise
+        return SliceHost(worker_id, sshd, home)
 
     def stop(self) -> None:
         for host in self.hosts:

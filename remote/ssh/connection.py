@@ -22,6 +22,7 @@ from invoke.exceptions import CommandTimedOut, ThreadException, UnexpectedExit
 
 from remote.ssh.errors import AuthError, BadInput, CommandFailed, HostKeyError, TargetError, Unreachable, describe
 from remote.ssh.gateway import GatewayProcess
+from remote.ssh.host_ids import forget_if_rebuilt
 from remote.ssh.target import Target
 
 log = logging.getLogger("remote")
@@ -80,6 +81,9 @@ class Connection(fabric.Connection):
         self.gateway_process: GatewayProcess | None = None
         self.pinning = _PinningPolicy(target.known_hosts, target.trust_on_first_use)
         self.client.set_missing_host_key_policy(self.pinning)
+        instance_id = target.host_id(host)
+        if instance_id is not None:
+            forget_if_rebuilt(target.known_hosts, _known_hosts_name(host, target.port), instance_id)
         if os.path.exists(target.known_hosts):
             _load_known_hosts(self.client, target.known_hosts)
         elif not target.trust_on_first_use:

@@ -19,6 +19,7 @@ from workload.core.contract import STATE_DIR
 
 _HOST = re.compile(r"[A-Za-z0-9_.:-]{1,253}")  # hostnames, IPv4/IPv6 literals, GCE instance names
 _USER = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
+_INSTANCE_ID = re.compile(r"[0-9]{1,20}")  # Compute Engine's instance ids: unsigned 64-bit integers, in decimal
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class Target:
     port: int = 22
     gateway: str | None = None  # a ProxyCommand, e.g. "gcloud compute start-iap-tunnel NAME %p --listen-on-stdin …"
     trust_on_first_use: bool = False  # record an unknown host key instead of refusing (a changed key is always refused)
+    # (host, instance id) pairs: a host whose id is not the one recorded beside known_hosts is a new machine under
+    # the old name, and its old key is forgotten (remote/ssh/host_ids.py). JSON: an object, host → id.
+    host_ids: tuple[tuple[str, str], ...] = ()
     workers: tuple[str, ...] = ()  # further hosts of a multi-host slice, reached with the same user, key and port
     connect_timeout: float = 10.0  # TCP connect, SSH banner and authentication, each
     command_timeout: float = 120.0  # any short control command; long installs set their own
@@ -63,6 +67,7 @@ class Target:
             _check_host("workers", worker)
         if len(set(self.hosts)) != len(self.hosts):
             raise TargetError("workers", "lists a host twice", "list each worker once, without the main host")
+        self._check_host_ids()
         for name in ("connect_timeout", "command_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 86400:
@@ -83,9 +88,30 @@ class Target:
                 'set "state_dir" to an absolute path or one relative to the home directory (no ~), e.g. ".tpu-sft"',
             )
 
+    def _check_host_ids(self) -> None:
+        if not isinstance(self.host_ids, tuple) or not all(
+            isinstance(pair, tuple) and len(pair) == 2 for pair in self.host_ids
+        ):
+            raise TargetError("host_ids", f"{self.host_ids!r} is not an object", 'give "host_ids" as {"host": "id"}')
+        for host, instance_id in self.host_ids:
+            if host not in self.hosts:
+                raise TargetError("host_ids", f"names {host!r}, not a host of the target", "name the target's hosts")
+            if not isinstance(instance_id, str) or not _INSTANCE_ID.fullmatch(instance_id):
+                raise TargetError("host_ids", f"{instance_id!r} is not an instance id", "give the instance's id")
+        if self.host_ids and not self.trust_on_first_use:
+            raise TargetError(
+                "host_ids",
+                "needs trust_on_first_use: a new instance's key can only be recorded on first use",
+                'set "trust_on_first_use" to true, or omit "host_ids"',
+            )
+
     @property
     def hosts(self) -> tuple[str, ...]:
         return (self.host, *self.workers)
+
+    def host_id(self, host: str) -> str | None:
+        """The instance id the target gives for `host`, if any."""
+        return dict(self.host_ids).get(host)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> Self:
@@ -105,6 +131,8 @@ class Target:
         """The fields' values as JSON gives them, turned into the fields' types (a subclass adds its own)."""
         if isinstance(values.get("workers"), list):
             values["workers"] = tuple(values["workers"])
+        if isinstance(values.get("host_ids"), Mapping):
+            values["host_ids"] = tuple(sorted(values["host_ids"].items()))
         return values
 
     @classmethod
@@ -118,6 +146,7 @@ class Target:
     def to_json(self) -> str:
         plain = asdict(self)
         plain["workers"] = list(self.workers)
+        plain["host_ids"] = dict(self.host_ids)
         return json.dumps(plain, sort_keys=True)
 
 

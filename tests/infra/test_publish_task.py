@@ -137,4 +137,5 @@ def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack)
     target = json.loads(publish.inputs["environment"][TARGET_ENV])
     assert target["host"] == "tpu-sft-dev-01" and target["profile"]["kept_dir"].startswith("gs://")
     assert tasks["export"].urn in publish.dependencies
-    assert str(MIG_ID) in publish.inputs["triggers"]  # the group's id, as the phases' identity
+    assert tasks["export"].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
+    assert publish.inputs["triggers"][0].startswith(f"{MIG_ID}/")  # or group publishes again

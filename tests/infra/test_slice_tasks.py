@@ -9,7 +9,7 @@ import json
 import pytest
 
 from infra.phases import OWN_INPUTS
-from rehearsal.engine import MIG_ID, is_secret, plain, run_program
+from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
 from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
 from workload.bill import total
@@ -39,6 +39,11 @@ def names(hosts):
     return [f"tpu-sft-dev-{n:02d}" for n in range(1, hosts + 1)]
 
 
+def slice_identity(hosts, changed_ids=None):
+    """The phases' identity: the group's id and each host's instance id, as Compute Engine gives them."""
+    return "/".join([str(MIG_ID), *((changed_ids or {}).get(n, instance_id_of(n)) for n in names(hosts))])
+
+
 @pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
 def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator, hosts):
     declared = tasks(slice_stack(accelerator, {"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",)))
@@ -55,6 +60,7 @@ def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator,
                 "known_hosts": f".tpu-sft/known_hosts/dev-slice-{MIG_ID}",  # pinned per MIG: a new one is new hosts
                 "gateway": GATEWAY,  # %h: each host's instance name
                 "trust_on_first_use": True,
+                "host_ids": {n: instance_id_of(n) for n in names(hosts)},  # what lets a recreated host's new key in
                 "profile": {
                     "name": "slice-host",
                     "bootstrap": None,  # the seed's install, as on the VM
@@ -106,6 +112,7 @@ def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
         assert [target["host"], *target["workers"]] == names(hosts)
         assert target["known_hosts"] == f".tpu-sft/known_hosts/dev-slice-{MIG_ID}"  # pinned per group, as before
+        assert target["host_ids"] == {}  # not read: the hosts may come after `pulumi up` has returned
         assert task.inputs["triggers"][0] == str(MIG_ID)
     assert stack.outputs["hostNames"] == names(hosts)
 
@@ -125,7 +132,7 @@ def test_each_phase_holds_only_its_settings_and_the_group_identity(slice_stack, 
         # The slice's type feeds train (and so export), as on the VM; convert and bootstrap never see it.
         assert settings.get("acceleratorType") == (accelerator if phase in ("train", "export") else None)
         identity, inputs = task.inputs["triggers"]
-        assert identity == str(MIG_ID)  # a replaced group is new hosts: every phase re-runs
+        assert identity == slice_identity(hosts)  # a replaced group or host is new hosts: every phase re-runs
         assert inputs == settings
 
 
@@ -136,7 +143,7 @@ def test_the_token_task_pipes_a_secret_to_every_host(slice_stack):
     assert is_secret(token.inputs["stdin"])
     assert set(token.inputs["environment"]) == {"TPU_SFT_TARGET"}
     assert json.loads(token.inputs["environment"]["TPU_SFT_TARGET"])["workers"] == names(4)[1:]
-    assert token.inputs["triggers"][0] == str(MIG_ID)
+    assert token.inputs["triggers"][0] == slice_identity(4)
     assert TOKEN not in json.dumps([plain(r.inputs) for r in stack.resources])
 
 
@@ -282,3 +289,27 @@ def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_con
         assert {task for task, reruns, _ in rows if reruns} == {"train", "export"}
     else:
         assert rows == [(phase, True, why) for phase in PHASES]
+
+
+def test_a_host_the_group_recreated_reruns_every_phase_on_every_host_and_lets_in_only_its_new_key(slice_stack):
+    """The MIG recreated worker 1: same name, new instance id (read on the next preview or `up`). Every task's
+    triggers change, so every phase re-runs on every worker (train resumes from the bucket); the target says which
+    host is new, and nothing else changes: the other hosts' keys stay pinned (remote/ssh/host_ids.py)."""
+    before = tasks(slice_stack(overrides={"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",)))
+    after = tasks(
+        slice_stack(
+            overrides={"tpu-sft:hfToken": TOKEN},
+            secret_keys=("tpu-sft:hfToken",),
+            instance_ids={"tpu-sft-dev-02": "7999999999"},
+        )
+    )
+    for name, task in after.items():
+        assert (
+            task.inputs["triggers"][0]
+            == slice_identity(4, {"tpu-sft-dev-02": "7999999999"})
+            != (before[name].inputs["triggers"][0])
+        )
+        assert task.inputs["triggers"][1:] == before[name].inputs["triggers"][1:]
+        target, old = (json.loads(t.inputs["environment"]["TPU_SFT_TARGET"]) for t in (task, before[name]))
+        assert target["host_ids"] == {**old["host_ids"], "tpu-sft-dev-02": "7999999999"}
+        assert {k: v for k, v in target.items() if k != "host_ids"} == {k: v for k, v in old.items() if k != "host_ids"}

@@ -17,11 +17,14 @@ def test_json_round_trip_keeps_every_field():
         gateway="gcloud compute start-iap-tunnel vm %p --listen-on-stdin",
         trust_on_first_use=True,
         workers=("10.0.0.3",),
+        host_ids=(("10.0.0.2", "7"), ("10.0.0.3", "8")),
         connect_timeout=2.5,
         state_dir="/srv/x",
     )
     assert Target.from_json(target.to_json()) == target
     assert target.hosts == ("10.0.0.2", "10.0.0.3")
+    assert json.loads(target.to_json())["host_ids"] == {"10.0.0.2": "7", "10.0.0.3": "8"}
+    assert (target.host_id("10.0.0.3"), target.host_id("10.0.0.9")) == ("8", None)
 
 
 @pytest.mark.parametrize(
@@ -38,6 +41,11 @@ def test_json_round_trip_keeps_every_field():
         ({"gateway": " "}, "gateway"),
         ({"colour": "red"}, "colour"),
         ({"known_hosts": None}, "known_hosts"),
+        ({"host_ids": ["10.0.0.2", "7"]}, "host_ids"),
+        ({"host_ids": {"10.0.0.9": "7"}, "trust_on_first_use": True}, "host_ids"),
+        ({"host_ids": {"10.0.0.2": 7}, "trust_on_first_use": True}, "host_ids"),
+        ({"host_ids": {"10.0.0.2": "7; rm"}, "trust_on_first_use": True}, "host_ids"),
+        ({"host_ids": {"10.0.0.2": "7"}}, "host_ids"),  # a forgotten key could never be recorded again
     ],
 )
 def test_bad_field_is_named_with_a_fix(change, field):
