@@ -151,7 +151,13 @@ if settings.is_slice:
         TasksArgs(
             settings=settings,
             target_json=slice_target_json(
-                settings, hosts.group_id, hosts.host_names, hosts.host_ids, kept_url, runs_url
+                settings,
+                hosts.group_id,
+                hosts.host_names,
+                hosts.host_ids,
+                hosts.resize_request_path,
+                kept_url,
+                runs_url,
             ),
             identity=hosts.identity,
             hf_token=hf_token(),

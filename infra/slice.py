@@ -23,6 +23,7 @@ from infra import flex_start
 from infra.bucket import region_of
 from infra.settings import IMAGE, Settings
 from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
+from remote.pipeline.capacity import request_path
 
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"  # collocated hosts; the only type that takes an accelerator topology
 # A host Google ended (preempted, capped by max_run_duration, reservation over) stays ended: the default, REPAIR,
@@ -226,6 +227,14 @@ class TpuSlice(pulumi.ComponentResource):
             pulumi.Output.from_input({})
             if flex
             else self.host_names.apply(lambda names: instance_ids(names, s, self.ready))
+        )
+        # Where the first task waits for a flex-start slice's hosts (remote/pipeline/capacity.py).
+        self.resize_request_path: pulumi.Output[str | None] = (
+            pulumi.Output.all(self.group.name, self.resize_request.name).apply(
+                lambda a: request_path(s.project, s.zone, a[0], a[1])
+            )
+            if self.resize_request
+            else pulumi.Output.from_input(None)
         )
         # What the tasks' triggers hold: a new group, or a new host in it, is new hosts, and every phase re-runs.
         self.identity: pulumi.Output[str] = pulumi.Output.all(self.group_id, self.host_ids).apply(

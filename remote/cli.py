@@ -15,7 +15,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from remote.pipeline import outcome, phase, publish
+from remote.pipeline import capacity, outcome, phase, publish
 from remote.pipeline.bootstrap.scheduler import bootstrap_all
 from remote.pipeline.bootstrap.seed import spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
@@ -185,6 +185,12 @@ def target_from(args) -> PipelineTarget:
         if value is not None:
             fields[name] = value
     return PipelineTarget.from_mapping(fields)
+
+
+def await_hosts(target: PipelineTarget) -> None:
+    """Returns once the target's hosts exist: a flex-start slice's come when its resize request finds capacity."""
+    if target.resize_request is not None:
+        capacity.wait_for_capacity(target.resize_request)
 
 
 def _print_json(value) -> None:
@@ -508,6 +514,7 @@ def _add_phase(verbs, common) -> None:
 def _phase(args) -> int:
     try:
         request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
+        await_hosts(request.target)
         return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
     except BaseException as error:  # every way a phase ends prints its summary last; main says the rest
         _print_json(outcome.failed(args.phase, outcome.reason_for(error)))
@@ -538,6 +545,7 @@ def _publish(args) -> int:
     if not os.environ.get(TARGET_ENV):
         raise BadInput(f"${TARGET_ENV} is not set: give the target as JSON")
     request = PhaseRequest.from_env("export", target_from(args), os.environ)
+    await_hosts(request.target)
     return publish.publish(request, publish.destinations(os.environ), sys.stdout, os.environ)
 
 
@@ -564,7 +572,9 @@ def _put_secret(args) -> int:
         raise BadInput(f"put-secret {args.name}: stdin is not UTF-8 text; pipe the secret in as text") from None
     if not value:
         raise BadInput(f"put-secret {args.name}: stdin was empty; pipe the secret in")
-    results = write_secret_everywhere(target_from(args), args.name, value, args.deadline)
+    target = target_from(args)
+    await_hosts(target)
+    results = write_secret_everywhere(target, args.name, value, args.deadline)
     failed = {host: result for host, result in results.items() if isinstance(result, RemoteError)}
     for host, result in results.items():
         if host in failed:

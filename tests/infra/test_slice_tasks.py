@@ -5,6 +5,7 @@ host, all through the same IAP gateway with the stack's one identity, a host pro
 it waits for (the MIG), its environment (only its phase's settings) and triggers, and the PR plan's answer."""
 
 import json
+import re
 
 import pytest
 
@@ -113,6 +114,12 @@ def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_
         assert [target["host"], *target["workers"]] == names(hosts)
         assert target["known_hosts"] == f".tpu-sft/known_hosts/dev-slice-{MIG_ID}"  # pinned per group, as before
         assert target["host_ids"] == {}  # not read: the hosts may come after `pulumi up` has returned
+        assert re.fullmatch(  # what the first task waits on (remote/pipeline/capacity.py), by its auto-name
+            "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev/resizeRequests/"
+            "tpu-sft-dev-hosts-[0-9a-f]{7}",
+            target["resize_request"],
+        )
+        assert PipelineTarget.from_json(task.inputs["environment"]["TPU_SFT_TARGET"]).resize_request
         assert task.inputs["triggers"][0] == str(MIG_ID)
     assert stack.outputs["hostNames"] == names(hosts)
 

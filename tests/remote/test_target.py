@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from remote.pipeline.target import PipelineTarget
 from remote.ssh.errors import TargetError
 from remote.ssh.target import Target
 
@@ -60,3 +61,21 @@ def test_bad_field_is_named_with_a_fix(change, field):
 def test_invalid_json_is_a_target_error():
     with pytest.raises(TargetError, match="not valid JSON"):
         Target.from_json("{host:")
+
+
+REQUEST = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev/resizeRequests/tpu-sft-dev-hosts"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [REQUEST + "/../x", REQUEST.replace("projects/", "projects/$(id)"), "tpu-sft-dev-hosts", 7, REQUEST + "\n"],
+)
+def test_a_resize_request_that_is_not_a_path_is_refused_with_the_fix(value):
+    with pytest.raises(TargetError) as e:
+        PipelineTarget.from_json(json.dumps({**BASE, "resize_request": value}))
+    assert e.value.field == "resize_request" and "Fix: " in str(e.value)
+
+
+def test_a_resize_request_path_round_trips():
+    target = PipelineTarget(**BASE, resize_request=REQUEST)
+    assert PipelineTarget.from_json(target.to_json()).resize_request == REQUEST
