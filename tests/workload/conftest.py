@@ -17,7 +17,6 @@ from rehearsal import storage_iam
 from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
 from rehearsal.run import record
 from rehearsal.sshd import keygen
-from tests.fixtures.priority import head_start
 from tests.workload.tiny_run import (
     MAXTEXT_PYTHON,
     TINY_SETTINGS,
@@ -28,9 +27,6 @@ from tests.workload.tiny_run import (
 from workload.layout import Layout
 
 RUNS_PREFIX = "runs"
-# Nice levels ahead of the suite's other runs (tests/fixtures/priority.py): its trainings use every core, so less
-# than the fresh VM's 5, which is mostly one process at a time.
-TINY_HEAD_START = 3
 # What the tiny pipeline's trainer compiles (its training step, its sharded initial state), kept between suite
 # runs as MaxText keeps ~/jax_cache, which the e2e run's trainer reads: the runs' bucket starts with it, so the
 # first attempt loads them instead of compiling for minutes under the suite's load. That the cache in the bucket
@@ -81,16 +77,14 @@ def tiny_pipeline(maxtext_python, gcs, tmp_path_factory) -> TinyPipeline:
     assert cache is not None
     if COMPILED.is_dir():
         gcs.upload(COMPILED, cache)
-    # The suite's longest chain: this run, then the ~20 tests on it, one after another on one worker.
-    with head_start(TINY_HEAD_START):
-        interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(
-            maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX
-        )
-        # What a lost VM takes with it besides its scratch checkpoints: the runner's own step records. The resume
-        # must find both in the bucket. (The converted checkpoint stays: re-converting on a new VM is covered by
-        # the fresh-VM rehearsal.)
-        shutil.rmtree(work / "train-metrics")
-        finished = run_workload(maxtext_python, config, work, out, "--runs-dir", gcs.gs(RUNS_PREFIX))
+    interrupted, checkpoint, kill = start_and_kill_trainer_after_checkpoint(
+        maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX
+    )
+    # What a lost VM takes with it besides its scratch checkpoints: the runner's own step records. The resume
+    # must find both in the bucket. (The converted checkpoint stays: re-converting on a new VM is covered by
+    # the fresh-VM rehearsal.)
+    shutil.rmtree(work / "train-metrics")
+    finished = run_workload(maxtext_python, config, work, out, "--runs-dir", gcs.gs(RUNS_PREFIX))
     assert finished.returncode == 0, f"{finished.summary}\n{finished.stderr[-3000:]}"
     gcs.download(cache, COMPILED)
     print(
