@@ -16,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from typing import IO, cast
 
@@ -41,6 +42,8 @@ class GatewayProcess(paramiko.ProxyCommand):
         self.from_tunnel = cast(IO[bytes], self.process.stdout)
         self.timeout = None
         self.said_at_close = ""
+        # paramiko's transport thread and the caller may both close the proxy, and read its stderr, at once.
+        self._stderr_lock = threading.Lock()
 
     def send(self, content: bytes) -> int:
         try:
@@ -80,8 +83,12 @@ class GatewayProcess(paramiko.ProxyCommand):
     def stderr_tail(self) -> str:
         """The command's last line on stderr (gcloud's own error), or "". Still there once closed: paramiko's
         transport thread may close the proxy before the connection's error is built."""
-        if self.stderr_file.closed:
-            return self.said_at_close
+        with self._stderr_lock:
+            if self.stderr_file.closed:
+                return self.said_at_close
+            return self._read_tail()
+
+    def _read_tail(self) -> str:
         self.stderr_file.seek(0, os.SEEK_END)
         size = self.stderr_file.tell()
         self.stderr_file.seek(max(0, size - _TAIL_BYTES))
@@ -90,8 +97,10 @@ class GatewayProcess(paramiko.ProxyCommand):
     def close(self) -> None:
         if self.process.poll() is None:
             super().close()
-        self.said_at_close = self.stderr_tail()
-        self.stderr_file.close()
+        with self._stderr_lock:
+            if not self.stderr_file.closed:
+                self.said_at_close = self._read_tail()
+                self.stderr_file.close()
 
 
 def check_gcloud(gateway: str | None) -> None:

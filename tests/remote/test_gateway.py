@@ -8,6 +8,7 @@ either fails as IAP does or relays to the local sshd like the real tunnel (tests
 import dataclasses
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,7 +16,9 @@ import pytest
 
 from remote.ssh.connection import connect, run
 from remote.ssh.errors import TargetError, Unreachable
+from remote.ssh.gateway import GatewayProcess
 from remote.ssh.wait import wait_for_ssh
+from tests.ssh_testbed import wait_until
 
 RELAY = Path(__file__).with_name("stdio_relay.py")
 IAP_GATEWAY = "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b --project=my-project"
@@ -107,3 +110,27 @@ def test_a_working_tunnel_that_talks_on_stderr_still_connects(via_iap, sshd_host
     with wait_for_ssh(via_iap, deadline_s=30) as conn:
         assert run(conn, "echo through IAP").stdout == "through IAP\n"
     assert record.read_text() == f"tpu-sft-dev {sshd_host.sshd.port}\n"
+
+
+def test_closed_from_two_threads_at_once_it_keeps_what_the_tunnel_said():
+    """paramiko's transport thread and the caller both close the proxy; neither may read a file the other closed
+    (seen in a suite run: `Bad file descriptor` in the transport thread)."""
+    for _ in range(20):
+        proxy = GatewayProcess("sh -c 'echo tunnel said this >&2; sleep 5'")
+        wait_until(lambda p=proxy: p.stderr_tail() == "tunnel said this", what="the tunnel's stderr")
+        start = threading.Barrier(2)
+        failures: list[BaseException] = []
+
+        def close(p=proxy, barrier=start, failed=failures):
+            barrier.wait()
+            try:
+                p.close()
+            except BaseException as e:  # noqa: BLE001  what the thread would have died of
+                failed.append(e)
+
+        threads = [threading.Thread(target=close) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failures == [] and proxy.stderr_tail() == "tunnel said this"
