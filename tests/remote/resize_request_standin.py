@@ -13,9 +13,10 @@ rate limits, and what the state was between two reads (Google's own timing is no
 
 from __future__ import annotations
 
-import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.standin_http import reply_json
 
 TOKEN = "ya29.standin-caller-token-0123456789"
 
@@ -71,21 +72,13 @@ class ResizeRequestStandin:
                     code, body = 401, {"error": {"code": 401, "message": "Request had invalid authentication"}}
                 else:
                     code, body = standin._answer(self.path)
-                self._send(code, body)
+                reply_json(self, code, body)
 
             def do_POST(self):  # noqa: N802
                 standin.requests.append(("POST", self.path, self.headers.get("Authorization", "")))
-                self._send(405, {})
+                reply_json(self, 405, {})
 
             do_DELETE = do_POST  # noqa: N815
-
-            def _send(self, code: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
 
             def log_message(self, *_):
                 pass

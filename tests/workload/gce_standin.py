@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT, Stack
+from tests.standin_http import reply
 
 TOKEN = "ya29.standin-access-token-0123456789"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -108,12 +109,7 @@ class GceStandin:
                 pass
 
             def _answer(self, code: int, body: str, kind: str = "application/text") -> None:
-                data = body.encode()
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, code, body.encode(), kind)
 
             def _error(self, code: int, message: str) -> None:
                 self._answer(code, json.dumps({"error": {"code": code, "message": message}}), "application/json")

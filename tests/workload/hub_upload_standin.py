@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
+from tests.standin_http import reply_json
 from workload.publish_hub import git_blob_id
 
 LFS_FROM = 10_000  # bytes: smaller files are committed as regular git blobs, as the Hub decides for small text
@@ -43,14 +44,6 @@ class HubStandin:
             def log_message(self, *args) -> None:
                 pass
 
-            def _reply(self, code: int, body) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
             def _handle(self) -> None:
                 body = self._body()
                 hub.requests.append(
@@ -66,10 +59,10 @@ class HubStandin:
                 if self.command == "PUT" and parts[0] == "lfs-upload":
                     # As the Hub's LFS upload URLs are presigned storage URLs: authorised by the URL, not a token.
                     if parse_qs(url.query).get("signature") != [_signature(parts[1])]:
-                        return self._reply(403, {"error": "SignatureDoesNotMatch"})
+                        return reply_json(self, 403, {"error": "SignatureDoesNotMatch"})
                     return self._put_object(parts[1], body)
                 if self.headers.get("Authorization") != f"Bearer {hub.token}":
-                    return self._reply(401, {"error": "Invalid credentials in Authorization header"})
+                    return reply_json(self, 401, {"error": "Invalid credentials in Authorization header"})
                 try:
                     if self.command == "POST" and path == "/api/repos/create":
                         return self._create(json.loads(body))
@@ -78,7 +71,7 @@ class HubStandin:
                     if self.command == "POST" and parts[:2] == ["api", "models"]:
                         repo, verb = "/".join(parts[2:4]), parts[4]
                         if repo not in hub.repos:
-                            return self._reply(404, {"error": f"Repository {repo} not found"})
+                            return reply_json(self, 404, {"error": f"Repository {repo} not found"})
                         if verb == "paths-info":
                             return self._paths_info(repo, parse_qs(body.decode()))
                         if verb == "preupload":
@@ -86,8 +79,8 @@ class HubStandin:
                         if verb == "commit":
                             return self._commit(repo, body)
                 except (ValueError, KeyError, IndexError) as error:
-                    return self._reply(400, {"error": f"bad request: {error}"})
-                self._reply(404, {"error": f"the stand-in does not answer {self.command} {path}"})
+                    return reply_json(self, 400, {"error": f"bad request: {error}"})
+                reply_json(self, 404, {"error": f"the stand-in does not answer {self.command} {path}"})
 
             do_GET = do_POST = do_PUT = _handle
 
@@ -104,17 +97,19 @@ class HubStandin:
             def _create(self, request: dict) -> None:
                 repo = f"{request['organization']}/{request['name']}"
                 if repo in hub.repos:
-                    return self._reply(409, {"error": "You already created this model repo", "url": repo})
+                    return reply_json(self, 409, {"error": "You already created this model repo", "url": repo})
                 private = request.get("visibility") == "private" or request.get("private") is True
                 hub.repos[repo] = {"private": private, "files": {}}
-                self._reply(200, {"url": f"http://{self.headers['Host']}/{repo}", "name": repo})
+                reply_json(self, 200, {"url": f"http://{self.headers['Host']}/{repo}", "name": repo})
 
             def _paths_info(self, repo: str, form: dict) -> None:
                 files = hub.repos[repo]["files"]
-                self._reply(200, [{"type": "file", "path": p, **files[p]} for p in form.get("paths", []) if p in files])
+                found = [{"type": "file", "path": p, **files[p]} for p in form.get("paths", []) if p in files]
+                reply_json(self, 200, found)
 
             def _preupload(self, request: dict) -> None:
-                self._reply(
+                reply_json(
+                    self,
                     200,
                     {
                         "files": [
@@ -142,17 +137,17 @@ class HubStandin:
                     }
                     for o in request["objects"]
                 ]
-                self._reply(200, {"transfer": "basic", "objects": objects})
+                reply_json(self, 200, {"transfer": "basic", "objects": objects})
 
             def _put_object(self, oid: str, data: bytes) -> None:
                 if hashlib.sha256(data).hexdigest() != oid:
-                    return self._reply(400, {"error": "sha256 mismatch"})
+                    return reply_json(self, 400, {"error": "sha256 mismatch"})
                 hub.lfs[oid] = data
-                self._reply(200, {})
+                reply_json(self, 200, {})
 
             def _commit(self, repo: str, body: bytes) -> None:
                 if hub.refuse_commits_after is not None and len(hub.commits) >= hub.refuse_commits_after:
-                    return self._reply(500, {"error": "Internal Error"})
+                    return reply_json(self, 500, {"error": "Internal Error"})
                 files, paths = hub.repos[repo]["files"], []
                 for line in body.decode().splitlines():
                     item = json.loads(line)
@@ -163,7 +158,7 @@ class HubStandin:
                         hub.blobs[(repo, value["path"])] = data
                     elif item["key"] == "lfsFile":
                         if value["oid"] not in hub.lfs:
-                            return self._reply(400, {"error": f"LFS object {value['oid']} was never uploaded"})
+                            return reply_json(self, 400, {"error": f"LFS object {value['oid']} was never uploaded"})
                         files[value["path"]] = {
                             "size": value["size"],
                             "oid": "0" * 40,
@@ -173,7 +168,8 @@ class HubStandin:
                         continue
                     paths.append(value["path"])
                 hub.commits.append((repo, paths))
-                self._reply(
+                reply_json(
+                    self,
                     200,
                     {
                         "commitUrl": f"http://{self.headers['Host']}/{repo}/commit/{len(hub.commits)}",
