@@ -30,17 +30,19 @@ from pathlib import Path
 
 from workload import commands
 from workload.core.config import PipelineConfig
+from workload.fit import Memory
 from workload.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 STEPS = 3
 SAMPLE_S = 0.02
+# In .maxtext-venv: the program's path first, from which pyconfig picks train_sft's own config, as preflight does.
 COMPILE = """
 import json, sys
 from dataclasses import asdict
-from workload import aot_step
-print(json.dumps(asdict(aot_step.local_step_memory(sys.argv[1:]))))
+from workload import aot_step, preflight
+print(json.dumps(asdict(aot_step.local_step_memory([preflight.train_sft_file(), *sys.argv[1:]]))))
 """
 
 
@@ -80,8 +82,7 @@ def real_peak(argv: list[str], env: dict[str, str], cwd: Path) -> int:
 
 
 def compiled_memory(train_argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> dict:
-    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, _train_sft_file()]
-    argv += train_argv[train_argv.index(commands.TRAIN_SFT) + 1 :]
+    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, *train_argv[train_argv.index(commands.TRAIN_SFT) + 1 :]]
     done = subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -109,13 +110,7 @@ def main() -> int:
             train = commands.train_sft(config, layout, python=str(MAXTEXT_PYTHON))
             train_env = {**env, **train.env}
             compiled = compiled_memory(train.argv, train_env, work)
-            parts = (
-                compiled["arguments"]
-                + compiled["outputs"]
-                - compiled["aliased"]
-                + compiled["temporaries"]
-                + compiled["generated_code"]
-            )
+            parts = Memory(**compiled).parts
             peak = real_peak(list(train.argv), train_env, work)
             rows.append({"batch": batch, "compiled": compiled, "compiled_parts": parts, "process_peak": peak})
             print(json.dumps(rows[-1]), flush=True)
@@ -131,22 +126,6 @@ def main() -> int:
             f"batch {low['batch']} → {high['batch']}: the process's peak grew {slope:.3f}× what the compiled step grew"
         )
     return 0
-
-
-def _train_sft_file() -> str:
-    """pyconfig picks train_sft's own config (post_train/sft.yml) from the program's path, as workload/preflight.py
-    hands it."""
-    found = subprocess.run(
-        [
-            str(MAXTEXT_PYTHON),
-            "-c",
-            f"import importlib.util; print(importlib.util.find_spec('{commands.TRAIN_SFT}').origin)",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return found.stdout.strip()
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def maxtext_arguments(config: PipelineConfig, scratch: str, overrides: list[str]
     return [*argv[argv.index(commands.TRAIN_SFT) + 1 :], *topology, *overrides]
 
 
-def _train_sft_file() -> str:
+def train_sft_file() -> str:
     """pyconfig picks a program's default config (train_sft's: post_train/sft.yml) from the path in argv[0], which
     under `python -m` is the module's file."""
     spec = importlib.util.find_spec(commands.TRAIN_SFT)
@@ -83,7 +83,7 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     record: dict = {"accelerator": accelerator.name, "overrides": overrides}
     with tempfile.TemporaryDirectory(prefix="tpu-sft-preflight-") as scratch:
         try:
-            step = aot_step.compile_step([_train_sft_file(), *maxtext_arguments(config, scratch, overrides)])
+            step = aot_step.compile_step([train_sft_file(), *maxtext_arguments(config, scratch, overrides)])
         except aot_step.HbmOom as oom:
             settings = _compiled_settings(oom.config)
             line = fit.does_not_fit_line(

@@ -107,7 +107,7 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
     monkeypatch.setitem(sys.modules, "workload.aot_step", compiler)
     monkeypatch.setattr("workload.aot_step", compiler, raising=False)
-    monkeypatch.setattr(preflight, "_train_sft_file", lambda: "train_sft.py")
+    monkeypatch.setattr(preflight, "train_sft_file", lambda: "train_sft.py")
     line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
     assert record["fits"] is False and record["hbm_bytes_per_chip"] == 40_091_646_624
     assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: at least 37.34 GiB per chip of 31.25 GiB HBM")
