@@ -9,7 +9,7 @@ every host of it.
 import pulumi
 
 from infra import settings as stack_settings
-from infra.autostop import AutostopAccess, AutostopAccessArgs
+from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
@@ -144,6 +144,17 @@ if settings.is_slice:
     access_key = os_login_key()
     hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
     checkpoints = checkpoint_bucket(hosts.service_account_email)
+    if settings.autostop != "off":
+        SliceAutostopAccess(
+            f"{settings.instance_name}-autostop",
+            SliceAutostopAccessArgs(
+                project=settings.project,
+                zone=settings.zone,
+                stack=settings.stack,
+                group_name=hosts.name,
+                service_account_email=hosts.service_account_email,
+            ),
+        )
     runs_url = checkpoints.url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
     kept_url = checkpoints.url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
     tasks = PostDeployTasks(

@@ -226,7 +226,7 @@ def flex_start_within_seven_days(s: Settings) -> None:
 def flex_start_cannot_stop(s: Settings) -> None:
     """Google does not stop flex-start VMs (they run once, then are deleted): autostop's stop would be refused every
     poll while the VM bills on. Delete keeps what matters: the data disk and the checkpoint bucket outlive the VM.
-    A slice is refused any autostop by slice_autostop."""
+    A flex-start slice is refused any autostop by slice_autostop."""
     if s.provisioning_model == "FLEX_START" and s.autostop == "stop" and not s.is_slice:
         raise ConfigError(
             stack_key("autostop"),
@@ -244,13 +244,15 @@ _OR_ONE_VM = ", or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
 
 
 def slice_autostop(s: Settings) -> None:
-    """Autostop stops or deletes the one VM it runs on, with a grant on that one instance (infra/autostop.py);
-    a slice's hosts are made by a managed instance group, and one stopped host stalls the whole slice."""
-    if s.is_slice and s.autostop != "off":
+    """A slice's autostop resizes its group to 0 and the next `pulumi up` sets the size back (workload/autostop.py).
+    A flex-start group's size is its resize request's, which the program leaves to the request (infra/slice.py
+    ignore_changes): an update would not fill a group resized to 0 again. Its hosts end with the request's run
+    duration instead."""
+    if s.is_slice and s.autostop != "off" and s.provisioning_model == "FLEX_START":
         raise ConfigError(
             stack_key("autostop"),
-            f"{s.autostop} acts on one VM, and a {s.accelerator.name} slice is {s.accelerator.hosts} hosts in a "
-            "managed instance group (autostop for slices is not built yet; tpu-sft:maxRunHours still caps each host)",
+            f"{s.autostop} would resize a FLEX_START slice's group to 0, and the next `pulumi up` cannot fill it "
+            "again (its hosts come from one resize request, and end with it: tpu-sft:maxRunHours caps them)",
             f"pulumi config set tpu-sft:autostop off{_OR_ONE_VM}",
         )
 

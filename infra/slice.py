@@ -24,6 +24,8 @@ from infra.bucket import region_of
 from infra.settings import IMAGE, Settings
 from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
 from remote.pipeline.capacity import request_path
+from workload import autostop
+from workload.core.contract import AUTOSTOP_PREFIX
 
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"  # collocated hosts; the only type that takes an accelerator topology
 # A host Google ended (preempted, capped by max_run_duration, reservation over) stays ended: the default, REPAIR,
@@ -59,15 +61,35 @@ def host_names(base_instance_name: str, count: int) -> list[str]:
     return [f"{prefix}{number:0{digits}d}" for number in range(1, count + 1)]
 
 
-def instance_ids(names: list[str], s: Settings, after: list[pulumi.Resource]) -> pulumi.Output[dict[str, str]]:
-    """Host name → its instance id (Compute Engine's `instances.get`, through pulumi-gcp's getInstance)."""
-    found = [
-        gcp.compute.get_instance_output(
-            name=name, zone=s.zone, project=s.project, opts=pulumi.InvokeOutputOptions(depends_on=after)
-        ).instance_id
-        for name in names
-    ]
-    return pulumi.Output.all(*found).apply(lambda ids: dict(zip(names, ids, strict=True)))
+def autostop_metadata(s: Settings) -> dict[str, str]:
+    """What each host's autostop needs to agree with the others before the group is resized to 0
+    (workload/autostop.py): the group, every host's name, and where they report."""
+    return {
+        autostop.GROUP_KEY: s.instance_name,
+        autostop.HOSTS_KEY: ",".join(host_names(f"{s.instance_name}{HOST_NUMBER}", s.accelerator.hosts)),
+        autostop.REPORTS_KEY: f"gs://{s.checkpoint_bucket}/{AUTOSTOP_PREFIX}",
+    }
+
+
+# What a preview shows for a host the group has not made yet: autostop resized the group to 0 (workload/autostop.py),
+# and this update sets its size back. The `up` itself reads the new host's id once the group is stable.
+NOT_MADE_YET = "none yet: made by this update"
+
+
+def instance_ids(names: list[str], s: Settings) -> dict[str, str]:
+    """Host name → its instance id (Compute Engine's `instances.get`, through pulumi-gcp's getInstance). Called once
+    the group's outputs are known: in `up`, after it was created or updated and is stable."""
+    ids = {}
+    for name in names:
+        try:
+            ids[name] = gcp.compute.get_instance(name=name, zone=s.zone, project=s.project).instance_id
+        except Exception as error:  # the invoke's failure, whose type the SDK does not export
+            # pulumi-gcp answers a 404 with "<the instance> not found" (terraform-provider-google
+            # HandleDataSourceNotFoundError). Only a preview may meet a host that is not there yet.
+            if not (pulumi.runtime.is_dry_run() and "not found" in str(error)):
+                raise
+            ids[name] = NOT_MADE_YET
+    return ids
 
 
 @dataclass(frozen=True)
@@ -164,7 +186,7 @@ class TpuSlice(pulumi.ComponentResource):
             ),
             scheduling=template_scheduling(s),
             reservation_affinity=template_reservation_affinity(s),
-            metadata=metadata(s, data_disk=False),
+            metadata={**metadata(s, data_disk=False), **autostop_metadata(s)},
             opts=child,
         )
         flex = flex_start.is_flex_start(s)
@@ -219,14 +241,15 @@ class TpuSlice(pulumi.ComponentResource):
         self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]
         # Server-assigned, new when the group is replaced: what the tasks' host keys are pinned to.
         self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
-        # Each host's instance id, read from Compute Engine once the group is stable, on every preview and `up`: a
-        # host the group recreated keeps its name and gets a new id, the evidence that lets its new host key in
-        # (remote/ssh/host_ids.py). A flex-start group's hosts come when its request finds capacity, maybe after
-        # `pulumi up` has returned, so they are not read: their group is made anew for each request anyway.
+        # Each host's instance id, read from Compute Engine on every preview and `up`, once the group's outputs are
+        # known (in `up`: once it is created or updated and stable): a host the group recreated keeps its name and
+        # gets a new id, the evidence that lets its new host key in (remote/ssh/host_ids.py). A flex-start group's
+        # hosts come when its request finds capacity, maybe after `pulumi up` has returned, so they are not read:
+        # their group is made anew for each request anyway.
         self.host_ids: pulumi.Output[dict[str, str]] = (
             pulumi.Output.from_input({})
             if flex
-            else self.host_names.apply(lambda names: instance_ids(names, s, self.ready))
+            else pulumi.Output.all(self.group_id, self.host_names).apply(lambda a: instance_ids(a[1], s))
         )
         # Where the first task waits for a flex-start slice's hosts (remote/pipeline/capacity.py).
         self.resize_request_path: pulumi.Output[str | None] = (

@@ -95,7 +95,7 @@ def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, An
 class _Mocks(pulumi.runtime.Mocks):
     """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
 
-    def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str]):
+    def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str | None]):
         self.command_stdout, self.instance_ids = command_stdout, instance_ids
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
@@ -128,6 +128,9 @@ class _Mocks(pulumi.runtime.Mocks):
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
         if args.token == "gcp:compute/getInstance:getInstance":  # a slice's host, by name
             name = args.args["name"]
+            if name in self.instance_ids and self.instance_ids[name] is None:  # the invoke fails as pulumi-gcp's 404
+                where = f"projects/{args.args['project']}/zones/{args.args['zone']}/instances/{name}"
+                return {}, [("name", f"{where} not found")]
             return {"name": name, "instanceId": self.instance_ids.get(name) or instance_id_of(name)}
         return {}
 
@@ -176,12 +179,13 @@ def run_program(
     preview: bool = True,
     into: Stack | None = None,
     command_stdout: Mapping[str, str] | None = None,
-    instance_ids: Mapping[str, str] | None = None,
+    instance_ids: Mapping[str, str | None] | None = None,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
     `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
-    `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it.
+    `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it; None: the host does
+    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does.
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
@@ -198,6 +202,9 @@ def run_program(
     try:
         loop.run_until_complete(run_in_stack(lambda: _run_main()))
     finally:
+        # A program that failed in an apply leaves the rest of its outputs pending, tied to this loop; the SDK keeps
+        # them (process-wide) for the next run to wait for, which would then fail on the closed loop.
+        pulumi.runtime.settings.SETTINGS.outputs.clear()
         loop.close()
         os.chdir(cwd)
         runtime_config.set_all_config({}, [])

@@ -18,7 +18,8 @@ Enforced, as Google does:
   (Google's predefined roles) and the program's own IAMCustomRole declarations; a legacy role granted on a
   project is refused, as Google refuses it.
 Not enforced (the program uses none of it, or it needs Google itself): token validation; IAM conditions (a
-conditional binding raises `NotModelled` instead of being half-honoured); deny policies, organization policies,
+conditional binding that grants any storage permission raises `NotModelled` instead of being half-honoured; one
+that grants none, as a slice's autostop grant on its group, is passed over); deny policies, organization policies,
 VPC Service Controls; ACLs (the program's bucket has uniform bucket-level access); project-scoped calls (list
 or create buckets) are refused as unclassified; a resumable upload's data requests are checked as
 storage.objects.create (Google trusts the session URI instead: stricter, never kinder); the XML API.
@@ -90,11 +91,13 @@ def grants_of(stack: Stack) -> dict[str, dict[str, frozenset[str]]]:
         inputs = resource.inputs
         if resource.type not in (BUCKET_MEMBER, BUCKET_BINDING, PROJECT_MEMBER, PROJECT_BINDING):
             continue
-        if inputs.get("condition"):
-            raise NotModelled(f"{resource.name} has an IAM condition: not modelled")
         on_project = resource.type in (PROJECT_MEMBER, PROJECT_BINDING)
         bucket = EVERY_BUCKET if on_project else inputs["bucket"]
         permissions = _permissions(inputs["role"], custom, on_project=on_project)
+        if inputs.get("condition"):
+            if permissions:
+                raise NotModelled(f"{resource.name} grants storage permissions under an IAM condition: not modelled")
+            continue  # another service's grant (a slice's autostop, on its group): nothing of storage's to gate
         for member in inputs.get("members") or [inputs["member"]]:
             held = grants.setdefault(member, {})
             held[bucket] = held.get(bucket, frozenset()) | permissions

@@ -1,4 +1,5 @@
-"""Autostop: the VM stops (or deletes) itself once nothing has used it for `idle minutes`.
+"""Autostop: the VM stops (or deletes) itself once nothing has used it for `idle minutes`; a slice's hosts end
+together, once every one of them has been idle that long.
 
 Runs on the VM as root, started at every boot by the startup script the Pulumi program declares
 (infra/startup.py), which copies this one file there: it needs only the standard library of the image's
@@ -18,8 +19,20 @@ a token from the metadata server, the instance's name, zone and project from it 
 POST …/instances/NAME/stop or DELETE …/instances/NAME. It never logs the token. After a request the API
 accepted it exits; the next boot starts it again.
 
-Test hooks (a real VM sets neither): GCE_METADATA_HOST (host:port of the metadata server, the name
-google-auth uses) and TPU_SFT_COMPUTE_API (the Compute Engine API's base URL).
+On a slice's host (metadata `tpu-sft-slice-group`, `-hosts` and `tpu-sft-autostop-reports`, written by
+infra/slice.py) no host may decide alone: export and verify run on worker 0 only, and a user may log in to any one
+host. Every poll each host writes what it sees to the checkpoint bucket (`<reports>/<host>.json`: busy with what,
+or idle since when), and once it has itself been idle for idle minutes it reads every host's report. Only when all
+agree does it ask the API to resize the slice's managed instance group to 0 (`instanceGroupManagers.resize`,
+size 0: the group deletes its hosts and their bill; the group, its template and the bucket stay, and the next
+`pulumi up` sets the size back: docs/slices.md). Whichever host sees the agreement first acts; a second resize to
+0 changes nothing. A host that has not reported for `STALE_POLLS` polls counts as quiet since its last report (or
+since this watcher started, if it never reported): a host Google ended, or whose watcher died, must not hold the
+others up for ever; one that reports again counts again. `stop` and `delete` both mean the resize on a slice: a
+managed instance group makes its hosts anew from the template, it does not start stopped ones.
+
+Test hooks (a real VM sets none): GCE_METADATA_HOST (host:port of the metadata server, the name google-auth
+uses), TPU_SFT_COMPUTE_API (the Compute Engine API's base URL) and TPU_SFT_STORAGE_API (Cloud Storage's).
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from typing import Callable
@@ -37,8 +51,13 @@ from typing import Callable
 ACTIONS = ("stop", "delete", "off")
 ACTION_KEY = "tpu-sft-autostop"  # instance metadata attributes written by infra/vm.py
 IDLE_KEY = "tpu-sft-idle-minutes"
+GROUP_KEY = "tpu-sft-slice-group"  # a slice's: written by infra/slice.py
+HOSTS_KEY = "tpu-sft-slice-hosts"  # its hosts' names, comma-separated
+REPORTS_KEY = "tpu-sft-autostop-reports"  # gs://BUCKET/PREFIX
 DEFAULT_METADATA_HOST = "metadata.google.internal"
 DEFAULT_COMPUTE_API = "https://compute.googleapis.com"
+DEFAULT_STORAGE_API = "https://storage.googleapis.com"
+STALE_POLLS = 4  # a host silent this many polls counts as quiet since it last reported
 ESTABLISHED = "01"  # the st column of /proc/net/tcp
 PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
 STARTING_S = 60  # how long a job without a recorded pid counts as starting
@@ -125,10 +144,11 @@ class ApiError(RuntimeError):
 
 @dataclass(frozen=True)
 class Cloud:
-    """The metadata server and the Compute Engine API, as this VM reaches them."""
+    """The metadata server, the Compute Engine API and Cloud Storage, as this VM reaches them."""
 
     metadata_host: str = DEFAULT_METADATA_HOST
     compute_api: str = DEFAULT_COMPUTE_API
+    storage_api: str = DEFAULT_STORAGE_API
     timeout_s: float = 10.0
 
     @classmethod
@@ -136,6 +156,7 @@ class Cloud:
         return cls(
             environ.get("GCE_METADATA_HOST", DEFAULT_METADATA_HOST),
             environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"),
+            environ.get("TPU_SFT_STORAGE_API", DEFAULT_STORAGE_API).rstrip("/"),
             timeout_s,
         )
 
@@ -154,38 +175,87 @@ class Cloud:
         except OSError as error:
             raise ApiError(f"metadata server unreachable ({error})") from None
 
-    def terminate(self, action: str) -> str:
-        """Ask the API to stop or delete this instance; returns the operation's name."""
+    def _token(self) -> str:
         token_json = self.metadata("instance/service-accounts/default/token")
         if token_json is None:
             raise ApiError("the VM has no service account: attach one (tpu-sft:serviceAccount) and run `pulumi up`")
-        token = json.loads(token_json)["access_token"]
-        name = self.metadata("instance/name")
+        return json.loads(token_json)["access_token"]
+
+    def _zone_path(self) -> str:
         zone = (self.metadata("instance/zone") or "").rsplit("/", 1)[-1]  # projects/NUMBER/zones/ZONE
-        project = self.metadata("project/project-id")
-        instance = f"{self.compute_api}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
-        url, method = (f"{instance}/stop", "POST") if action == "stop" else (instance, "DELETE")
-        request = urllib.request.Request(
-            url, method=method, data=b"" if method == "POST" else None, headers={"Authorization": f"Bearer {token}"}
-        )
+        return f"{self.compute_api}/compute/v1/projects/{self.metadata('project/project-id')}/zones/{zone}"
+
+    def _send(self, method: str, url: str, grant: str, body: bytes | None = None, missing_ok: bool = False) -> bytes:
+        """One authorized call; a 403 names the `grant` that is missing. With `missing_ok`, a 404 is b""."""
+        api = "Cloud Storage" if url.startswith(self.storage_api) else "Compute Engine API"
+        headers = {"Authorization": f"Bearer {self._token()}"}
+        if body:
+            # Not application/json: the object is read back as bytes, and gcp-storage-emulator, which the tests
+            # use for Cloud Storage, would parse a JSON body instead of storing it.
+            headers["Content-Type"] = "application/octet-stream"
+        request = urllib.request.Request(url, method=method, data=body, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
-                return json.loads(response.read() or b"{}").get("name", "")
+                return response.read()
         except urllib.error.HTTPError as error:
-            hint = (
-                " (the VM's service account lacks the tpu-sft autostop role on this instance: run `pulumi up`)"
-                if error.code == 403
-                else ""
-            )
-            raise ApiError(f"Compute Engine API answered {error.code} to {method} {url}{hint}") from None
+            if error.code == 404 and missing_ok:
+                return b""
+            hint = f" (the VM's service account lacks {grant}: run `pulumi up`)" if error.code == 403 else ""
+            raise ApiError(f"{api} answered {error.code} to {method} {url}{hint}") from None
         except OSError as error:
-            raise ApiError(f"Compute Engine API unreachable ({error})") from None
+            raise ApiError(f"{api} unreachable ({error})") from None
+
+    def terminate(self, action: str) -> str:
+        """Ask the API to stop or delete this instance; returns the operation's name."""
+        instance = f"{self._zone_path()}/instances/{self.metadata('instance/name')}"
+        url, method = (f"{instance}/stop", "POST") if action == "stop" else (instance, "DELETE")
+        grant = "the tpu-sft autostop role on this instance"
+        answer = self._send(method, url, grant, b"" if method == "POST" else None)
+        return json.loads(answer or b"{}").get("name", "")
+
+    def resize_to_zero(self, group: str) -> str:
+        """Ask the API to resize this slice's group to 0 hosts; returns the operation's name."""
+        url = f"{self._zone_path()}/instanceGroupManagers/{group}/resize?size=0"
+        answer = self._send("POST", url, f"the tpu-sft autostop role on group {group}", b"")
+        return json.loads(answer or b"{}").get("name", "")
+
+    def write_report(self, reports: str, host: str, report: dict) -> None:
+        bucket, name = _object(reports, host)
+        url = f"{self.storage_api}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}"
+        self._send("POST", url, f"write access to gs://{bucket}", json.dumps(report).encode())
+
+    def read_report(self, reports: str, host: str) -> dict | None:
+        """A host's last report (None: it never wrote one, or not one that reads)."""
+        bucket, name = _object(reports, host)
+        url = f"{self.storage_api}/storage/v1/b/{bucket}/o/{name}?alt=media"
+        answer = self._send("GET", url, f"read access to gs://{bucket}", missing_ok=True)
+        try:
+            report = json.loads(answer)
+        except ValueError:
+            return None
+        return report if isinstance(report, dict) else None
+
+
+def _object(reports: str, host: str) -> tuple[str, str]:
+    """gs://BUCKET/PREFIX and a host → the bucket and its report's object name, quoted for a URL."""
+    bucket, _, prefix = reports.removeprefix("gs://").partition("/")
+    return bucket, urllib.parse.quote(f"{prefix.strip('/')}/{host}.json", safe="")
+
+
+@dataclass(frozen=True)
+class Slice:
+    """The slice this host belongs to: its group, every host's name, and where the hosts report."""
+
+    group: str
+    hosts: tuple[str, ...]
+    reports: str  # gs://BUCKET/PREFIX
 
 
 @dataclass(frozen=True)
 class Policy:
     action: str  # stop | delete | off
     idle_s: float
+    slice: Slice | None = None  # None: a single VM
 
 
 def read_policy(cloud: Cloud) -> Policy:
@@ -197,15 +267,54 @@ def read_policy(cloud: Cloud) -> Policy:
         minutes = float(raw)
     except ValueError:
         raise ApiError(f"metadata {IDLE_KEY}={raw!r} is not a number of minutes") from None
-    return Policy(action, minutes * 60)
+    group = cloud.metadata(f"instance/attributes/{GROUP_KEY}")
+    if group is None:
+        return Policy(action, minutes * 60)
+    hosts = tuple(h for h in (cloud.metadata(f"instance/attributes/{HOSTS_KEY}") or "").split(",") if h)
+    reports = cloud.metadata(f"instance/attributes/{REPORTS_KEY}") or ""
+    if not hosts or not reports.startswith("gs://"):
+        raise ApiError(f"metadata {GROUP_KEY} is set, but {HOSTS_KEY}={hosts!r} or {REPORTS_KEY}={reports!r} is not")
+    return Policy(action, minutes * 60, Slice(group, hosts, reports))
+
+
+def quiet_since(report: dict | None, now: float, stale_s: float, watching_since: float) -> float | None:
+    """Since when (wall clock) a host has done nothing a watcher can see; None: busy now."""
+    if report is None:
+        return watching_since  # never reported: quiet for as long as this watcher has waited for it
+    if report.get("idle_since") is not None:
+        return float(report["idle_since"])
+    written = float(report.get("written", 0))
+    return written if now - written > stale_s else None  # busy when last heard from, and silent since
+
+
+def holding_up(
+    reports: dict[str, dict | None], now: float, idle_s: float, stale_s: float, watching_since: float
+) -> list[str]:
+    """The hosts that keep the slice up, each with why; empty: every host has been quiet for `idle_s`."""
+    holding = []
+    for host, report in reports.items():
+        since = quiet_since(report, now, stale_s, watching_since)
+        if since is None:
+            holding.append(f"{host} ({(report or {}).get('busy') or 'busy'})")
+        elif now - since < idle_s:
+            holding.append(f"{host} (idle {(now - since) / 60:.1f} min)")
+    return holding
 
 
 class Watcher:
     """Tracks when the VM was last busy; `poll` returns the action to take now, or None."""
 
-    def __init__(self, jobs_root: str, ssh_port: int, clock: Callable[[], float] = time.monotonic):
-        self.jobs_root, self.ssh_port, self.clock = jobs_root, ssh_port, clock
+    def __init__(
+        self,
+        jobs_root: str,
+        ssh_port: int,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ):
+        self.jobs_root, self.ssh_port, self.clock, self.wall = jobs_root, ssh_port, clock, wall
         self.last_busy = clock()  # started at boot: the boot itself counts as use
+        self.started = wall()
+        self.doing: str | None = None  # what kept the VM busy at the last poll
 
     def busy(self) -> str | None:
         jobs = running_jobs(self.jobs_root)
@@ -218,17 +327,34 @@ class Watcher:
 
     def poll(self, policy: Policy) -> tuple[str | None, str]:
         """The action to take now (None: none yet) and what the VM is doing, in words."""
-        doing = self.busy()
-        if doing is not None:
+        self.doing = self.busy()
+        if self.doing is not None:
             self.last_busy = self.clock()
-            return None, doing
+            return None, self.doing
         if policy.action == "off" or self.clock() - self.last_busy < policy.idle_s:
             return None, "idle"
         return policy.action, "idle"
 
+    def report(self, host: str) -> dict:
+        """What this host tells the slice's other hosts (the wall clock: they compare it with theirs)."""
+        now = self.wall()
+        idle_since = None if self.doing is not None else now - (self.clock() - self.last_busy)
+        return {"host": host, "busy": self.doing, "idle_since": idle_since, "written": now}
+
 
 def log(message: str) -> None:
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} autostop: {message}", flush=True)
+
+
+def slice_waits_for(watcher: Watcher, cloud: Cloud, policy: Policy, host: str, poll_s: float) -> list[str]:
+    """Writes this host's report; once this host has been idle long enough, the hosts that still hold the slice
+    up (empty: resize it now). Before that, this host itself."""
+    assert policy.slice is not None
+    cloud.write_report(policy.slice.reports, host, watcher.report(host))
+    if watcher.doing is not None or watcher.clock() - watcher.last_busy < policy.idle_s:
+        return [host]
+    reports = {h: cloud.read_report(policy.slice.reports, h) for h in policy.slice.hosts}
+    return holding_up(reports, watcher.wall(), policy.idle_s, STALE_POLLS * poll_s, watcher.started)
 
 
 def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
@@ -239,10 +365,20 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
             policy = read_policy(cloud)
             action, now = watcher.poll(policy)
             line = f"{now}; on idle: {policy.action} after {policy.idle_s / 60:g} min"
-            if line != doing:  # one line per change of activity or settings, not per poll
+            waiting_for: list[str] = []
+            if policy.slice is not None:
+                waiting_for = slice_waits_for(watcher, cloud, policy, cloud.metadata("instance/name") or "", poll_s)
+                if action is not None and waiting_for:
+                    line = f"idle here; the slice waits for {', '.join(waiting_for)}"
+            if line != doing:  # one line per change of activity, settings or hosts waited for, not per poll
                 doing = line
                 log(line)
-            if action is not None:
+            if action is not None and policy.slice is not None and not waiting_for:
+                idle = f"every host idle {policy.idle_s / 60:g} min, here {last_job(watcher.jobs_root)}"
+                log(f"{idle}: asking the API to resize group {policy.slice.group} to 0 hosts")
+                log(f"resize requested (operation {cloud.resize_to_zero(policy.slice.group)})")
+                return 0
+            if action is not None and policy.slice is None:
                 idle = f"idle {policy.idle_s / 60:g} min, {last_job(watcher.jobs_root)}"
                 log(f"{idle}: asking the API to {action} this VM")
                 operation = cloud.terminate(action)

@@ -132,10 +132,20 @@ def test_slice_declarations_field_by_field(
         "ssh-keys",
         "startup-script",
         "tpu-sft-autostop",
+        "tpu-sft-autostop-reports",
         "tpu-sft-idle-minutes",
+        "tpu-sft-slice-group",
+        "tpu-sft-slice-hosts",
         "tpu-sft-usd-per-chip-hour",
     ]
-    assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", "off")
+    # A flex-start slice takes no autostop (its hosts end with their resize request); every other one stops.
+    autostop = "off" if model == "FLEX_START" else "stop"
+    assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", autostop)
+    # What each host's autostop needs to agree with the others (workload/autostop.py): the group, every host, and
+    # where in the bucket they report.
+    assert metadata["tpu-sft-slice-group"] == "tpu-sft-dev"
+    assert metadata["tpu-sft-slice-hosts"].split(",") == [f"tpu-sft-dev-{n:02d}" for n in range(1, hosts + 1)]
+    assert metadata["tpu-sft-autostop-reports"] == "gs://my-tpu-project-tpu-sft-dev-runs/autostop"
     assert metadata["ssh-keys"].startswith("tpu-sft:ssh-ed25519 ")
 
     group = stack.one(GROUP)
@@ -191,9 +201,9 @@ def test_slice_declarations_field_by_field(
 
 
 def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
-    """Same ssh-keys, price and autostop metadata (autostop is off on a slice); the same startup script without
-    the data disk's mount; the same scheduling for the same settings."""
-    single = mock_stack({"tpu-sft:autostop": "off"}).one(INSTANCE).inputs
+    """Same ssh-keys, price and autostop metadata; the same startup script without the data disk's mount; the same
+    scheduling for the same settings."""
+    single = mock_stack().one(INSTANCE).inputs
     host = slice_stack().one(TEMPLATE).inputs
     assert host["scheduling"] == single["scheduling"]
     assert host["reservationAffinity"] == single["reservationAffinity"]
@@ -209,12 +219,28 @@ def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
     assert WATCHER_PATH in script
 
 
-def test_a_slice_has_no_vm_data_disk_or_autostop_grant(slice_stack):
+def test_a_slice_has_no_vm_data_disk_and_its_autostop_grant_is_on_its_group(slice_stack):
     stack = slice_stack("v6e-32")
     types = {r.type for r in stack.resources}
     assert INSTANCE not in types
     assert "gcp:compute/disk:Disk" not in types
     assert "gcp:compute/instanceIAMMember:InstanceIAMMember" not in types
+    (role,) = stack.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    assert role.inputs["permissions"] == [
+        "compute.instanceGroupManagers.update"
+    ]  # what instanceGroupManagers.resize needs
+    (binding,) = stack.of_type("gcp:projects/iAMMember:IAMMember")
+    assert binding.inputs == {
+        "project": "my-tpu-project",
+        "role": f"projects/my-tpu-project/roles/{role.inputs['roleId']}",
+        "member": "serviceAccount:123456789012-compute@developer.gserviceaccount.com",
+        "condition": {
+            "title": "tpu-sft autostop: this slice's group only",
+            "expression": 'resource.name == "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/'
+            'tpu-sft-dev"',
+        },
+    }
+    assert "autostop" not in {r.name for r in slice_stack("v6e-32", {"tpu-sft:autostop": "off"}).resources}
 
 
 def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
@@ -230,11 +256,15 @@ def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
         ("gcp:compute/instanceGroupManager:InstanceGroupManager", "tpu-sft-dev"),
         ("gcp:compute/instanceTemplate:InstanceTemplate", "tpu-sft-dev-template"),
         ("gcp:compute/resourcePolicy:ResourcePolicy", "tpu-sft-dev-workload"),
+        ("gcp:projects/iAMCustomRole:IAMCustomRole", "tpu-sft-dev-autostop-role"),
+        ("gcp:projects/iAMMember:IAMMember", "tpu-sft-dev-autostop-binding"),
         ("gcp:storage/bucket:Bucket", "tpu-sft-dev-runs"),
         ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-bucket-reader-0"),
         ("gcp:storage/bucketIAMMember:BucketIAMMember", "tpu-sft-dev-runs-object-user-0"),
+        ("random:index/randomId:RandomId", "tpu-sft-dev-autostop-role-id"),
         ("tpu-sft:infra:Bucket", "tpu-sft-dev-runs"),
         ("tpu-sft:infra:PostDeployTasks", "tpu-sft-dev-pipeline"),
+        ("tpu-sft:infra:SliceAutostopAccess", "tpu-sft-dev-autostop"),
         ("tpu-sft:infra:SliceFirewall", "tpu-sft-dev-slice"),
         ("tpu-sft:infra:SshFirewall", "tpu-sft-dev-ssh"),
         ("tpu-sft:infra:TpuSlice", "tpu-sft-dev"),

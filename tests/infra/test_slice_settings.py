@@ -12,7 +12,8 @@ from tests.fixtures.mock_engine import DISK_KEYS
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import ConfigError
 
-SLICE = {"tpu-sft:acceleratorType": "v6e-32", "tpu-sft:autostop": "off"}
+SLICE = {"tpu-sft:acceleratorType": "v6e-32"}
+FLEX = {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4", "tpu-sft:autostop": "off"}
 
 # Google's v6e table (cloud.google.com/tpu/docs/v6e): topology, chips, VMs; multi-host VMs are ct6e-standard-4t.
 SHAPES = [
@@ -53,25 +54,25 @@ def test_a_slice_parses(dev_config):
 # (overrides, keys removed, the key the message must name, words it must hold)
 REFUSED = [
     (
-        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"},
+        {**FLEX},
         DISK_KEYS,
         "tpu-sft:reservation",
         "FLEX_START",
     ),
     (
-        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "off"},
+        {**FLEX, "tpu-sft:maxRunHours": "off"},
         (*DISK_KEYS, "tpu-sft:reservation"),
         "tpu-sft:maxRunHours",
         "required for FLEX_START",
     ),
     (
-        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "169"},
+        {**FLEX, "tpu-sft:maxRunHours": "169"},
         (*DISK_KEYS, "tpu-sft:reservation"),
         "tpu-sft:maxRunHours",
         "seven days",
     ),
-    ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "managed instance group"),
-    ({"tpu-sft:autostop": "delete"}, DISK_KEYS, "tpu-sft:autostop", "autostop off"),
+    ({**FLEX, "tpu-sft:autostop": "stop"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "cannot fill"),
+    ({**FLEX, "tpu-sft:autostop": "delete"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "autostop off"),
     (
         {"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"},
         DISK_KEYS,
@@ -100,8 +101,14 @@ def test_a_wrong_slice_setting_declares_nothing(dev_config, overrides, remove, k
 
 
 def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
-    """The example stack switched to a slice, with direct access besides: one refusal names both keys."""
-    config = {**dev_config, "tpu-sft:acceleratorType": "v6e-16", "tpu-sft:access": "direct"}
+    """A flex-start stack switched to a slice, with autostop and direct access: one refusal names both keys."""
+    config = {
+        **{k: v for k, v in dev_config.items() if k != "tpu-sft:reservation"},
+        **FLEX,
+        "tpu-sft:autostop": "delete",
+        "tpu-sft:acceleratorType": "v6e-16",
+        "tpu-sft:access": "direct",
+    }
     declared = Stack()
     with pytest.raises(RunError) as raised:
         run_program(config, into=declared)
@@ -113,6 +120,21 @@ def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
         "pulumi config set tpu-sft:autostop off; pulumi config set tpu-sft:access iap, "
         "or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
     )
+
+
+def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypatch, caplog):
+    """Pulumi.dev.yaml as shipped, with only tpu-sft:acceleratorType changed: it previews and runs, autostop (stop)
+    and all; the data-disk keys are the one warning."""
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
+    config = {**dev_config, "tpu-sft:acceleratorType": "v6e-32"}
+    run_program(config)
+    declared = run_program(config, preview=False)
+    assert declared.one("gcp:compute/instanceGroupManager:InstanceGroupManager").inputs["targetSize"] == 8
+    assert declared.of_type("gcp:projects/iAMMember:IAMMember")  # autostop's grant on the group
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "tpu-sft:dataDiskSizeGb, tpu-sft:dataDiskType ignored: a v6e-32 slice's hosts cannot share one read-write "
+        "data disk, so a slice declares none and keeps its model in the checkpoint bucket"
+    ] * 2
 
 
 def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, monkeypatch, caplog):
@@ -157,7 +179,8 @@ def test_the_longest_slice_name_is_accepted(dev_config):
 def test_every_provisioning_model_is_accepted_on_a_slice(dev_config, model):
     remove = DISK_KEYS if model == "RESERVATION_BOUND" else (*DISK_KEYS, "tpu-sft:reservation")
     parse = functools.partial(settings.parse, stack="dev")
-    assert parse(_config(dev_config, {"tpu-sft:provisioningModel": model}, remove)).provisioning_model == model
+    overrides = FLEX if model == "FLEX_START" else {"tpu-sft:provisioningModel": model}
+    assert parse(_config(dev_config, overrides, remove)).provisioning_model == model
 
 
 def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monkeypatch):
@@ -192,7 +215,7 @@ FLEX_REFUSED = [
 
 @pytest.mark.parametrize(("overrides", "remove", "line"), FLEX_REFUSED, ids=["reservation", "no-cap", "over-7-days"])
 def test_what_a_flex_start_slice_cannot_take_is_one_whole_line(dev_config, overrides, remove, line):
-    config = _config(dev_config, {"tpu-sft:provisioningModel": "FLEX_START", **overrides}, remove)
+    config = _config(dev_config, {**FLEX, **overrides}, remove)
     with pytest.raises(ConfigError) as raised:
         settings.parse(config, stack="dev")
     assert str(raised.value) == line
@@ -201,7 +224,7 @@ def test_what_a_flex_start_slice_cannot_take_is_one_whole_line(dev_config, overr
 def test_a_flex_start_slice_takes_seven_days(dev_config):
     config = _config(
         dev_config,
-        {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "168"},
+        {**FLEX, "tpu-sft:maxRunHours": "168"},
         (*DISK_KEYS, "tpu-sft:reservation"),
     )
     assert settings.parse(config, stack="dev").max_run_hours == 168

@@ -320,3 +320,28 @@ def test_a_host_the_group_recreated_reruns_every_phase_on_every_host_and_lets_in
         target, old = (json.loads(t.inputs["environment"]["TPU_SFT_TARGET"]) for t in (task, before[name]))
         assert target["host_ids"] == {**old["host_ids"], "tpu-sft-dev-02": "7999999999"}
         assert {k: v for k, v in target.items() if k != "host_ids"} == {k: v for k, v in old.items() if k != "host_ids"}
+
+
+def test_after_autostop_emptied_the_group_a_preview_shows_every_phase_again_and_up_reads_the_new_hosts(
+    dev_config, slice_stack, monkeypatch
+):
+    """Autostop resized the group to 0 (workload/autostop.py): its hosts are gone, and the refresh of the next
+    `pulumi up` reads the size back as 0, which the update sets back. Its preview cannot read ids of hosts that the
+    update has yet to make: it must still succeed and show every phase re-running; the update itself, once the group
+    is stable again, reads the new hosts' ids. (The mock engine answers getInstance for a missing host as pulumi-gcp
+    does: "… not found".)"""
+    before = tasks(slice_stack())
+    gone = {name: None for name in names(4)}
+    preview = tasks(slice_stack(instance_ids=gone))
+    for name, task in preview.items():
+        assert task.inputs["triggers"][0] != before[name].inputs["triggers"][0]
+        assert task.inputs["triggers"][0] == "/".join([str(MIG_ID), *["none yet: made by this update"] * 4])
+        assert task.inputs["triggers"][1:] == before[name].inputs["triggers"][1:]
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/infra/test_settings_errors.py)
+    config = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16"}.items() if k not in DISK_KEYS}
+    new_ids = {name: str(8_000_000_000 + number) for number, name in enumerate(names(4), 1)}
+    made_again = tasks(run_program(config, preview=False, instance_ids=new_ids))
+    assert {t.inputs["triggers"][0] for t in made_again.values()} == {slice_identity(4, new_ids)}
+    # `up` never runs a task with a host it could not read: by then the group is stable, and a missing host fails.
+    with pytest.raises(Exception, match="instances/tpu-sft-dev-03 not found"):
+        run_program(config, preview=False, instance_ids={"tpu-sft-dev-03": None})

@@ -159,6 +159,21 @@ def test_what_the_stand_in_cannot_evaluate_it_refuses_to_guess():
     )
     with pytest.raises(NotModelled, match="IAM condition"):
         grants_of(Stack([conditional]))
+    # Under a condition, a role with no storage permission (a slice's autostop, on its group) gates nothing here.
+    group_role = declared(
+        "gcp:projects/iAMCustomRole:IAMCustomRole",
+        project="p",
+        roleId="autostop",
+        permissions=["compute.instanceGroupManagers.update"],
+    )
+    group_grant = declared(
+        "gcp:projects/iAMMember:IAMMember",
+        project="p",
+        member=VM,
+        role="projects/p/roles/autostop",
+        condition={"expression": 'resource.name == "projects/p/zones/z/instanceGroupManagers/g"', "title": "t"},
+    )
+    assert grants_of(Stack([group_role, group_grant])) == {}
     legacy_on_project = declared(
         "gcp:projects/iAMMember:IAMMember", project="p", member=VM, role="roles/storage.legacyBucketReader"
     )

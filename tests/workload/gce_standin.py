@@ -1,10 +1,10 @@
 """A local stand-in for the two Google endpoints a VM's autostop talks to: the metadata server and the Compute
-Engine API's instances.stop/delete. Neither exists off Google Cloud, so this is a stand-in, not the real thing:
-it answers only the paths autostop uses, with the real paths, headers and JSON shapes, and records every request
-so a test can check what the VM asked for.
+Engine API's instances.stop/delete and, for a slice's host, instanceGroupManagers.resize. Neither exists off Google
+Cloud, so this is a stand-in, not the real thing: it answers only the paths autostop uses, with the real paths,
+headers and JSON shapes, and records every request so a test can check what the VM asked for.
 
-What the VM may do is what the program declared (`DeclaredAccess.of`, from the mock engine's record), evaluated
-as IAM evaluates it. Rules enforced:
+What the VM may do is what the program declared (`DeclaredAccess.of`, `DeclaredGroupAccess.of`, from the mock
+engine's record), evaluated as IAM evaluates it. Rules enforced:
 - metadata needs `Metadata-Flavor: Google` (403 without it);
 - an API call needs the bearer token the metadata server issued to the VM's service account (401 without it);
 - `POST …/instances/I/stop` needs `compute.instances.stop`, `DELETE …/instances/I` needs `compute.instances.delete`,
@@ -12,16 +12,24 @@ as IAM evaluates it. Rules enforced:
   declared custom role holding the permission. Anything else is 403 with Google's "Required '<permission>'
   permission for '<resource>'" message, whether or not the instance exists (Google does not tell a caller
   without the permission which instances exist); with the permission, an instance other than the VM is 404;
+- `POST …/instanceGroupManagers/G/resize?size=N` needs `compute.instanceGroupManagers.update` on that group
+  (the API reference's words), granted by a project IAMMember for the hosts' account whose role is a declared
+  custom role holding it, unconditionally or under the condition `resource.name == "projects/P/zones/Z/
+  instanceGroupManagers/G"` naming this group; any other condition raises NotModelled rather than be guessed at.
+  Refused as above (403 for a group the grant does not name, 404 for a granted one that does not exist);
 - a FLEX_START VM cannot be stopped, only deleted (Google's TPU Builders guide: "TPU VMs created with FLEX_START
   or the standard Compute Engine API do not support the stop and restart operations"; the MIG resize-request
   docs say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
 
-Not enforced: predefined roles and bindings at project, folder or organization level (the program declares none
-for autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions and deny
-policies; the exact status and wording of Google's refusal of a flex-start stop (not published; 400 stands for
+Not enforced: predefined roles, and bindings at folder or organization level (the program declares none for
+autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions other than the
+one above, and deny policies; whether Google evaluates `resource.name` for instance groups at all (its
+documentation lists Compute Engine among the services that do; where it did not, the grant would be refused, not
+widened); the exact status and wording of Google's refusal of a flex-start stop (not published; 400 stands for
 it); whether deleting an instance also checks `compute.disks.delete` on its auto-delete boot disk (not settled
 from a source reachable here; the data disk is attached without auto-delete, so it is never deleted with the VM);
-operations, their polling, and the instance's state afterwards (the VM is not actually stopped).
+operations, their polling, and the instance's or group's state afterwards (the VM is not actually stopped, the
+group's hosts not deleted: the test tears them down).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +52,23 @@ ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
 PERMISSION = {"POST": "compute.instances.stop", "DELETE": "compute.instances.delete"}
 INSTANCE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/?]+)")
+GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
+GROUP_PERMISSION = "compute.instanceGroupManagers.update"
+RESIZE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/?]+)/resize")
+NAME_CONDITION = re.compile(r'resource\.name == "([^"]+)"')
+
+
+class NotModelled(ValueError):
+    """The program declared an IAM condition this stand-in does not evaluate: it refuses to guess."""
+
+
+def _custom_roles(stack: Stack) -> dict[str, frozenset[str]]:
+    return {
+        f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs["permissions"])
+        for r in stack.of_type(ROLE)
+    }
 
 
 @dataclass(frozen=True)
@@ -61,10 +87,7 @@ class DeclaredAccess:
     def of(cls, stack: Stack, project: str) -> "DeclaredAccess":
         """`project` is the provider's (gcp:project): the Instance itself names none."""
         vm = stack.one(INSTANCE).inputs
-        roles = {
-            f"projects/{r.inputs['project']}/roles/{r.inputs['roleId']}": frozenset(r.inputs["permissions"])
-            for r in stack.of_type(ROLE)
-        }
+        roles = _custom_roles(stack)
         bindings = frozenset(
             (b.inputs["project"], b.inputs["zone"], b.inputs["instanceName"], b.inputs["role"], b.inputs["member"])
             for b in stack.of_type(BINDING)
@@ -87,6 +110,57 @@ class DeclaredAccess:
         )
 
 
+@dataclass(frozen=True)
+class DeclaredGroupAccess:
+    """A slice's group and what the program granted on it, as declared under the mock engine."""
+
+    project: str
+    zone: str
+    group: str
+    service_account: str
+    role_permissions: Mapping[str, frozenset[str]]  # custom role name → its permissions
+    bindings: frozenset[tuple[str, str, str, str]]  # (project, role, member, condition expression or "")
+
+    @classmethod
+    def of(cls, stack: Stack, project: str) -> "DeclaredGroupAccess":
+        """`project` is the provider's (gcp:project): the group itself names none."""
+        group = stack.one(GROUP).inputs
+        template = stack.one(TEMPLATE).inputs
+        bindings = frozenset(
+            (
+                b.inputs["project"],
+                b.inputs["role"],
+                b.inputs["member"],
+                b.inputs.get("condition", {}).get("expression", ""),
+            )
+            for b in stack.of_type(PROJECT_MEMBER)
+        )
+        return cls(
+            project=project,
+            zone=group["zone"],
+            group=group["name"],
+            service_account=template.get("serviceAccount", {}).get("email", DEFAULT_COMPUTE_ACCOUNT),
+            role_permissions=_custom_roles(stack),
+            bindings=bindings,
+        )
+
+    def granted(self, permission: str, project: str, zone: str, group: str) -> bool:
+        name = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+        for p, role, member, condition in self.bindings:
+            if (p, member) != (project, f"serviceAccount:{self.service_account}"):
+                continue
+            if permission not in self.role_permissions.get(role, ()):
+                continue
+            if not condition:
+                return True
+            named = NAME_CONDITION.fullmatch(condition)
+            if named is None:
+                raise NotModelled(f'IAM condition {condition!r}: only resource.name == "…" is evaluated here')
+            if named.group(1) == name:
+                return True
+        return False
+
+
 @dataclass
 class GceStandin:
     project: str = "my-tpu-project"
@@ -94,12 +168,16 @@ class GceStandin:
     instance: str = "tpu-sft-dev"
     attributes: dict[str, str] = field(default_factory=dict)
     access: DeclaredAccess | None = None  # None: nothing is granted, so every stop or delete is refused
+    group_access: DeclaredGroupAccess | None = None  # a slice host's: None grants no resize
+    resizes: list[tuple[str, int]] = field(default_factory=list)  # (group, size) of every resize the API accepted
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # method, path, headers
     api_times: list[float] = field(default_factory=list)  # when each stop/delete arrived (time.time())
 
     def __post_init__(self) -> None:
         if self.access:
             self.project, self.zone, self.instance = self.access.project, self.access.zone, self.access.instance
+        if self.group_access:
+            self.project, self.zone = self.group_access.project, self.group_access.zone
 
     def start(self) -> "GceStandin":
         standin = self
@@ -159,8 +237,34 @@ class GceStandin:
                     "application/json",
                 )
 
+            def _resize(self, target: re.Match) -> None:
+                project, zone, group = target.groups()
+                access = standin.group_access
+                if not (access and access.granted(GROUP_PERMISSION, project, zone, group)):
+                    where = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+                    return self._error(403, f"Required '{GROUP_PERMISSION}' permission for '{where}'")
+                if (project, zone, group) != (access.project, access.zone, access.group):
+                    where = f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
+                    return self._error(404, f"The resource '{where}' was not found")
+                size = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("size", [""])[0]
+                if not size.isdigit():
+                    return self._error(400, "Invalid value for field 'size'")
+                standin.resizes.append((group, int(size)))
+                self._answer(
+                    200,
+                    json.dumps({"kind": "compute#operation", "name": "operation-5678-stand-in"}),
+                    "application/json",
+                )
+
             def do_POST(self) -> None:
-                self._instance_call("/stop")
+                target = RESIZE_PATH.fullmatch(self.path.split("?", 1)[0])
+                if target is None:
+                    return self._instance_call("/stop")
+                standin.calls.append((self.command, self.path, dict(self.headers)))
+                standin.api_times.append(time.time())
+                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                    return self._error(401, "Request is missing required authentication credential.")
+                self._resize(target)
 
             def do_DELETE(self) -> None:
                 self._instance_call("")

@@ -20,6 +20,9 @@ RUNS_PREFIX = "runs"
 # The prefix, in the same bucket, of a slice's kept model (remote/pipeline/profile.py slice_host): a slice has no
 # data disk. Outside RUNS_PREFIX, so the lifecycle rule never expires it.
 KEPT_PREFIX = "kept"
+# The prefix, in the same bucket, where a slice's hosts tell each other how long they have been idle
+# (workload/autostop.py): one small object per host, overwritten every poll.
+AUTOSTOP_PREFIX = "autostop"
 # Fast scratch, as the seed; lost on reboot, hence the keep step.
 SCRATCH_DIR = "/dev/shm/tpu-sft"
 
