@@ -374,7 +374,7 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
                 doing = line
                 log(line)
             if action is not None and policy.slice is not None and not waiting_for:
-                idle = f"every host idle {policy.idle_s / 60:g} min, here {last_job(watcher.jobs_root)}"
+                idle = f"every host idle {policy.idle_s / 60:g} min (on this host: {last_job(watcher.jobs_root)})"
                 log(f"{idle}: asking the API to resize group {policy.slice.group} to 0 hosts")
                 log(f"resize requested (operation {cloud.resize_to_zero(policy.slice.group)})")
                 return 0

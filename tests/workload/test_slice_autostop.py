@@ -6,7 +6,7 @@ one group.
 The watchers run here as the startup script runs them, as processes of their own, each with its own jobs
 directory; Cloud Storage is gcp-storage-emulator behind the IAM stand-in (rehearsal/storage_iam.py: the hosts act as
 their service account, with the roles the program declared); the metadata server and the Compute Engine API are the
-local stand-in (tests/workload/gce_standin.py), one per host, granting only what the program declared. SSH
+local stand-in (tests/workload/gce_standin.py), one per host, granting only what the program slice_autostop. SSH
 sessions are left out here (each watcher is pointed at a port nobody uses): tests/workload/test_autostop.py covers
 them, and tests/slice/test_slice_autostop.py runs the watchers on simulated hosts with real jobs."""
 
@@ -24,12 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.stack_file import read_stack_config
 from rehearsal import storage_iam
-from rehearsal.engine import ROOT, run_program
-from tests.fixtures.mock_engine import DISK_KEYS
 from tests.ssh_testbed import wait_until
-from tests.workload.gce_standin import TOKEN, DeclaredGroupAccess, GceStandin, NotModelled
+from tests.workload.gce_standin import TOKEN, GceStandin, NotModelled
 from workload import autostop
 
 WATCHER = Path(autostop.__file__)
@@ -37,40 +34,6 @@ IDLE_S = 1.8
 HOSTS = ("tpu-sft-dev-01", "tpu-sft-dev-02")
 RESIZE = "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/{}/resize?size=0"
 UNUSED_PORT = 1  # tcpmux: no SSH session ever lands there
-
-
-@pytest.fixture(scope="module")
-def declared(tmp_path_factory):
-    """The example stack switched to a v6e-16 (autostop stop, as shipped): its group grant and its bucket."""
-    home = tmp_path_factory.mktemp("home")
-    (home / ".ssh").mkdir()
-    key = home / ".ssh/google_compute_engine"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    config = {
-        **read_stack_config(ROOT / "Pulumi.dev.yaml"),
-        "tpu-sft:acceleratorType": "v6e-16",
-        "tpu-sft:sshPublicKey": key.with_suffix(".pub").read_text().strip(),
-    }
-    config = {k: v for k, v in config.items() if k not in DISK_KEYS}
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("HOME", str(home))
-        stack = run_program(config)
-        off = run_program({**config, "tpu-sft:autostop": "off"})
-    metadata = stack.one("gcp:compute/instanceTemplate:InstanceTemplate").inputs["metadata"]
-    return SimpleDeclared(
-        DeclaredGroupAccess.of(stack, config["gcp:project"]),
-        DeclaredGroupAccess.of(off, config["gcp:project"]),
-        storage_iam.DeclaredStorage.of(stack),
-        {k: v for k, v in metadata.items() if k.startswith("tpu-sft-")},
-    )
-
-
-@dataclasses.dataclass(frozen=True)
-class SimpleDeclared:
-    access: DeclaredGroupAccess
-    access_off: DeclaredGroupAccess
-    storage: storage_iam.DeclaredStorage
-    metadata: dict[str, str]  # the template's tpu-sft-* attributes: every host's
 
 
 def _resize(standin: GceStandin, group: str, token: str = TOKEN) -> tuple[int, str]:
@@ -87,8 +50,8 @@ def _resize(standin: GceStandin, group: str, token: str = TOKEN) -> tuple[int, s
         return error.code, json.loads(error.read())["error"]["message"]
 
 
-def test_the_grant_lets_the_hosts_resize_their_own_group_and_no_other(declared):
-    standin = GceStandin(access=None, group_access=declared.access).start()
+def test_the_grant_lets_the_hosts_resize_their_own_group_and_no_other(slice_autostop):
+    standin = GceStandin(access=None, group_access=slice_autostop.access).start()
     try:
         assert _resize(standin, "tpu-sft-dev")[0] == 200
         assert standin.resizes == [("tpu-sft-dev", 0)]
@@ -98,16 +61,16 @@ def test_the_grant_lets_the_hosts_resize_their_own_group_and_no_other(declared):
             "'projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/someone-elses-group'",
         )
         assert _resize(standin, "tpu-sft-dev", token="ya29.someone-else")[0] == 401
-        standin.group_access = declared.access_off  # autostop off declares no grant: nothing may resize
+        standin.group_access = slice_autostop.access_off  # autostop off declares no grant: nothing may resize
         assert _resize(standin, "tpu-sft-dev")[0] == 403
         standin.group_access = dataclasses.replace(
-            declared.access, service_account="someone@my-tpu-project.iam.gserviceaccount.com"
+            slice_autostop.access, service_account="someone@my-tpu-project.iam.gserviceaccount.com"
         )
         assert _resize(standin, "tpu-sft-dev")[0] == 403  # the grant names the hosts' own account
     finally:
         standin.stop()
-    (binding,) = declared.access.bindings
-    wider = dataclasses.replace(declared.access, bindings=frozenset({(*binding[:3], "true")}))
+    (binding,) = slice_autostop.access.bindings
+    wider = dataclasses.replace(slice_autostop.access, bindings=frozenset({(*binding[:3], "true")}))
     with pytest.raises(NotModelled):  # a condition the stand-in cannot evaluate is never guessed at
         wider.granted("compute.instanceGroupManagers.update", "my-tpu-project", "us-east5-b", "tpu-sft-dev")
 
@@ -152,13 +115,19 @@ def _job(jobs_root: Path, name: str) -> subprocess.Popen:
     return wrapper
 
 
-def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(declared, tmp_path):
-    iam = storage_iam.start(declared.storage, tmp_path / "emulator.log")
+def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, tmp_path):
+    iam = storage_iam.start(slice_autostop.storage, tmp_path / "emulator.log")
     standins = [
         GceStandin(
             instance=host,
-            attributes={**declared.metadata, autostop.IDLE_KEY: str(IDLE_S / 60)},
-            group_access=declared.access,
+            # Two of the v6e-16's four hosts run here: the metadata names those two (how a host that never reports
+            # counts: test_how_long_a_host_has_been_quiet).
+            attributes={
+                **slice_autostop.metadata,
+                autostop.HOSTS_KEY: ",".join(HOSTS),
+                autostop.IDLE_KEY: str(IDLE_S / 60),
+            },
+            group_access=slice_autostop.access,
         ).start()
         for host in HOSTS
     ]
@@ -170,7 +139,7 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(declared, tmp_pa
                 "PATH": os.environ["PATH"],
                 "GCE_METADATA_HOST": standin.host,
                 "TPU_SFT_COMPUTE_API": f"http://{standin.host}",
-                "TPU_SFT_STORAGE_API": iam.url(declared.storage.host),
+                "TPU_SFT_STORAGE_API": iam.url(slice_autostop.storage.host),
             }
             log = tmp_path / f"autostop-{worker}.log"
             with open(log, "w") as out:
@@ -199,7 +168,7 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(declared, tmp_pa
         text = "".join(log.read_text() for _, log in watchers)
         assert "every host idle 0.03 min" in text and "asking the API to resize group tpu-sft-dev to 0 hosts" in text
         assert TOKEN not in text
-        report_url = f"{iam.url(declared.storage.host)}/storage/v1/b/{declared.storage.bucket}/o/"
+        report_url = f"{iam.url(slice_autostop.storage.host)}/storage/v1/b/{slice_autostop.storage.bucket}/o/"
         report = json.loads(urllib.request.urlopen(f"{report_url}autostop%2Ftpu-sft-dev-02.json?alt=media").read())
         assert report["host"] == "tpu-sft-dev-02" and report["busy"] is None and report["idle_since"] < ended
         assert iam.refusals == []
@@ -214,18 +183,20 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(declared, tmp_pa
         iam.stop()
 
 
-def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_trying(declared, tmp_path):
+def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_trying(slice_autostop, tmp_path):
     """Reports are the hosts' only way to agree: a 403 from Cloud Storage is logged with the grant it lacks, and
     nothing is resized."""
-    iam = storage_iam.StorageIam(storage_iam.gcs_emulator.start(declared.storage.bucket, tmp_path / "e.log"), {})
+    iam = storage_iam.StorageIam(storage_iam.gcs_emulator.start(slice_autostop.storage.bucket, tmp_path / "e.log"), {})
     standin = GceStandin(
-        instance=HOSTS[0], attributes={**declared.metadata, autostop.IDLE_KEY: "0.01"}, group_access=declared.access
+        instance=HOSTS[0],
+        attributes={**slice_autostop.metadata, autostop.IDLE_KEY: "0.01"},
+        group_access=slice_autostop.access,
     ).start()
     env = {
         "PATH": os.environ["PATH"],
         "GCE_METADATA_HOST": standin.host,
         "TPU_SFT_COMPUTE_API": f"http://{standin.host}",
-        "TPU_SFT_STORAGE_API": iam.url(declared.storage.host),
+        "TPU_SFT_STORAGE_API": iam.url(slice_autostop.storage.host),
     }
     log = tmp_path / "autostop.log"
     with open(log, "w") as out:
@@ -240,7 +211,7 @@ def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_tr
         wait_until(lambda: log.read_text().count("Cloud Storage answered 403") >= 2, 30, "two refused reports")
         assert watcher.poll() is None and standin.resizes == []
         line = next(line for line in log.read_text().splitlines() if "Cloud Storage answered 403" in line)
-        assert f"lacks write access to gs://{declared.storage.bucket}: run `pulumi up`" in line
+        assert f"lacks write access to gs://{slice_autostop.storage.bucket}: run `pulumi up`" in line
         assert TOKEN not in log.read_text()
     finally:
         watcher.kill()
