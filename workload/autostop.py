@@ -366,7 +366,7 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
             action, now = watcher.poll(policy)
             line = f"{now}; on idle: {policy.action} after {policy.idle_s / 60:g} min"
             waiting_for: list[str] = []
-            if policy.slice is not None:
+            if policy.slice is not None and policy.action != "off":
                 waiting_for = slice_waits_for(watcher, cloud, policy, cloud.metadata("instance/name") or "", poll_s)
                 if action is not None and waiting_for:
                     line = f"idle here; the slice waits for {', '.join(waiting_for)}"

@@ -185,11 +185,11 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, 
 
 def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_trying(slice_autostop, tmp_path):
     """Reports are the hosts' only way to agree: a 403 from Cloud Storage is logged with the grant it lacks, and
-    nothing is resized."""
+    nothing is resized. With autostop off, no report is written at all, until the metadata turns it on."""
     iam = storage_iam.StorageIam(storage_iam.gcs_emulator.start(slice_autostop.storage.bucket, tmp_path / "e.log"), {})
     standin = GceStandin(
         instance=HOSTS[0],
-        attributes={**slice_autostop.metadata, autostop.IDLE_KEY: "0.01"},
+        attributes={**slice_autostop.metadata, autostop.IDLE_KEY: "0.01", autostop.ACTION_KEY: "off"},
         group_access=slice_autostop.access,
     ).start()
     env = {
@@ -208,6 +208,10 @@ def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_tr
             env=env,
         )
     try:
+        wait_until(lambda: "idle; on idle: off" in log.read_text(), 30, "the watcher to go idle")
+        time.sleep(1.0)  # five polls
+        assert "Cloud Storage" not in log.read_text()
+        standin.attributes[autostop.ACTION_KEY] = "stop"  # `pulumi up` turned autostop on: no reboot needed
         wait_until(lambda: log.read_text().count("Cloud Storage answered 403") >= 2, 30, "two refused reports")
         assert watcher.poll() is None and standin.resizes == []
         line = next(line for line in log.read_text().splitlines() if "Cloud Storage answered 403" in line)
