@@ -346,15 +346,10 @@ def log(message: str) -> None:
     print(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} autostop: {message}", flush=True)
 
 
-def slice_waits_for(watcher: Watcher, cloud: Cloud, policy: Policy, host: str, poll_s: float) -> list[str]:
-    """Writes this host's report; once this host has been idle long enough, the hosts that still hold the slice
-    up (empty: resize it now). Before that, this host itself."""
-    assert policy.slice is not None
-    cloud.write_report(policy.slice.reports, host, watcher.report(host))
-    if watcher.doing is not None or watcher.clock() - watcher.last_busy < policy.idle_s:
-        return [host]
-    reports = {h: cloud.read_report(policy.slice.reports, h) for h in policy.slice.hosts}
-    return holding_up(reports, watcher.wall(), policy.idle_s, STALE_POLLS * poll_s, watcher.started)
+def slice_waits_for(watcher: Watcher, cloud: Cloud, slice_: Slice, idle_s: float, poll_s: float) -> list[str]:
+    """The hosts that still hold the slice up, read from every host's report (empty: resize it now)."""
+    reports = {host: cloud.read_report(slice_.reports, host) for host in slice_.hosts}
+    return holding_up(reports, watcher.wall(), idle_s, STALE_POLLS * poll_s, watcher.started)
 
 
 def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
@@ -367,8 +362,11 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
             line = f"{now}; on idle: {policy.action} after {policy.idle_s / 60:g} min"
             waiting_for: list[str] = []
             if policy.slice is not None and policy.action != "off":
-                waiting_for = slice_waits_for(watcher, cloud, policy, cloud.metadata("instance/name") or "", poll_s)
-                if action is not None and waiting_for:
+                host = cloud.metadata("instance/name") or ""
+                cloud.write_report(policy.slice.reports, host, watcher.report(host))
+                if action is not None:  # idle here for long enough: do the others agree?
+                    waiting_for = slice_waits_for(watcher, cloud, policy.slice, policy.idle_s, poll_s)
+                if waiting_for:
                     line = f"idle here; the slice waits for {', '.join(waiting_for)}"
             if line != doing:  # one line per change of activity, settings or hosts waited for, not per poll
                 doing = line
