@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -115,25 +116,38 @@ def _job(jobs_root: Path, name: str) -> subprocess.Popen:
     return wrapper
 
 
-def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, tmp_path):
-    iam = storage_iam.start(slice_autostop.storage, tmp_path / "emulator.log")
-    standins = [
-        GceStandin(
-            instance=host,
-            # Two of the v6e-16's four hosts run here: the metadata names those two (how a host that never reports
-            # counts: test_how_long_a_host_has_been_quiet).
-            attributes={
-                **slice_autostop.metadata,
-                autostop.HOSTS_KEY: ",".join(HOSTS),
-                autostop.IDLE_KEY: str(IDLE_S / 60),
-            },
-            group_access=slice_autostop.access,
-        ).start()
-        for host in HOSTS
-    ]
-    export = _job(tmp_path / "worker-0" / "jobs", "export-0123456789abcdef-1")  # worker 0 exports alone
-    watchers = []
-    try:
+@dataclasses.dataclass
+class SimulatedSlice:
+    """Two hosts' watchers, each a process with its own jobs directory and its own metadata and API stand-in."""
+
+    iam: storage_iam.StorageIam
+    standins: list[GceStandin]
+    watchers: list[subprocess.Popen]
+    logs: list[Path]
+
+    def resizes(self) -> set[tuple[str, int]]:
+        return {r for s in self.standins for r in s.resizes}
+
+
+@pytest.fixture
+def simulated_slice(slice_autostop, tmp_path) -> Iterator[Callable[[], SimulatedSlice]]:
+    started: list[SimulatedSlice] = []
+
+    def start() -> SimulatedSlice:
+        iam = storage_iam.start(slice_autostop.storage, tmp_path / "emulator.log")
+        # Two of the v6e-16's four hosts run here: the metadata names those two (how a host that never reports
+        # counts: test_how_long_a_host_has_been_quiet).
+        attributes = {
+            **slice_autostop.metadata,
+            autostop.HOSTS_KEY: ",".join(HOSTS),
+            autostop.IDLE_KEY: str(IDLE_S / 60),
+        }
+        standins = [
+            GceStandin(instance=host, attributes=attributes, group_access=slice_autostop.access).start()
+            for host in HOSTS
+        ]
+        running = SimulatedSlice(iam, standins, [], [])
+        started.append(running)
         for worker, standin in enumerate(standins):
             env = {
                 "PATH": os.environ["PATH"],
@@ -142,45 +156,97 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, 
                 "TPU_SFT_STORAGE_API": iam.url(slice_autostop.storage.host),
             }
             log = tmp_path / f"autostop-{worker}.log"
+            jobs_root = tmp_path / f"worker-{worker}" / "jobs"
+            command = [sys.executable, str(WATCHER), "--jobs-root", str(jobs_root), "--ssh-port", str(UNUSED_PORT)]
             with open(log, "w") as out:
-                jobs_root = tmp_path / f"worker-{worker}" / "jobs"
-                command = [sys.executable, str(WATCHER), "--jobs-root", str(jobs_root), "--ssh-port", str(UNUSED_PORT)]
-                watchers.append(
-                    (
-                        subprocess.Popen(
-                            [*command, "--poll-seconds", "0.2"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd="/"
-                        ),
-                        log,
+                running.watchers.append(
+                    subprocess.Popen(
+                        [*command, "--poll-seconds", "0.2"], stdout=out, stderr=subprocess.STDOUT, env=env, cwd="/"
                     )
                 )
-        waiting = "idle here; the slice waits for tpu-sft-dev-01 (job export-0123456789abcdef-1 is running)"
-        wait_until(lambda: waiting in watchers[1][1].read_text(), 30, "worker 1 to wait for worker 0's export")
-        time.sleep(2 * IDLE_S)  # worker 1 idle twice as long as idle minutes: it still waits
-        assert [s.resizes for s in standins] == [[], []]
-        export.kill()
-        export.wait()
-        ended = time.time()
-        wait_until(lambda: all(p.poll() is not None for p, _ in watchers), 30, "the watchers to resize and exit")
-        resized = [standin.api_times[-1] for standin in standins if standin.resizes]
-        assert resized and min(resized) >= ended + IDLE_S - 0.5  # worker 0's own idle minutes, counted from its job
-        assert {r for s in standins for r in s.resizes} == {("tpu-sft-dev", 0)}
-        assert [p.returncode for p, _ in watchers] == [0, 0]
-        text = "".join(log.read_text() for _, log in watchers)
-        assert "every host idle 0.03 min" in text and "asking the API to resize group tpu-sft-dev to 0 hosts" in text
-        assert TOKEN not in text
-        report_url = f"{iam.url(slice_autostop.storage.host)}/storage/v1/b/{slice_autostop.storage.bucket}/o/"
-        report = json.loads(urllib.request.urlopen(f"{report_url}autostop%2Ftpu-sft-dev-02.json?alt=media").read())
-        assert report["host"] == "tpu-sft-dev-02" and report["busy"] is None and report["idle_since"] < ended
-        assert iam.refusals == []
-    finally:
-        export.kill()
-        for process, _ in watchers:
+            running.logs.append(log)
+        return running
+
+    yield start
+    for running in started:
+        for process in running.watchers:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        for standin in standins:
+        for standin in running.standins:
             standin.stop()
-        iam.stop()
+        running.iam.stop()
+
+
+def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, simulated_slice, tmp_path):
+    export = _job(tmp_path / "worker-0" / "jobs", "export-0123456789abcdef-1")  # worker 0 exports alone
+    try:
+        hosts = simulated_slice()
+        waiting = "idle here; the slice waits for tpu-sft-dev-01 (job export-0123456789abcdef-1 is running)"
+        wait_until(lambda: waiting in hosts.logs[1].read_text(), 30, "worker 1 to wait for worker 0's export")
+        time.sleep(2 * IDLE_S)  # worker 1 idle twice as long as idle minutes: it still waits
+        assert hosts.resizes() == set()
+        export.kill()
+        export.wait()
+        ended = time.time()
+        wait_until(lambda: all(p.poll() is not None for p in hosts.watchers), 30, "the watchers to resize and exit")
+        resized = [standin.api_times[-1] for standin in hosts.standins if standin.resizes]
+        assert resized and min(resized) >= ended + IDLE_S - 0.5  # worker 0's own idle minutes, counted from its job
+        assert hosts.resizes() == {("tpu-sft-dev", 0)}
+        assert [p.returncode for p in hosts.watchers] == [0, 0]
+        text = "".join(log.read_text() for log in hosts.logs)
+        assert "every host idle 0.03 min" in text and "asking the API to resize group tpu-sft-dev to 0 hosts" in text
+        assert TOKEN not in text
+        reports = f"{hosts.iam.url(slice_autostop.storage.host)}/storage/v1/b/{slice_autostop.storage.bucket}/o/"
+        report = json.loads(urllib.request.urlopen(f"{reports}autostop%2Ftpu-sft-dev-02.json?alt=media").read())
+        assert report["host"] == "tpu-sft-dev-02" and report["busy"] is None and report["idle_since"] < ended
+        assert hosts.iam.refusals == []
+    finally:
+        export.kill()
+        export.wait()
+
+
+def test_a_host_whose_watcher_died_holds_the_slice_up_only_until_its_report_is_stale(simulated_slice, tmp_path):
+    """Worker 1's last report says busy, and then nothing more (its watcher killed, as on a host Google ended): after
+    four polls without a word it counts as quiet since that report, and worker 0 resizes once idle minutes have
+    passed since then, not never."""
+    train = _job(tmp_path / "worker-1" / "jobs", "train-0123456789abcdef-1")
+    try:
+        hosts = simulated_slice()
+        waiting = "idle here; the slice waits for tpu-sft-dev-02 (job train-0123456789abcdef-1 is running)"
+        wait_until(lambda: waiting in hosts.logs[0].read_text(), 30, "worker 0 to wait for worker 1's job")
+        hosts.watchers[1].kill()
+        hosts.watchers[1].wait()
+        silenced = time.time()
+        wait_until(lambda: hosts.watchers[0].poll() is not None, 30, "worker 0 to resize")
+        (resized,) = hosts.standins[0].api_times
+        # The report goes stale after 4 polls of 0.2 s, and then idle minutes (1.8 s) count from when it was written.
+        assert silenced + IDLE_S - 0.5 <= resized <= silenced + IDLE_S + 4 * 0.2 + 3.0
+        assert hosts.resizes() == {("tpu-sft-dev", 0)}
+    finally:
+        train.kill()
+        train.wait()
+
+
+def test_a_slice_policy_is_read_from_the_metadata_and_a_missing_key_is_named(slice_autostop):
+    whole = GceStandin(instance=HOSTS[0], attributes=slice_autostop.metadata).start()
+    partial = [
+        GceStandin(instance=HOSTS[0], attributes={k: v for k, v in slice_autostop.metadata.items() if k != key}).start()
+        for key in (autostop.HOSTS_KEY, autostop.REPORTS_KEY)
+    ]
+    try:
+        policy = autostop.read_policy(autostop.Cloud(metadata_host=whole.host))
+        assert policy.slice == autostop.Slice(
+            "tpu-sft-dev",
+            ("tpu-sft-dev-01", "tpu-sft-dev-02", "tpu-sft-dev-03", "tpu-sft-dev-04"),
+            f"gs://{slice_autostop.storage.bucket}/autostop",
+        )
+        for standin in partial:  # never a slice of no hosts, or reports nowhere
+            with pytest.raises(autostop.ApiError, match=f"metadata {autostop.GROUP_KEY} is set, but"):
+                autostop.read_policy(autostop.Cloud(metadata_host=standin.host))
+    finally:
+        for standin in (whole, *partial):
+            standin.stop()
 
 
 def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_trying(slice_autostop, tmp_path):
