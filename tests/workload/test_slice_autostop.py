@@ -105,6 +105,27 @@ def test_every_host_must_have_been_quiet_for_idle_minutes_and_the_others_are_nam
     ]
 
 
+class _Bucket:
+    """What slice_waits_for reads the reports through: here, a dict."""
+
+    def __init__(self, reports: dict[str, dict]):
+        self.reports = reports
+
+    def read_report(self, reports: str, host: str) -> dict | None:
+        return self.reports.get(host)
+
+
+@pytest.mark.parametrize(("age_s", "holding"), [(0.7, ["b (job x is running)"]), (0.9, [])])
+def test_a_busy_host_is_heard_from_for_four_polls_then_counts_as_quiet_since(age_s, holding):
+    """Polls of 0.2 s: a busy report 0.7 s old is still news; at 0.9 s it is stale, and the host counts as quiet since
+    it was written (idle minutes 0.5 s here)."""
+    now = 10_000.0
+    watcher = autostop.Watcher("/nonexistent", UNUSED_PORT, clock=lambda: 0.0, wall=lambda: now)
+    bucket = _Bucket({"b": {"busy": "job x is running", "idle_since": None, "written": now - age_s}})
+    slice_ = autostop.Slice("tpu-sft-dev", ("b",), "gs://bucket/autostop")
+    assert autostop.slice_waits_for(watcher, bucket, slice_, idle_s=0.5, poll_s=0.2) == holding  # type: ignore[arg-type]
+
+
 def _job(jobs_root: Path, name: str) -> subprocess.Popen:
     """A running detached job as remote/ssh/jobs.py leaves it: its directory, this boot's id, its wrapper's pid."""
     job = jobs_root / name
