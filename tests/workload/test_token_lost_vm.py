@@ -75,7 +75,9 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
     token_file.chmod(0o600)
     config, work, out = tmp_path / "settings.json", tmp_path / "work", tmp_path / "out"
     # No held-out pass: the one before training would start a data worker process (a GiB or more) for nothing here.
-    config.write_text(json.dumps({**TINY_SETTINGS, "evalInterval": 0}))
+    # One step: MaxText writes its event file to a bucket only when training ends (the writer flushes every 120 s
+    # or on close), so every step before it, and its checkpoint's upload, would be CPU for nothing here too.
+    config.write_text(json.dumps({**TINY_SETTINGS, "evalInterval": 0, "steps": 1}))
     argv = workload_argv(
         maxtext_python,
         config,
