@@ -5,6 +5,7 @@ resumed from the bucket, that the tests then inspect."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -66,6 +67,26 @@ def gcs(declared_storage, tmp_path_factory):
         else:
             os.environ[key] = value
     iam.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_converted(maxtext_python, tmp_path_factory) -> Path:
+    """A work dir where the tiny profile's assets and convert steps are done, for the tests that need the tiny model
+    or its converted checkpoint but do not test making them (the tiny pipeline does): each costs ~25 s of CPU, a
+    MaxText start among it. Built once per suite run, by the first xdist worker that needs it (session fixtures are
+    per worker), under a lock that the others wait on. Use it read-only, or through `copy_converted`."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's own base, above every worker's
+    work = root / "tiny-converted"
+    with open(root / "tiny-converted.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this worker dies
+        if not (work / "markers" / "convert.json").is_file():
+            config = root / "tiny-converted.json"
+            config.write_text(json.dumps(TINY_SETTINGS))
+            done = run_workload(maxtext_python, config, work, root / "tiny-converted-out", "--until", "convert")
+            assert done.returncode == 0, f"{done.summary}\n{done.stderr[-3000:]}"
+    return work
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 """A fine-tune that learns nothing is said not to have learned (real MaxText 0.2.2, tiny profile, CPU). A learning
 rate of 0 trains steps that move no weight, so the held-out pass before training and the one after read the same
 loss; they read it on the same examples too, or they would differ (Tunix re-iterates the eval iterator from its
-start on every pass). The run ends with the warning; with requireLearning it fails in one line instead. It builds its
-own tiny assets and converts them (~40 s), so that it runs beside the session's tiny pipeline, not after it."""
+start on every pass). The run ends with the warning; with requireLearning it fails in one line instead. It starts
+from the shared converted tiny model (`tiny_converted`), not the tiny pipeline's, so that it runs beside the session's
+tiny pipeline, not after it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 
 import pytest
 
-from tests.workload.tiny_run import TINY_SETTINGS, run_workload
+from tests.workload.tiny_run import TINY_SETTINGS, copy_converted, run_workload
 from workload import learning
 
 STEPS = 2
@@ -18,9 +19,10 @@ SETTINGS = {**TINY_SETTINGS, "learningRate": 0, "steps": STEPS, "evalInterval": 
 
 
 @pytest.fixture(scope="module")
-def unlearned(maxtext_python, tmp_path_factory):
+def unlearned(maxtext_python, tiny_converted, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unlearned")
     work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
+    copy_converted(tiny_converted, work)
     config.write_text(json.dumps(SETTINGS))
     trained = run_workload(maxtext_python, config, work, out, "--until", "train")
     config.write_text(json.dumps({**SETTINGS, "requireLearning": True}))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -23,11 +24,11 @@ ASSISTANT_WORDS = ("Here is fact", "In winter")
 
 
 @pytest.fixture(scope="module")
-def first_batches(maxtext_python, tmp_path_factory) -> list[dict]:
+def first_batches(maxtext_python, tiny_converted, tmp_path_factory) -> list[dict]:
     work = tmp_path_factory.mktemp("masking")
     config = PipelineConfig(profile="tiny")
     layout = Layout(str(work), str(work / "out"), config.model, commands.run_name(config))
-    subprocess.run([maxtext_python, "-m", "workload.tiny", layout.tiny_dir], cwd=REPO, check=True, timeout=600)
+    Path(layout.tiny_dir).symlink_to(tiny_converted / "tiny")  # the tiny model and dataset, read only
     train = commands.train_sft(config, layout)
     assert train.argv[1:3] == ("-m", commands.TRAIN_SFT)  # a module, so MaxText infers sft.yml from its path
     variants = [[], ["sft_train_on_completion_only=False"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -84,6 +85,12 @@ def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str) 
         stdin=subprocess.DEVNULL,
     )
     return Run(done.returncode, parse_events(done.stdout), time.monotonic() - started, done.stderr)
+
+
+def copy_converted(converted: Path, work: Path) -> None:
+    """Starts `work` as a copy of the `tiny_converted` work dir: a run whose convert inputs are the tiny settings'
+    skips assets and convert, whose done-markers name their outputs relative to the work dir."""
+    shutil.copytree(converted, work)
 
 
 def latest_checkpoint(runs: Path) -> int | None:
