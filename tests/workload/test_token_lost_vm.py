@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workload.tiny_run import REPO, STEP_LIMIT_S, TINY_SETTINGS, processes, workload_argv
+from tests.workload.tiny_run import REPO, STEP_LIMIT_S, TINY_SETTINGS, copy_converted, processes, workload_argv
 
 RUNS_PREFIX = "lost-vm-runs"  # its own prefix: the session's tiny pipeline writes the same run name under "runs"
 CONFIG_TAG = b"hf_access_token"  # one of the config keys MaxText writes into TensorBoard, token or not
@@ -65,7 +65,7 @@ def files_holding(root: Path, secret: bytes) -> list[str]:
 
 
 def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any_file_of_the_run(
-    maxtext_python, gcs, tmp_path
+    maxtext_python, gcs, tiny_converted, tmp_path
 ):
     token = fake_token()
     secrets = tmp_path / "state" / "secrets"  # as ~/.tpu-sft/secrets on the VM: outside every directory of the run
@@ -74,6 +74,8 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
     token_file.write_text(token)
     token_file.chmod(0o600)
     config, work, out = tmp_path / "settings.json", tmp_path / "work", tmp_path / "out"
+    # Converted without the token: what MaxText's convert writes on a host that has one is the e2e run's to search.
+    copy_converted(tiny_converted, work)
     # No held-out pass: the one before training would start a data worker process (a GiB or more) for nothing here.
     # One step: MaxText writes its event file to a bucket only when training ends (the writer flushes every 120 s
     # or on close), so every step before it, and its checkpoint's upload, would be CPU for nothing here too.
