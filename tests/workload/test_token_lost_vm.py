@@ -24,6 +24,10 @@ from tests.workload.tiny_run import REPO, STEP_LIMIT_S, TINY_SETTINGS, copy_conv
 
 RUNS_PREFIX = "lost-vm-runs"  # its own prefix: the session's tiny pipeline writes the same run name under "runs"
 CONFIG_TAG = b"hf_access_token"  # one of the config keys MaxText writes into TensorBoard, token or not
+# What this run's trainer compiles (its training step, its sharded initial state), kept between suite runs as the
+# tiny pipeline keeps its own (tests/workload/conftest.py COMPILED): the bucket starts with it, so the trainer loads
+# them instead of compiling. Cold, this is empty and the trainer compiles.
+COMPILED = Path.home() / ".cache" / "tpu-sft" / "token-run-jax-cache"
 
 
 def fake_token() -> str:
@@ -92,6 +96,9 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
         "--hf-token-file",
         str(token_file),
     )
+    cache = f"{RUNS_PREFIX}/jax-cache"  # the trainer's (workload/layout.py compile_cache_dir)
+    if COMPILED.is_dir():
+        gcs.upload(COMPILED, cache)
     stdout = open(tmp_path / "runner.stdout", "w+b")
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_TOKEN_PATH")}
     runner = subprocess.Popen(
@@ -127,3 +134,4 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
     holding += [str(stdout.name)] if secret in Path(stdout.name).read_bytes() else []
     assert holding == [], f"the token's bytes are in {holding}"
     assert any("/tensorboard/" in str(p) for p in bucket_copy.rglob("events.out.tfevents*"))
+    gcs.download(cache, COMPILED)
