@@ -228,12 +228,23 @@ class Cloud:
         """A host's last report (None: it never wrote one, or not one that reads)."""
         bucket, name = _object(reports, host)
         url = f"{self.storage_api}/storage/v1/b/{bucket}/o/{name}?alt=media"
-        answer = self._send("GET", url, f"read access to gs://{bucket}", missing_ok=True)
-        try:
-            report = json.loads(answer)
-        except ValueError:
-            return None
-        return report if isinstance(report, dict) else None
+        return parse_report(self._send("GET", url, f"read access to gs://{bucket}", missing_ok=True))
+
+
+def parse_report(raw: bytes) -> dict | None:
+    """A report as Watcher.report writes it, or None for anything else (nothing, or not one that reads): a host
+    whose report does not read counts as one that never reported."""
+    try:
+        report = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(report, dict):
+        return None
+    numbers = (int, float)
+    idle_since = report.get("idle_since")
+    if not isinstance(report.get("written"), numbers) or not (idle_since is None or isinstance(idle_since, numbers)):
+        return None
+    return report
 
 
 def _object(reports: str, host: str) -> tuple[str, str]:
@@ -281,9 +292,9 @@ def quiet_since(report: dict | None, now: float, stale_s: float, watching_since:
     """Since when (wall clock) a host has done nothing a watcher can see; None: busy now."""
     if report is None:
         return watching_since  # never reported: quiet for as long as this watcher has waited for it
-    if report.get("idle_since") is not None:
+    if report["idle_since"] is not None:
         return float(report["idle_since"])
-    written = float(report.get("written", 0))
+    written = float(report["written"])
     return written if now - written > stale_s else None  # busy when last heard from, and silent since
 
 

@@ -97,12 +97,36 @@ def test_every_host_must_have_been_quiet_for_idle_minutes_and_the_others_are_nam
     idle = {"busy": None, "idle_since": NOW - IDLE, "written": NOW}
     assert autostop.holding_up({"a": idle, "b": idle}, NOW, IDLE, STALE, NOW - IDLE) == []
     busy = {"busy": "job export-1 is running", "idle_since": None, "written": NOW}
-    recent = {"busy": None, "idle_since": NOW - 30, "written": NOW}
-    assert autostop.holding_up({"a": idle, "b": busy, "c": recent, "d": None}, NOW, IDLE, STALE, NOW - 6) == [
-        "b (job export-1 is running)",
-        "c (idle 0.5 min)",
-        "d (idle 0.1 min)",
-    ]
+    hour = 3600.0
+    long_idle = {"busy": None, "idle_since": NOW - hour, "written": NOW}
+    recent = {"busy": None, "idle_since": NOW - 300, "written": NOW}
+    holding = autostop.holding_up({"a": long_idle, "b": busy, "c": recent, "d": None}, NOW, hour, STALE, NOW - 6)
+    assert holding == ["b (job export-1 is running)", "c (idle 5.0 min)", "d (idle 0.1 min)"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",  # never written (a 404 reads as nothing)
+        b"not json",
+        b'["a list"]',
+        b'{"busy": null, "idle_since": 1.0}',  # no time written
+        b'{"busy": null, "idle_since": 1.0, "written": "now"}',
+        b'{"busy": null, "idle_since": "long ago", "written": 2.0}',
+    ],
+)
+def test_a_report_that_does_not_read_counts_as_none(raw):
+    """A host whose report is damaged counts as one that never reported: it cannot stop the watcher that reads it."""
+    assert autostop.parse_report(raw) is None
+
+
+def test_a_report_reads_back_as_written():
+    watcher = autostop.Watcher("/nonexistent", UNUSED_PORT, clock=lambda: 100.0, wall=lambda: NOW)
+    watcher.doing = None
+    report = watcher.report("tpu-sft-dev-02")
+    assert report == {"host": "tpu-sft-dev-02", "busy": None, "idle_since": NOW, "written": NOW}
+    assert autostop.parse_report(json.dumps(report).encode()) == report
+    assert autostop.parse_report(b'{"busy": "job x is running", "idle_since": null, "written": 7}')["written"] == 7
 
 
 class _Bucket:
