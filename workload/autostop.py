@@ -185,10 +185,19 @@ class Cloud:
         zone = (self.metadata("instance/zone") or "").rsplit("/", 1)[-1]  # projects/NUMBER/zones/ZONE
         return f"{self.compute_api}/compute/v1/projects/{self.metadata('project/project-id')}/zones/{zone}"
 
-    def _send(self, method: str, url: str, grant: str, body: bytes | None = None, missing_ok: bool = False) -> bytes:
-        """One authorized call; a 403 names the `grant` that is missing. With `missing_ok`, a 404 is b""."""
+    def _send(
+        self,
+        method: str,
+        url: str,
+        grant: str,
+        body: bytes | None = None,
+        missing_ok: bool = False,
+        token: str | None = None,
+    ) -> bytes:
+        """One authorized call (with `token`, or a new one from the metadata server); a 403 names the `grant` that
+        is missing. With `missing_ok`, a 404 is b""."""
         api = "Cloud Storage" if url.startswith(self.storage_api) else "Compute Engine API"
-        headers = {"Authorization": f"Bearer {self._token()}"}
+        headers = {"Authorization": f"Bearer {token or self._token()}"}
         if body:
             # Not application/json: the object is read back as bytes, and gcp-storage-emulator, which the tests
             # use for Cloud Storage, would parse a JSON body instead of storing it.
@@ -224,11 +233,17 @@ class Cloud:
         url = f"{self.storage_api}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={name}"
         self._send("POST", url, f"write access to gs://{bucket}", json.dumps(report).encode())
 
-    def read_report(self, reports: str, host: str) -> dict | None:
-        """A host's last report (None: it never wrote one, or not one that reads)."""
-        bucket, name = _object(reports, host)
-        url = f"{self.storage_api}/storage/v1/b/{bucket}/o/{name}?alt=media"
-        return parse_report(self._send("GET", url, f"read access to gs://{bucket}", missing_ok=True))
+    def read_reports(self, reports: str, hosts: tuple[str, ...]) -> dict[str, dict | None]:
+        """Each host's last report (None: it never wrote one, or not one that reads), all read with one token: a
+        v6e-256 has 64 hosts."""
+        token = self._token()
+        found = {}
+        for host in hosts:
+            bucket, name = _object(reports, host)
+            url = f"{self.storage_api}/storage/v1/b/{bucket}/o/{name}?alt=media"
+            answer = self._send("GET", url, f"read access to gs://{bucket}", missing_ok=True, token=token)
+            found[host] = parse_report(answer)
+        return found
 
 
 def parse_report(raw: bytes) -> dict | None:
@@ -359,7 +374,7 @@ def log(message: str) -> None:
 
 def slice_waits_for(watcher: Watcher, cloud: Cloud, slice_: Slice, idle_s: float, poll_s: float) -> list[str]:
     """The hosts that still hold the slice up, read from every host's report (empty: resize it now)."""
-    reports = {host: cloud.read_report(slice_.reports, host) for host in slice_.hosts}
+    reports = cloud.read_reports(slice_.reports, slice_.hosts)
     return holding_up(reports, watcher.wall(), idle_s, STALE_POLLS * poll_s, watcher.started)
 
 

@@ -135,8 +135,8 @@ class _Bucket:
     def __init__(self, reports: dict[str, dict]):
         self.reports = reports
 
-    def read_report(self, reports: str, host: str) -> dict | None:
-        return self.reports.get(host)
+    def read_reports(self, reports: str, hosts: tuple[str, ...]) -> dict[str, dict | None]:
+        return {host: self.reports.get(host) for host in hosts}
 
 
 @pytest.mark.parametrize(("age_s", "holding"), [(0.7, ["b (job x is running)"]), (0.9, [])])
