@@ -232,6 +232,21 @@ def to_huggingface(
     return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
 
 
+def verify_hf(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """verify's check that the export loads in transformers and generates (workload/verify_hf.py). The export is a
+    local directory: nothing to fetch, so nothing may be fetched."""
+    argv = (python, "-m", "workload.verify_hf", layout.export_dir, layout.result("verify.json"))
+    env = {**hf_env(layout.hf_home), "HF_HUB_OFFLINE": "1", **(cpu_env() if config.profile == "tiny" else {})}
+    return Command("verify", argv, env)
+
+
 def logit_parity(
     config: PipelineConfig,
     layout: Layout,

@@ -248,11 +248,10 @@ def verify(ctx: Context) -> Outcome:
     result_path = ctx.layout.result("verify.json")
     if os.path.exists(result_path):
         os.remove(result_path)
-    # The export is a local directory: nothing to fetch, so nothing may be fetched.
-    offline = {"HF_HOME": ctx.layout.hf_home, "HF_HUB_OFFLINE": "1"}
-    ctx.run("verify", [ctx.python, "-m", "workload.verify_hf", ctx.layout.export_dir, result_path], offline)
+    loads = ctx.command(commands.verify_hf)
+    ctx.run("verify", loads.argv, loads.env)
     parity = ctx.command(commands.logit_parity)
-    ctx.run("logit-parity", parity.argv, {**parity.env, **offline})
+    ctx.run("logit-parity", parity.argv, {**parity.env, "HF_HUB_OFFLINE": "1"})  # the export is local too
     # The held-out questions may come from the Hub (the full profile's dataset): this one is not offline.
     before_after = ctx.command(commands.samples)
     ctx.run("samples", before_after.argv, before_after.env)

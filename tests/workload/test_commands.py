@@ -92,6 +92,26 @@ def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_quest
     assert "--dataset" not in commands.samples(PipelineConfig(eval_interval=0), layout).argv
 
 
+def test_verify_loads_the_local_export_offline():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    full = commands.verify_hf(PipelineConfig(), layout)
+    assert full.argv[1:] == ("-m", "workload.verify_hf", layout.export_dir, layout.result("verify.json"))
+    assert full.env == {"HF_HOME": layout.hf_home, "HF_HUB_OFFLINE": "1"}
+    assert commands.verify_hf(PipelineConfig(profile="tiny"), layout).env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_the_tiny_profile_gives_torch_one_thread_and_the_full_profile_leaves_it_to_torch():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    tiny_config, full_config = PipelineConfig(profile="tiny"), PipelineConfig()
+    _, tiny_steps = build(tiny_config)
+    _, full_steps = build(full_config)
+    for builder in (commands.verify_hf, commands.logit_parity, commands.samples):
+        tiny_steps = (*tiny_steps, builder(tiny_config, layout))
+        full_steps = (*full_steps, builder(full_config, layout))
+    assert [command.env.get("OMP_NUM_THREADS") for command in tiny_steps] == ["1"] * 6
+    assert [command.env.get("OMP_NUM_THREADS") for command in full_steps] == [None] * 6
+
+
 def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():
     _, (convert, train, export) = build(PipelineConfig())
     assert convert.env == {"HF_HOME": "/dev/shm/hf-home"}  # step 4 runs before step 5's exports
