@@ -40,6 +40,6 @@ def cpu_env() -> dict[str, str]:
     """The tiny profile: CPU JAX (libtpu is installed and would otherwise be probed), no hub access, so a missing
     local file fails at once instead of waiting on the network, and one torch thread. The tiny profile always
     shares its cores (a slice's simulated hosts, the suite's runs side by side), and torch's OpenMP threads spin at
-    every barrier while another process holds the core: the before/after answers took 101 s of CPU beside five
-    busy processes on 2 cores, 16 s with one thread (bench/torch_threads.py)."""
+    every barrier while another process holds the core: the before/after answers took 100-112 s of CPU beside five
+    busy processes on 2 cores, 18 s with one thread (bench/torch_threads.py)."""
     return {"JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
