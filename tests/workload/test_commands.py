@@ -102,14 +102,13 @@ def test_verify_loads_the_local_export_offline():
 
 def test_the_tiny_profile_gives_torch_one_thread_and_the_full_profile_leaves_it_to_torch():
     layout = Layout("/w", "/data/out", "gemma3-4b", "run")
-    tiny_config, full_config = PipelineConfig(profile="tiny"), PipelineConfig()
-    _, tiny_steps = build(tiny_config)
-    _, full_steps = build(full_config)
-    for builder in (commands.verify_hf, commands.logit_parity, commands.samples):
-        tiny_steps = (*tiny_steps, builder(tiny_config, layout))
-        full_steps = (*full_steps, builder(full_config, layout))
-    assert [command.env.get("OMP_NUM_THREADS") for command in tiny_steps] == ["1"] * 6
-    assert [command.env.get("OMP_NUM_THREADS") for command in full_steps] == [None] * 6
+    verify = (commands.verify_hf, commands.logit_parity, commands.samples)
+
+    def every_command(config):
+        return [*build(config)[1], *(builder(config, layout) for builder in verify)]
+
+    assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig(profile="tiny"))] == ["1"] * 6
+    assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig())] == [None] * 6
 
 
 def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():
