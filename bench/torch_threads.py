@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from workload import tiny
+from workload.tpu_env import cpu_env
 
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
@@ -52,16 +53,16 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HOME": f"{tmp}/hf-home"}
-        env.pop("OMP_NUM_THREADS", None)
         subprocess.run([str(MAXTEXT_PYTHON), "-m", "workload.tiny", f"{tmp}/tiny"], env=env, check=True, cwd=REPO)
         model = f"{tmp}/tiny/{tiny.MODEL_SUBDIR}"
         argv = [str(MAXTEXT_PYTHON), "-m", "workload.samples", model, model, f"{tmp}/samples.md", f"{tmp}/samples.json"]
         argv += ["--dataset", f"{tmp}/tiny/{tiny.DATASET_SUBDIR}", "--split", "test_sft", "--column", "messages"]
-        env.update({"JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+        tiny_env = {**env, **cpu_env()}  # as the tiny profile runs it
+        own_threads = {k: v for k, v in tiny_env.items() if k != "OMP_NUM_THREADS"}
         print(f"workload.samples on the tiny model, beside {args.busy} busy processes, {os.cpu_count()} cores")
         cpu_s = {}
-        for label, extra in (("torch's own threads", {}), ("one thread", {"OMP_NUM_THREADS": "1"})):
-            cpu_s[label], wall_s = beside_busy_processes(args.busy, argv, {**env, **extra})
+        for label, run_env in (("torch's own threads", own_threads), ("one thread", tiny_env)):
+            cpu_s[label], wall_s = beside_busy_processes(args.busy, argv, run_env)
             print(f"  {label:19}: {cpu_s[label]:6.1f} s CPU, {wall_s:6.1f} s wall", flush=True)
         own, one = cpu_s.values()
         print(f"CPU, torch's own threads / one thread: {own / one:.1f}")
