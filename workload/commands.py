@@ -1,10 +1,10 @@
 """The exact MaxText command lines of seed steps 4–6, built from the settings. Pure functions.
 
-With default settings and a /dev/shm work dir they are the seed's commands token for token, except that
-`hf_access_token=$HF_TOKEN` is left out of argv on purpose: anything in argv is readable by every user of
-the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in `hf_access_token` MaxText writes into its
-TensorBoard files. With the key unset, MaxText's hub calls get `token=None` and huggingface_hub reads the file
-the runner names in `HF_TOKEN_PATH` (workload/hf_token.py).
+With default settings and a /dev/shm work dir they are the seed's commands token for token, except that train_sft
+starts through `workload.trainer_launcher`, and that `hf_access_token=$HF_TOKEN` is left out of argv on purpose:
+anything in argv is readable by every user of the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in
+`hf_access_token` MaxText writes into its TensorBoard files. With the key unset, MaxText's hub calls get
+`token=None` and huggingface_hub reads the file the runner names in `HF_TOKEN_PATH` (workload/hf_token.py).
 
 Settings left at None are left out, so MaxText's own defaults apply; the tiny profile adds MaxText's CPU
 options and the overrides that shrink gemma3-4b, and runs the converters through `workload.tiny_launcher`.
@@ -27,6 +27,8 @@ from workload.tpu_env import cpu_env, hf_env, tpu_env
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
 TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
+# train_sft runs through it, so that its data workers do not import the whole trainer anew (its docstring says why).
+TRAINER_LAUNCHER = "workload.trainer_launcher"
 
 # Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
 _USE_PATHWAYS = 0
@@ -67,8 +69,9 @@ def _dir(path: str) -> str:
     return os.path.join(path, "")
 
 
-def _module(config: PipelineConfig, layout: Layout, python: str, module: str, *, patch_hf: bool) -> list[str]:
-    if config.profile == "tiny" and patch_hf:
+def _converter(config: PipelineConfig, layout: Layout, python: str, module: str) -> list[str]:
+    """A converter reads the model's HF config and id from MaxText's tables: in the tiny profile, the tiny model's."""
+    if config.profile == "tiny":
         model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
         return [python, "-m", "workload.tiny_launcher", "--model-dir", model_dir, module]
     return [python, "-m", module]
@@ -111,7 +114,7 @@ def to_maxtext(
     hostname: str = "",
     worker: JaxProcess = ONE_HOST,
 ) -> Command:
-    argv = _module(config, layout, python, TO_MAXTEXT, patch_hf=True) + [
+    argv = _converter(config, layout, python, TO_MAXTEXT) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
         "scan_layers=True",
@@ -172,7 +175,7 @@ def train_sft(
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
-    argv = _module(config, layout, python, TRAIN_SFT, patch_hf=False) + [
+    argv = [python, "-m", TRAINER_LAUNCHER, TRAIN_SFT] + [
         f"run_name={layout.run_name}",
         f"base_output_directory={_dir(layout.post_train_base)}",
         f"model_name={config.model}",
@@ -217,7 +220,7 @@ def to_huggingface(
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
-    argv = _module(config, layout, python, TO_HUGGINGFACE, patch_hf=True) + [
+    argv = _converter(config, layout, python, TO_HUGGINGFACE) + [
         f"model_name={config.model}",
         f"load_parameters_path={params or layout.trained_params(config.steps)}",
         f"base_output_directory={_dir(out_dir or layout.export_dir)}",

@@ -26,8 +26,10 @@ SEED_TRAIN = """python3 -m maxtext.trainers.post_train.sft.train_sft
     per_device_batch_size=1 steps=1000
     hf_path=HuggingFaceH4/ultrachat_200k train_split=train_sft "train_data_columns=['messages']"
     profiler=xplane"""
-# What train adds to the seed's step 5: MaxText's own held-out evaluation (docs/learning.md).
+# What train adds to the seed's step 5: MaxText's own held-out evaluation (docs/learning.md), and the launcher it
+# starts through (workload/trainer_launcher.py).
 HELD_OUT = ["eval_interval=250", "eval_steps=10", "hf_eval_split=test_sft", "eval_data_columns=['messages']"]
+LAUNCHED = ("-m", "workload.trainer_launcher", "maxtext.trainers.post_train.sft.train_sft")
 SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
     model_name=gemma3-4b
     load_parameters_path=/dev/shm/gemma3-4b/post-train//2026-01-01-00-00-00/checkpoints/1000/model_params
@@ -55,17 +57,23 @@ def build(config, work="/dev/shm", run=None):
     return layout, commands.pipeline_commands(config, layout, python="python3", hostname="my-vm")
 
 
+def seed_launched(seed_train):
+    """The seed's train command as it starts through the launcher."""
+    python, _, _, *arguments = tokens(seed_train)
+    return [python, *LAUNCHED, *arguments]
+
+
 def test_default_settings_reproduce_the_seed_commands_token_by_token_plus_the_held_out_loss():
     _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
-    assert [a for a in train.argv if a not in HELD_OUT] == tokens(SEED_TRAIN)
+    assert [a for a in train.argv if a not in HELD_OUT] == seed_launched(SEED_TRAIN)
     assert [a for a in train.argv if a in HELD_OUT] == HELD_OUT
     assert list(export.argv) == tokens(SEED_TO_HUGGINGFACE)
 
 
 def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_out_loud():
     _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0))
-    assert [a for a in train.argv if a != "eval_interval=-1"] == tokens(SEED_TRAIN)
+    assert [a for a in train.argv if a != "eval_interval=-1"] == seed_launched(SEED_TRAIN)
     assert "eval_interval=-1" in train.argv  # 0 would divide by zero in Tunix's loop
 
 
@@ -160,7 +168,7 @@ def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_
         commands.TO_MAXTEXT,
     )
     assert export.argv[5] == commands.TO_HUGGINGFACE
-    assert train.argv[:3] == ("python3", "-m", commands.TRAIN_SFT)  # train_sft needs no HF config patch
+    assert train.argv[:4] == ("python3", *LAUNCHED)  # train_sft needs no HF config patch
     for command in (convert, train, export):
         assert set(tiny.maxtext_overrides()) <= set(command.argv)
         assert command.env["JAX_PLATFORMS"] == "cpu" and "TPU_ACCELERATOR_TYPE" not in command.env

@@ -30,10 +30,11 @@ def first_batches(maxtext_python, tiny_converted, tmp_path_factory) -> list[dict
     layout = Layout(str(work), str(work / "out"), config.model, commands.run_name(config))
     Path(layout.tiny_dir).symlink_to(tiny_converted / "tiny")  # the tiny model and dataset, read only
     train = commands.train_sft(config, layout)
-    assert train.argv[1:3] == ("-m", commands.TRAIN_SFT)  # a module, so MaxText infers sft.yml from its path
+    assert train.argv[3] == commands.TRAIN_SFT  # run as under `python -m`: MaxText infers sft.yml from its path
+    arguments = train.argv[4:]
     variants = [[], ["sft_train_on_completion_only=False"]]
     done = subprocess.run(
-        [maxtext_python, str(REPO / "tests" / "workload" / "sft_batch.py"), json.dumps(variants), *train.argv[3:]],
+        [maxtext_python, str(REPO / "tests" / "workload" / "sft_batch.py"), json.dumps(variants), *arguments],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -47,7 +47,7 @@ def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_
     train = commands.train_sft(config, layout, worker=JaxProcess(0, ("h0", "h1", "h2", "h3")))  # v6e-16: 4 hosts
     compiled = maxtext_arguments(config, str(tmp_path), ["base_num_decoder_layers=2"])
     assert compiled == [
-        *train.argv[3:],
+        *train.argv[4:],  # after python -m LAUNCHER TRAIN_SFT
         "compile_topology=v6e-16",
         "compile_topology_num_slices=1",
         "base_num_decoder_layers=2",
