@@ -171,14 +171,36 @@ def compile_once(
         argv = [maxtext_python(), "-m", "workload.preflight", "--settings", settings.name]
         argv += ["--usd-per-chip-hour", str(price_per_chip_hour)]
         argv += [f"--maxtext={option}" for option in maxtext_overrides]
-        done = subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
-    lines = done.stdout.splitlines()
+        returncode, stdout = run_compile(argv)
+    lines = stdout.splitlines()
     sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]))
-    if done.returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
-        return (done.returncode or EXIT_UNEXPECTED), None, False
+    if returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
+        return (returncode or EXIT_UNEXPECTED), None, False
     record = {**json.loads(lines[-1]), "train_fingerprint": path.stem}
     keep(path, record)
-    return done.returncode, record, False
+    return returncode, record, False
+
+
+def run_compile(argv: list[str]) -> tuple[int, str]:
+    """(exit status, stdout) of the compile; stopped with this process by SIGTERM (`stop_on_sigterm`), even when
+    the SIGTERM comes while the compile is being started, before anything here holds it to stop it."""
+    _Sigterm.starting = True
+    try:
+        process = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    except BaseException:
+        _Sigterm.starting = False
+        raise
+    with process:
+        try:
+            _Sigterm.starting = False
+            if _Sigterm.held is not None:
+                signum, _Sigterm.held = _Sigterm.held, None
+                _stop(signum, None)
+            stdout, _ = process.communicate()
+        except BaseException:  # SystemExit from _stop, KeyboardInterrupt: the compile ends with this process
+            process.kill()
+            raise
+    return process.returncode, stdout
 
 
 def keep(path: Path, answer: dict[str, Any]) -> None:
@@ -255,15 +277,23 @@ def summary(record: dict[str, Any]) -> str:
     return f"{verdict} on a {record['accelerator']}: {used:.2f} GiB of HBM per chip of {limit:.2f} GiB"
 
 
+class _Sigterm:
+    starting = False  # run_compile is starting the compile: nothing holds it yet
+    held: int | None = None  # the signal that came meanwhile, for run_compile to act on once it holds the compile
+
+
+def _stop(signum: int, _frame: object) -> None:
+    if _Sigterm.starting:
+        _Sigterm.held = signum
+        return
+    print("preflight: stopped (SIGTERM); the compile is stopped too", file=sys.stderr)
+    raise SystemExit(128 + signum)
+
+
 def stop_on_sigterm() -> None:
     """SIGTERM (a cancelled CI job, a closed terminal) would end this process at once and leave the compile, its
-    child, running on for minutes; raised as SystemExit it unwinds through subprocess.run, which kills the child."""
-
-    def stop(signum: int, _frame: object) -> None:
-        print("preflight: stopped (SIGTERM); the compile is stopped too", file=sys.stderr)
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
+    child, running on for minutes; raised as SystemExit it unwinds through run_compile, which kills the child."""
+    signal.signal(signal.SIGTERM, _stop)
 
 
 if __name__ == "__main__":

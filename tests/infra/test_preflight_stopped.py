@@ -12,6 +12,10 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
+from infra import preflight
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -45,3 +49,32 @@ def test_sigterm_stops_the_compile_it_started(tmp_path):
     assert not outlived, f"the compile (pid {compile_pid}) outlived the preflight that started it"
     assert proc.returncode == 128 + signal.SIGTERM
     assert err.strip().splitlines()[-1] == "preflight: stopped (SIGTERM); the compile is stopped too"
+
+
+def test_a_sigterm_while_the_compile_starts_stops_it_too(tmp_path, monkeypatch):
+    """The SIGTERM comes after the compile's process exists and before starting it returned (under load the test
+    above once sent it there): the compile still ends with the preflight."""
+    standin = tmp_path / "python"
+    standin.write_text("#!/bin/sh\nexec sleep 30\n")  # were the SIGTERM lost, the test would fail in 30 s
+    standin.chmod(0o755)
+    started = []
+    popen = subprocess.Popen
+
+    def popen_then_sigterm(*args, **kwargs):
+        process = popen(*args, **kwargs)
+        started.append(process)
+        os.kill(os.getpid(), signal.SIGTERM)  # its handler runs here, inside the start
+        return process
+
+    previous = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(preflight.subprocess, "Popen", popen_then_sigterm)
+    preflight.stop_on_sigterm()
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            preflight.run_compile([str(standin)])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    [process] = started
+    assert process.poll() == -signal.SIGKILL  # the compile did not outlive it
+    assert preflight._Sigterm.held is None  # and the signal was acted on once
