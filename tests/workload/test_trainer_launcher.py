@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 TRAINER = """
 import json, multiprocessing, os, sys
@@ -64,25 +66,23 @@ def test_the_trainer_gets_argv_as_under_python_m(tmp_path):
     assert launched["argv"] == plain["argv"] == [str(tmp_path / "fake_trainer.py"), "steps=2", "run_name=x"]
 
 
-def test_a_module_that_is_not_there_is_one_line(tmp_path):
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["no_such_trainer", "steps=2"],
+            "no_such_trainer is not installed here. Fix: run this with the MaxText venv's Python",
+        ),
+        ([], "usage: python -m workload.trainer_launcher MODULE [ARGS...]"),
+    ],
+)
+def test_bad_input_is_one_line(argv, said):
     done = subprocess.run(
-        [sys.executable, "-m", "workload.trainer_launcher", "no_such_trainer", "steps=2"],
+        [sys.executable, "-m", "workload.trainer_launcher", *argv],
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 1
-    assert done.stderr == "no_such_trainer is not installed here. Fix: run this with the MaxText venv's Python\n"
-
-
-def test_no_module_is_the_usage_line():
-    done = subprocess.run(
-        [sys.executable, "-m", "workload.trainer_launcher"],
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 1
-    assert done.stderr == "usage: python -m workload.trainer_launcher MODULE [ARGS...]\n"
+    assert done.stderr == said + "\n"
