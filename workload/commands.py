@@ -175,7 +175,11 @@ def train_sft(
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
-    argv = [python, "-m", TRAINER_LAUNCHER, TRAIN_SFT] + [
+    argv = [
+        python,
+        "-m",
+        TRAINER_LAUNCHER,
+        TRAIN_SFT,
         f"run_name={layout.run_name}",
         f"base_output_directory={_dir(layout.post_train_base)}",
         f"model_name={config.model}",
