@@ -92,7 +92,7 @@ class TcpProxy:
             s.close()
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
     """Poll `predicate` until it returns something truthy, or fail after `timeout` s: no fixed sleeps in tests."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -13,12 +13,12 @@ def test_the_sampler_catches_a_secret_on_another_process_command_line():
     secret = "hf_SamplerCanary" + "x" * 20
     sampler = PsSampler(secret)
     sampler.start()
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", secret])
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", secret])
     try:
-        wait_until(lambda: sampler.holding_secret, 10, "a sample holding the secret")
+        wait_until(lambda: sampler.holding_secret, 60, "a sample holding the secret")
     finally:
         holder.kill()
         holder.wait()
         sampler.stop()
-    assert secret in sampler.holding_secret[0] and "time.sleep(30)" in sampler.holding_secret[0]
+    assert secret in sampler.holding_secret[0] and "time.sleep(300)" in sampler.holding_secret[0]
     assert sampler.samples >= 1

@@ -196,13 +196,11 @@ def test_independent_steps_run_at_once_and_their_dependent_after_both(target, sc
     )
     output = io.StringIO()
     with connect(target) as conn:
-        started = time.monotonic()
         result = bootstrap(conn, spec, stream=output)
-        elapsed = time.monotonic() - started
     assert result.steps_run == ("a", "b", "c")
+    # Each started before the other ended: at once, whatever the machine's load (one after the other, they could not).
     assert _at(scratch, "b", "start") < _at(scratch, "a", "end")
     assert _at(scratch, "a", "start") < _at(scratch, "b", "end")
-    assert elapsed < 3.5, f"two 2 s steps took {elapsed:.1f} s: they ran one after the other"
     assert _at(scratch, "c", "start") >= max(_at(scratch, "a", "end"), _at(scratch, "b", "end"))
 
 

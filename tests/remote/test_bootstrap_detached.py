@@ -6,6 +6,7 @@ failed is run again there and stops train with its own error. Over a real sshd; 
 import dataclasses
 import io
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import finish_install, prepare
 from remote.ssh.connection import connect
 from remote.ssh.errors import BadInput
+from tests.ssh_testbed import wait_until
 from workload.core.config import PipelineConfig
 
 SLOW_S = 4
@@ -41,22 +43,40 @@ def _lines(scratch: Path, name: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def _flocks(locks: str) -> int:
+    """flock processes on this machine (the test host's among them) holding or waiting for a lock in `locks`."""
+    count = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # not a process, or one that ended meanwhile
+            continue
+        count += argv[0] == b"flock" and any(arg.startswith(locks.encode()) for arg in argv)
+    return count
+
+
 def _fingerprint(target) -> Path:
     return Path(target.state_dir) / "bootstrap/fingerprint"
 
 
 def test_bootstrap_leaves_a_detached_step_running_and_the_next_bootstrap_waits_for_it(target, scratch):
-    spec = _slow(scratch)
+    release = scratch / "release"  # the detached step runs until the test says so, however slow the machine
+    spec = _spec(scratch, f'while [ ! -e {release} ]; do sleep 0.05; done; echo built; echo x >> "$COUNTS/extras"')
     with connect(target) as conn:
-        started = time.monotonic()
         left = bootstrap(conn, spec, leave_running=True)
-        returned_after = time.monotonic() - started
-        assert (left.steps_run, left.left_running) == (("base",), ("extras",))
-        assert returned_after < SLOW_S and _lines(scratch, "extras") == 0  # still running on the host
+        assert (left.steps_run, left.left_running) == (("base",), ("extras",))  # returned while it runs
         assert not _fingerprint(target).exists()  # the install is not complete yet
-        finished = bootstrap(conn, spec)
-        waited_until = time.monotonic() - started
-    assert waited_until >= SLOW_S and _lines(scratch, "extras") == 1  # waited for it; ran once, not twice
+        locks = f"{target.state_dir}/bootstrap/locks/"
+        before = _flocks(locks)
+        with ThreadPoolExecutor(1) as pool:
+            next_bootstrap = pool.submit(bootstrap, conn, spec)
+            try:
+                wait_until(lambda: _flocks(locks) > before, 60, "the next bootstrap to wait for the step's locks")
+                assert not next_bootstrap.done() and _lines(scratch, "extras") == 0
+            finally:
+                release.touch()
+            finished = next_bootstrap.result(60)
+    assert _lines(scratch, "extras") == 1  # waited for it; ran once, not twice
     assert (finished.steps_run, finished.left_running) == ((), ())  # both done by then
     assert _fingerprint(target).read_text() == spec.fingerprint
     assert "built" in Path(detached_log(target, "extras")).read_text()

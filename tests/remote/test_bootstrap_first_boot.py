@@ -2,12 +2,13 @@
 apt waits for dpkg's lock instead of failing and never prompts, and a failing step says in one line which
 step failed and why."""
 
+import contextlib
 import fcntl
 import os
 import shlex
 import subprocess
 import threading
-import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from remote.pipeline.bootstrap.scheduler import BootstrapStepFailed, bootstrap
 from remote.pipeline.bootstrap.seed import APT_GET, UV_VERSION, apt_update, spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.ssh.connection import connect
+from tests.ssh_testbed import wait_until
 from workload.core.config import PipelineConfig
 
 INSTALLER_OK = '#!/bin/sh\necho uv-installer-ran > "$HOME_MARK"\n'
@@ -99,26 +101,26 @@ def test_apt_never_prompts_and_waits_for_the_dpkg_lock():
 def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
     """Real apt-get with the spec's options, as root on this machine; a copy of dpkg's admin directory stands in
     for /var/lib/dpkg, and this test holds its lock-frontend as apt-daily/unattended-upgrades would on a first
-    boot. Without DPkg::Lock::Timeout apt-get fails at once ("Could not get lock")."""
+    boot, until apt-get says it waits. Without DPkg::Lock::Timeout apt-get fails at once ("Could not get lock")."""
     admin = tmp_path / "dpkg"
     admin.mkdir()
     (admin / "status").write_bytes(Path("/var/lib/dpkg/status").read_bytes())
-    held_s = 2.0
     apt_get = [arg for arg in APT_GET if arg != "sudo"]  # already root here
-    releaser = _held(admin / "lock-frontend", held_s)
-    try:
-        started = time.monotonic()
-        waited = subprocess.run(
+    out = tmp_path / "apt.out"
+    with _held(admin / "lock-frontend") as release, open(out, "w") as stdout:
+        waiting = subprocess.Popen(
             [*apt_get, "-o", f"Dir::State::status={admin}/status", "install", "-y"],
-            capture_output=True,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=120,
         )
-        elapsed = time.monotonic() - started
-    finally:
-        releaser.join()
-    assert waited.returncode == 0, waited.stderr
-    assert "Waiting for cache lock: Could not get lock" in waited.stdout and elapsed >= held_s
+        try:
+            wait_until(lambda: "Waiting for cache lock: Could not get lock" in out.read_text(), 60, "apt to wait")
+            release()
+            assert waiting.wait(120) == 0, out.read_text()
+        finally:
+            waiting.kill()
+            waiting.wait()
 
 
 def test_a_failing_step_names_itself_and_its_last_words(target, scratch):
@@ -131,24 +133,21 @@ def test_a_failing_step_names_itself_and_its_last_words(target, scratch):
     )
 
 
-def _held(lock_file: Path, seconds: float) -> threading.Timer:
-    """Hold an fcntl lock on `lock_file` (as apt does) for `seconds`, from this process."""
+@contextlib.contextmanager
+def _held(lock_file: Path) -> Iterator[Callable[[], None]]:
+    """Hold an fcntl lock on `lock_file` (as apt does) from this process, until the function given is called."""
     fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o640)
     fcntl.lockf(fd, fcntl.LOCK_EX)
-
-    def release():
-        fcntl.lockf(fd, fcntl.LOCK_UN)
+    try:
+        yield lambda: fcntl.lockf(fd, fcntl.LOCK_UN)
+    finally:
         os.close(fd)
-
-    timer = threading.Timer(seconds, release)
-    timer.start()
-    return timer
 
 
 def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
     """Real `apt-get update` through the spec's own retry, as root on this machine, on a lists directory of its
-    own with no sources (nothing is downloaded); this test holds its lock as apt-daily would on a first boot.
-    `apt-get update` alone fails at once on that lock, DPkg::Lock::Timeout or not."""
+    own with no sources (nothing is downloaded); this test holds its lock as apt-daily would on a first boot, until
+    the retry sleeps after a refusal. `apt-get update` alone fails at once on that lock, DPkg::Lock::Timeout or not."""
     lists = tmp_path / "lists"
     (lists / "partial").mkdir(parents=True)
     apt_get = [arg for arg in APT_GET if arg != "sudo"] + [
@@ -159,16 +158,23 @@ def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
         "-o",
         f"Dir::Etc::sourceparts={tmp_path}/none",
     ]
-    releaser = _held(lists / "lock", 3.0)
-    try:
+    with _held(lists / "lock") as release:
         alone = subprocess.run(apt_get + ["update"], capture_output=True, text=True, timeout=60)
-        started = time.monotonic()
-        retried = subprocess.run(
-            ["sh", "-c", apt_update(shlex.join(apt_get))], capture_output=True, text=True, timeout=120
+        retried = subprocess.Popen(
+            ["sh", "-c", apt_update(shlex.join(apt_get))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
-        elapsed = time.monotonic() - started
-    finally:
-        releaser.join()
+        try:
+            wait_until(lambda: _children(retried.pid) == ["sleep"], 60, "the retry to wait after a refusal")
+            release()
+            out, err = retried.communicate(timeout=120)
+        finally:
+            retried.kill()
+            retried.wait()
     assert alone.returncode != 0 and "Could not get lock" in alone.stderr
-    assert retried.returncode == 0, retried.stderr
-    assert elapsed >= 2.0
+    assert retried.returncode == 0, err
+
+
+def _children(pid: int) -> list[str]:
+    """The names of a process's children."""
+    listed = subprocess.run(["ps", "--ppid", str(pid), "-o", "comm="], capture_output=True, text=True)
+    return listed.stdout.split()

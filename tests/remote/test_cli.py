@@ -17,19 +17,27 @@ from remote.ssh.errors import (
     EXIT_SOME_HOSTS_FAILED,
     EXIT_UNREACHABLE,
 )
-from tests.ssh_testbed import free_port
+from tests.ssh_testbed import free_port, wait_until
 
 VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cli(*args, target=None, env=None, timeout=60):
+def cli_env(target=None, env=None) -> dict[str, str]:
     full_env = {k: v for k, v in os.environ.items() if k != "TPU_SFT_TARGET"}
     if target is not None:
         full_env["TPU_SFT_TARGET"] = target.to_json()
-    full_env.update(env or {})
+    return {**full_env, **(env or {})}
+
+
+def cli(*args, target=None, env=None, timeout=60):
     return subprocess.run(
-        [sys.executable, "-m", "remote", *args], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=timeout
+        [sys.executable, "-m", "remote", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(target, env),
+        cwd=REPO,
+        timeout=timeout,
     )
 
 
@@ -43,17 +51,30 @@ def test_help_for_every_verb():
 
 
 def test_start_follow_status_through_the_cli(target, scratch):
-    started = cli(
-        "start", "job-1", 'echo "$GREETING"; sleep 4; echo bye; exit 3', "--env", "GREETING=hi there", target=target
-    )
+    release = scratch / "release"  # the job stays silent until the test has seen the follower say so
+    job = f'echo "$GREETING"; while [ ! -e {release} ]; do sleep 0.05; done; echo bye; exit 3'
+    started = cli("start", "job-1", job, "--env", "GREETING=hi there", target=target)
     assert started.returncode == 0, started.stderr
-    assert json.loads(started.stdout)["state"] in ("running", "failed")
-    followed = cli("follow", "job-1", "--heartbeat", "0.3", target=target)
-    assert followed.returncode == 3
-    *lines, summary = followed.stdout.splitlines()
+    assert json.loads(started.stdout)["state"] == "running"
+    out, err = scratch / "follow.out", scratch / "follow.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "remote", "follow", "job-1", "--heartbeat", "0.3"],
+            stdout=stdout,
+            stderr=stderr,
+            env=cli_env(target),
+            cwd=REPO,
+        )
+    try:
+        wait_until(lambda: "job-1 still running" in err.read_text(), 60, "progress while the log is silent")
+        release.touch()
+        assert follower.wait(60) == 3
+    finally:
+        follower.kill()
+        follower.wait()
+    *lines, summary = out.read_text().splitlines()
     assert lines == ["hi there", "bye"]
     assert json.loads(summary)["exit_code"] == 3
-    assert "job-1 still running" in followed.stderr  # progress while the log is silent
     status = cli("status", "job-1", target=target)
     assert (status.returncode, json.loads(status.stdout)["state"]) == (0, "failed")
 

@@ -146,18 +146,18 @@ def test_output_is_captured_and_shown_only_where_asked(target, capfd):
 
 
 def test_a_commands_own_timeout_wins_over_the_targets(target):
-    with connect(target) as conn:
+    with connect(dataclasses.replace(target, command_timeout=60.0)) as conn:
         start = time.monotonic()
         with pytest.raises(Unreachable, match="within 0.5 s"):
             run(conn, "sleep 5", timeout=0.5)
-    assert time.monotonic() - start < 3.0  # not the target's command_timeout (10 s)
+    assert time.monotonic() - start < 30  # not the target's command_timeout (60 s)
 
 
 def test_closed_port_fails_fast(target):
     start = time.monotonic()
     with pytest.raises(Unreachable, match="cannot connect"):
-        connect(dataclasses.replace(target, port=free_port("127.0.0.1")))
-    assert time.monotonic() - start < 1.0
+        connect(dataclasses.replace(target, port=free_port("127.0.0.1"), connect_timeout=60.0))
+    assert time.monotonic() - start < 30  # a refusal ends it: no wait for the connect timeout (60 s)
 
 
 def test_blackholed_host_hits_the_connect_timeout_instead_of_hanging(target, make_proxy, tmp_path, sshd_host):
@@ -166,7 +166,7 @@ def test_blackholed_host_hits_the_connect_timeout_instead_of_hanging(target, mak
     start = time.monotonic()
     with pytest.raises(Unreachable):
         connect(dataclasses.replace(target, port=proxy.port, connect_timeout=1.0))
-    assert 0.9 < time.monotonic() - start < 4.0
+    assert 0.9 < time.monotonic() - start < 10  # paramiko's own banner wait is 15 s, its channel's an hour
 
 
 def test_command_timeout_on_a_link_that_dies_mid_session(target, make_proxy, tmp_path, sshd_host):
@@ -182,7 +182,7 @@ def test_command_timeout_on_a_link_that_dies_mid_session(target, make_proxy, tmp
     start = time.monotonic()
     with pytest.raises(Unreachable):  # the channel-open timeout (1 s) or the command timeout (1.5 s)
         run(conn, "echo never")
-    assert 0.9 < time.monotonic() - start < 4.0
+    assert 0.9 < time.monotonic() - start < 10  # not paramiko's hour
 
 
 def test_gateway_proxycommand_reaches_the_host_by_instance_name(target, tmp_path, sshd_host):

@@ -104,8 +104,8 @@ def test_link_blackholed_while_following(private_host, scratch, make_proxy, tmp_
     proxy.blackhole()  # packets vanish: no reset, no error, only silence
     cut = time.monotonic()
     (scratch / "release").touch()
-    wait_until(lambda: "reconnecting" in caplog.text, timeout=6, what="the timeout to notice the dead link")
-    assert time.monotonic() - cut < 4.0  # wait_s 0.5 + command timeout 1 (+ channel timeout 1), not an hour
+    wait_until(lambda: "reconnecting" in caplog.text, timeout=30, what="the timeout to notice the dead link")
+    assert time.monotonic() - cut < 20  # wait_s 0.5 + command timeout 1 (+ channel timeout 1), not an hour
     proxy.forward()
     assert follower.join() == 7
     assert_everything_once(follower, scratch)
@@ -121,7 +121,7 @@ def test_follow_gives_up_at_its_deadline_and_says_where_to_resume(private_host, 
     start = time.monotonic()
     with pytest.raises(Unreachable, match="follow again from offset 6"):
         follower.join()
-    assert time.monotonic() - start < 5.0
+    assert time.monotonic() - start < 20  # its 1.5 s deadline, not the job's 30 s
     private_host.sshd.start()
     with connect(patient(target)) as conn:
         jobs.cancel(conn, "orphan", grace_s=1)
@@ -134,23 +134,24 @@ def test_wait_for_ssh_until_the_server_comes_up(private_host, scratch, caplog):
     outcome = {}
 
     def waiter():
-        start = time.monotonic()
-        with wait_for_ssh(target, deadline_s=15, first_backoff_s=0.1, max_backoff_s=0.3):
-            outcome["elapsed"] = time.monotonic() - start
+        with wait_for_ssh(target, deadline_s=120, first_backoff_s=0.1, max_backoff_s=0.3):
+            outcome["answered"] = time.monotonic()
 
     thread = threading.Thread(target=waiter, daemon=True)
     thread.start()
     wait_until(lambda: caplog.text.count("waiting for SSH") >= 3, what="refused attempts")
+    up = time.monotonic()
     private_host.sshd.start()  # from this thread: sshd dies with the thread that started it
-    thread.join(10)
-    assert 0.2 < outcome["elapsed"] < 5.0
+    thread.join(60)
+    assert "answered" in outcome, "no answer within 60 s of the server coming up"
+    assert outcome["answered"] > up  # once the server is up, not at the deadline (120 s)
 
 
 def test_wait_for_ssh_on_a_blackholed_host_stops_at_the_deadline(sshd_host, scratch, make_proxy):
     proxy = make_proxy((sshd_host.sshd.address, sshd_host.sshd.port))
     proxy.blackhole()
-    target = sshd_host.target(scratch / "state", port=proxy.port, connect_timeout=5.0)
+    target = sshd_host.target(scratch / "state", port=proxy.port, connect_timeout=60.0)
     start = time.monotonic()
     with pytest.raises(Unreachable, match="no SSH answer within 2 s"):
         wait_for_ssh(target, deadline_s=2.0, first_backoff_s=0.2)
-    assert 1.9 < time.monotonic() - start < 3.5  # the 5 s connect timeout is cut to what is left of the deadline
+    assert 1.9 < time.monotonic() - start < 30  # the 60 s connect timeout is cut to what is left of the deadline

@@ -58,11 +58,11 @@ def test_gclouds_error_is_in_the_message_at_once(via_iap, tmp_path, monkeypatch)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     started = time.monotonic()
     with pytest.raises(Unreachable) as failed:
-        connect(via_iap)
+        connect(dataclasses.replace(via_iap, connect_timeout=60.0))
     assert str(failed.value).count(NOT_AUTHORIZED) == 1 and "exited 1" in str(failed.value)
     assert "the gateway said" not in str(failed.value)  # paramiko's error already quotes it: said once
     assert "\n" not in str(failed.value)
-    assert time.monotonic() - started < 3.0  # not the 5 s banner timeout: the tunnel's exit is noticed at once
+    assert time.monotonic() - started < 30  # not the 60 s banner timeout: the tunnel's exit is noticed at once
 
 
 def test_a_tunnel_that_never_relays_is_named_with_its_last_words(via_iap, tmp_path, monkeypatch):

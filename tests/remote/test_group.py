@@ -27,7 +27,7 @@ def test_one_worker_unreachable_within_the_timeout(cluster, scratch, make_proxy)
     target = dataclasses.replace(cluster.target(scratch, connect_timeout=1.0), workers=("127.0.0.3", "127.0.0.5"))
     start = time.monotonic()
     results = run_all(target, "echo fine")
-    assert time.monotonic() - start < 4.0
+    assert time.monotonic() - start < 10  # its 1 s connect timeout, not paramiko's 15 s banner wait or an hour
     assert results["127.0.0.2"].ok and results["127.0.0.3"].ok
     dead = results["127.0.0.5"]
     assert dead.exit_code is None and dead.error.startswith("127.0.0.5: ") and not dead.ok

@@ -78,13 +78,13 @@ def test_the_slice_stops_only_once_every_host_is_idle(testbed, user_key, remote_
             time.sleep(2 * IDLE_S)  # worker 1 idle for twice idle minutes: still waiting
             assert [s.resizes for s in standins] == [[], []]
 
+            busy_at = standins[0].mark()  # worker 0 saw its export running after this
             with connect(target(0)) as conn:
                 jobs.cancel(conn, EXPORT_JOB)
-            ended = time.time()
             done = "resize requested (operation operation-5678-stand-in)"
             wait_until(lambda: any(done in log.read_text() for log in logs), 60, "a host to resize the group")
             resized = min(s.api_times[-1] for s in standins if s.resizes)
-            assert resized >= ended + IDLE_S - 0.5  # worker 0's own idle minutes, counted from its job's end
+            assert resized >= busy_at + IDLE_S  # worker 0's own idle minutes, counted from its job's end
             assert {r for s in standins for r in s.resizes} == {("tpu-sft-dev", 0)}
             text = "".join(log.read_text() for log in logs)
             assert "asking the API to resize group tpu-sft-dev to 0 hosts" in text and TOKEN not in text

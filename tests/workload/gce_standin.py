@@ -44,7 +44,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT, Stack
+from tests.ssh_testbed import wait_until
 from tests.standin_http import reply
+from workload.autostop import ACTION_KEY
 
 TOKEN = "ya29.standin-access-token-0123456789"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -279,6 +281,19 @@ class GceStandin:
 
     def api_calls(self) -> list[tuple[str, str, dict[str, str]]]:
         return [c for c in self.calls if c[0] in ("POST", "DELETE")]
+
+    def polls(self) -> int:
+        """How many polls the watcher asking this server has begun: each starts by reading the action."""
+        return sum(path.endswith(f"/attributes/{ACTION_KEY}") for _, path, _ in list(self.calls))
+
+    def mark(self, timeout: float = 30) -> float:
+        """The time now, returned once the watcher has begun a poll after it and finished that poll (the next one
+        has begun). Whatever that poll saw busy, the watcher counts idle time from no earlier than the returned time
+        (and its slice report says so): a lower bound for when it may act that a slow machine cannot break."""
+        now = time.time()
+        polls = self.polls()
+        wait_until(lambda: self.polls() >= polls + 2, timeout, "a whole poll of the watcher")
+        return now
 
     def stop(self) -> None:
         self.server.shutdown()

@@ -61,7 +61,7 @@ def test_a_killed_process_ends_its_step_and_takes_its_children_along(tmp_path):
     killed = time.monotonic()
     thread.join(30)
     assert not thread.is_alive(), "the step did not end with its process"
-    assert time.monotonic() - killed < 5
+    assert time.monotonic() - killed < 20  # not when the children end (600 s)
     failed = outcome["failed"]
     assert failed.cause == "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"
     assert "\n" not in failed.cause

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.workload.tiny_run import REPO, STEP_LIMIT_S, TINY_SETTINGS, copy_converted, processes, workload_argv
+from tests.workload.tiny_run import (
+    REPO,
+    STEP_LIMIT_S,
+    TINY_SETTINGS,
+    copy_converted,
+    outliving,
+    processes,
+    workload_argv,
+)
 
 RUNS_PREFIX = "lost-vm-runs"  # its own prefix: the session's tiny pipeline writes the same run name under "runs"
 CONFIG_TAG = b"hf_access_token"  # one of the config keys MaxText writes into TensorBoard, token or not
@@ -53,15 +61,6 @@ def kill_session(leader: int) -> None:
                 os.kill(process["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
-
-
-def session_outlives(leader: int, timeout_s: float = 30.0) -> list[dict]:
-    """The session's processes still there after `timeout_s`: SIGKILL is delivered asynchronously, and a process
-    whose gigabytes of memory the kernel is still freeing is there, without a command line, for seconds under load."""
-    deadline = time.monotonic() + timeout_s
-    while (left := [p for p in processes() if p["session"] == leader]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
 
 
 def files_holding(root: Path, secret: bytes) -> list[str]:
@@ -125,7 +124,7 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
     finally:  # the VM is lost: right after the first event file holding the config, or when the test gives up
         kill_session(runner.pid)
         runner.wait()
-    assert not session_outlives(runner.pid), "the lost VM's processes must all be gone"
+    assert not outliving(lambda p: p["session"] == runner.pid), "the lost VM's processes must all be gone"
 
     secret = token.encode()
     bucket_copy = tmp_path / "bucket"

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,16 @@ class TinyPipeline:
         return self.gcs.gs(self.runs_prefix)
 
 
+def outliving(belongs: Callable[[dict], bool], timeout_s: float = 30.0) -> list[dict]:
+    """The processes that `belongs` picks still there after `timeout_s`: SIGKILL is delivered asynchronously, and a
+    process whose gigabytes of memory the kernel is still freeing is there, without a command line, for seconds
+    under load."""
+    deadline = time.monotonic() + timeout_s
+    while (left := [p for p in processes() if belongs(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def processes() -> list[dict]:
     """Every live (not zombie) process: pid, ppid, session, cmdline."""
     found = []
@@ -176,11 +187,11 @@ def start_and_kill_trainer_after_checkpoint(
             ended_after: float | None = time.monotonic() - killed
         except subprocess.TimeoutExpired:
             ended_after = None
-        time.sleep(0.5)  # SIGKILLs the runner sent are delivered asynchronously
         left = [
             f"{p['pid']} {p['cmdline']}"
-            for p in processes()
-            if p["session"] == process.pid or str(work) in p["cmdline"] or str(out) in p["cmdline"]
+            for p in outliving(
+                lambda p: p["session"] == process.pid or str(work) in p["cmdline"] or str(out) in p["cmdline"]
+            )
         ]
     finally:
         try:
