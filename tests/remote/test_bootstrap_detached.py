@@ -18,6 +18,7 @@ from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import finish_install, prepare
 from remote.ssh.connection import connect
 from remote.ssh.errors import BadInput
+from tests.procs import processes
 from tests.ssh_testbed import wait_until
 from workload.core.config import PipelineConfig
 
@@ -45,14 +46,7 @@ def _lines(scratch: Path, name: str) -> int:
 
 def _flocks(locks: str) -> int:
     """flock processes on this machine (the test host's among them) holding or waiting for a lock in `locks`."""
-    count = 0
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:  # not a process, or one that ended meanwhile
-            continue
-        count += argv[0] == b"flock" and any(arg.startswith(locks.encode()) for arg in argv)
-    return count
+    return sum(p["cmdline"].startswith("flock ") and locks in p["cmdline"] for p in processes())
 
 
 def _fingerprint(target) -> Path:

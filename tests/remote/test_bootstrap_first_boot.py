@@ -18,6 +18,7 @@ from remote.pipeline.bootstrap.scheduler import BootstrapStepFailed, bootstrap
 from remote.pipeline.bootstrap.seed import APT_GET, UV_VERSION, apt_update, spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.ssh.connection import connect
+from tests.procs import processes
 from tests.ssh_testbed import wait_until
 from workload.core.config import PipelineConfig
 
@@ -164,7 +165,7 @@ def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
             ["sh", "-c", apt_update(shlex.join(apt_get))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
-            wait_until(lambda: _children(retried.pid) == ["sleep"], 60, "the retry to wait after a refusal")
+            wait_until(lambda: _children(retried.pid) == ["sleep 5"], 60, "the retry to wait after a refusal")
             release()
             out, err = retried.communicate(timeout=120)
         finally:
@@ -175,6 +176,5 @@ def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
 
 
 def _children(pid: int) -> list[str]:
-    """The names of a process's children."""
-    listed = subprocess.run(["ps", "--ppid", str(pid), "-o", "comm="], capture_output=True, text=True)
-    return listed.stdout.split()
+    """The command lines of a process's children."""
+    return [p["cmdline"] for p in processes() if p["ppid"] == pid]

@@ -24,7 +24,8 @@ import pytest
 from infra.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
 from rehearsal.run import Executed
-from tests.workload.tiny_run import TRAINER, processes
+from tests.procs import processes
+from tests.workload.tiny_run import TRAINER
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
 PHASES = ("bootstrap", "convert", "train", "export")

@@ -147,6 +147,7 @@ def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
         watcher, log = start_watcher()
         wait_until(lambda: "job export-0123456789abcdef-1 is running" in log.read_text(), 30, "the watcher to see it")
         time.sleep(IDLE_S + 0.5)  # longer than the idle time, but the job still runs
+        assert (state_dir / "jobs/export-0123456789abcdef-1/exit").exists() is False
         assert cloud.api_calls() == []
         busy_at = cloud.mark()  # a poll after this saw the job running: idle time counts from no earlier
     finally:

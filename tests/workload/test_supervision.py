@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.workload.tiny_run import processes
+from tests.procs import processes
 from workload import exit_reason
 from workload.proc import StepFailed, run_logged
 

@@ -20,15 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.workload.tiny_run import (
-    REPO,
-    STEP_LIMIT_S,
-    TINY_SETTINGS,
-    copy_converted,
-    outliving,
-    processes,
-    workload_argv,
-)
+from tests.procs import outliving, processes
+from tests.workload.tiny_run import REPO, STEP_LIMIT_S, TINY_SETTINGS, copy_converted, workload_argv
 
 RUNS_PREFIX = "lost-vm-runs"  # its own prefix: the session's tiny pipeline writes the same run name under "runs"
 CONFIG_TAG = b"hf_access_token"  # one of the config keys MaxText writes into TensorBoard, token or not
