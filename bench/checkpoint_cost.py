@@ -3,11 +3,14 @@ data disk versus a Cloud Storage bucket. Every figure is computed here from the 
 
     .venv/bin/python bench/checkpoint_cost.py
 
-Size. MaxText 0.2.2's train_sft saves through Tunix 0.1.3's CheckpointManager, which saves `nnx.state(model)`
-under `model_params` and nothing else: no optimizer state (Adam's mu and nu are not saved, so a resume restarts
-them at zero) and no data-iterator position. The parameters are stored in `weight_dtype`, float32 by default
-(configs/base.yml), 4 bytes each. The text decoder's parameter count follows from configs/models/gemma3-4b.yml
-(the vision tower is not built with use_multimodal=False):
+Size. MaxText 0.2.2's train_sft saves through Tunix 0.1.7's CheckpointManager (the Tunix workload/core/lock.py
+pins), which saves `nnx.state(model)` under `model_params` and the optimizer's state under `optimizer_state`, and
+no data-iterator position. The parameters are stored in `weight_dtype`, float32 by default (configs/base.yml),
+4 bytes each, and so are Adam's mu and nu (`mu_dtype` unset: the parameters' dtype). The optimizer state also
+holds optax.MultiSteps' gradient accumulator, float32 too, but all zeros at every checkpoint when
+`gradient_accumulation_steps` is 1 (a checkpoint follows a finished update), and orbax compresses it to almost
+nothing: so three float32 copies of the parameters. The text decoder's parameter count follows from
+configs/models/gemma3-4b.yml (the vision tower is not built with use_multimodal=False):
 
     embedding    vocab × emb
     per layer    q: emb × heads × head_dim, k and v: emb × kv_heads × head_dim each, o: heads × head_dim × emb,
@@ -16,9 +19,10 @@ them at zero) and no data-iterator position. The parameters are stored in `weigh
     final norm   emb
 
 The same formula gives the tiny test model's count (17,000,192 parameters, 68,000,768 bytes): orbax read its
-converted checkpoint as 64.9 MiB (= 68.0 MB), and stored its SFT checkpoint in the bucket as 62,899,677 bytes of
-array data (0.925 of the computed size: orbax compresses a little), so the formula is an upper bound;
-tests/workload/test_tiny_pipeline.py checks that bound on every run.
+converted checkpoint as 64.9 MiB (= 68.0 MB); a checkpoint of its SFT run (4 December, Tunix 0.1.7, step 3)
+stored 62,892,454 bytes of parameters and 125,194,666 bytes of optimizer state (0.925 and 0.920 of one and two
+float32 copies: orbax compresses a little), so the formula is an upper bound; tests/workload/test_tiny_pipeline.py
+checks both bounds on every run.
 
 Throughput. Hyperdisk Balanced includes 140 MiB/s at no extra charge and can be provisioned up to 2,400 MiB/s per
 volume (cloud.google.com/compute/docs/disks/hd-types/hyperdisk-balanced); the data disk here is created without
@@ -43,6 +47,7 @@ GEMMA3_4B = {
     "vocab_size": 262144,
 }  # configs/models/gemma3-4b.yml in MaxText 0.2.2
 FLOAT32_BYTES = 4
+FLOAT32_COPIES = 3  # the parameters, Adam's mu and nu (the accumulator's zeros compress away)
 MIB = 1024 * 1024
 DISK_BASELINE_MIB_S = 140  # Hyperdisk Balanced, included
 DISK_MAX_MIB_S = 2400  # Hyperdisk Balanced, per volume, provisioned at extra cost
@@ -61,7 +66,7 @@ def parameter_count(spec: dict[str, int]) -> int:
 
 def figures() -> dict[str, float]:
     params = parameter_count(GEMMA3_4B)
-    size = params * FLOAT32_BYTES
+    size = params * FLOAT32_BYTES * FLOAT32_COPIES
     checkpoints = STEPS // CHECKPOINT_PERIOD
     disk_s = size / (DISK_BASELINE_MIB_S * MIB)
     disk_max_s = size / (DISK_MAX_MIB_S * MIB)
@@ -69,6 +74,7 @@ def figures() -> dict[str, float]:
     usd_per_s = TPU_USD_PER_HOUR / 3600
     return {
         "parameters": params,
+        "parameter_bytes": params * FLOAT32_BYTES,
         "checkpoint_bytes": size,
         "checkpoint_gb": round(size / 1e9, 2),
         "checkpoint_gib": round(size / 2**30, 2),

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from infra.cost import PRICE_TABLE
 from infra.setting_table import BY_KEY, DEFAULT_INSTANCE_NAME, DEFAULT_PUBLIC_KEY, IAP_RANGE, SETTINGS, Given
 from infra.ssh_key_pair import require_private_key
+from workload.core import lock
 from workload.core.accelerators import ACCELERATORS, Accelerator
 from workload.core.config import BY_KEY as PIPELINE_SETTINGS
 from workload.core.config import NAMESPACE, ConfigError, PipelineConfig, parse_pattern, set_hint, stack_key
@@ -169,8 +170,10 @@ def parse(
     for rule in CROSS_KEY_RULES:
         rule(settings)
     fits_a_slice(settings)
-    ignored = single_host_keys_on_a_slice(settings, frozenset(ours))
-    return replace(settings, warnings=(ignored,)) if ignored else settings
+    warnings = tuple(
+        w for w in (single_host_keys_on_a_slice(settings, frozenset(ours)), untested_trainer(settings)) if w
+    )
+    return replace(settings, warnings=warnings) if warnings else settings
 
 
 def reservation_matches_model(s: Settings) -> None:
@@ -369,6 +372,26 @@ def single_host_keys_on_a_slice(s: Settings, given: frozenset[str]) -> str | Non
         f"{', '.join(keys)} ignored: a {s.accelerator.name} slice's hosts cannot share one read-write data disk, so "
         "a slice declares none and keeps its model in the checkpoint bucket"
     )
+
+
+def untested_trainer(s: Settings) -> str | None:
+    """The warning for settings under which the VM would train with another Tunix than the tests ran
+    (workload/core/lock.py), and what its checkpoints would then hold."""
+    tested = lock.versions()
+    if s.pipeline.install_post_train_extras:
+        return (
+            f"{stack_key('installPostTrainExtras')} true: the post-train extras install Tunix from GitHub over the "
+            f"tested google-tunix {tested['google-tunix']}, so the VM trains and checkpoints with code no test ran "
+            "(the tested Tunix's checkpoints hold 46.56 GB each for gemma3-4b). SFT needs none of the extras: "
+            f"pulumi config set {stack_key('installPostTrainExtras')} false"
+        )
+    if s.pipeline.maxtext_version != tested["maxtext"]:
+        return (
+            f"{stack_key('maxtextVersion')} {s.pipeline.maxtext_version}: the tests ran MaxText {tested['maxtext']} "
+            f"with google-tunix {tested['google-tunix']}; this MaxText trains with whatever Tunix it resolves, "
+            "and the preflight's compiled step is the tested Tunix's"
+        )
+    return None
 
 
 def from_pulumi() -> Settings:

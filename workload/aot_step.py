@@ -2,9 +2,10 @@
 compile-only topology), and read back what the compiler says of it: memory per chip, FLOPs, or its OOM.
 
 Runs in .maxtext-venv. Why not MaxText's `train_compile`: it compiles pre-training's `train.train_step`, while
-`train_sft` runs Tunix's `PeftTrainer._train_step` (tunix/sft/peft_trainer.py 288-314) under `nnx.jit(...,
-donate_argnames=("optimizer",))` (353-377), and that step needs other memory:
-- the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (190-193), which
+`train_sft` runs Tunix's `PeftTrainer._train_step` (google-tunix 0.1.7, the one workload/maxtext-requirements.txt
+pins for the VM too: tunix/sft/peft_trainer.py 331-360) under `nnx.jit(..., donate_argnames=("optimizer",))`
+(419-423), and that step needs other memory:
+- the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (212-215), which
   train_sft always does (train_sft.py 107): one more copy of the gradients in the optimizer state;
 - only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
 - the step returns MaxText's loss aux, whose `intermediate_outputs` hold the logits (batch x sequence x
@@ -61,20 +62,17 @@ class HbmOom(Exception):
 
 
 class _StepOnly(peft_trainer.PeftTrainer):
-    """Tunix's PeftTrainer with only what its train step reads (peft_trainer.py 189, 199, 228-229): its
+    """Tunix's PeftTrainer with only what its train step reads (peft_trainer.py 211, 223, 250, 299-309): its
     __init__ would also build the optimizer state on this machine's memory, a checkpoint manager and loggers."""
 
     def __init__(self) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose, see the class docstring
         self._lora_enabled = False
+        self._has_aux = False  # with_loss_fn sets it, as train_sft's use_maxtext_loss_function calls it
         self.gen_model_input_fn = lambda x: x
-        self.clear_jit_cache()
-
-    def _shard_optimizer(self, mesh: Any) -> None:
-        """The abstract optimizer state already carries the sharding this would constrain it to."""
 
 
 def _optimizer(config: Any, model: nnx.Module) -> nnx.Optimizer:
-    """train_sft's optimizer (train_sft.py 150-158) as PeftTrainer wraps it (peft_trainer.py 190-197)."""
+    """train_sft's optimizer (train_sft.py 150-158) as PeftTrainer wraps it (peft_trainer.py 212-219)."""
     tx = optimizers.get_optimizer(config, maxtext_utils.create_learning_rate_schedule(config), model)
     if config.gradient_clipping_threshold > 0:
         tx = optax.chain(optax.clip_by_global_norm(max_norm=config.gradient_clipping_threshold), tx)
@@ -131,7 +129,9 @@ def _config(argv: list[str]) -> Any:
 
 def _compiled(config: Any, mesh: Any) -> Any:
     trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
-    train_step, _ = trainer.jit_train_and_eval_step()
+    # jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the trainer's own model
+    # and optimizer to it: here they are the abstract ones, passed to `lower`.
+    train_step = nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
     with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
         model, optimizer = _abstract_model_and_optimizer(config, mesh)
         return train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()

@@ -131,7 +131,7 @@ def train(ctx: Context) -> Outcome:
         train_metrics.restore(layout)
     if start_step != steps:
         if start_step is not None:
-            # Tunix restores the weights only: the data iterator and the optimizer state start afresh.
+            # Tunix 0.1.7 restores the weights and the optimizer state; the data iterator starts afresh.
             ctx.events.emit(
                 "resume",
                 phase="train",

@@ -184,7 +184,7 @@ def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
 # (Other VM-replacing keys such as bootDiskSizeGb change the instance id only in a real engine, not the mock's.)
 KEY_CHANGES = [
     ("tpu-sft:maxtextVersion", "0.2.3"),
-    ("tpu-sft:installPostTrainExtras", "false"),
+    ("tpu-sft:installPostTrainExtras", "true"),
     ("tpu-sft:torchBackend", "auto"),
     ("tpu-sft:model", "gemma3-12b"),
     ("tpu-sft:profile", "tiny"),

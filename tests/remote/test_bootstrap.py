@@ -160,11 +160,14 @@ def test_every_host_rechecks_in_one_round_trip(cluster, scratch, channels):
 
 def test_spec_for_follows_the_seed_and_the_settings():
     default = spec_for(PipelineConfig())
-    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras", "weights"]
+    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "weights"]
     maxtext = default.steps[4].command
-    assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.2' --resolution=lowest" in maxtext
-    lean = spec_for(PipelineConfig(maxtext_version="0.2.5", install_post_train_extras=False, torch_backend="auto"))
-    assert "post-train-extras" not in [s.name for s in lean.steps] and "==0.2.5" in lean.steps[4].command
+    assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.2' google-tunix==" in maxtext
+    assert maxtext.endswith(" --resolution=lowest")
+    extras = spec_for(PipelineConfig(install_post_train_extras=True))
+    assert [s.name for s in extras.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras", "weights"]
+    lean = spec_for(PipelineConfig(maxtext_version="0.2.5", torch_backend="auto"))
+    assert "==0.2.5" in lean.steps[4].command and "google-tunix" not in lean.steps[4].command
     assert "UV_TORCH_BACKEND=auto" in lean.steps[4].command
     assert lean.step_hashes()[:4] == default.step_hashes()[:4]  # a version change keeps apt, uv, python, venv
     assert lean.fingerprint != default.fingerprint
@@ -310,7 +313,7 @@ def test_a_spec_written_before_after_existed_keeps_its_order_and_the_default_tim
 
 
 def test_the_seed_spec_runs_apt_beside_the_python_branch():
-    spec = spec_for(PipelineConfig())
+    spec = spec_for(PipelineConfig(install_post_train_extras=True))
     assert {s.name: s.after for s in spec.steps} == {
         "apt": (),
         "uv": (),

@@ -166,7 +166,8 @@ def test_detached_is_a_boolean_kept_through_json_and_not_part_of_the_fingerprint
 
 
 def test_the_seed_leaves_only_the_post_train_extras_running():
-    assert {s.name for s in spec_for(PipelineConfig()).steps if s.detached} == {"post-train-extras"}
+    extras = PipelineConfig(install_post_train_extras=True)
+    assert {s.name for s in spec_for(extras).steps if s.detached} == {"post-train-extras"}
 
 
 @pytest.mark.parametrize(("phase", "waits"), [("convert", False), ("train", True), ("export", True)])

@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from bench.checkpoint_cost import FLOAT32_BYTES, parameter_count
+from bench.checkpoint_cost import FLOAT32_BYTES, FLOAT32_COPIES, parameter_count
 from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
 from workload import commands, tiny
 from workload.core.config import PipelineConfig
@@ -153,20 +153,49 @@ def test_kept_files_match_their_manifest(tiny_pipeline):
     assert set(range(1, STEPS + 1)) - set(steps) <= {tiny_pipeline.killed_at_checkpoint} and max(steps) == STEPS
 
 
-def checkpoint_data_bytes(objects: dict[str, int], run_prefix: str, step: int) -> int:
-    """The bytes of a checkpoint's array data: ocdbt's data files, without its metadata and manifests."""
-    data = f"{run_prefix}/checkpoints/{step}/model_params/ocdbt.process_0/d/"
+def checkpoint_data_bytes(objects: dict[str, int], run_prefix: str, step: int, item: str) -> int:
+    """The bytes of a checkpoint item's array data: ocdbt's data files, without its metadata and manifests."""
+    data = f"{run_prefix}/checkpoints/{step}/{item}/ocdbt.process_0/d/"
     return sum(size for name, size in objects.items() if name.startswith(data))
 
 
-def test_a_checkpoint_holds_the_parameters_in_float32_and_nothing_more(tiny_pipeline):
-    """bench/checkpoint_cost.py's size formula (parameters × 4 bytes, no optimizer state), checked on the tiny
-    model's real checkpoint: Adam's mu and nu would triple it. orbax compresses the stored arrays a little (a
-    manual run here stored 62,899,677 bytes for 68,000,768 computed: 0.925), so the formula is an upper bound."""
+def test_a_checkpoint_holds_the_parameters_and_adams_two_moments_in_float32(tiny_pipeline):
+    """bench/checkpoint_cost.py's size formula (parameters × 4 bytes × 3), checked on the tiny model's real
+    checkpoint: the parameters under `model_params`, Adam's mu and nu under `optimizer_state` (the accumulator's
+    zeros compress away). orbax compresses the stored arrays a little (a manual run here stored 0.925 and 0.920 of
+    the computed sizes), so the formula is an upper bound."""
     run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
-    stored = checkpoint_data_bytes(tiny_pipeline.gcs.objects(run), run, STEPS)
-    expected = parameter_count(tiny.SPEC) * FLOAT32_BYTES
-    assert 0.85 * expected <= stored <= expected, (stored, expected)
+    objects = tiny_pipeline.gcs.objects(run)
+    one_copy = parameter_count(tiny.SPEC) * FLOAT32_BYTES
+    params = checkpoint_data_bytes(objects, run, STEPS, "model_params")
+    optimizer = checkpoint_data_bytes(objects, run, STEPS, "optimizer_state")
+    assert 0.85 * one_copy <= params <= one_copy, (params, one_copy)
+    assert 0.85 * 2 * one_copy <= optimizer <= 2 * one_copy, (optimizer, one_copy)
+    assert params + optimizer <= one_copy * FLOAT32_COPIES
+
+
+def test_a_resume_continues_the_optimizer_and_its_schedule_where_the_checkpoint_left_them(
+    tiny_pipeline, maxtext_python
+):
+    """Tunix 0.1.7 restores the optimizer state with the weights: in the last checkpoint of a run whose trainer was
+    killed after checkpoint N and resumed, the optimizer's step, Adam's count and the learning-rate schedule's
+    count are the run's steps, as an uninterrupted run's would be. Restarted state (Tunix 0.1.3) counts only the
+    steps since the resume, and the schedule starts its warm-up again. The weights are not compared with an
+    uninterrupted run's: the data restarts from the first example on a resume (docs/checkpoints.md)."""
+    assert tiny_pipeline.killed_at_checkpoint < STEPS
+    run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
+    done = subprocess.run(
+        [maxtext_python, str(REPO / "tests" / "workload" / "optimizer_steps.py")]
+        + [tiny_pipeline.gcs.gs(f"{run}/checkpoints/{STEPS}/optimizer_state")],
+        env={**os.environ, "EPATH_USE_TF": "false", "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counters = json.loads(done.stdout.splitlines()[-1])
+    counts = {path: value for path, value in counters.items() if "mini_step" not in path}
+    assert len(counts) == 4 and set(counts.values()) == {STEPS}, counters  # step, gradient_step, Adam's, schedule's
 
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):

@@ -144,7 +144,9 @@ class PipelineConfig:
     eval_steps: int = 10
     eval_split: str = "test_sft"  # UltraChat's held-out split, sft.yml's hf_eval_split
     require_learning: bool = False  # fail the run, rather than warn, when the held-out loss did not fall
-    install_post_train_extras: bool = True  # seed step 3's install_tpu_post_train_extra_deps (slow; needs GitHub)
+    # seed step 3's install_tpu_post_train_extra_deps: slow, from GitHub, and its Tunix replaces the tested one;
+    # SFT needs none of it
+    install_post_train_extras: bool = False
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
 
@@ -247,7 +249,7 @@ SETTINGS: tuple[Setting, ...] = (
         "bootstrap",
         names_run=True,
     ),
-    Setting("installPostTrainExtras", "install_post_train_extras", _bool, "true", "bootstrap"),
+    Setting("installPostTrainExtras", "install_post_train_extras", _bool, "false", "bootstrap"),
     Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
     # Bootstrap downloads the model's weights beside the install (the full profile only).
     Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),

@@ -7,6 +7,7 @@ import shlex
 
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.ssh.secrets import secret_file
+from workload.core import lock
 from workload.core.config import HUB_IDS, PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET, SCRATCH_DIR, STATE_DIR
 from workload.layout import hf_home
@@ -42,10 +43,11 @@ HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
 def spec_for(
     config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR, state_dir: str = STATE_DIR
 ) -> BootstrapSpec:
-    """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText,
-    and `install_tpu_post_train_extra_deps` when `install_post_train_extras` (slow: tunix, tpu-inference and
-    vLLM from GitHub). `torch_backend` becomes UV_TORCH_BACKEND. On the full profile, also the model's weights
-    into the HF cache under `work_dir`, which to_maxtext (seed step 4) then reads instead of downloading them.
+    """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText with
+    the Tunix the tests ran (`trainer_pins`), and `install_tpu_post_train_extra_deps` when
+    `install_post_train_extras` (slow: tunix, tpu-inference and vLLM from GitHub, over the pinned Tunix).
+    `torch_backend` becomes UV_TORCH_BACKEND. On the full profile, also the model's weights into the HF cache under
+    `work_dir`, which to_maxtext (seed step 4) then reads instead of downloading them.
 
     Independent work runs at once: apt; uv → Python → venv → MaxText (uv brings its own Python and MaxText's
     wheels need no compiler); and, once Python is there, the weights (network-bound: gigabytes). The post-train
@@ -68,7 +70,8 @@ def spec_for(
             "maxtext",
             f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
             f"--python {q_venv}/bin/python "
-            f"{shlex.quote(f'maxtext[tpu-post-train]=={config.maxtext_version}')} --resolution=lowest",
+            f"{shlex.join((f'maxtext[tpu-post-train]=={config.maxtext_version}', *trainer_pins(config)))} "
+            "--resolution=lowest",
             3600,
             after=("venv",),
         ),
@@ -94,6 +97,14 @@ def spec_for(
             )
         )
     return BootstrapSpec(tuple(steps))
+
+
+def trainer_pins(config: PipelineConfig) -> tuple[str, ...]:
+    """The trainer's libraries as the tests ran them (workload/core/lock.py), for the MaxText they ran with; another
+    MaxText version resolves its own, and the preview says so (infra/settings.py)."""
+    if config.maxtext_version != lock.versions()["maxtext"]:
+        return ()
+    return lock.pinned(lock.TRAINER)
 
 
 def weights_download(repo: str, home: str, token_path: str) -> str:

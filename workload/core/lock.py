@@ -1,0 +1,28 @@
+"""The versions the tests ran, as workload/maxtext-requirements.txt (the MaxText venv's lock) pins them: the one
+place that names them. The VM's install pins the trainer's libraries from it (remote/pipeline/bootstrap/seed.py),
+and the preview says when a stack's settings would train with others (infra/settings.py)."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+LOCK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "maxtext-requirements.txt")
+# MaxText's SFT trainer is Tunix's; MaxText 0.2.2 accepts any google-tunix >= 0.1.3, and the VM's lowest resolution
+# would take 0.1.3, whose checkpoints hold no optimizer state. 0.1.7 saves and restores it, and raises the floor of
+# orbax-checkpoint and tensorstore; pylatexenc and importlib-resources it needs with no lower bound, where the
+# lowest resolution would take versions years old.
+TRAINER = ("google-tunix", "orbax-checkpoint", "tensorstore", "pylatexenc", "importlib-resources")
+
+
+@cache
+def versions() -> dict[str, str]:
+    with open(LOCK, encoding="utf-8") as f:
+        pins = (line.split("==", 1) for line in f.read().splitlines() if "==" in line and not line.startswith("#"))
+        return {name.strip(): version.strip() for name, version in pins}
+
+
+def pinned(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`name==version` for each name, as the lock pins it."""
+    locked = versions()
+    return tuple(f"{name}=={locked[name]}" for name in names)
