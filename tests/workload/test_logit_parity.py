@@ -47,7 +47,9 @@ def test_the_export_matches_the_checkpoint_within_the_bound(tiny_pipeline):
     assert verify["ok"] and verify["kl_bound"] == KL_BOUND["tiny"] == 1e-3
     assert 0 <= verify["logits_kl_mean"] <= verify["logits_kl_max"] <= verify["kl_bound"]
     assert verify["logits_prompts"] == 4 and verify["logits_positions"] > 32  # past the sliding window
-    assert verify["logits_top1_agreement"] == 1.0
+    # The KL bound is the check; the most likely token may still differ where the two likeliest are within
+    # rounding of each other on the random tiny model (4 December, Tunix 0.1.7: 59 of 60, KL max 6.6e-6).
+    assert verify["logits_top1_agreement"] >= 0.95
     kept = json.loads((tiny_pipeline.out / tiny_pipeline.finished.summary["run_name"] / "verify.json").read_text())
     assert kept["logits_kl_max"] == verify["logits_kl_max"]  # the figure stays with the model
 
