@@ -8,8 +8,9 @@ pins for the VM too: tunix/sft/peft_trainer.py 331-360) under `nnx.jit(..., dona
 - the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (212-215), which
   train_sft always does (train_sft.py 107): one more copy of the gradients in the optimizer state;
 - only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
-- the step returns MaxText's loss aux, whose `intermediate_outputs` hold the logits (batch x sequence x
-  vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens).
+- the step returns MaxText's loss aux; its `intermediate_outputs` hold the logits (batch x sequence x
+  vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens), which the trainer's launcher drops
+  (workload/unread_logits.py), and so does this step.
 So this compiles that step: Tunix's own trainer class, jit and train step with MaxText's loss
 (train_sft.use_maxtext_loss_function), on abstract arrays sharded as `from_pretrained` shards the model
 (model_creation_utils.py 737-773). Only the mesh is train_compile's: the topology's compile-only devices.
@@ -36,6 +37,7 @@ from maxtext.trainers.pre_train import train_compile
 from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
 from tunix.sft import peft_trainer
 
+from workload import unread_logits
 from workload.fit import Memory, parse_hbm_oom
 
 # Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
@@ -129,6 +131,7 @@ def _config(argv: list[str]) -> Any:
 
 def _compiled(config: Any, mesh: Any) -> Any:
     trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
+    trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)  # as the trainer's launcher has every trainer
     # jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the trainer's own model
     # and optimizer to it: here they are the abstract ones, passed to `lower`.
     train_step = nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))

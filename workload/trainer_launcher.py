@@ -6,6 +6,8 @@ imports (MaxText, Tunix, TensorFlow, torch: ~9 s of CPU more than the pipeline i
 data and again for every held-out pass, while the step waits for its batch. Started through this module, the
 worker imports this module instead, and of MaxText only what unpickling its pipeline needs.
 
+It also keeps the trainer's steps from returning the logits nobody reads (workload/unread_logits.py).
+
     python -m workload.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
 
@@ -23,6 +25,10 @@ def main() -> None:
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise SystemExit(f"{module} is not installed here. Fix: run this with the MaxText venv's Python")
+    if importlib.util.find_spec("tunix") is not None:  # the trainer is Tunix's: its steps keep no logits
+        from workload import unread_logits
+
+        unread_logits.drop_from_every_trainer()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
     sys.argv = [spec.origin, *args]
     # alter_sys=False keeps this module in sys.modules["__main__"], which is what a spawned child imports anew.

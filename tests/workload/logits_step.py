@@ -1,0 +1,81 @@
+"""Run by the MaxText venv's Python: Tunix's train step on the tiny model, as the trainer's launcher leaves it
+(workload/unread_logits.py) and as MaxText's own loss has it, from the same initial state and batch. Prints JSON
+per variant: each step's loss and gradient norm (as float hex: bitwise), a digest of the weights after the steps,
+and the compiled step's output bytes. `python logits_step.py ARG ...`, ARG as workload/commands.py gives them
+to train_sft."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+import jax
+import numpy as np
+from flax import linen as nn
+from flax import nnx
+from flax.linen import partitioning as nn_partitioning
+from maxtext.common.common_types import MODEL_MODE_TRAIN
+from maxtext.trainers.post_train.sft import train_sft
+from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils
+
+from workload import aot_step, preflight, unread_logits
+
+STEPS = 3  # the first update has a learning rate of 0 (the warm-up starts there): three show training
+
+
+def batch(config) -> dict[str, jax.Array]:
+    """A fixed batch of the step's six arrays: token ids drawn once with a fixed seed, every position weighted."""
+    shaped = maxtext_utils.get_shaped_batch(config)
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, config.vocab_size, size=shaped["inputs"].shape, dtype=np.int32)
+    positions = np.broadcast_to(np.arange(tokens.shape[1], dtype=np.int32), tokens.shape)
+    segments = np.ones_like(tokens)
+    arrays = {
+        "inputs": tokens,
+        "inputs_position": positions,
+        "inputs_segmentation": segments,
+        "targets": np.roll(tokens, -1, axis=1),
+        "targets_position": positions,
+        "targets_segmentation": segments,
+    }
+    return {key: jax.numpy.asarray(value, dtype=shaped[key].dtype) for key, value in arrays.items()}
+
+
+def variant(config, mesh, drop: bool) -> dict:
+    trainer = train_sft.use_maxtext_loss_function(aot_step._StepOnly(), config)
+    if drop:
+        trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)
+    step = nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
+    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules), nn.logical_axis_rules(config.logical_axis_rules):
+        rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)  # the config's seed: same start
+        model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
+        optimizer = aot_step._optimizer(config, model)
+        data = batch(config)
+        output_bytes = step.lower(model, optimizer, data).compile().memory_analysis().output_size_in_bytes
+        losses, norms = [], []
+        for _ in range(STEPS):
+            loss, aux, norm = step(model, optimizer, data)
+            losses.append(float(loss).hex())
+            norms.append(float(norm).hex())
+        weights = hashlib.sha256()
+        for leaf in jax.tree_util.tree_leaves(nnx.state(model, nnx.Param)):
+            weights.update(np.asarray(leaf).tobytes())
+    return {
+        "losses": losses,
+        "grad_norms": norms,
+        "weights_sha256": weights.hexdigest(),
+        "aux_keys": sorted(aux),
+        "output_bytes": int(output_bytes),
+        "logits_bytes": int(np.prod(data["inputs"].shape)) * config.vocab_size * 4,
+    }
+
+
+def main() -> None:
+    config = aot_step._config([preflight.train_sft_file(), *sys.argv[1:]])
+    mesh = maxtext_utils.get_mesh_from_config(config)
+    print(json.dumps({"kept": variant(config, mesh, drop=False), "dropped": variant(config, mesh, drop=True)}))
+
+
+if __name__ == "__main__":
+    main()
