@@ -383,7 +383,7 @@ def untested_trainer(s: Settings) -> str | None:
             f"{stack_key('installPostTrainExtras')} true: the post-train extras install Tunix from GitHub over the "
             f"tested google-tunix {tested['google-tunix']}, so the VM trains and checkpoints with code no test ran "
             "(the tested Tunix's checkpoints hold 46.56 GB each for gemma3-4b). SFT needs none of the extras: "
-            f"pulumi config set {stack_key('installPostTrainExtras')} false"
+            + set_hint("installPostTrainExtras", "false")
         )
     if s.pipeline.maxtext_version != tested["maxtext"]:
         return (

@@ -82,14 +82,19 @@ def _optimizer(config: Any, model: nnx.Module) -> nnx.Optimizer:
     return nnx.Optimizer(model, tx, wrt=nnx.Param)
 
 
+def _model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
+    """The model as the config initialises it (its seed), and train_sft's optimizer over it."""
+    rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)
+    model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
+    return model, _optimizer(config, model)
+
+
 def _abstract_model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
     """Shapes, dtypes and shardings only, sharded as `from_pretrained` shards the model's state (the optimizer's
     state carries its parameters' sharding metadata: flax's `to_opt_state`)."""
 
     def build() -> tuple[nnx.Module, nnx.Optimizer]:
-        rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)
-        model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
-        return model, _optimizer(config, model)
+        return _model_and_optimizer(config, mesh)
 
     with nn.logical_axis_rules(config.logical_axis_rules):
         graphdef, abstract = nnx.split(nnx.eval_shape(build))
@@ -129,12 +134,16 @@ def _config(argv: list[str]) -> Any:
     return config
 
 
+def _jitted_train_step(trainer: peft_trainer.PeftTrainer) -> Any:
+    """The trainer's step jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the
+    trainer's own model and optimizer to it: here they are arguments, given to `lower` or to the call."""
+    return nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
+
+
 def _compiled(config: Any, mesh: Any) -> Any:
     trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
     trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)  # as the trainer's launcher has every trainer
-    # jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the trainer's own model
-    # and optimizer to it: here they are the abstract ones, passed to `lower`.
-    train_step = nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
+    train_step = _jitted_train_step(trainer)
     with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
         model, optimizer = _abstract_model_and_optimizer(config, mesh)
         return train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()

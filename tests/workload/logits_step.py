@@ -12,12 +12,10 @@ import sys
 
 import jax
 import numpy as np
-from flax import linen as nn
 from flax import nnx
 from flax.linen import partitioning as nn_partitioning
-from maxtext.common.common_types import MODEL_MODE_TRAIN
 from maxtext.trainers.post_train.sft import train_sft
-from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils
+from maxtext.utils import maxtext_utils
 
 from workload import aot_step, preflight, unread_logits
 
@@ -46,11 +44,9 @@ def variant(config, mesh, drop: bool) -> dict:
     trainer = train_sft.use_maxtext_loss_function(aot_step._StepOnly(), config)
     if drop:
         trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)
-    step = nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
-    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules), nn.logical_axis_rules(config.logical_axis_rules):
-        rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)  # the config's seed: same start
-        model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
-        optimizer = aot_step._optimizer(config, model)
+    step = aot_step._jitted_train_step(trainer)
+    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):
+        model, optimizer = aot_step._model_and_optimizer(config, mesh)  # the config's seed: the same start
         data = batch(config)
         output_bytes = step.lower(model, optimizer, data).compile().memory_analysis().output_size_in_bytes
         losses, norms = [], []

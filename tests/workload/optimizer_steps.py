@@ -1,6 +1,6 @@
 """Run by the MaxText venv's Python (orbax lives there): the step counters in a checkpoint's optimizer state, as
 JSON `{path: value}`, every integer scalar of the tree (the optimizer's own step, Adam's count, the schedule's
-count, optax.MultiSteps' gradient and mini steps). `python optimizer_steps.py URL` (a local directory or gs://)."""
+count, optax.MultiSteps' gradient and mini steps). `python optimizer_steps.py DIR`, a checkpoint item's directory."""
 
 import json
 import sys
@@ -10,8 +10,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 
-def main(url: str) -> None:
-    tree = ocp.PyTreeCheckpointer().restore(url)
+def main(directory: str) -> None:
+    tree = ocp.PyTreeCheckpointer().restore(directory)
     flat, _ = jax.tree_util.tree_flatten_with_path(tree)
     counters = {
         jax.tree_util.keystr(path): int(value)
