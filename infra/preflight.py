@@ -43,8 +43,9 @@ REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pulumi up` runs the program
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
 # One more whenever what a record says changes, so that none is reused: 2, HBM is the compiler's peak; 3, a step over
-# the chip's HBM does not fit even where the compiler accepted it; 4, Tunix 0.1.7's step, without the logits.
-RECORD_FORMAT = 4
+# the chip's HBM does not fit even where the compiler accepted it; 4, Tunix 0.1.7's step, without the logits; 5, the
+# verdict counts the eval step and what the loop holds beside the step.
+RECORD_FORMAT = 5
 
 
 def _named(train_inputs: dict[str, Any], maxtext_overrides: tuple[str, ...]) -> str:

@@ -13,13 +13,16 @@ pins for the VM too: tunix/sft/peft_trainer.py 331-360) under `nnx.jit(..., dona
   (workload/unread_logits.py), and so does this step.
 So this compiles that step: Tunix's own trainer class, jit and train step with MaxText's loss
 (train_sft.use_maxtext_loss_function), on abstract arrays sharded as `from_pretrained` shards the model
-(model_creation_utils.py 737-773). Only the mesh is train_compile's: the topology's compile-only devices.
+(model_creation_utils.py 737-773), and, when the run evaluates, Tunix's eval step (361-370, jitted at 424) with
+the same loss. Only the mesh is train_compile's: the topology's compile-only devices. What the loop holds beside
+the steps is counted from their memory (workload/fit.py `Live`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -38,15 +41,15 @@ from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils
 from tunix.sft import peft_trainer
 
 from workload import unread_logits
-from workload.fit import Memory, parse_hbm_oom
+from workload.fit import Live, Memory, parse_hbm_oom
 
 # Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
 _PROBE_ARGUMENTS, _PROBE_ARGUMENT_BYTES = 16, 4 * 2**30
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class CompiledStep:
-    memory: Memory
+    live: Live  # the train step's memory, the eval step's when the run evaluates, and what the loop holds beside
     flops: float  # per chip, per step: XLA's cost analysis of the compiled program
     # per chip, per step: MaxText's own count of the model's matmuls (what its TFLOP/s/device divides), no remat
     maxtext_flops: float
@@ -103,12 +106,19 @@ def _abstract_model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, n
     return nnx.merge(graphdef, sharded)
 
 
-def _abstract_batch(config: Any, mesh: Any) -> dict[str, jax.ShapeDtypeStruct]:
-    """What SFTDataHooks hands the step: the six arrays MaxText's loss takes, placed with the input data sharding
-    (DataLoader.load_next_batch), so that Tunix's `_shard_input` leaves them as they are."""
+def _abstract_batch(config: Any, mesh: Any, sequences: int) -> dict[str, jax.ShapeDtypeStruct]:
+    """What SFTDataHooks hands a step: the six arrays MaxText's loss takes, `sequences` of them, placed with the
+    input data sharding (DataLoader.load_next_batch), so that Tunix's `_shard_input` leaves them as they are."""
     placed = sharding.get_input_data_sharding(config, mesh)
     shaped = maxtext_utils.get_shaped_batch(config)
-    return {key: jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=placed) for key, value in shaped.items()}
+    return {
+        key: jax.ShapeDtypeStruct((sequences, *value.shape[1:]), value.dtype, sharding=placed)
+        for key, value in shaped.items()
+    }
+
+
+def _bytes_per_chip(arrays: dict[str, jax.ShapeDtypeStruct]) -> int:
+    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in arrays.values())
 
 
 def hbm_limit(device: Any) -> int:
@@ -140,13 +150,38 @@ def _jitted_train_step(trainer: peft_trainer.PeftTrainer) -> Any:
     return nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
 
 
-def _compiled(config: Any, mesh: Any) -> Any:
+def _default(dataclass: type, name: str) -> Any:
+    [field] = [f for f in dataclasses.fields(dataclass) if f.name == name]
+    return field.default
+
+
+def _trainer(config: Any) -> peft_trainer.PeftTrainer:
+    """Tunix's trainer with train_sft's loss, one function for its train and eval steps (with_loss_fn), without
+    the logits, as the trainer's launcher has every trainer."""
     trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
-    trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)  # as the trainer's launcher has every trainer
-    train_step = _jitted_train_step(trainer)
+    trainer.loss_fn = trainer.eval_loss_fn = unread_logits.without_logits(trainer.loss_fn)
+    return trainer
+
+
+def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Any | None, Live]:
+    """(the train step compiled, the eval step compiled or None, what one chip holds). The eval step is compiled
+    only when the run evaluates (`evaluate`) and then with MaxText's eval batch."""
+    trainer = _trainer(config)
+    in_flight = _default(peft_trainer.TrainingConfig, "max_inflight_computations")  # train_sft leaves it
     with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
         model, optimizer = _abstract_model_and_optimizer(config, mesh)
-        return train_step.lower(model, optimizer, _abstract_batch(config, mesh)).compile()
+        batch = _abstract_batch(config, mesh, config.global_batch_size_to_load)
+        train = _jitted_train_step(trainer).lower(model, optimizer, batch).compile()
+        eval_batch = _abstract_batch(config, mesh, config.global_batch_size_to_load_eval)
+        evaluated = nnx.jit(trainer.create_eval_step_fn()).lower(model, eval_batch).compile() if evaluate else None
+    live = Live(
+        train=_memory(train),
+        eval=None if evaluated is None else _memory(evaluated),
+        batch=_bytes_per_chip(batch),
+        eval_batch=_bytes_per_chip(eval_batch),
+        in_flight=in_flight,
+    )
+    return train, evaluated, live
 
 
 def _memory(compiled: Any) -> Memory:
@@ -165,7 +200,8 @@ def local_step_memory(argv: list[str]) -> Memory:
     """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
     bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
     config = _config(argv)
-    return _memory(_compiled(config, maxtext_utils.get_mesh_from_config(config)))
+    _, _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
+    return live.train
 
 
 def compile_step(argv: list[str]) -> CompiledStep:
@@ -175,15 +211,14 @@ def compile_step(argv: list[str]) -> CompiledStep:
     mesh = train_compile.get_topology_mesh(config)
     start = time.monotonic()
     try:
-        compiled = _compiled(config, mesh)
+        compiled, _, live = _compiled(config, mesh, evaluate=config.eval_interval > 0)
     except jax.errors.JaxRuntimeError as error:
         oom = parse_hbm_oom(str(error))
         if oom is None:
             raise
         raise HbmOom(*oom, time.monotonic() - start, config) from None
     seconds = time.monotonic() - start
-    memory = _memory(compiled)
     limit = hbm_limit(mesh.devices.flat[0])
     maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
     flops = float(compiled.cost_analysis()["flops"])
-    return CompiledStep(memory, flops, maxtext_tflops * 1e12, seconds, limit, config)
+    return CompiledStep(live, flops, maxtext_tflops * 1e12, seconds, limit, config)

@@ -63,6 +63,76 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Live:
+    """What one chip holds at the worst moment of Tunix's training loop, in bytes, from the compiled steps.
+
+    Each step's peak is the compiler's. Beside it the loop holds what no one step's analysis counts:
+    - Tunix lets `in_flight` steps run ahead of the one on the chip (`max_inflight_computations`): their input
+      batches are already placed, and the values the steps before returned (loss, aux, gradient norm) are held
+      until the loop has logged them. Counted as `in_flight` × (one batch + one step's returned values), a bound:
+      the updated weights and optimizer state of a queued step are allocated only when it runs (the TPU runtime
+      allocates in the order the steps run).
+    - The held-out loss's step (eval) takes the weights and a batch as arguments; the optimizer's state stays in
+      HBM beside it without being one. Its peak is counted with that state, and the larger of the two steps binds.
+      Both programs are loaded on the chip from the first pass on, so each is counted with the other's code.
+    """
+
+    train: Memory
+    eval: Memory | None  # None: the run does not evaluate
+    batch: int  # one train step's input batch, per chip
+    eval_batch: int  # one eval step's input batch, per chip
+    in_flight: int
+
+    @property
+    def returned(self) -> int:
+        """The train step's own return values: its outputs but the updated state (its arguments but the batch)."""
+        return max(self.train.outputs - (self.train.arguments - self.batch), 0)
+
+    @property
+    def beside(self) -> int:
+        return self.in_flight * (self.batch + self.returned)
+
+    @property
+    def optimizer_state(self) -> int:
+        """What the eval step leaves resident: the train step's state arguments but the weights the eval takes."""
+        if self.eval is None:
+            return 0
+        return (self.train.arguments - self.batch) - (self.eval.arguments - self.eval_batch)
+
+    @property
+    def train_peak(self) -> int:
+        return self.train.total + (0 if self.eval is None else self.eval.generated_code)
+
+    @property
+    def eval_peak(self) -> int:
+        return 0 if self.eval is None else self.eval.total + self.optimizer_state + self.train.generated_code
+
+    @property
+    def binding(self) -> str:
+        return "eval" if self.eval_peak > self.train_peak else "train"
+
+    @property
+    def total(self) -> int:
+        return max(self.train_peak, self.eval_peak) + self.beside
+
+    def parts(self) -> dict[str, int | str | None]:
+        """As the record shows them."""
+        return {
+            "train_step_peak": self.train.total,
+            "eval_step_peak": self.eval.total if self.eval is not None else None,
+            "optimizer_state_beside_eval": self.optimizer_state,
+            "train_with_eval_code": self.train_peak,
+            "eval_with_optimizer_and_train_code": self.eval_peak,
+            "binding_step": self.binding,
+            "in_flight_steps": self.in_flight,
+            "batch": self.batch,
+            "returned_per_step": self.returned,
+            "beside_the_step": self.beside,
+            "total": self.total,
+        }
+
+
+@dataclass(frozen=True)
 class Bounds:
     """Lower bounds on time and money and an upper bound on throughput, from FLOPs at the chip's peak: no
     real step is faster, none of these is a prediction."""
@@ -95,9 +165,11 @@ def gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB"
 
 
-def fits_line(accelerator: str, used: int, limit: int) -> str:
-    """The line a person reads when the step fits."""
-    return f"fits: {gib(used)} per chip of {gib(limit)} HBM on {accelerator}, {gib(limit - used)} headroom"
+def fits_line(accelerator: str, live: Live, limit: int) -> str:
+    """The line a person reads when the step fits: the verdict, then what it counts."""
+    used = live.total
+    counted = f"the {live.binding} step's peak + {gib(live.beside)} for {live.in_flight} steps in flight"
+    return f"fits: {gib(used)} per chip of {gib(limit)} HBM on {accelerator}, {gib(limit - used)} headroom ({counted})"
 
 
 def does_not_fit_line(

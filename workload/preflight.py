@@ -2,7 +2,8 @@
 
 Reads the pipeline's settings JSON (PipelineConfig.to_mapping(), as `python -m workload` takes it), builds
 train_sft's MaxText arguments exactly as the pipeline does (workload/commands.py), and compiles Tunix's SFT step
-for the settings' accelerator type with libtpu's compile-only topology (workload/aot_step.py). Needs
+for the settings' accelerator type with libtpu's compile-only topology (workload/aot_step.py), and its eval step
+when the run evaluates; the verdict counts what the loop holds beside the step too (workload/fit.py `Live`). Needs
 .maxtext-venv's Python (MaxText, libtpu); no TPU, no cloud, no Hugging Face token.
 
 It prints one line a person reads (fits or not, GiB per chip against the chip's HBM, the headroom), then a JSON
@@ -97,7 +98,8 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
                 "settings": settings,
             }
             return line, record
-    used, limit = step.memory.total, step.hbm_limit
+    # The steps' peaks and what the loop holds beside them (fit.Live): the verdict is on all of it.
+    used, limit = step.live.total, step.hbm_limit
     # The compiler refuses most steps that do not fit (aot_step.HbmOom), but not every one: gemma3-4b on a v6e-16 at
     # batch 8 compiled with a peak of 37.34 GiB a chip of 31.25. Its own memory analysis has the last word.
     fits = used <= limit
@@ -117,7 +119,9 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
         "fits": fits,
         "hbm_bytes_per_chip": used,
         "hbm_limit_bytes_per_chip": limit,
-        "memory_per_chip": asdict(step.memory),
+        "memory_per_chip": asdict(step.live.train),
+        "eval_memory_per_chip": None if step.live.eval is None else asdict(step.live.eval),
+        "live_per_chip": step.live.parts(),
         "flops_per_step_per_chip": bound_flops,
         "compiled_flops_per_step_per_chip": step.flops,
         "maxtext_flops_per_step_per_chip": step.maxtext_flops,
@@ -132,7 +136,7 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     if not fits:
         batch, sequence = step.config.per_device_batch_size, step.config.max_target_length
         return fit.does_not_fit_line(accelerator.name, used, limit, batch, sequence), record
-    return fit.fits_line(accelerator.name, used, limit), record
+    return fit.fits_line(accelerator.name, step.live, limit), record
 
 
 def _compiled_settings(maxtext_config) -> dict:

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -94,7 +94,8 @@ def test_a_step_that_does_not_fit_names_one_setting_to_change(batch, sequence, a
 
 def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypatch):
     """A stand-in for the compile (no libtpu in the fast tier), with the figures libtpu gave for gemma3-4b on a
-    v6e-16 at batch 8: it compiled, and its memory analysis said a peak of 37.34 GiB a chip of 31.25."""
+    v6e-16 at batch 8 (Tunix 0.1.3's step, which returned the logits): it compiled, and its memory analysis said
+    a peak of 37.34 GiB a chip of 31.25; the two steps in flight would hold 2 × 16 GiB of logits beside it."""
     from workload import preflight
 
     sizes = {"per_device_batch_size": 8, "global_batch_size_to_train_on": 128, "max_target_length": 2048}
@@ -107,17 +108,73 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
         generated_code=97_100_800,
         peak=40_091_646_624,
     )
+    live = fit.Live(train=memory, eval=None, batch=6 * 8 * 2048 * 4, eval_batch=6 * 8 * 2048 * 4, in_flight=2)
     step = types.SimpleNamespace(
-        memory=memory, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
+        live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
     )
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
     monkeypatch.setitem(sys.modules, "workload.aot_step", compiler)
     monkeypatch.setattr("workload.aot_step", compiler, raising=False)
     monkeypatch.setattr(preflight, "train_sft_file", lambda: "train_sft.py")
     line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
-    assert record["fits"] is False and record["hbm_bytes_per_chip"] == 40_091_646_624
-    assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: at least 37.34 GiB per chip of 31.25 GiB HBM")
+    assert record["fits"] is False and record["hbm_bytes_per_chip"] == live.total > 40_091_646_624
+    assert live.total - memory.peak > 2 * 16 * GIB
+    assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: at least 69.34 GiB per chip of 31.25 GiB HBM")
     assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 4")
+
+
+# gemma3-4b on a v6e-8 at batch 1 (libtpu, 2026-12-04, commit 488ebbe): the train step's memory analysis.
+TRAIN_STEP = fit.Memory(
+    arguments=7_768_634_880,
+    outputs=7_768_600_224,
+    aliased=5_826_443_776,
+    temporaries=8_471_835_872,
+    generated_code=378_456_576,
+    peak=16_431_769_760,
+)
+BATCH = 6 * 2048 * 4  # six int32 arrays of one 2,048-token sequence a chip
+
+
+def test_the_verdict_counts_the_steps_in_flight_beside_the_train_steps_peak():
+    live = fit.Live(train=TRAIN_STEP, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    returned = TRAIN_STEP.outputs - (TRAIN_STEP.arguments - BATCH)  # loss, aux, gradient norm: no updated state
+    assert 0 < returned < 2**20
+    assert live.beside == 2 * (BATCH + returned)
+    assert live.total == TRAIN_STEP.peak + live.beside and live.binding == "train"
+    assert live.optimizer_state == 0 and live.parts()["eval_step_peak"] is None
+
+
+def test_the_logits_a_step_returned_would_be_counted_once_per_step_in_flight():
+    logits = 2048 * 262_144 * 4
+    returning = fit.Memory(**{**asdict(TRAIN_STEP), "outputs": TRAIN_STEP.outputs + logits})
+    live = fit.Live(train=returning, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    kept = fit.Live(train=TRAIN_STEP, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    assert live.total - kept.total == 2 * logits
+
+
+def test_the_eval_step_counts_the_optimizer_state_it_leaves_in_hbm_and_the_larger_peak_binds():
+    weights = 1_942_158_720  # the eval step's arguments but its batch: the weights alone
+    evaluating = fit.Memory(
+        arguments=weights + BATCH, outputs=64, aliased=0, temporaries=9_000_000_000, generated_code=1, peak=0
+    )
+    live = fit.Live(train=TRAIN_STEP, eval=evaluating, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    assert live.optimizer_state == TRAIN_STEP.arguments - BATCH - weights  # Adam's moments and the accumulator
+    # each program counted with the other's code: both stay loaded on the chip
+    assert live.eval_peak == evaluating.parts + live.optimizer_state + TRAIN_STEP.generated_code
+    assert live.train_peak == TRAIN_STEP.peak + evaluating.generated_code
+    assert live.eval_peak > live.train_peak and live.binding == "eval"
+    assert live.total == live.eval_peak + live.beside
+    smaller = fit.Memory(**{**asdict(evaluating), "temporaries": 10**9})
+    assert fit.Live(train=TRAIN_STEP, eval=smaller, batch=BATCH, eval_batch=BATCH, in_flight=2).binding == "train"
+
+
+def test_the_line_that_fits_says_what_it_counted():
+    live = fit.Live(train=TRAIN_STEP, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    line = fit.fits_line("v6e-8", live, round(31.25 * GIB))
+    assert line == (
+        "fits: 15.30 GiB per chip of 31.25 GiB HBM on v6e-8, 15.95 GiB headroom "
+        "(the train step's peak + 0.00 GiB for 2 steps in flight)"
+    )
 
 
 def test_bounds_are_flops_at_the_chips_peak():
@@ -184,6 +241,16 @@ def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflight
     assert 0 < record["hbm_bytes_per_chip"] < record["hbm_limit_bytes_per_chip"]
     assert record["flops_per_step_per_chip"] > 0 and record["bounds"]["usd_at_least"] > 0
     assert record["settings"]["max_target_length"] == 128 and record["settings"]["per_device_batch_size"] == 1
+    # The run evaluates (evalInterval's default): its step is compiled too, and the verdict counts what the loop
+    # holds beside the steps. The optimizer's state the eval leaves in HBM is the train step's donated argument.
+    live, train = record["live_per_chip"], record["memory_per_chip"]
+    assert record["eval_memory_per_chip"]["peak"] == live["eval_step_peak"] > 0
+    assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
+    larger = max(live["train_with_eval_code"], live["eval_with_optimizer_and_train_code"])
+    assert record["hbm_bytes_per_chip"] == live["total"] == larger + live["beside_the_step"]
+    assert live["in_flight_steps"] == 2 and live["batch"] == 6 * 128 * 4  # six int32 arrays, one sequence a chip
+    logits = 128 * 1024 * 4  # one sequence's, float32: the step returns none
+    assert 0 < live["returned_per_step"] < logits
     # ~7 s here on an idle machine; the full-size step takes 7 minutes or more. No wall-clock bound: the suite
     # shares the CPUs.
     assert record["compile_seconds"] < 300
