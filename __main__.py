@@ -14,7 +14,7 @@ from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
-from infra.preflight import refuse_a_known_misfit, take_the_sweeps_batch
+from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, take_the_sweeps_batch
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_commands import gcloud_ssh_command, ssh_command
@@ -101,6 +101,7 @@ def export_run(tasks: PostDeployTasks) -> None:
     trained_on = tasks.summaries["train"]
     pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
     pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+    pulumi.export("hbmPerChip", trained_on.apply(lambda r: hbm_beside_preflight(r, settings.pipeline)))
     # Measured at the end of the export job: each host's chips × the time since it booted, every host's reading
     # added up on a slice (workload/bill.py).
     bill = trained.apply(lambda r: r.get("bill") or {})

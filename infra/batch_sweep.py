@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 from workload.core.config import PipelineConfig
 
-HEADROOM = 0.10  # a chip's HBM left free: the compiler's figure leaves out runtime allocations and fragmentation
+# A chip's HBM left free beyond the verdict (which counts the steps in flight and the eval step: workload/fit.py
+# `Live`): for the runtime's own allocations and fragmentation, which no compiler sees.
+HEADROOM = 0.10
 LARGEST_BATCH = 2**20  # where the doubling stops even if every batch left room
 EXIT_NONE_FITS = 1
 

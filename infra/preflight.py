@@ -130,6 +130,24 @@ def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
     )
 
 
+def hbm_beside_preflight(train_summary: dict[str, Any], pipeline: PipelineConfig) -> dict[str, Any]:
+    """The chips' measured HBM peak (the train summary's, workload/hbm_peak.py) beside what a preflight of these
+    train inputs said, when one is on file here: the estimate checked against the chip. Joined here, not on the
+    VM: the record is this machine's, and it is no input of the train phase (it would re-run the phase)."""
+    measured = train_summary.get("hbm_peak_bytes_per_chip")
+    try:
+        estimate = json.loads(record_path(pipeline).read_text())["hbm_bytes_per_chip"]
+    except FileNotFoundError:
+        estimate = None
+    return {
+        "measuredPeakBytes": measured,
+        "limitBytes": train_summary.get("hbm_bytes_limit_per_chip"),
+        "preflightBytes": estimate,
+        "measuredOverPreflight": round(measured / estimate, 3) if measured and estimate else None,
+        "reason": train_summary.get("hbm_reason") if measured is None else None,
+    }
+
+
 def with_overrides(raw: dict[str, str], overrides: list[str]) -> dict[str, str]:
     """`KEY=VALUE` arguments applied as `pulumi config set KEY VALUE` would: a string value, the key qualified."""
     result = dict(raw)

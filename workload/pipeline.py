@@ -13,12 +13,13 @@ The last stdout line is always the summary:
      "kept_dir": …, "manifest": …,
      "train_wall_s": S, "chips": C, "chip_hours": H, "tflops_per_device": F, "mfu": M or null,
      "mfu_reason": WHY (when mfu is null), "tokens_per_s": T, "goodput": G, "time_split_s": {...},
+     "hbm_peak_bytes_per_chip": P or null, "hbm_bytes_limit_per_chip": L, "hbm_reason": WHY (when P is null),
      "failed_step": STEP or null, "error": ONE_LINE or null, "logs": [raw logs of this invocation],
      "worker": W (on a multi-host slice: which worker; workers other than 0 end after train),
      "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"} (workload/bill.py; when measured)}
 
 Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
-workload/throughput.py's, the logit figures workload/logit_parity.py's.
+workload/throughput.py's, the HBM ones workload/hbm_peak.py's, the logit figures workload/logit_parity.py's.
 """
 
 from __future__ import annotations

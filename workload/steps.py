@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from workload import commands, export_fix, kept, learning, markers, storage, throughput, train_metrics
+from workload import commands, export_fix, hbm_peak, kept, learning, markers, storage, throughput, train_metrics
 from workload.bill import Meter
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import PipelineConfig
@@ -175,6 +175,7 @@ def train(ctx: Context) -> Outcome:
             "chips": chips,
             "chip_hours": round(wall * chips / 3600, 3),
             **throughput.train_figures(ctx.config, attempts, metrics, wall),
+            **hbm_peak.summary(attempts),
             **held_out,
         },
     )

@@ -24,6 +24,7 @@ import re
 import statistics
 from typing import Any
 
+from workload import hbm_peak
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import PipelineConfig
 
@@ -52,7 +53,8 @@ def peak_tflops_per_device(config: PipelineConfig, backend: str | None) -> tuple
 
 class AttemptTimeline:
     """Where one training attempt's time went, read from MaxText's output line by line: seconds from the
-    attempt's start to each mark, the blocking seconds of checkpoint saves, the backend and device count."""
+    attempt's start to each mark, the blocking seconds of checkpoint saves, the backend and device count, and the
+    chips' HBM peak as the trainer's launcher printed it (workload/hbm_peak.py)."""
 
     def __init__(self, started: float):
         self.started = started
@@ -83,6 +85,8 @@ class AttemptTimeline:
             self.facts["backend"] = found.group(1)
         if "devices" not in self.facts and (found := _DEVICES.search(line)):
             self.facts["devices"] = int(found.group(1))
+        if (hbm := hbm_peak.parse(line)) is not None:
+            self.facts.update(hbm)
 
 
 def _finite(records: list[dict], key: str) -> list[float]:

@@ -6,7 +6,8 @@ imports (MaxText, Tunix, TensorFlow, torch: ~9 s of CPU more than the pipeline i
 data and again for every held-out pass, while the step waits for its batch. Started through this module, the
 worker imports this module instead, and of MaxText only what unpickling its pipeline needs.
 
-It also keeps the trainer's steps from returning the logits nobody reads (workload/unread_logits.py).
+It also keeps the trainer's steps from returning the logits nobody reads (workload/unread_logits.py), and as the
+trainer ends prints the HBM its chips held at their peak (workload/hbm_peak.py).
 
     python -m workload.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
@@ -31,8 +32,25 @@ def main() -> None:
         unread_logits.drop_from_every_trainer()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
     sys.argv = [spec.origin, *args]
-    # alter_sys=False keeps this module in sys.modules["__main__"], which is what a spawned child imports anew.
-    runpy.run_module(module, run_name="__main__", alter_sys=False)
+    try:
+        # alter_sys=False keeps this module in sys.modules["__main__"], which is what a spawned child imports anew.
+        runpy.run_module(module, run_name="__main__", alter_sys=False)
+    finally:
+        _print_hbm_peak()
+
+
+def _print_hbm_peak() -> None:
+    """Only where the trainer started JAX's backend: starting one now, after a failure, could wait on a slice's
+    other workers."""
+    if "jax" not in sys.modules:
+        return
+    import jax
+    from jax._src import xla_bridge
+
+    from workload import hbm_peak
+
+    if xla_bridge.backends_are_initialized():
+        print(hbm_peak.line(jax.local_devices()), flush=True)
 
 
 if __name__ == "__main__":

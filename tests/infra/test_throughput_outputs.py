@@ -3,6 +3,8 @@ phase's summary."""
 
 import json
 
+from infra import preflight
+from infra.settings import parse
 from rehearsal.engine import run_program
 
 
@@ -39,3 +41,31 @@ def test_mfu_is_null_where_the_summary_has_no_peak(dev_config, monkeypatch):
     outputs = _outputs(dev_config, monkeypatch, summary)
     assert outputs.get("mfu") is None  # Pulumi leaves a null output out of the stack's outputs
     assert outputs["tokensPerSecond"] == 226.0
+
+
+def test_the_chips_measured_hbm_peak_is_shown_beside_the_preflights_figure(dev_config, monkeypatch, tmp_path):
+    """The train summary's figures are what a TPU's memory_stats() would give (the tiny run shows the real path on
+    a CPU, which reports none: tests/workload/test_hbm_peak.py); the preflight's record is this machine's file."""
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    path = preflight.record_path(parse(dev_config, stack="dev").pipeline)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"fits": True, "hbm_bytes_per_chip": 16_000_000_000}))
+    summary = {"event": "summary", "ok": True, "hbm_peak_bytes_per_chip": 17_600_000_000}
+    summary["hbm_bytes_limit_per_chip"] = 33_822_867_456
+    outputs = _outputs(dev_config, monkeypatch, summary)
+    assert outputs["hbmPerChip"] == {
+        "measuredPeakBytes": 17_600_000_000,
+        "limitBytes": 33_822_867_456,
+        "preflightBytes": 16_000_000_000,
+        "measuredOverPreflight": 1.1,
+        "reason": None,
+    }
+
+
+def test_without_a_measurement_or_a_preflight_the_output_says_why(dev_config, monkeypatch, tmp_path):
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    summary = {"event": "summary", "ok": True, "hbm_peak_bytes_per_chip": None}
+    summary["hbm_reason"] = "cpu devices report no memory statistics"
+    hbm = _outputs(dev_config, monkeypatch, summary)["hbmPerChip"]
+    assert hbm["measuredPeakBytes"] is None and hbm["preflightBytes"] is None
+    assert hbm["reason"] == "cpu devices report no memory statistics"
