@@ -84,7 +84,8 @@ def export_run(tasks: PostDeployTasks) -> None:
     trained = tasks.summaries["export"]
     pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
     pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
-    # The held-out loss before the first update and after the last pass, and whether it fell (workload/learning.py).
+    # The held-out loss before the first update and after the last pass, and whether it fell
+    # (workload/measure/learning.py).
     pulumi.export(
         "evalLoss",
         trained.apply(
@@ -103,7 +104,7 @@ def export_run(tasks: PostDeployTasks) -> None:
     pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
     pulumi.export("hbmPerChip", trained_on.apply(lambda r: hbm_beside_preflight(r, settings.pipeline)))
     # Measured at the end of the export job: each host's chips × the time since it booted, every host's reading
-    # added up on a slice (workload/bill.py).
+    # added up on a slice (workload/spend/bill.py).
     bill = trained.apply(lambda r: r.get("bill") or {})
     pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
     pulumi.export(

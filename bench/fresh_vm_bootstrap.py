@@ -50,7 +50,7 @@ from rehearsal.sshd import keygen
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.pipeline.profile import VM
 from workload.core.contract import KEPT_DIR, PIPELINE_ENV, SCRATCH_DIR
-from workload.events import parse_step
+from workload.run.events import parse_step
 
 ROOT = Path(__file__).resolve().parent.parent
 RETRY_S = 5  # how often a person retries `ssh` on a VM that does not answer yet
@@ -157,7 +157,7 @@ def by_hand(
                 f"--work-dir {SCRATCH_DIR} --output-dir {KEPT_DIR} --python {python}",
             ]
         ).decode()
-        scripts = [f"cd code && {python} -m workload.tiny {SCRATCH_DIR}/tiny"]
+        scripts = [f"cd code && {python} -m workload.tiny.assets {SCRATCH_DIR}/tiny"]
         scripts += [f"cd code && {block.split(chr(10), 1)[1]}" for block in printed.strip().split("\n\n")][:2]
         model, convert = scripts[:-1]
         _checked([*ssh, model])

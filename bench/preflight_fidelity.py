@@ -1,7 +1,7 @@
-"""Does the compiler's memory analysis say what a real training step takes? Preflight (workload/aot_step.py) reads
-the SFT step's memory from XLA's analysis for a TPU topology; no TPU is here, but on this CPU both can run: the
+"""Does the compiler's memory analysis say what a real training step takes? Preflight (workload/preflight/aot_step.py)
+reads the SFT step's memory from XLA's analysis for a TPU topology; no TPU is here, but on this CPU both can run: the
 same step compiled for the CPU (`aot_step.local_step_memory`, the preflight's code with this machine's mesh) and a
-real `train_sft` process with the same arguments (workload/commands.py), whose resident memory is sampled every
+real `train_sft` process with the same arguments (workload/run/commands.py), whose resident memory is sampled every
 20 ms from /proc.
 
     .venv/bin/python -m bench.preflight_fidelity [--batches 2 4 8] [--length 256]
@@ -28,10 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-from workload import commands
 from workload.core.config import PipelineConfig
-from workload.fit import Memory
-from workload.layout import Layout
+from workload.preflight.fit import Memory
+from workload.run import commands
+from workload.run.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
@@ -41,7 +41,8 @@ SAMPLE_S = 0.02
 COMPILE = """
 import json, sys
 from dataclasses import asdict
-from workload import aot_step, preflight
+from workload.preflight import __main__ as preflight
+from workload.preflight import aot_step
 print(json.dumps(asdict(aot_step.local_step_memory([preflight.train_sft_file(), *sys.argv[1:]]))))
 """
 

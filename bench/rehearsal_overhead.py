@@ -59,7 +59,7 @@ def by_hand(directory: Path) -> float:
             capture_output=True,
             text=True,
         ).stdout
-        scripts = [f"{MAXTEXT_VENV}/bin/python -m workload.tiny {shlex.quote(str(work / 'tiny'))}"]
+        scripts = [f"{MAXTEXT_VENV}/bin/python -m workload.tiny.assets {shlex.quote(str(work / 'tiny'))}"]
         scripts += [block.split("\n", 1)[1] for block in printed.strip().split("\n\n")]
         ssh = [
             "ssh",

@@ -1,8 +1,8 @@
-"""Torch's threads on a shared CPU: the tiny profile's before/after answers (workload/samples.py, greedy generation
-through transformers) with torch's own thread count and with one thread (what `workload/tpu_env.py` cpu_env sets),
-each beside the same number of busy processes, in one run. The tiny profile always shares its cores (a slice's
-simulated hosts, the test suite's runs side by side); OpenMP threads spin at each barrier while a sharer holds the
-core, which shows as CPU time, not only as wall time.
+"""Torch's threads on a shared CPU: the tiny profile's before/after answers (workload/measure/samples.py, greedy
+generation through transformers) with torch's own thread count and with one thread (what `workload/launch/tpu_env.py`
+cpu_env sets), each beside the same number of busy processes, in one run. The tiny profile always shares its cores (a
+slice's simulated hosts, the test suite's runs side by side); OpenMP threads spin at each barrier while a sharer holds
+the core, which shows as CPU time, not only as wall time.
 
     .venv/bin/python -m bench.torch_threads [--busy 5]
 """
@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from workload import tiny
-from workload.tpu_env import cpu_env
+from workload.launch.tpu_env import cpu_env
+from workload.tiny import assets as tiny
 
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
@@ -53,13 +53,23 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HOME": f"{tmp}/hf-home"}
-        subprocess.run([str(MAXTEXT_PYTHON), "-m", "workload.tiny", f"{tmp}/tiny"], env=env, check=True, cwd=REPO)
+        subprocess.run(
+            [str(MAXTEXT_PYTHON), "-m", "workload.tiny.assets", f"{tmp}/tiny"], env=env, check=True, cwd=REPO
+        )
         model = f"{tmp}/tiny/{tiny.MODEL_SUBDIR}"
-        argv = [str(MAXTEXT_PYTHON), "-m", "workload.samples", model, model, f"{tmp}/samples.md", f"{tmp}/samples.json"]
+        argv = [
+            str(MAXTEXT_PYTHON),
+            "-m",
+            "workload.measure.samples",
+            model,
+            model,
+            f"{tmp}/samples.md",
+            f"{tmp}/samples.json",
+        ]
         argv += ["--dataset", f"{tmp}/tiny/{tiny.DATASET_SUBDIR}", "--split", "test_sft", "--column", "messages"]
         tiny_env = {**env, **cpu_env()}  # as the tiny profile runs it
         own_threads = {k: v for k, v in tiny_env.items() if k != "OMP_NUM_THREADS"}
-        print(f"workload.samples on the tiny model, beside {args.busy} busy processes, {os.cpu_count()} cores")
+        print(f"workload.measure.samples on the tiny model, beside {args.busy} busy processes, {os.cpu_count()} cores")
         cpu_s = {}
         for label, run_env in (("torch's own threads", own_threads), ("one thread", tiny_env)):
             cpu_s[label], wall_s = beside_busy_processes(args.busy, argv, run_env)

@@ -1,4 +1,4 @@
-"""What lets the VM stop or delete itself (workload/autostop.py), and nothing more: a custom role holding only
+"""What lets the VM stop or delete itself (workload/spend/autostop.py), and nothing more: a custom role holding only
 compute.instances.stop (or .delete), bound to the VM's service account on this one instance. For a slice, what
 lets its hosts resize their own group to 0: a custom role holding only compute.instanceGroupManagers.update (what
 `instanceGroupManagers.resize` requires, per the Compute API reference: "Authorization requires the following IAM

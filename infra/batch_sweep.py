@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from workload.core.config import PipelineConfig
 
-# A chip's HBM left free beyond the verdict (which counts the steps in flight and the eval step: workload/fit.py
-# `Live`): for the runtime's own allocations and fragmentation, which no compiler sees.
+# A chip's HBM left free beyond the verdict (which counts the steps in flight and the eval step:
+# workload/preflight/fit.py `Live`): for the runtime's own allocations and fragmentation, which no compiler sees.
 HEADROOM = 0.10
 LARGEST_BATCH = 2**20  # where the doubling stops even if every batch left room
 EXIT_NONE_FITS = 1

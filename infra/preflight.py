@@ -4,7 +4,7 @@
 
 reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
 as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
-workload/preflight.py) on the train settings the VM would get, in .maxtext-venv (scripts/maxtext-venv builds it
+workload/preflight/__main__.py) on the train settings the VM would get, in .maxtext-venv (scripts/maxtext-venv builds it
 from `$MAXTEXT_PYTHON`, a Python 3.12) or in `$PREFLIGHT_PYTHON`, a Python that has MaxText. Nothing here imports
 MaxText, so `pulumi preview` stays fast.
 
@@ -37,7 +37,7 @@ from infra.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
 from workload.core.config import ConfigError, PipelineConfig
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
-from workload.fingerprint import fingerprint
+from workload.run.fingerprint import fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pulumi up` runs the program
@@ -131,7 +131,7 @@ def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
 
 
 def hbm_beside_preflight(train_summary: dict[str, Any], pipeline: PipelineConfig) -> dict[str, Any]:
-    """The chips' measured HBM peak (the train summary's, workload/hbm_peak.py) beside what a preflight of these
+    """The chips' measured HBM peak (the train summary's, workload/measure/hbm_peak.py) beside what a preflight of these
     train inputs said, when one is on file here: the estimate checked against the chip. Joined here, not on the
     VM: the record is this machine's, and it is no input of the train phase (it would re-run the phase)."""
     measured = train_summary.get("hbm_peak_bytes_per_chip")

@@ -2,7 +2,7 @@
 destinations (opt-in: declared only when tpu-sft:publishGcsUri or publishHubRepo is set).
 
 Its inputs are the target, the export phase's own settings (a new model publishes again) and the destinations:
-a change of any re-runs it, and a re-run with the same model sends nothing (workload/publish.py). The Hub write
+a change of any re-runs it, and a re-run with the same model sends nothing (workload/publish/__main__.py). The Hub write
 token never enters its environment: like the read token, a separate task pipes it over stdin into a 0600 file
 on the VM, so that only that task's outputs are secret.
 """

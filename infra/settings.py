@@ -247,10 +247,10 @@ _OR_ONE_VM = ", or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
 
 
 def slice_autostop(s: Settings) -> None:
-    """A slice's autostop resizes its group to 0 and the next `pulumi up` sets the size back (workload/autostop.py).
-    A flex-start group's size is its resize request's, which the program leaves to the request (infra/slice.py
-    ignore_changes): an update would not fill a group resized to 0 again. Its hosts end with the request's run
-    duration instead."""
+    """A slice's autostop resizes its group to 0 and the next `pulumi up` sets the size back
+    (workload/spend/autostop.py). A flex-start group's size is its resize request's, which the program leaves to the
+    request (infra/slice.py ignore_changes): an update would not fill a group resized to 0 again. Its hosts end with the
+    request's run duration instead."""
     if s.is_slice and s.autostop != "off" and s.provisioning_model == "FLEX_START":
         raise ConfigError(
             stack_key("autostop"),

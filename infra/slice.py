@@ -24,8 +24,8 @@ from infra.bucket import region_of
 from infra.settings import IMAGE, Settings
 from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
 from remote.pipeline.capacity import request_path
-from workload import autostop
 from workload.core.contract import AUTOSTOP_PREFIX
+from workload.spend import autostop
 
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"  # collocated hosts; the only type that takes an accelerator topology
 # A host Google ended (preempted, capped by max_run_duration, reservation over) stays ended: the default, REPAIR,
@@ -63,7 +63,7 @@ def host_names(base_instance_name: str, count: int) -> list[str]:
 
 def autostop_metadata(s: Settings) -> dict[str, str]:
     """What each host's autostop needs to agree with the others before the group is resized to 0
-    (workload/autostop.py): the group, every host's name, and where they report."""
+    (workload/spend/autostop.py): the group, every host's name, and where they report."""
     return {
         autostop.GROUP_KEY: s.instance_name,
         autostop.HOSTS_KEY: ",".join(host_names(f"{s.instance_name}{HOST_NUMBER}", s.accelerator.hosts)),
@@ -71,8 +71,9 @@ def autostop_metadata(s: Settings) -> dict[str, str]:
     }
 
 
-# What a preview shows for a host the group has not made yet: autostop resized the group to 0 (workload/autostop.py),
-# and this update sets its size back. The `up` itself reads the new host's id once the group is stable.
+# What a preview shows for a host the group has not made yet: autostop resized the group to 0
+# (workload/spend/autostop.py), and this update sets its size back. The `up` itself reads the new host's id once the
+# group is stable.
 NOT_MADE_YET = "none yet: made by this update"
 
 

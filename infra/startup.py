@@ -1,5 +1,5 @@
 """The VM's startup script (metadata `startup-script`, run as root at every boot): mount the data disk, then
-start autostop (workload/autostop.py) in the background.
+start autostop (workload/spend/autostop.py) in the background.
 
 The watcher is copied into the script whole, because at boot nothing of tpu-sft is on the VM yet (the phases
 ship workload/ later, over SSH, into the user's home). Its settings travel as metadata attributes, which it
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from infra.disk import mount_script
 from infra.settings import Settings
-from workload import autostop
 from workload.core.contract import JOBS_DIR, STATE_DIR
+from workload.spend import autostop
 
 WATCHER_SOURCE = Path(autostop.__file__)
 WATCHER_PATH = "/var/lib/tpu-sft/autostop.py"

@@ -29,7 +29,7 @@ from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import record, up
 from workload.core.contract import EXIT_BAD_INPUT
-from workload.learning import describe as describe_learning
+from workload.measure.learning import describe as describe_learning
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 

@@ -5,8 +5,8 @@ Source: Google's "IAM permissions for JSON methods" (https://cloud.google.com/st
 and "IAM permissions for Cloud Storage" (https://cloud.google.com/storage/docs/access-control/iam-permissions),
 whose note says that replacing an existing object needs both storage.objects.create and storage.objects.delete.
 The routes are the JSON API's (https://cloud.google.com/storage/docs/json_api/v1), as every client on the VM
-calls them: tensorstore (orbax's arrays), gcsfs (etils.epath under orbax, workload/storage.py),
-google-cloud-storage (orbax's bucket lookup, tensorboardX, workload/publish_gcs.py), including gcsfs's batch
+calls them: tensorstore (orbax's arrays), gcsfs (etils.epath under orbax, workload/run/storage.py),
+google-cloud-storage (orbax's bucket lookup, tensorboardX, workload/publish/gcs.py), including gcsfs's batch
 deletes. A request outside this map raises `Unclassified`: the stand-in refuses it rather than let it through.
 """
 

@@ -2,7 +2,7 @@
 
   commands  print the exact MaxText command lines and environments a run would use (a dry run)
   run       convert → train → export → verify → keep, resumable and idempotent; JSON-lines events on
-            stdout (schema: workload/events.py, summary: workload/pipeline.py), raw logs in WORK/logs
+            stdout (schema: workload/run/events.py, summary: workload/run/pipeline.py), raw logs in WORK/logs
 
 `run` needs the MaxText venv's Python (it starts MaxText with the interpreter it runs under). CFG.json is
 `PipelineConfig.to_mapping()` JSON (stack keys without the `tpu-sft:` prefix). The HF token comes from
@@ -22,19 +22,19 @@ import os
 import socket
 import sys
 
-from workload import commands, storage
-from workload.bill import Meter
 from workload.core import last_resort
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import ConfigError, PipelineConfig
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
-from workload.events import Events
-from workload.hf_token import TokenError, read_token, redactor, token_file_env, without_token
-from workload.jax_process import JaxProcess
-from workload.layout import Layout
-from workload.pipeline import ORDER, run
-from workload.steps import Context
+from workload.launch.hf_token import TokenError, read_token, redactor, token_file_env, without_token
+from workload.launch.jax_process import JaxProcess
+from workload.run import commands, storage
+from workload.run.events import Events
+from workload.run.layout import Layout
+from workload.run.pipeline import ORDER, run
+from workload.run.steps import Context
+from workload.spend.bill import Meter
 
 RUNS_DIR_HELP = (
     "where training checkpoints, TensorBoard logs and step records persist, so a new VM resumes: "

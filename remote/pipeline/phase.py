@@ -3,7 +3,7 @@
     python -m remote phase bootstrap|convert|train|export
 
 bootstrap installs MaxText on every host (bootstrap/); the others ship `workload/` to the host (ship.py), claim
-its job (claim.py) and follow it, printing one progress line per event (workload/progress.py); on a multi-host
+its job (claim.py) and follow it, printing one progress line per event (workload/run/progress.py); on a multi-host
 slice, on every worker (slice_phase.py). The job outlives this process: running the same phase again re-attaches
 to it, and one that finished with the same settings is not run again. The last stdout line is always a JSON
 summary (stack outputs are read from it). How a setting reaches the job: ARCHITECTURE.md.
@@ -25,9 +25,9 @@ from remote.ssh import jobs
 from remote.ssh.connection import Connection
 from remote.ssh.errors import RemoteError, describe
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from workload.bill import describe as describe_bill
-from workload.learning import describe as describe_learning
-from workload.progress import ProgressPrinter
+from workload.measure.learning import describe as describe_learning
+from workload.run.progress import ProgressPrinter
+from workload.spend.bill import describe as describe_bill
 
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:

@@ -25,9 +25,9 @@ from remote.ssh.errors import BadInput
 from remote.ssh.secrets import place_secret
 from remote.ssh.sync import push_tree
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from workload.commands import run_name
 from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
-from workload.progress import ProgressPrinter
+from workload.run.commands import run_name
+from workload.run.progress import ProgressPrinter
 
 FORWARDED_ENV = ("HF_ENDPOINT", "STORAGE_EMULATOR_HOST")
 

@@ -28,11 +28,11 @@ from remote.ssh.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, RemoteEr
 from remote.ssh.hosts import WorkerHost, connect_all, on_all_or_raise, on_every, workers_of
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
-from workload.bill import describe as describe_bill
-from workload.bill import total as total_bill
 from workload.core.contract import EXIT_UNEXPECTED
-from workload.learning import describe as describe_learning
-from workload.progress import ProgressPrinter
+from workload.measure.learning import describe as describe_learning
+from workload.run.progress import ProgressPrinter
+from workload.spend.bill import describe as describe_bill
+from workload.spend.bill import total as total_bill
 
 log = logging.getLogger("remote")
 

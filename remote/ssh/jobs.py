@@ -29,8 +29,8 @@ from typing import Callable, Mapping
 from remote.ssh.connection import Connection, connect, env_prefix, run
 from remote.ssh.errors import BadInput, JobLost, JobNotFound, Unreachable
 from remote.ssh.target import Target
-from workload import exit_reason
 from workload.core.contract import JOBS_DIR
+from workload.launch import exit_reason
 
 log = logging.getLogger("remote")
 

@@ -108,8 +108,8 @@ def test_the_guide_has_pages() -> None:
 def test_headings_anchor_as_on_github() -> None:
     assert slug("The first `pulumi up`, on a simulated new VM") == "the-first-pulumi-up-on-a-simulated-new-vm"
     assert slug("Layers (imports go downwards only)") == "layers-imports-go-downwards-only"
-    assert slug("Storage that can be local or `gs://`: `workload/storage.py`") == (
-        "storage-that-can-be-local-or-gs-workloadstoragepy"
+    assert slug("Storage that can be local or `gs://`: `workload/run/storage.py`") == (
+        "storage-that-can-be-local-or-gs-workloadrunstoragepy"
     )
     assert slug("Mutation runs: would a test notice a lost protection?") == (
         "mutation-runs-would-a-test-notice-a-lost-protection"

@@ -30,7 +30,7 @@ def test_the_next_vm_resumes_from_the_last_checkpoint_in_the_bucket(fresh_vm):
 
 def test_one_loss_curve_spans_both_vms(fresh_vm):
     steps = {r["step"] for r in fresh_vm.run.kept_train_steps}
-    # A VM lost right after checkpoint N may take step N's line with it (workload/train_metrics.py): no other.
+    # A VM lost right after checkpoint N may take step N's line with it (workload/run/train_metrics.py): no other.
     assert set(range(1, STEPS + 1)) - steps <= {fresh_vm.run.lost_at_checkpoint}
     assert max(steps) == STEPS
     attempts = {r["attempt"] for r in fresh_vm.run.kept_train_steps}

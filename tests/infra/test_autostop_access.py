@@ -11,7 +11,7 @@ from infra.autostop import ROLE_SUFFIX_HEX_DIGITS, role_id_prefix
 from infra.startup import WATCHER_SOURCE
 from rehearsal.engine import Stack, run_program
 from tests.infra.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
-from workload import autostop
+from workload.spend import autostop
 
 INSTANCE = "gcp:compute/instance:Instance"
 ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"

@@ -17,9 +17,9 @@ from infra.plan import main as plan_main
 from infra.settings import parse
 from rehearsal.engine import Stack, run_program
 from tests.fixtures.mock_engine import recorded_inputs
-from workload.commands import run_name
 from workload.core.config import ConfigError
 from workload.core.contract import PIPELINE_ENV
+from workload.run.commands import run_name
 
 AUTO = {"tpu-sft:perDeviceBatchSize": "auto"}
 

@@ -40,6 +40,6 @@ def test_price_override_and_longer_run(mock_stack):
 
 
 def test_the_price_travels_in_the_vms_metadata_for_its_own_bill(mock_stack):
-    """workload/bill.py reads it there: a price change updates metadata in place and re-runs no phase."""
+    """workload/spend/bill.py reads it there: a price change updates metadata in place and re-runs no phase."""
     vm = mock_stack({"tpu-sft:pricePerChipHour": "1.5"}).one("gcp:compute/instance:Instance")
     assert vm.inputs["metadata"]["tpu-sft-usd-per-chip-hour"] == "1.5"

@@ -128,7 +128,7 @@ def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
 
 def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack):
     """The same task, with the slice's target: `remote publish` runs on its main host (worker 0), and the kept dir
-    it reads is the bucket's (workload/publish.py copies it to the host first)."""
+    it reads is the bucket's (workload/publish/__main__.py copies it to the host first)."""
     stack = slice_stack("v6e-16", {"tpu-sft:publishGcsUri": "gs://models/team/gemma"})
     tasks = commands(stack)
     publish = tasks["publish"]

@@ -141,7 +141,7 @@ def test_slice_declarations_field_by_field(
     # A flex-start slice takes no autostop (its hosts end with their resize request); every other one stops.
     autostop = "off" if model == "FLEX_START" else "stop"
     assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", autostop)
-    # What each host's autostop needs to agree with the others (workload/autostop.py): the group, every host, and
+    # What each host's autostop needs to agree with the others (workload/spend/autostop.py): the group, every host, and
     # where in the bucket they report.
     assert metadata["tpu-sft-slice-group"] == "tpu-sft-dev"
     assert metadata["tpu-sft-slice-hosts"].split(",") == [f"tpu-sft-dev-{n:02d}" for n in range(1, hosts + 1)]

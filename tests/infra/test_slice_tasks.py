@@ -13,9 +13,9 @@ from infra.phases import OWN_INPUTS
 from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
 from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
-from workload.bill import total
 from workload.core.config import PipelineConfig
 from workload.core.contract import PHASES
+from workload.spend.bill import total
 
 COMMAND = "command:local:Command"
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
@@ -325,7 +325,7 @@ def test_a_host_the_group_recreated_reruns_every_phase_on_every_host_and_lets_in
 def test_after_autostop_emptied_the_group_a_preview_shows_every_phase_again_and_up_reads_the_new_hosts(
     dev_config, slice_stack, monkeypatch
 ):
-    """Autostop resized the group to 0 (workload/autostop.py): its hosts are gone, and the refresh of the next
+    """Autostop resized the group to 0 (workload/spend/autostop.py): its hosts are gone, and the refresh of the next
     `pulumi up` reads the size back as 0, which the update sets back. Its preview cannot read ids of hosts that the
     update has yet to make: it must still succeed and show every phase re-running; the update itself, once the group
     is stable again, reads the new hosts' ids. (The mock engine answers getInstance for a missing host as pulumi-gcp

@@ -23,10 +23,10 @@ from rehearsal.run import execute, record
 from rehearsal.storage_iam import StorageIam, host_identity
 from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests.workload.hub_upload_standin import HubStandin
-from workload.commands import run_name
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV
-from workload.fingerprint import manifest
+from workload.run.commands import run_name
+from workload.run.fingerprint import manifest
 
 pytestmark = [pytest.mark.sshd, pytest.mark.maxtext]  # the VM is a LocalHost: an sshd, linking .maxtext-venv
 

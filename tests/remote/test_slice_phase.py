@@ -34,8 +34,8 @@ from remote.ssh.errors import EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
 from tests.fixtures.sshd import FAST
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
-from workload.bill import describe as describe_bill
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL
+from workload.spend.bill import describe as describe_bill
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "hf_SliceCanary" + "y" * 24
@@ -210,7 +210,7 @@ def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
 
 
 def test_the_phases_bill_adds_up_every_workers_own_reading(on_slice):
-    """Each host measures its own chips and uptime (workload/bill.py); worker 2 came up later, as a host the group
+    """Each host measures its own chips and uptime (workload/spend/bill.py); worker 2 came up later, as a host the group
     recreated does. A worker whose job printed no reading is named, not guessed."""
     bills = [
         {"vm_up_s": up, "chips": 4, "chip_hours": round(4 * up / 3600, 3), "usd_per_chip_hour": 2.7}

@@ -1,5 +1,5 @@
 """Autostop on the simulated slice hosts (rehearsal/slice_hosts.py): each host runs the watcher its startup script
-would start (workload/autostop.py, the one file copied there, this machine's python3), inside the host's own
+would start (workload/spend/autostop.py, the one file copied there, this machine's python3), inside the host's own
 namespaces, watching the host's own jobs, which are real detached jobs started over SSH as the phases start them.
 Worker 0 exports alone, as on a slice: worker 1, idle for longer than idle minutes, waits for it; once worker 0's
 job has ended and its own idle minutes have passed, one host resizes the group to 0, with the grant the program
@@ -25,8 +25,8 @@ from remote.ssh.connection import connect, run
 from remote.ssh.target import Target
 from tests.ssh_testbed import REMOTE_USER, wait_until
 from tests.workload.gce_standin import TOKEN, GceStandin
-from workload import autostop
 from workload.core.contract import JOBS_DIR, STATE_DIR
+from workload.spend import autostop
 
 IDLE_S = 3.0
 NAMES = ("tpu-sft-dev-01", "tpu-sft-dev-02")

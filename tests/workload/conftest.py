@@ -25,7 +25,7 @@ from tests.workload.tiny_run import (
     run_workload,
     start_and_kill_trainer_after_checkpoint,
 )
-from workload.layout import Layout
+from workload.run.layout import Layout
 
 RUNS_PREFIX = "runs"
 # What the tiny pipeline's trainer compiles (its training step, its sharded initial state), kept between suite

@@ -46,7 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT, Stack
 from tests.ssh_testbed import wait_until
 from tests.standin_http import reply
-from workload.autostop import ACTION_KEY
+from workload.spend.autostop import ACTION_KEY
 
 TOKEN = "ya29.standin-access-token-0123456789"
 INSTANCE = "gcp:compute/instance:Instance"

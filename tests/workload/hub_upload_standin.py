@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from tests.standin_http import reply_json
-from workload.publish_hub import git_blob_id
+from workload.publish.hub import git_blob_id
 
 LFS_FROM = 10_000  # bytes: smaller files are committed as regular git blobs, as the Hub decides for small text
 

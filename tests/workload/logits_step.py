@@ -1,7 +1,7 @@
 """Run by the MaxText venv's Python: Tunix's train step on the tiny model, as the trainer's launcher leaves it
-(workload/unread_logits.py) and as MaxText's own loss has it, from the same initial state and batch. Prints JSON
+(workload/launch/unread_logits.py) and as MaxText's own loss has it, from the same initial state and batch. Prints JSON
 per variant: each step's loss and gradient norm (as float hex: bitwise), a digest of the weights after the steps,
-and the compiled step's output bytes. `python logits_step.py ARG ...`, ARG as workload/commands.py gives them
+and the compiled step's output bytes. `python logits_step.py ARG ...`, ARG as workload/run/commands.py gives them
 to train_sft."""
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from flax.linen import partitioning as nn_partitioning
 from maxtext.trainers.post_train.sft import train_sft
 from maxtext.utils import maxtext_utils
 
-from workload import aot_step, preflight, unread_logits
+from workload.launch import unread_logits
+from workload.preflight import __main__ as preflight
+from workload.preflight import aot_step
 
 STEPS = 3  # the first update has a learning rate of 0 (the warm-up starts there): three show training
 

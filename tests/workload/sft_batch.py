@@ -1,6 +1,6 @@
 """The first batch MaxText 0.2.2's SFT trainer trains on, built by MaxText's own input pipeline from the trainer's
 own arguments, as JSON lines: per variant, the text of its input tokens and of the target tokens that carry loss
-weight. Runs in the MaxText venv: `python sft_batch.py VARIANTS_JSON ARG ...`, ARG as workload/commands.py
+weight. Runs in the MaxText venv: `python sft_batch.py VARIANTS_JSON ARG ...`, ARG as workload/run/commands.py
 gives them to train_sft, each variant a list of arguments appended to them.
 
 The path it exercises (tests/workload/test_loss_masking.py says why it matters): train_sft, started as a module,

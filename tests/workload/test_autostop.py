@@ -2,7 +2,7 @@
 API, with its own service account's token, to stop or delete itself; never during a job, never while an SSH
 session is open.
 
-The watcher (workload/autostop.py) runs here as the VM's startup script runs it, as a process of its own; the
+The watcher (workload/spend/autostop.py) runs here as the VM's startup script runs it, as a process of its own; the
 jobs are real detached jobs (remote/ssh/jobs.py) on a real sshd, and the SSH sessions real ones. The metadata
 server and the Compute Engine API do not exist off Google Cloud: a local stand-in answers for them
 (tests/workload/gce_standin.py), allows only what the program declared (run here under the mock engine) and records
@@ -32,7 +32,7 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect
 from tests.ssh_testbed import wait_until
 from tests.workload.gce_standin import TOKEN, DeclaredAccess, GceStandin
-from workload import autostop
+from workload.spend import autostop
 
 WATCHER = Path(autostop.__file__)
 IDLE_MINUTES = "0.03"  # 1.8 s

@@ -17,11 +17,11 @@ from remote.pipeline.request import PhaseRequest
 from remote.ssh import jobs
 from remote.ssh.connection import connect
 from tests.workload.gce_standin import GceStandin
-from workload.autostop import Cloud
-from workload.bill import Meter, describe, total
 from workload.core.config import PipelineConfig
 from workload.core.contract import PRICE_KEY
-from workload.progress import render
+from workload.run.progress import render
+from workload.spend.autostop import Cloud
+from workload.spend.bill import Meter, describe, total
 
 
 @pytest.fixture

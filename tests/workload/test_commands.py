@@ -5,10 +5,11 @@ import shlex
 
 import pytest
 
-from workload import commands, tiny
 from workload.core.config import PipelineConfig
-from workload.layout import Layout
-from workload.tpu_env import tpu_env
+from workload.launch.tpu_env import tpu_env
+from workload.run import commands
+from workload.run.layout import Layout
+from workload.tiny import assets as tiny
 
 # Seed steps 4–6 (shared/seed/README.md) with their variables expanded: WORK=/dev/shm, RUN_NAME fixed.
 # `hf_access_token="${HF_TOKEN?}"` is left out of to_maxtext on purpose: argv is world-readable through
@@ -27,9 +28,9 @@ SEED_TRAIN = """python3 -m maxtext.trainers.post_train.sft.train_sft
     hf_path=HuggingFaceH4/ultrachat_200k train_split=train_sft "train_data_columns=['messages']"
     profiler=xplane"""
 # What train adds to the seed's step 5: MaxText's own held-out evaluation (docs/learning.md), and the launcher it
-# starts through (workload/trainer_launcher.py).
+# starts through (workload/launch/trainer_launcher.py).
 HELD_OUT = ["eval_interval=250", "eval_steps=10", "hf_eval_split=test_sft", "eval_data_columns=['messages']"]
-LAUNCHED = ("-m", "workload.trainer_launcher", "maxtext.trainers.post_train.sft.train_sft")
+LAUNCHED = ("-m", "workload.launch.trainer_launcher", "maxtext.trainers.post_train.sft.train_sft")
 SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
     model_name=gemma3-4b
     load_parameters_path=/dev/shm/gemma3-4b/post-train//2026-01-01-00-00-00/checkpoints/1000/model_params
@@ -90,7 +91,7 @@ def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_traini
 def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_questions():
     layout = Layout("/w", "/data/out", "gemma3-4b", "run")
     full = commands.samples(PipelineConfig(), layout)
-    assert full.argv[1:4] == ("-m", "workload.samples", "google/gemma-3-4b-it")  # from bootstrap's HF cache
+    assert full.argv[1:4] == ("-m", "workload.measure.samples", "google/gemma-3-4b-it")  # from bootstrap's HF cache
     assert full.argv[4] == layout.export_dir and full.env == {"HF_HOME": layout.hf_home}
     held_out = ("--dataset", "HuggingFaceH4/ultrachat_200k", "--split", "test_sft", "--column", "messages")
     assert full.argv[-6:] == held_out
@@ -103,7 +104,7 @@ def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_quest
 def test_verify_loads_the_local_export_offline():
     layout = Layout("/w", "/data/out", "gemma3-4b", "run")
     full = commands.verify_hf(PipelineConfig(), layout)
-    assert full.argv[1:] == ("-m", "workload.verify_hf", layout.export_dir, layout.result("verify.json"))
+    assert full.argv[1:] == ("-m", "workload.measure.verify_hf", layout.export_dir, layout.result("verify.json"))
     assert full.env == {"HF_HOME": layout.hf_home, "HF_HUB_OFFLINE": "1"}
     assert commands.verify_hf(PipelineConfig(profile="tiny"), layout).env["HF_HUB_OFFLINE"] == "1"
 
@@ -162,7 +163,7 @@ def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_
     assert convert.argv[:6] == (
         "python3",
         "-m",
-        "workload.tiny_launcher",
+        "workload.tiny.launcher",
         "--model-dir",
         "/w/tiny/model",
         commands.TO_MAXTEXT,

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from workload.commands import run_name
 from workload.core.config import SETTINGS, ConfigError, PipelineConfig, parse_structured
+from workload.run.commands import run_name
 
 SEED = {
     "maxtextVersion": "0.2.2",

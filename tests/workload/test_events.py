@@ -3,8 +3,8 @@
 import io
 import json
 
-from workload.events import Events, StepProgress, failure_cause, parse_eval, parse_step
-from workload.progress import render
+from workload.run.events import Events, StepProgress, failure_cause, parse_eval, parse_step
+from workload.run.progress import render
 
 # Captured from train_sft (MaxText 0.2.2, tiny profile): tqdm's bar and the step line share a line.
 STEP_LINE = (

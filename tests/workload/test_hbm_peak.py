@@ -1,4 +1,4 @@
-"""The HBM a chip held, as the trainer's launcher reports it and the train summary keeps it (workload/hbm_peak.py).
+"""The HBM a chip held, as the trainer's launcher reports it and the train summary keeps it (measure/hbm_peak.py).
 
 No TPU is here: the devices below stand in for a TPU's, with the two keys of `memory_stats()` that a TPU's runtime
 reports and this code reads (a CPU device reports None: the tiny run checks that path for real, through the
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workload import hbm_peak
-from workload.throughput import AttemptTimeline
+from workload.measure import hbm_peak
+from workload.measure.throughput import AttemptTimeline
 
 GIB = 2**30
 

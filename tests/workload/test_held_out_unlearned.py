@@ -12,7 +12,7 @@ import json
 import pytest
 
 from tests.workload.tiny_run import TINY_SETTINGS, copy_converted, run_workload
-from workload import learning
+from workload.measure import learning
 
 STEPS = 2
 SETTINGS = {**TINY_SETTINGS, "learningRate": 0, "steps": STEPS, "evalInterval": STEPS}

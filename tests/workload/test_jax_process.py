@@ -3,10 +3,10 @@ coordinator), which steps run where, and the seed's single-host commands unchang
 
 import pytest
 
-from workload import commands, pipeline
 from workload.core.config import ConfigError, PipelineConfig
-from workload.jax_process import ONE_HOST, JaxProcess
-from workload.layout import Layout
+from workload.launch.jax_process import ONE_HOST, JaxProcess
+from workload.run import commands, pipeline
+from workload.run.layout import Layout
 
 HOSTS = ("tpu-sft-dev-01", "tpu-sft-dev-02", "tpu-sft-dev-03", "tpu-sft-dev-04")
 

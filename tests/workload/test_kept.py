@@ -2,8 +2,8 @@
 
 import json
 
-from workload import kept
-from workload.fingerprint import manifest
+from workload.run import kept
+from workload.run.fingerprint import manifest
 
 MADE_FROM = {"convert": "c1", "train": "t1"}
 

@@ -3,7 +3,7 @@ stack output."""
 
 import math
 
-from workload import learning
+from workload.measure import learning
 
 
 def records(*points, attempt=1.0):

@@ -7,11 +7,11 @@ import shutil
 import subprocess
 
 from tests.workload.tiny_run import REPO, TINY_SETTINGS
-from workload import commands
 from workload.core.config import PipelineConfig
-from workload.events import failure_cause
-from workload.layout import Layout
-from workload.logit_parity import KL_BOUND
+from workload.measure.logit_parity import KL_BOUND
+from workload.run import commands
+from workload.run.events import failure_cause
+from workload.run.layout import Layout
 
 CONFIG = PipelineConfig.from_mapping(TINY_SETTINGS)
 
@@ -95,7 +95,7 @@ def test_the_exact_gelu_of_maxtext_2867_fails_verification_with_one_line(tiny_pi
     config["text_config"]["hidden_activation"] = "gelu"
     (broken / "config.json").write_text(json.dumps(config))
     done = _run(
-        [maxtext_python, "-m", "workload.verify_hf", str(broken), str(tmp_path / "verify.json")],
+        [maxtext_python, "-m", "workload.measure.verify_hf", str(broken), str(tmp_path / "verify.json")],
         {"HF_HOME": str(tmp_path / "hf")},
     )
     assert done.returncode == 1, done.stderr[-3000:]

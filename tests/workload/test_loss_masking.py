@@ -4,7 +4,7 @@ here before (maxtext#736, PR #3284), and in 0.2.2 it rests on a default that one
 the program's path, while base.yml says False (the code path: tests/workload/sft_batch.py). So this builds, with
 MaxText's own input pipeline and the tiny profile's exact train arguments, the first batch the trainer trains on,
 and reads which words carry loss weight. The tiny dataset's user turns and assistant turns use different words
-(workload/tiny.py `conversations`)."""
+(workload/tiny/assets.py `conversations`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.workload.tiny_run import REPO
-from workload import commands
 from workload.core.config import PipelineConfig
-from workload.layout import Layout
+from workload.run import commands
+from workload.run.layout import Layout
 
 USER_WORDS = ("Tell me something about", "Thanks. And what about")
 ASSISTANT_WORDS = ("Here is fact", "In winter")

@@ -2,9 +2,9 @@
 
 import os
 
-from workload import markers
-from workload.export_fix import RIGHT, fix_hidden_activation
-from workload.fingerprint import fingerprint, manifest, manifest_mismatches
+from workload.run import markers
+from workload.run.export_fix import RIGHT, fix_hidden_activation
+from workload.run.fingerprint import fingerprint, manifest, manifest_mismatches
 
 
 def test_fingerprint_ignores_key_order_and_sees_every_value():

@@ -9,15 +9,15 @@ import sys
 
 import pytest
 
-from workload import commands, kept, pipeline
 from workload.core.config import PipelineConfig
 from workload.core.contract import PHASE_UNTIL
-from workload.events import Events
-from workload.fingerprint import manifest
-from workload.hf_token import REDACTED, TokenError, read_token, redactor
-from workload.layout import Layout
-from workload.proc import StepFailed
-from workload.steps import Context, Outcome, training_wall_seconds
+from workload.launch.hf_token import REDACTED, TokenError, read_token, redactor
+from workload.launch.proc import StepFailed
+from workload.run import commands, kept, pipeline
+from workload.run.events import Events
+from workload.run.fingerprint import manifest
+from workload.run.layout import Layout
+from workload.run.steps import Context, Outcome, training_wall_seconds
 
 TOKEN = "hf_SECRETsecretSECRET123"
 
@@ -193,7 +193,7 @@ def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step()
 
 
 def keep_model_as_the_keep_step_would(ctx, facts):
-    """A kept run dir with a manifest carrying each step's inputs (workload/steps.py keep)."""
+    """A kept run dir with a manifest carrying each step's inputs (workload/run/steps.py keep)."""
     os.makedirs(os.path.join(ctx.layout.kept_dir, "hf-model"))
     with open(os.path.join(ctx.layout.kept_dir, "hf-model", "model.safetensors"), "wb") as f:
         f.write(b"weights")

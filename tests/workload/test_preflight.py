@@ -1,7 +1,7 @@
 """Preflight: whether a training configuration fits a TPU's HBM, known before any VM exists, from the compiler.
 
-The fast tests read the figures (workload/fit.py) and the arguments compiled; the MaxText tests compile a small
-gemma3's SFT step for a v6e-8 in .maxtext-venv, one that fits and one that cannot.
+The fast tests read the figures (workload/preflight/fit.py) and the arguments compiled; the MaxText tests compile a
+small gemma3's SFT step for a v6e-8 in .maxtext-venv, one that fits and one that cannot.
 """
 
 from __future__ import annotations
@@ -19,19 +19,21 @@ import pytest
 from infra.preflight import train_fingerprint
 from infra.settings import parse
 from infra.stack_file import read_stack_config
-from workload import commands, fit, tiny
 from workload.core.config import PipelineConfig
-from workload.jax_process import JaxProcess
-from workload.layout import Layout
-from workload.preflight import maxtext_arguments
+from workload.launch.jax_process import JaxProcess
+from workload.preflight import fit
+from workload.preflight.__main__ import maxtext_arguments
+from workload.run import commands
+from workload.run.layout import Layout
+from workload.tiny import assets as tiny
 
 GIB = 2**30
 OOM = (
     "RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: XLA:TPU compile permanent error. Ran out of memory in memory "
     "space hbm. Used 44.53G of 31.25G hbm. Exceeded hbm capacity by 13.29G."
 )
-# gemma3-4b cut to the tiny model's sizes (workload/tiny.py) with a small vocabulary: gemma3's layers, compiled for
-# a v6e-8 in ~7 s here. Two full-width layers would take ~160 s: the compile time is in the widths, not the layers.
+# gemma3-4b cut to the tiny model's sizes (workload/tiny/assets.py) with a small vocabulary: gemma3's layers, compiled
+# for a v6e-8 in ~7 s here. Two full-width layers would take ~160 s: the compile time is in the widths, not the layers.
 SMALL_GEMMA3 = [
     f"--maxtext={override}"
     for override in [*tiny.maxtext_overrides(), "vocab_size=1024"]
@@ -96,7 +98,7 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
     """A stand-in for the compile (no libtpu in the fast tier), with the figures libtpu gave for gemma3-4b on a
     v6e-16 at batch 8 (Tunix 0.1.3's step, which returned the logits): it compiled, and its memory analysis said
     a peak of 37.34 GiB a chip of 31.25; the two steps in flight would hold 2 × 16 GiB of logits beside it."""
-    from workload import preflight
+    from workload.preflight import __main__ as preflight
 
     sizes = {"per_device_batch_size": 8, "global_batch_size_to_train_on": 128, "max_target_length": 2048}
     config = types.SimpleNamespace(**{**dict.fromkeys(preflight.COMPILED_SETTINGS, "x"), **sizes})
@@ -113,8 +115,8 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
         live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
     )
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
-    monkeypatch.setitem(sys.modules, "workload.aot_step", compiler)
-    monkeypatch.setattr("workload.aot_step", compiler, raising=False)
+    monkeypatch.setitem(sys.modules, "workload.preflight.aot_step", compiler)
+    monkeypatch.setattr("workload.preflight.aot_step", compiler, raising=False)
     monkeypatch.setattr(preflight, "train_sft_file", lambda: "train_sft.py")
     line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
     assert record["fits"] is False and record["hbm_bytes_per_chip"] == live.total > 40_091_646_624

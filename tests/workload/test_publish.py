@@ -19,7 +19,7 @@ import pytest
 from rehearsal import gcs_emulator
 from rehearsal.gcs_emulator import storage_emulator
 from tests.workload.hub_upload_standin import HubStandin
-from workload.fingerprint import manifest
+from workload.run.fingerprint import manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,8 +95,8 @@ def test_publishing_the_same_model_again_sends_nothing(maxtext_python, gcs, kept
 # with the break injected into the destination.
 BREAKING_UPLOAD = """
 import sys
-from workload.publish import load_manifest, publish
-from workload.publish_gcs import GcsDestination
+from workload.publish.__main__ import load_manifest, publish
+from workload.publish.gcs import GcsDestination
 
 class Breaks(GcsDestination):
     sent = 0

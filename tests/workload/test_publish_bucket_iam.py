@@ -12,7 +12,7 @@ from rehearsal import gcs_emulator
 from rehearsal.storage_iam import StorageIam
 from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests.workload.test_publish import kept, publish  # noqa: F401 (kept: a fixture)
-from workload.fingerprint import manifest
+from workload.run.fingerprint import manifest
 
 VM = "serviceAccount:tpu-sft-vm@my-project.iam.gserviceaccount.com"
 

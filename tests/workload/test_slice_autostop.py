@@ -28,7 +28,7 @@ import pytest
 from rehearsal import storage_iam
 from tests.ssh_testbed import wait_until
 from tests.workload.gce_standin import TOKEN, GceStandin, NotModelled
-from workload import autostop
+from workload.spend import autostop
 
 WATCHER = Path(autostop.__file__)
 IDLE_S = 1.8

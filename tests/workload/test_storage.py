@@ -7,12 +7,12 @@ import subprocess
 import pytest
 
 from tests.workload.tiny_run import REPO
-from workload import storage, train_metrics
-from workload.layout import Layout
+from workload.run import storage, train_metrics
+from workload.run.layout import Layout
 
 EXERCISE = r"""
 import json, os, sys, tempfile
-from workload import storage as s
+from workload.run import storage as s
 root = sys.argv[1]
 s.write_text(s.join(root, "run", "checkpoints", "10", "commit_success.txt"), "done")
 s.write_text(s.join(root, "run", "checkpoints", "20", "model_params", "a"), "0123456789")
@@ -32,10 +32,10 @@ print(json.dumps({
     **keep_and_find(root),
 }))
 """
-# What a slice's keep step does with the bucket (workload/steps.py keep): upload a kept model, manifest last, over
+# What a slice's keep step does with the bucket (workload/run/steps.py keep): upload a kept model, manifest last, over
 # an older one; then find it by its inputs, and refuse it once a file's size changed.
 KEEP_AND_FIND = r"""
-from workload import fingerprint, kept
+from workload.run import fingerprint, kept
 def keep_and_find(root):
     src = tempfile.mkdtemp()
     os.makedirs(os.path.join(src, "hf-model"))

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from tests.procs import processes
-from workload import exit_reason
-from workload.proc import StepFailed, run_logged
+from workload.launch import exit_reason
+from workload.launch.proc import StepFailed, run_logged
 
 # Like train_sft under the hood: a spawn-context worker (which starts multiprocessing's resource_tracker), both
 # inheriting stdout, then the main process idles until it is killed.

@@ -3,9 +3,9 @@
 import pytest
 
 from workload.core.config import PipelineConfig
-from workload.events import StepProgress, parse_step
-from workload.progress import render
-from workload.throughput import AttemptTimeline, peak_tflops_per_device, train_figures
+from workload.measure.throughput import AttemptTimeline, peak_tflops_per_device, train_figures
+from workload.run.events import StepProgress, parse_step
+from workload.run.progress import render
 
 # Captured from train_sft (MaxText 0.2.2, tiny profile, CPU): what the timeline reads, in log order.
 MAXTEXT_LINES = [

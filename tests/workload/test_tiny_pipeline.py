@@ -11,10 +11,11 @@ import subprocess
 
 from bench.checkpoint_cost import FLOAT32_BYTES, FLOAT32_COPIES, parameter_count
 from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
-from workload import commands, tiny
 from workload.core.config import PipelineConfig
-from workload.layout import Layout
-from workload.samples import VERIFY_PROMPTS
+from workload.measure.samples import VERIFY_PROMPTS
+from workload.run import commands
+from workload.run.layout import Layout
+from workload.tiny import assets as tiny
 
 STEPS = TINY_SETTINGS["steps"]
 ALL_PHASES = ["assets", "convert", "train", "export", "verify", "keep"]

@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from workload import __main__ as cli
-from workload.hf_token import REDACTED
+from workload.launch.hf_token import REDACTED
 
 TOKEN = "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"
 PROBE = """

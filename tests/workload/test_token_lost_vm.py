@@ -88,7 +88,7 @@ def test_a_vm_lost_right_after_the_first_tensorboard_file_leaves_no_token_in_any
         "--hf-token-file",
         str(token_file),
     )
-    cache = f"{RUNS_PREFIX}/jax-cache"  # the trainer's (workload/layout.py compile_cache_dir)
+    cache = f"{RUNS_PREFIX}/jax-cache"  # the trainer's (workload/run/layout.py compile_cache_dir)
     if COMPILED.is_dir():
         gcs.upload(COMPILED, cache)
     stdout = open(tmp_path / "runner.stdout", "w+b")

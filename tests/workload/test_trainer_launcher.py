@@ -1,4 +1,4 @@
-"""The trainer's launcher (workload/trainer_launcher.py), on a module that does what grain does under train_sft:
+"""The trainer's launcher (workload/launch/trainer_launcher.py), on a module that does what grain does under train_sft:
 start a child with multiprocessing's `spawn`. Real Python processes; no MaxText."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run(tmp_path: Path, *launch: str) -> tuple[dict, list[dict]]:
 
 
 def test_a_spawned_child_does_not_import_the_trainer_again(tmp_path):
-    result, imports = run(tmp_path, "workload.trainer_launcher")
+    result, imports = run(tmp_path, "workload.launch.trainer_launcher")
     assert result["child_exit"] == 0
     assert [i["name"] for i in imports] == ["__main__"]  # the trainer's own process, and no other
 
@@ -61,7 +61,7 @@ def test_without_it_the_spawned_child_imports_the_trainer_again(tmp_path):
 
 def test_the_trainer_gets_argv_as_under_python_m(tmp_path):
     """MaxText's pyconfig picks the program's default config from the file in argv[0]."""
-    launched, _ = run(tmp_path, "workload.trainer_launcher")
+    launched, _ = run(tmp_path, "workload.launch.trainer_launcher")
     plain, _ = run(tmp_path)
     assert launched["argv"] == plain["argv"] == [str(tmp_path / "fake_trainer.py"), "steps=2", "run_name=x"]
 
@@ -73,12 +73,12 @@ def test_the_trainer_gets_argv_as_under_python_m(tmp_path):
             ["no_such_trainer", "steps=2"],
             "no_such_trainer is not installed here. Fix: run this with the MaxText venv's Python",
         ),
-        ([], "usage: python -m workload.trainer_launcher MODULE [ARGS...]"),
+        ([], "usage: python -m workload.launch.trainer_launcher MODULE [ARGS...]"),
     ],
 )
 def test_bad_input_is_one_line(argv, said):
     done = subprocess.run(
-        [sys.executable, "-m", "workload.trainer_launcher", *argv],
+        [sys.executable, "-m", "workload.launch.trainer_launcher", *argv],
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""The logits Tunix's train step returned and nothing read are gone from its outputs (workload/unread_logits.py),
+"""The logits Tunix's train step returned and nothing read are gone from its outputs (workload/launch/unread_logits.py),
 and nothing else changed: real MaxText 0.2.2 and Tunix 0.1.7 on the tiny model, CPU, the same start and batch."""
 
 import json
@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 from tests.workload.tiny_run import REPO
-from workload import commands
 from workload.core.config import PipelineConfig
-from workload.layout import Layout
+from workload.run import commands
+from workload.run.layout import Layout
 
 
 def test_the_step_without_the_logits_trains_the_same_and_returns_less(maxtext_python, tiny_converted, tmp_path):

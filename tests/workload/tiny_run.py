@@ -32,7 +32,7 @@ TINY_SETTINGS = {
     "evalInterval": 30,
     "evalSteps": 2,
 }
-TRAINER = "maxtext.trainers.post_train.sft.train_sft"  # in the trainer's command line (workload/commands.py)
+TRAINER = "maxtext.trainers.post_train.sft.train_sft"  # in the trainer's command line (workload/run/commands.py)
 # One runner invocation: the whole tiny pipeline takes ~5 min here alone; its resumed half (train, export, verify)
 # took over 15 min in a suite run with cold caches.
 STEP_LIMIT_S = 1800

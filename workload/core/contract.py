@@ -8,7 +8,7 @@ from __future__ import annotations
 
 # The post-deploy pipeline as `pulumi up` runs it: one pulumi-command task per phase, in this order.
 PHASES = ("bootstrap", "convert", "train", "export")
-# The workload step (workload/pipeline.py ORDER) each phase runs up to; bootstrap runs no workload step.
+# The workload step (workload/run/pipeline.py ORDER) each phase runs up to; bootstrap runs no workload step.
 PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
 
 # Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
@@ -21,7 +21,7 @@ RUNS_PREFIX = "runs"
 # data disk. Outside RUNS_PREFIX, so the lifecycle rule never expires it.
 KEPT_PREFIX = "kept"
 # The prefix, in the same bucket, where a slice's hosts tell each other how long they have been idle
-# (workload/autostop.py): one small object per host, overwritten every poll.
+# (workload/spend/autostop.py): one small object per host, overwritten every poll.
 AUTOSTOP_PREFIX = "autostop"
 # Fast scratch, as the seed; lost on reboot, hence the keep step.
 SCRATCH_DIR = "/dev/shm/tpu-sft"
@@ -31,16 +31,17 @@ TARGET_ENV = "TPU_SFT_TARGET"  # remote.ssh.target.Target JSON
 PIPELINE_ENV = "TPU_SFT_PIPELINE"  # stack-keyed pipeline settings JSON (workload/core/config.py)
 
 # On the host, relative to the SSH user's home: everything tpu-sft keeps there (remote/ssh/target.py), and its
-# detached jobs (remote/ssh/jobs.py), which the VM's autostop (workload/autostop.py) watches.
+# detached jobs (remote/ssh/jobs.py), which the VM's autostop (workload/spend/autostop.py) watches.
 STATE_DIR = ".tpu-sft"
 JOBS_DIR = "jobs"
 
 HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
-HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish.py)
+HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish/__main__.py)
 PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/pipeline/publish.py)
 
 # The instance metadata attribute that holds the price per chip-hour: written by infra/vm.py, read on the VM by
-# workload/bill.py. (Autostop's own attributes are in workload/autostop.py, which imports nothing of tpu-sft.)
+# workload/spend/bill.py. (Autostop's own attributes are in workload/spend/autostop.py, which imports nothing
+# of tpu-sft.)
 PRICE_KEY = "tpu-sft-usd-per-chip-hour"
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.

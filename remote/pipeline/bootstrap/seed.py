@@ -10,7 +10,7 @@ from remote.ssh.secrets import secret_file
 from workload.core import lock
 from workload.core.config import HUB_IDS, PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET, SCRATCH_DIR, STATE_DIR
-from workload.layout import hf_home
+from workload.run.layout import hf_home
 
 UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
 UV_VERSION = "0.13.9"  # the uv this project's own venv pins (requirements.txt)

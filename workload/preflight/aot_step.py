@@ -1,0 +1,224 @@
+"""Compile the SFT trainer's own training step for a TPU topology on a machine without a TPU (libtpu's
+compile-only topology), and read back what the compiler says of it: memory per chip, FLOPs, or its OOM.
+
+Runs in .maxtext-venv. Why not MaxText's `train_compile`: it compiles pre-training's `train.train_step`, while
+`train_sft` runs Tunix's `PeftTrainer._train_step` (google-tunix 0.1.7, the one workload/maxtext-requirements.txt
+pins for the VM too: tunix/sft/peft_trainer.py 331-360) under `nnx.jit(..., donate_argnames=("optimizer",))`
+(419-423), and that step needs other memory:
+- the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (212-215), which
+  train_sft always does (train_sft.py 107): one more copy of the gradients in the optimizer state;
+- only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
+- the step returns MaxText's loss aux; its `intermediate_outputs` hold the logits (batch x sequence x
+  vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens), which the trainer's launcher drops
+  (workload/launch/unread_logits.py), and so does this step.
+So this compiles that step: Tunix's own trainer class, jit and train step with MaxText's loss
+(train_sft.use_maxtext_loss_function), on abstract arrays sharded as `from_pretrained` shards the model
+(model_creation_utils.py 737-773), and, when the run evaluates, Tunix's eval step (361-370, jitted at 424) with
+the same loss. Only the mesh is train_compile's: the topology's compile-only devices. What the loop holds beside
+the steps is counted from their memory (workload/preflight/fit.py `Live`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import linen as nn
+from flax import nnx
+from flax.linen import partitioning as nn_partitioning
+from jax.sharding import SingleDeviceSharding
+from maxtext.common.common_types import MODEL_MODE_TRAIN
+from maxtext.configs import pyconfig
+from maxtext.optimizers import optimizers
+from maxtext.trainers.post_train.sft import train_sft
+from maxtext.trainers.pre_train import train_compile
+from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
+from tunix.sft import peft_trainer
+
+from workload.launch import unread_logits
+from workload.preflight.fit import Live, Memory, parse_hbm_oom
+
+# Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
+_PROBE_ARGUMENTS, _PROBE_ARGUMENT_BYTES = 16, 4 * 2**30
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledStep:
+    live: Live  # the train step's memory, the eval step's when the run evaluates, and what the loop holds beside
+    flops: float  # per chip, per step: XLA's cost analysis of the compiled program
+    # per chip, per step: MaxText's own count of the model's matmuls (what its TFLOP/s/device divides), no remat
+    maxtext_flops: float
+    seconds: float  # building the abstract state, tracing, lowering and compiling
+    hbm_limit: int  # bytes per chip the compiler allows (hbm_limit below)
+    config: Any  # MaxText's config, as train_sft would parse it
+
+
+class HbmOom(Exception):
+    """The compiler refused the step: it needs more HBM per chip than the chip has."""
+
+    def __init__(self, used: int, limit: int, seconds: float, config: Any):
+        self.used, self.limit, self.seconds, self.config = used, limit, seconds, config
+        super().__init__(f"needs {used} bytes of HBM per chip, {limit} allowed")
+
+
+class _StepOnly(peft_trainer.PeftTrainer):
+    """Tunix's PeftTrainer with only what its train step reads (peft_trainer.py 211, 223, 250, 299-309): its
+    __init__ would also build the optimizer state on this machine's memory, a checkpoint manager and loggers."""
+
+    def __init__(self) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose, see the class docstring
+        self._lora_enabled = False
+        self._has_aux = False  # with_loss_fn sets it, as train_sft's use_maxtext_loss_function calls it
+        self.gen_model_input_fn = lambda x: x
+
+
+def _optimizer(config: Any, model: nnx.Module) -> nnx.Optimizer:
+    """train_sft's optimizer (train_sft.py 150-158) as PeftTrainer wraps it (peft_trainer.py 212-219)."""
+    tx = optimizers.get_optimizer(config, maxtext_utils.create_learning_rate_schedule(config), model)
+    if config.gradient_clipping_threshold > 0:
+        tx = optax.chain(optax.clip_by_global_norm(max_norm=config.gradient_clipping_threshold), tx)
+    tx = optax.MultiSteps(tx, config.gradient_accumulation_steps)
+    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+def _model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
+    """The model as the config initialises it (its seed), and train_sft's optimizer over it."""
+    rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)
+    model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
+    return model, _optimizer(config, model)
+
+
+def _abstract_model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
+    """Shapes, dtypes and shardings only, sharded as `from_pretrained` shards the model's state (the optimizer's
+    state carries its parameters' sharding metadata: flax's `to_opt_state`)."""
+
+    def build() -> tuple[nnx.Module, nnx.Optimizer]:
+        return _model_and_optimizer(config, mesh)
+
+    with nn.logical_axis_rules(config.logical_axis_rules):
+        graphdef, abstract = nnx.split(nnx.eval_shape(build))
+        shardings = nn.logical_to_mesh_sharding(nnx.get_partition_spec(abstract), mesh)
+        sharded = jax.jit(lambda: nnx.split(build())[1], out_shardings=shardings).eval_shape()
+    return nnx.merge(graphdef, sharded)
+
+
+def _abstract_batch(config: Any, mesh: Any, sequences: int) -> dict[str, jax.ShapeDtypeStruct]:
+    """What SFTDataHooks hands a step: the six arrays MaxText's loss takes, `sequences` of them, placed with the
+    input data sharding (DataLoader.load_next_batch), so that Tunix's `_shard_input` leaves them as they are."""
+    placed = sharding.get_input_data_sharding(config, mesh)
+    shaped = maxtext_utils.get_shaped_batch(config)
+    return {
+        key: jax.ShapeDtypeStruct((sequences, *value.shape[1:]), value.dtype, sharding=placed)
+        for key, value in shaped.items()
+    }
+
+
+def _bytes_per_chip(arrays: dict[str, jax.ShapeDtypeStruct]) -> int:
+    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in arrays.values())
+
+
+def hbm_limit(device: Any) -> int:
+    """The HBM per chip that the compiler allows a program, in bytes (31.25 GiB on a v6e: 31.5 GiB less 260 MiB
+    it reserves). It says so only when a program does not fit, so ask it: compile one whose arguments cannot
+    fit on one chip, and read its refusal (to its 0.01 GiB)."""
+    argument = jax.ShapeDtypeStruct((_PROBE_ARGUMENT_BYTES,), jnp.int8, sharding=SingleDeviceSharding(device))
+    try:
+        jax.jit(lambda *xs: [x[0] for x in xs]).lower(*[argument] * _PROBE_ARGUMENTS).compile()
+    except jax.errors.JaxRuntimeError as error:
+        oom = parse_hbm_oom(str(error))
+        if oom is not None:
+            return oom[1]
+        raise
+    raise RuntimeError(f"{device.device_kind}: the compiler accepted {_PROBE_ARGUMENTS * _PROBE_ARGUMENT_BYTES} bytes")
+
+
+def _config(argv: list[str]) -> Any:
+    config = pyconfig.initialize(argv)
+    # pyconfig turns on JAX's persistent cache (jax_cache_dir), where a compile-only executable, which nothing can
+    # load, would sit beside real runs' entries.
+    jax.config.update("jax_enable_compilation_cache", False)
+    return config
+
+
+def _jitted_train_step(trainer: peft_trainer.PeftTrainer) -> Any:
+    """The trainer's step jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the
+    trainer's own model and optimizer to it: here they are arguments, given to `lower` or to the call."""
+    return nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
+
+
+def _default(dataclass: type, name: str) -> Any:
+    [field] = [f for f in dataclasses.fields(dataclass) if f.name == name]
+    return field.default
+
+
+def _trainer(config: Any) -> peft_trainer.PeftTrainer:
+    """Tunix's trainer with train_sft's loss, one function for its train and eval steps (with_loss_fn), without
+    the logits, as the trainer's launcher has every trainer."""
+    trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
+    trainer.loss_fn = trainer.eval_loss_fn = unread_logits.without_logits(trainer.loss_fn)
+    return trainer
+
+
+def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Any | None, Live]:
+    """(the train step compiled, the eval step compiled or None, what one chip holds). The eval step is compiled
+    only when the run evaluates (`evaluate`) and then with MaxText's eval batch."""
+    trainer = _trainer(config)
+    in_flight = _default(peft_trainer.TrainingConfig, "max_inflight_computations")  # train_sft leaves it
+    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
+        model, optimizer = _abstract_model_and_optimizer(config, mesh)
+        batch = _abstract_batch(config, mesh, config.global_batch_size_to_load)
+        train = _jitted_train_step(trainer).lower(model, optimizer, batch).compile()
+        eval_batch = _abstract_batch(config, mesh, config.global_batch_size_to_load_eval)
+        evaluated = nnx.jit(trainer.create_eval_step_fn()).lower(model, eval_batch).compile() if evaluate else None
+    live = Live(
+        train=_memory(train),
+        eval=None if evaluated is None else _memory(evaluated),
+        batch=_bytes_per_chip(batch),
+        eval_batch=_bytes_per_chip(eval_batch),
+        in_flight=in_flight,
+    )
+    return train, evaluated, live
+
+
+def _memory(compiled: Any) -> Memory:
+    analysis = compiled.memory_analysis()
+    return Memory(
+        arguments=analysis.argument_size_in_bytes,
+        outputs=analysis.output_size_in_bytes,
+        aliased=analysis.alias_size_in_bytes,
+        temporaries=analysis.temp_size_in_bytes,
+        generated_code=analysis.generated_code_size_in_bytes,
+        peak=analysis.peak_memory_in_bytes,
+    )
+
+
+def local_step_memory(argv: list[str]) -> Memory:
+    """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
+    bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
+    config = _config(argv)
+    _, _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
+    return live.train
+
+
+def compile_step(argv: list[str]) -> CompiledStep:
+    """`argv`: train_sft's MaxText arguments plus `compile_topology=…`, after a program name whose path makes
+    pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
+    config = _config(argv)
+    mesh = train_compile.get_topology_mesh(config)
+    start = time.monotonic()
+    try:
+        compiled, _, live = _compiled(config, mesh, evaluate=config.eval_interval > 0)
+    except jax.errors.JaxRuntimeError as error:
+        oom = parse_hbm_oom(str(error))
+        if oom is None:
+            raise
+        raise HbmOom(*oom, time.monotonic() - start, config) from None
+    seconds = time.monotonic() - start
+    limit = hbm_limit(mesh.devices.flat[0])
+    maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
+    flops = float(compiled.cost_analysis()["flops"])
+    return CompiledStep(live, flops, maxtext_tflops * 1e12, seconds, limit, config)

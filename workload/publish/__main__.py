@@ -1,0 +1,167 @@
+"""python -m workload.publish: push a kept model (the output of `keep`: files plus manifest.json with every
+file's size and sha256) to a Cloud Storage path and/or a Hugging Face Hub repo.
+
+Each file is checked against the manifest first: what is published is what was verified and kept. Then, per
+destination: when the destination's manifest.json is byte-for-byte this one, the model is already there and
+nothing is sent; otherwise each file already there with the same size and sha256 is skipped (an interrupted
+upload resumes), the others are uploaded, and manifest.json goes last, so a destination that has it has the
+whole model. The Hub write token comes from --hf-token-file (mode 0600) or HF_TOKEN, never from argv, and is
+never printed. The last stdout line is a JSON summary.
+
+A model kept in Cloud Storage (a slice's: its hosts share no disk) is first copied to a directory of its own
+under --staging-dir and checked there, so what is sent is what was kept; the copy is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Protocol
+
+from workload.core.contract import EXIT_BAD_INPUT
+from workload.launch.hf_token import TokenError, read_token, redactor
+from workload.publish.gcs import split_uri
+from workload.run import storage
+from workload.run.fingerprint import manifest_mismatches
+
+MANIFEST = "manifest.json"
+STAGING_DIR = "/dev/shm/tpu-sft/publish"  # a v6e host's memory holds a 4B model's ~8 GB many times over
+HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+
+
+class Destination(Protocol):
+    def has_manifest(self, data: bytes) -> bool: ...
+    def has(self, local_path: str, entry: dict[str, Any]) -> bool: ...
+    def upload(self, local_path: str, entry: dict[str, Any]) -> None: ...
+    def upload_manifest(self, data: bytes) -> None: ...
+
+
+class PublishError(RuntimeError):
+    """One line: what is wrong and what to do."""
+
+
+def load_manifest(model_dir: str) -> tuple[bytes, list[dict[str, Any]]]:
+    path = os.path.join(model_dir, MANIFEST)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        files = json.loads(data)["files"]
+    except (OSError, ValueError, KeyError) as error:
+        raise PublishError(f"{path} is missing or not a tpu-sft manifest ({error}); run the keep step first") from None
+    problems = manifest_mismatches(model_dir, files)
+    if problems:
+        raise PublishError(f"{model_dir} no longer matches its manifest ({problems[0]}); run the keep step again")
+    return data, files
+
+
+def publish(model_dir: str, destination: Destination, data: bytes, files: list[dict[str, Any]]) -> dict[str, Any]:
+    if destination.has_manifest(data):
+        return {"unchanged": True, "uploaded": [], "skipped": len(files)}
+    uploaded, skipped = [], 0
+    for entry in files:
+        local_path = os.path.join(model_dir, entry["path"])
+        if destination.has(local_path, entry):
+            skipped += 1
+            continue
+        destination.upload(local_path, entry)
+        uploaded.append(entry["path"])
+    destination.upload_manifest(data)
+    return {"unchanged": False, "uploaded": uploaded, "skipped": skipped}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m workload.publish", description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1]
+    )
+    parser.add_argument("model_dir", help="a kept model directory (with manifest.json), or its gs:// URL")
+    parser.add_argument("--gcs", help="gs://BUCKET/PATH to publish to")
+    parser.add_argument("--hub", help="Hugging Face Hub model repo OWNER/NAME to publish to (created if absent)")
+    parser.add_argument("--public", action="store_true", help="create the Hub repo public (default: private)")
+    parser.add_argument("--hf-token-file", help="file holding a Hub write token, mode 0600 (default: $HF_TOKEN)")
+    parser.add_argument(
+        "--staging-dir", default=STAGING_DIR, help=f"where a gs:// model is copied first (default: {STAGING_DIR})"
+    )
+    args = parser.parse_args(argv)
+    try:
+        token = _checked(args)
+    except (PublishError, TokenError, ValueError) as error:
+        return _failed(str(error), EXIT_BAD_INPUT)
+    if not storage.is_remote(args.model_dir):
+        return _publish(args, args.model_dir, token)
+    os.makedirs(args.staging_dir, exist_ok=True)
+    staged = tempfile.mkdtemp(prefix="publish-", dir=args.staging_dir)
+    try:
+        copy = f"copy of {args.model_dir}"
+        print(json.dumps({"event": "phase", "phase": copy, "status": "start"}), flush=True)
+        started = time.monotonic()
+        try:
+            storage.download(args.model_dir, staged)
+        except Exception as error:  # noqa: BLE001  one line, whatever the storage client raised
+            return _failed(f"could not copy {args.model_dir}: {type(error).__name__}: {error}".splitlines()[0], 1)
+        if not os.listdir(staged):
+            return _failed(
+                f"{args.model_dir} holds no model: run the export phase first (its keep step)", EXIT_BAD_INPUT
+            )
+        seconds = round(time.monotonic() - started, 1)
+        print(json.dumps({"event": "phase", "phase": copy, "status": "done", "seconds": seconds}), flush=True)
+        return _publish(args, staged, token)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _checked(args: argparse.Namespace) -> str | None:
+    """The destinations, checked before anything is read; the Hub write token, when the Hub is one."""
+    if not args.gcs and not args.hub:
+        raise PublishError("nothing to publish to: give --gcs gs://BUCKET/PATH and/or --hub OWNER/NAME")
+    if args.gcs:
+        split_uri(args.gcs)
+    if args.hub and not HUB_REPO.match(args.hub):
+        raise PublishError(f"--hub {args.hub!r} is not a Hub repo id: give OWNER/NAME")
+    if not args.hub:
+        return None
+    token = read_token(args.hf_token_file, os.environ)
+    if not token:
+        raise PublishError("--hub needs a write token: --hf-token-file FILE (0600) or HF_TOKEN")
+    return token
+
+
+def _failed(error: str, code: int, published: dict[str, Any] | None = None) -> int:
+    print(
+        json.dumps(
+            {"event": "summary", "ok": False, **({} if published is None else {"published": published}), "error": error}
+        )
+    )
+    return code
+
+
+def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int:
+    try:
+        data, files = load_manifest(model_dir)
+    except PublishError as error:
+        return _failed(str(error), EXIT_BAD_INPUT)
+    scrub = redactor(token)
+    results: dict[str, Any] = {}
+    try:
+        if args.gcs:
+            from workload.publish.gcs import GcsDestination
+
+            results[args.gcs] = publish(model_dir, GcsDestination(args.gcs), data, files)
+        if args.hub:
+            from workload.publish.hub import HubDestination
+
+            hub = HubDestination(args.hub, token=token, private=not args.public)
+            results[f"hf://{args.hub}"] = publish(model_dir, hub, data, files)
+    except Exception as error:  # noqa: BLE001  one line, whatever the client library raised
+        return _failed(scrub(f"{type(error).__name__}: {error}".splitlines()[0]), 1, results)
+    print(json.dumps({"event": "summary", "ok": True, "published": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""The exact MaxText command lines of seed steps 4–6, built from the settings. Pure functions.
+
+With default settings and a /dev/shm work dir they are the seed's commands token for token, except that train_sft
+starts through `workload.launch.trainer_launcher`, and that `hf_access_token=$HF_TOKEN` is left out of argv on purpose:
+anything in argv is readable by every user of the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in
+`hf_access_token` MaxText writes into its TensorBoard files. With the key unset, MaxText's hub calls get
+`token=None` and huggingface_hub reads the file the runner names in `HF_TOKEN_PATH` (workload/launch/hf_token.py).
+
+Settings left at None are left out, so MaxText's own defaults apply; the tiny profile adds MaxText's CPU
+options and the overrides that shrink gemma3-4b, and runs the converters through `workload.tiny.launcher`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+
+from workload.core.config import HUB_IDS, PipelineConfig
+from workload.launch.jax_process import ONE_HOST, JaxProcess
+from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
+from workload.measure.logit_parity import KL_BOUND
+from workload.run import storage
+from workload.run.fingerprint import fingerprint
+from workload.run.layout import Layout
+from workload.tiny import assets as tiny
+
+TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
+TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
+TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
+# train_sft runs through it, so that its data workers do not import the whole trainer anew (its docstring says why).
+TRAINER_LAUNCHER = "workload.launch.trainer_launcher"
+
+# Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
+_USE_PATHWAYS = 0
+# The tiny model's sequences: the recipe known to fit the CPU here.
+TINY_MAX_TARGET_LENGTH = 128
+_TINY_TRAIN_CPU_OPTIONS = [
+    "hardware=cpu",
+    "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
+    "async_checkpointing=False",
+]
+# Orbax's barriers (checkpoint manager, save, restore) are collectives by default: on CPU, gloo ones, and gloo gives
+# processes 30 s to meet, where a TPU's collectives wait. Under load one worker's restore ran more than
+# 30 s behind the other's and the train aborted (SIGABRT). This absl flag of Orbax's makes them barriers of JAX's
+# coordination service, which wait 300 s: the CPU stand-in no longer fails where a slice's chips would not.
+_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR = "--experimental_orbax_use_distributed_barrier=true"
+
+
+@dataclass(frozen=True)
+class Command:
+    step: str
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)  # added to the inherited environment
+
+
+def training_inputs(config: PipelineConfig) -> dict:
+    """What determines the trained weights; its fingerprint names a run when `runName` is unset."""
+    return {**config.weight_inputs(), "tiny_model": tiny.SPEC if config.profile == "tiny" else None}
+
+
+def run_name(config: PipelineConfig) -> str:
+    """The configured name, or one derived from the training inputs, so a re-run after an interruption
+    resumes the same run instead of starting a new one (the seed's timestamp name cannot do that)."""
+    return config.run_name or f"{config.model}-sft-{fingerprint(training_inputs(config))[:12]}"
+
+
+def _dir(path: str) -> str:
+    """Directories MaxText joins onto are written with a trailing slash, as in the seed."""
+    return os.path.join(path, "")
+
+
+def _converter(config: PipelineConfig, layout: Layout, python: str, module: str) -> list[str]:
+    """A converter reads the model's HF config and id from MaxText's tables: in the tiny profile, the tiny model's."""
+    if config.profile == "tiny":
+        model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
+        return [python, "-m", "workload.tiny.launcher", "--model-dir", model_dir, module]
+    return [python, "-m", module]
+
+
+def _env(
+    config: PipelineConfig,
+    layout: Layout,
+    hostname: str,
+    *,
+    tpu: bool,
+    worker: JaxProcess = ONE_HOST,
+    all_workers: bool = False,
+) -> dict[str, str]:
+    """`all_workers`: the step is one JAX job across every worker of a slice (train); any other step runs as one
+    process on a host, which on a slice host must not start the TPU runtime: it would wait for the other hosts."""
+    env = {**hf_env(layout.hf_home), **storage.client_env(layout.post_train_base)}
+    if config.profile == "tiny":
+        env.update(cpu_env())
+        if all_workers and worker.multi_host:
+            env.update(worker.cpu_env())
+    elif worker.multi_host and not all_workers:
+        env["JAX_PLATFORMS"] = "cpu"
+    elif tpu:
+        env.update(tpu_env(config.accelerator_type, hostname, worker))
+    return env
+
+
+def _single_process(config: PipelineConfig, worker: JaxProcess) -> list[str]:
+    """MaxText options of a one-process step on a slice host (the tiny profile already runs every step so)."""
+    one_process_on_a_slice = worker.multi_host and config.profile != "tiny"
+    return ["hardware=cpu", "skip_jax_distributed_system=true"] if one_process_on_a_slice else []
+
+
+def to_maxtext(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    argv = _converter(config, layout, python, TO_MAXTEXT) + [
+        f"model_name={config.model}",
+        f"base_output_directory={_dir(layout.converted_base)}",
+        "scan_layers=True",
+        "use_multimodal=False",
+        "hardware=cpu",
+        "skip_jax_distributed_system=true",
+        f"checkpoint_storage_use_zarr3={1 - _USE_PATHWAYS}",
+        f"checkpoint_storage_use_ocdbt={1 - _USE_PATHWAYS}",
+        "--lazy_load_tensors=False",
+    ]
+    if config.profile == "tiny":
+        model_dir = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)
+        argv += tiny.maxtext_overrides() + [
+            f"--hf_model_path={model_dir}",
+            "--eager_load_method=transformers",
+            "--simulated_cpu_devices_count=1",  # sharding 16 simulated devices costs ~1.7 min on CPU
+        ]
+    # Seed step 4 runs before step 5 exports the TPU variables.
+    return Command("convert", tuple(argv), _env(config, layout, hostname, tpu=False, worker=worker))
+
+
+def _profiles(config: PipelineConfig, layout: Layout) -> bool:
+    """The seed's xplane trace (MaxText's default is none), except for the tiny profile writing to a bucket:
+    XLA's profiler writes its trace through TSL's C++ file system, whose Cloud Storage client reaches only
+    storage.googleapis.com, so on a local Cloud Storage API (the tests) it fails the run. A real VM writes the
+    trace to the real bucket."""
+    return not (config.profile == "tiny" and storage.is_remote(layout.post_train_base))
+
+
+def eval_interval(config: PipelineConfig) -> int | None:
+    """Steps between held-out passes, at most the run's steps so that a short run is measured after training
+    too (Tunix evaluates before the first step and at every multiple of the interval); None: no evaluation."""
+    return min(config.eval_interval, config.steps) if config.eval_interval else None
+
+
+def _held_out_loss(config: PipelineConfig, columns: str) -> list[str]:
+    """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator). It reads the same
+    examples on every pass (Tunix re-iterates the unshuffled iterator from its start), so the passes compare."""
+    interval = eval_interval(config)
+    if interval is None:
+        return ["eval_interval=-1"]  # base.yml's "never"; 0 would divide by zero in Tunix's loop
+    return [
+        f"eval_interval={interval}",
+        f"eval_steps={config.eval_steps}",
+        f"hf_eval_split={config.eval_split}",
+        f"eval_data_columns={columns}",
+    ]
+
+
+def train_sft(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    tiny_profile = config.profile == "tiny"
+    columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
+    hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
+    argv = [
+        python,
+        "-m",
+        TRAINER_LAUNCHER,
+        TRAIN_SFT,
+        f"run_name={layout.run_name}",
+        f"base_output_directory={_dir(layout.post_train_base)}",
+        f"model_name={config.model}",
+        f"load_parameters_path={layout.converted_checkpoint}",
+        f"per_device_batch_size={config.per_device_batch_size}",
+        f"steps={config.steps}",
+        f"hf_path={hf_path}",
+        f"train_split={config.train_split}",
+        f"train_data_columns={columns}",
+    ]
+    argv += _held_out_loss(config, columns)
+    if layout.compile_cache_dir is not None:
+        argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
+    if _profiles(config, layout):
+        argv.append("profiler=xplane")
+    max_target_length = config.max_target_length or (TINY_MAX_TARGET_LENGTH if tiny_profile else None)
+    if config.learning_rate is not None:
+        argv.append(f"learning_rate={config.learning_rate}")
+    if max_target_length is not None:
+        argv.append(f"max_target_length={max_target_length}")
+    if config.checkpoint_period is not None:
+        argv.append(f"checkpoint_period={config.checkpoint_period}")
+    if tiny_profile:
+        argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
+        # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (JaxProcess.cpu_env).
+        argv += _TINY_TRAIN_CPU_OPTIONS + [f"skip_jax_distributed_system={str(not worker.multi_host).lower()}"]
+        if worker.multi_host:
+            argv.append(_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR)
+        argv += tiny.maxtext_overrides()
+    return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker, all_workers=True))
+
+
+def to_huggingface(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    params: str | None = None,
+    out_dir: str | None = None,
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
+    export the untrained checkpoint with the very same command."""
+    argv = _converter(config, layout, python, TO_HUGGINGFACE) + [
+        f"model_name={config.model}",
+        f"load_parameters_path={params or layout.trained_params(config.steps)}",
+        f"base_output_directory={_dir(out_dir or layout.export_dir)}",
+        "scan_layers=True",  # must match training, or: "ShapeDtypeStruct is not a valid JAX type"
+        "use_multimodal=False",
+        "weight_dtype=bfloat16",
+    ]
+    if config.profile == "tiny":
+        # Without a TPU runtime, pyconfig would start jax.distributed: "coordinator_address should be defined".
+        argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
+    argv += _single_process(config, worker)
+    return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
+
+
+def verify_hf(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """verify's check that the export loads in transformers and generates (workload/measure/verify_hf.py). The
+    export is a local directory: nothing to fetch, so nothing may be fetched."""
+    argv = (python, "-m", "workload.measure.verify_hf", layout.export_dir, layout.result("verify.json"))
+    env = {**hf_env(layout.hf_home), "HF_HUB_OFFLINE": "1", **(cpu_env() if config.profile == "tiny" else {})}
+    return Command("verify", argv, env)
+
+
+def logit_parity(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    export_dir: str | None = None,
+    result: str | None = None,
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """The verify step's logit comparison of the final checkpoint with the export (default: the run's
+    own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
+    tiny_profile = config.profile == "tiny"
+    argv = [
+        python,
+        "-m",
+        "workload.measure.logit_parity",
+        "--max-kl",
+        str(KL_BOUND[config.profile]),
+        export_dir or layout.export_dir,
+        result or layout.result("logit-parity.json"),
+        f"model_name={config.model}",
+        f"load_parameters_path={layout.trained_params(config.steps)}",
+        "scan_layers=True",
+        "use_multimodal=False",
+        "attention=dot_product",  # the checker's choice: plain attention on any backend
+        "dtype=float32",  # compute in float32 on both sides, so the figure measures the export, not bf16 math
+        "per_device_batch_size=1",
+    ]
+    if tiny_profile:
+        argv += [f"max_target_length={TINY_MAX_TARGET_LENGTH}", "hardware=cpu", "skip_jax_distributed_system=true"]
+        argv += tiny.maxtext_overrides()
+    argv += _single_process(config, worker)
+    return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
+
+
+def samples(
+    config: PipelineConfig,
+    layout: Layout,
+    *,
+    python: str = "python3",
+    hostname: str = "",
+    worker: JaxProcess = ONE_HOST,
+) -> Command:
+    """verify's before/after answers (workload/measure/samples.py): the base model from the Hugging Face cache bootstrap
+    filled (the tiny profile's from its assets), and the held-out questions from the split training evaluates on,
+    when it evaluates. Torch on the host's CPU: no accelerator runtime starts."""
+    tiny_profile = config.profile == "tiny"
+    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else HUB_IDS[config.model]
+    argv = [python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
+    argv.append(layout.result("samples.json"))
+    if config.eval_interval:
+        dataset = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
+        argv += ["--dataset", dataset, "--split", config.eval_split, "--column", config.train_data_columns[0]]
+    env = {**hf_env(layout.hf_home), **(cpu_env() if tiny_profile else {})}
+    return Command("verify", tuple(argv), env)
+
+
+def pipeline_commands(
+    config: PipelineConfig, layout: Layout, *, python: str, hostname: str, worker: JaxProcess = ONE_HOST
+) -> list[Command]:
+    """Every worker's convert and train; worker 0's export."""
+    commands = [
+        to_maxtext(config, layout, python=python, hostname=hostname, worker=worker),
+        train_sft(config, layout, python=python, hostname=hostname, worker=worker),
+    ]
+    if worker.leader:
+        commands.append(to_huggingface(config, layout, python=python, hostname=hostname, worker=worker))
+    return commands
+
+
+def _quote(arg: str) -> str:
+    """shlex.quote, but `"train_data_columns=['messages']"` rather than its '"'"' soup."""
+    quoted = shlex.quote(arg)
+    if quoted != arg and not any(c in arg for c in '"$`\\!'):
+        return f'"{arg}"'
+    return quoted
+
+
+def render(command: Command) -> str:
+    """Copy-pasteable shell: the environment as `export` lines, then `python -m module` and one argument
+    a line."""
+    exports = [f"export {key}={_quote(value)}" for key, value in command.env.items()]
+    start = next(i for i, arg in enumerate(command.argv) if arg.startswith("maxtext.")) + 1
+    head = " ".join(_quote(a) for a in command.argv[:start])
+    lines = [head] + [f"    {_quote(a)}" for a in command.argv[start:]]
+    return "\n".join([f"# {command.step}", *exports, " \\\n".join(lines)])
