@@ -177,6 +177,16 @@ def test_the_line_that_fits_says_what_it_counted():
         "fits: 15.30 GiB per chip of 31.25 GiB HBM on v6e-8, 15.95 GiB headroom "
         "(the train step's peak + 0.00 GiB for 2 steps in flight)"
     )
+    small_eval = fit.Memory(arguments=BATCH, outputs=0, aliased=0, temporaries=0, generated_code=GIB // 8)
+    evaluating = fit.Live(train=TRAIN_STEP, eval=small_eval, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    assert fit.fits_line("v6e-8", evaluating, round(31.25 * GIB)).endswith(
+        "(the train step's peak and the eval step's code + 0.00 GiB for 2 steps in flight)"
+    )
+    large_eval = fit.Memory(arguments=BATCH, outputs=0, aliased=0, temporaries=12 * GIB, generated_code=0)
+    binding = fit.Live(train=TRAIN_STEP, eval=large_eval, batch=BATCH, eval_batch=BATCH, in_flight=2)
+    assert binding.binding == "eval" and fit.fits_line("v6e-8", binding, round(31.25 * GIB)).endswith(
+        "(the eval step's peak, the optimizer's state and the train step's code + 0.00 GiB for 2 steps in flight)"
+    )
 
 
 def test_bounds_are_flops_at_the_chips_peak():

@@ -111,6 +111,14 @@ class Live:
     def binding(self) -> str:
         return "eval" if self.eval_peak > self.train_peak else "train"
 
+    def counted(self) -> str:
+        """What the verdict adds up, in words."""
+        if self.binding == "eval":
+            step = "the eval step's peak, the optimizer's state and the train step's code"
+        else:
+            step = "the train step's peak" + ("" if self.eval is None else " and the eval step's code")
+        return f"{step} + {gib(self.beside)} for {self.in_flight} steps in flight"
+
     @property
     def total(self) -> int:
         return max(self.train_peak, self.eval_peak) + self.beside
@@ -168,8 +176,8 @@ def gib(n: int) -> str:
 def fits_line(accelerator: str, live: Live, limit: int) -> str:
     """The line a person reads when the step fits: the verdict, then what it counts."""
     used = live.total
-    counted = f"the {live.binding} step's peak + {gib(live.beside)} for {live.in_flight} steps in flight"
-    return f"fits: {gib(used)} per chip of {gib(limit)} HBM on {accelerator}, {gib(limit - used)} headroom ({counted})"
+    headroom = gib(limit - used)
+    return f"fits: {gib(used)} per chip of {gib(limit)} HBM on {accelerator}, {headroom} headroom ({live.counted()})"
 
 
 def does_not_fit_line(
