@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -188,11 +187,20 @@ def _at(scratch: Path, name: str, edge: str) -> float:
     return float((scratch / f"{name}.{edge}").read_text())
 
 
+def _meeting(name: str, other: str) -> str:
+    """A step that records when it started and ended under $DIR, and ends once `other` has started (or after 600 s,
+    so that steps run one after the other end, and fail the test, instead of waiting for ever)."""
+    return (
+        f'date +%s.%N > "$DIR/{name}.start" && i=0; while [ ! -e "$DIR/{other}.start" ] && [ $i -lt 12000 ]; '
+        f'do sleep 0.05; i=$((i+1)); done; date +%s.%N > "$DIR/{name}.end"'
+    )
+
+
 def test_independent_steps_run_at_once_and_their_dependent_after_both(target, scratch):
     spec = BootstrapSpec(
         (
-            Step("a", _timed("a", 2), after=()),
-            Step("b", _timed("b", 2), after=()),
+            Step("a", _meeting("a", "b"), after=()),
+            Step("b", _meeting("b", "a"), after=()),
             Step("c", _timed("c", 0), after=("a", "b")),
         ),
         {"DIR": str(scratch)},
@@ -201,7 +209,8 @@ def test_independent_steps_run_at_once_and_their_dependent_after_both(target, sc
     with connect(target) as conn:
         result = bootstrap(conn, spec, stream=output)
     assert result.steps_run == ("a", "b", "c")
-    # Each started before the other ended: at once, whatever the machine's load (one after the other, they could not).
+    # Each started before the other ended: at once, whatever the machine's load (each waits for the other to start;
+    # one after the other, the first would end first).
     assert _at(scratch, "b", "start") < _at(scratch, "a", "end")
     assert _at(scratch, "a", "start") < _at(scratch, "b", "end")
     assert _at(scratch, "c", "start") >= max(_at(scratch, "a", "end"), _at(scratch, "b", "end"))
@@ -325,36 +334,51 @@ def test_the_seed_spec_runs_apt_beside_the_python_branch():
     }
 
 
-INTERRUPTED_STEP_S = 8
+def _held(name: str, release: Path) -> str:
+    """A step that records when it started and ended under $DIR, and ends only once `release` exists."""
+    return (
+        f'date +%s.%N > "$DIR/{name}.start" && while [ ! -e {release} ]; do sleep 0.05; done && '
+        f'date +%s.%N > "$DIR/{name}.end"'
+    )
 
 
 def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(target, scratch):
-    """Ctrl-C while two steps run: the client stops now (not when they end); the next run waits for the step
-    still running on the host (its lock) instead of starting it a second time."""
-    # Steps of 8 s and a client stopped within 4: "at once", not when they end, with room for a loaded machine
-    # (with 2 s steps and a 1.5 s bound it took 2.7 s once, beside the whole suite).
+    """Ctrl-C while two steps run: the client stops now, while they still run (they cannot end before the test
+    releases them: no clock decides it), and the next run waits for the steps still running on the host (their
+    locks) instead of starting them a second time."""
+    release = scratch / "release"
     spec = BootstrapSpec(
-        (Step("a", _timed("a", INTERRUPTED_STEP_S), after=()), Step("b", _timed("b", INTERRUPTED_STEP_S), after=())),
+        (Step("a", _held("a", release), after=()), Step("b", _held("b", release), after=())),
         {"DIR": str(scratch)},
     )
+    returned = threading.Event()
+
+    def interrupt_once_both_run() -> None:
+        wait_until(lambda: all((scratch / f"{n}.start").exists() for n in "ab"), 600, "both steps to start")
+        os.kill(os.getpid(), signal.SIGALRM)
+        if not returned.wait(600):  # a client that waits for its steps would wait for ever: end them
+            release.touch()
 
     def interrupt(*_):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, interrupt)
+    interrupter = threading.Thread(target=interrupt_once_both_run)
     try:
         with connect(target) as conn, pytest.raises(KeyboardInterrupt):
-            signal.setitimer(signal.ITIMER_REAL, 0.5)
-            started = time.monotonic()
+            interrupter.start()
             bootstrap(conn, spec)
-        stopped_after = time.monotonic() - started
+        still_running = [n for n in "ab" if not (scratch / f"{n}.end").exists()]
+        returned.set()
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        returned.set()
+        interrupter.join()
         signal.signal(signal.SIGALRM, previous)
-    assert stopped_after < INTERRUPTED_STEP_S / 2
+    assert still_running == ["a", "b"]  # the client returned before either step could end
+    release.touch()
     with connect(target) as conn:
         assert bootstrap(conn, spec).steps_run == ()  # both finished on the host meanwhile, as leftovers
-    assert _at(scratch, "a", "end") - _at(scratch, "a", "start") >= INTERRUPTED_STEP_S
+    assert all((scratch / f"{n}.end").exists() for n in "ab")
 
 
 SHAPE = '{"steps": [{"name": …, "command": …, "timeout_s": …, "after": [names], "detached": false}], "env": {…}}'

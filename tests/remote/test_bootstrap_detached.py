@@ -65,11 +65,14 @@ def test_bootstrap_leaves_a_detached_step_running_and_the_next_bootstrap_waits_f
         with ThreadPoolExecutor(1) as pool:
             next_bootstrap = pool.submit(bootstrap, conn, spec)
             try:
-                wait_until(lambda: _flocks(locks) > before, 60, "the next bootstrap to wait for the step's locks")
-                assert not next_bootstrap.done() and _lines(scratch, "extras") == 0
+                # Its own end ends the wait too, so a bootstrap that did not wait fails here, with its result.
+                waiting = "the next bootstrap to wait for the step's locks"
+                wait_until(lambda: _flocks(locks) > before or next_bootstrap.done(), 600, waiting)
+                assert not next_bootstrap.done(), next_bootstrap.result()
+                assert _lines(scratch, "extras") == 0
             finally:
                 release.touch()
-            finished = next_bootstrap.result(60)
+            finished = next_bootstrap.result(600)
     assert _lines(scratch, "extras") == 1  # waited for it; ran once, not twice
     assert (finished.steps_run, finished.left_running) == ((), ())  # both done by then
     assert _fingerprint(target).read_text() == spec.fingerprint
