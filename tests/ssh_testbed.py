@@ -92,8 +92,9 @@ class TcpProxy:
             s.close()
 
 
-def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    """Poll `predicate` until it returns something truthy, or fail after `timeout` s: no fixed sleeps in tests."""
+def wait_until(predicate, timeout: float = 300.0, what: str = "condition"):
+    """Poll `predicate` until it returns something truthy, or fail after `timeout` s: no fixed sleeps in tests. The
+    bound only ends a wait that has failed, so it is far beyond what a loaded machine takes (a 60 s one was lost)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()

@@ -15,7 +15,7 @@ def test_the_sampler_catches_a_secret_on_another_process_command_line():
     sampler.start()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", secret])
     try:
-        wait_until(lambda: sampler.holding_secret, 60, "a sample holding the secret")
+        wait_until(lambda: sampler.holding_secret, 300, "a sample holding the secret")
     finally:
         holder.kill()
         holder.wait()

@@ -70,7 +70,7 @@ def test_each_host_has_its_own_home_and_hostname_and_stop_ends_its_jobs(testbed,
         mine = Path(remote_user.pw_dir, "note")
         assert not mine.exists() or JOB_MARK not in mine.read_text()  # this machine's home untouched
         # ssh returns once the shell has forked the job, maybe before the fork has become `sleep`
-        wait_until(lambda: len(marked(JOB_MARK)) == 3, 30, "the three detached jobs to start")
+        wait_until(lambda: len(marked(JOB_MARK)) == 3, 300, "the three detached jobs to start")
     assert marked(JOB_MARK) == []  # detached jobs end with their host
 
 
@@ -109,10 +109,10 @@ def test_a_killed_run_leaves_nothing_running_and_the_next_run_starts(testbed, us
             capture_output=True,
             timeout=30,
         )
-    wait_until(lambda: len(marked(KILLED_RUN_MARK)) == 2, 30, "the two detached jobs to start")
+    wait_until(lambda: len(marked(KILLED_RUN_MARK)) == 2, 300, "the two detached jobs to start")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    wait_until(lambda: marked(KILLED_RUN_MARK) == [], 30, "the killed run's jobs to end")
+    wait_until(lambda: marked(KILLED_RUN_MARK) == [], 300, "the killed run's jobs to end")
     with SliceHosts(directory, 2, REMOTE_USER, user_key) as hosts:
         for host in hosts.hosts:
             assert ssh(hosts, host.address, "cat note").strip() == "kept"  # its home is kept across runs

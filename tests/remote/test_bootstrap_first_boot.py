@@ -116,7 +116,7 @@ def test_apt_waits_while_another_process_holds_the_dpkg_lock(tmp_path):
             text=True,
         )
         try:
-            wait_until(lambda: "Waiting for cache lock: Could not get lock" in out.read_text(), 60, "apt to wait")
+            wait_until(lambda: "Waiting for cache lock: Could not get lock" in out.read_text(), 300, "apt to wait")
             release()
             assert waiting.wait(120) == 0, out.read_text()
         finally:
@@ -165,7 +165,7 @@ def test_apt_update_waits_while_another_process_holds_the_lists_lock(tmp_path):
             ["sh", "-c", apt_update(shlex.join(apt_get))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
         try:
-            wait_until(lambda: _children(retried.pid) == ["sleep 5"], 60, "the retry to wait after a refusal")
+            wait_until(lambda: _children(retried.pid) == ["sleep 5"], 300, "the retry to wait after a refusal")
             release()
             out, err = retried.communicate(timeout=120)
         finally:

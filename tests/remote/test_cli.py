@@ -66,7 +66,7 @@ def test_start_follow_status_through_the_cli(target, scratch):
             cwd=REPO,
         )
     try:
-        wait_until(lambda: "job-1 still running" in err.read_text(), 60, "progress while the log is silent")
+        wait_until(lambda: "job-1 still running" in err.read_text(), 300, "progress while the log is silent")
         release.touch()
         assert follower.wait(60) == 3
     finally:

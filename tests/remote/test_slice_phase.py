@@ -283,7 +283,7 @@ def test_a_rerun_after_a_partial_success_runs_a_new_attempt_on_every_worker(on_s
     waiting = next(line for line in proc.stdout if "waiting for" in line)
     assert waiting.startswith("train: worker 0's job succeeded; waiting for worker 1 (")
     (job_id,) = on_slice.jobs(1)
-    wait_until(lambda: on_slice.exit_code(2, job_id) == "0", 20, "worker 2's job to succeed")
+    wait_until(lambda: on_slice.exit_code(2, job_id) == "0", 300, "worker 2's job to succeed")
     on_slice.control(1, "release")
     code, lines, summary = finish(proc)
     assert code == 3 and summary["worker"] == 1 and summary["ok"] is False, lines

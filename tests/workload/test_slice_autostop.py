@@ -228,14 +228,14 @@ def test_the_slice_is_resized_to_0_only_once_every_host_is_idle(slice_autostop, 
     try:
         hosts = simulated_slice()
         waiting = "idle here; the slice waits for tpu-sft-dev-01 (job export-0123456789abcdef-1 is running)"
-        wait_until(lambda: waiting in hosts.logs[1].read_text(), 30, "worker 1 to wait for worker 0's export")
+        wait_until(lambda: waiting in hosts.logs[1].read_text(), 300, "worker 1 to wait for worker 0's export")
         time.sleep(2 * IDLE_S)  # worker 1 idle twice as long as idle minutes: it still waits
         assert hosts.resizes() == set()
         busy_at = hosts.standins[0].mark()  # worker 0 saw its export running after this
         export.kill()
         export.wait()
         ended = time.time()
-        wait_until(lambda: all(p.poll() is not None for p in hosts.watchers), 30, "the watchers to resize and exit")
+        wait_until(lambda: all(p.poll() is not None for p in hosts.watchers), 300, "the watchers to resize and exit")
         resized = [standin.api_times[-1] for standin in hosts.standins if standin.resizes]
         assert resized and min(resized) >= busy_at + IDLE_S  # worker 0's own idle minutes, counted from its job
         assert hosts.resizes() == {("tpu-sft-dev", 0)}
@@ -260,13 +260,13 @@ def test_a_host_whose_watcher_died_holds_the_slice_up_only_until_its_report_is_s
     try:
         hosts = simulated_slice()
         waiting = "idle here; the slice waits for tpu-sft-dev-02 (job train-0123456789abcdef-1 is running)"
-        wait_until(lambda: waiting in hosts.logs[0].read_text(), 30, "worker 0 to wait for worker 1's job")
+        wait_until(lambda: waiting in hosts.logs[0].read_text(), 300, "worker 0 to wait for worker 1's job")
         busy_at = hosts.standins[1].mark()  # worker 1 reported its job running after this
         hosts.watchers[1].kill()
         hosts.watchers[1].wait()
         # Were a silent host's last report believed for ever, this would time out: the report goes stale after 4
         # polls of 0.2 s, and then idle minutes (1.8 s) count from when it was written, not from its staleness.
-        wait_until(lambda: hosts.watchers[0].poll() is not None, 30, "worker 0 to resize")
+        wait_until(lambda: hosts.watchers[0].poll() is not None, 300, "worker 0 to resize")
         (resized,) = hosts.standins[0].api_times
         assert resized >= busy_at + IDLE_S
         assert hosts.resizes() == {("tpu-sft-dev", 0)}
@@ -321,11 +321,11 @@ def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_tr
             env=env,
         )
     try:
-        wait_until(lambda: "idle; on idle: off" in log.read_text(), 30, "the watcher to go idle")
+        wait_until(lambda: "idle; on idle: off" in log.read_text(), 300, "the watcher to go idle")
         time.sleep(1.0)  # five polls
         assert "Cloud Storage" not in log.read_text()
         standin.attributes[autostop.ACTION_KEY] = "stop"  # `pulumi up` turned autostop on: no reboot needed
-        wait_until(lambda: log.read_text().count("Cloud Storage answered 403") >= 2, 30, "two refused reports")
+        wait_until(lambda: log.read_text().count("Cloud Storage answered 403") >= 2, 300, "two refused reports")
         assert watcher.poll() is None and standin.resizes == []
         line = next(line for line in log.read_text().splitlines() if "Cloud Storage answered 403" in line)
         assert f"lacks write access to gs://{slice_autostop.storage.bucket}: run `pulumi up`" in line
