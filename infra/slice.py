@@ -34,6 +34,7 @@ ON_FAILURE = "DO_NOTHING"
 # A template change never replaces hosts one by one under a running slice (PROACTIVE, the API's default, would
 # roll them): it reaches the hosts when the MIG recreates them.
 UPDATE_TYPE = "OPPORTUNISTIC"
+BULK = "BULK"  # the group makes its hosts all at once or none (target size policy)
 # A base instance name ending in a hyphen and hash signs makes the MIG number its hosts instead of appending four
 # random characters. The Compute API reference, InstanceGroupManager.baseInstanceName: "If you want the MIG to
 # assign sequential numbers instead of a random string, then end the base instance name with a hyphen followed by
@@ -199,6 +200,9 @@ class TpuSlice(pulumi.ComponentResource):
             base_instance_name=f"{s.instance_name}{HOST_NUMBER}",  # hosts <instanceName>-01, -02, …
             versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
             target_size=flex_start.EMPTY_GROUP if flex else accelerator.hosts,
+            # Compute Engine refuses a group with a TPU accelerator topology that does not create its hosts all at
+            # once (rehearsal/group_rules.py says where that rule comes from), and a group's mode cannot change.
+            target_size_policies=[gcp.compute.InstanceGroupManagerTargetSizePolicyArgs(mode=BULK)],
             resource_policies=gcp.compute.InstanceGroupManagerResourcePoliciesArgs(
                 workload_policy=self.workload_policy.self_link
             ),
@@ -225,7 +229,7 @@ class TpuSlice(pulumi.ComponentResource):
                 # is not allowed when the MIG has instances.", terraform-provider-google's acceptance test
                 # TestAccInstanceGroupManager_addingResourcePoliciesToMigWithNonZeroTargetSize_fails), and the
                 # provider patches it in place unless the policy is removed.
-                replace_on_changes=["description", "resourcePolicies.workloadPolicy"],
+                replace_on_changes=["description", "resourcePolicies.workloadPolicy", "targetSizePolicies"],
                 delete_before_replace=True,
             ),
         )

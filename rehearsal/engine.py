@@ -22,6 +22,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
+from rehearsal import group_rules
 from rehearsal.autonaming import auto_named
 from rehearsal.name_rules import refuse_invalid_labels, refuse_invalid_names
 
@@ -97,6 +98,7 @@ class _Mocks(pulumi.runtime.Mocks):
 
     def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str | None]):
         self.command_stdout, self.instance_ids = command_stdout, instance_ids
+        self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = named_as_google_would(args)
@@ -115,9 +117,11 @@ class _Mocks(pulumi.runtime.Mocks):
             state["selfLink"] = f"https://compute/{args.name}"
         if args.typ == "command:local:Command":
             state["stdout"] = self.command_stdout.get(args.name.rsplit("-", 1)[1], "")
-        if args.typ == "gcp:compute/resourcePolicy:ResourcePolicy":
+        if args.typ == group_rules.WORKLOAD_POLICY:
             state["selfLink"] = f"https://compute/resourcePolicies/{args.name}"
-        if args.typ == "gcp:compute/instanceGroupManager:InstanceGroupManager":
+            self.resource_policies[state["selfLink"]] = state
+        if args.typ == group_rules.GROUP:
+            group_rules.refuse_a_tpu_group_not_in_bulk(state, self.resource_policies)
             state["instanceGroupManagerId"] = MIG_ID
         if args.typ == "gcp:compute/instanceTemplate:InstanceTemplate":
             state["selfLinkUnique"] = f"https://compute/instanceTemplates/{args.name}?uniqueId=1"

@@ -6,6 +6,7 @@ and the resize request that fills it. Its tasks: tests/infra/test_slice_tasks.py
 import pytest
 
 from infra.startup import WATCHER_PATH
+from rehearsal import group_rules
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT
 from tests.fixtures.mock_engine import DISK_KEYS
 
@@ -156,6 +157,7 @@ def test_slice_declarations_field_by_field(
         "zone": "us-east5-b",
         "versions": [{"instanceTemplate": "https://compute/instanceTemplates/tpu-sft-dev-template?uniqueId=1"}],
         "resourcePolicies": {"workloadPolicy": "https://compute/resourcePolicies/tpu-sft-dev-workload"},
+        "targetSizePolicies": [{"mode": "BULK"}],  # all hosts at once: Compute Engine refuses a TPU group without
         "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
         "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE"},
         **(
@@ -177,7 +179,7 @@ def test_slice_declarations_field_by_field(
     # A refresh reads back the size the request set; a new request replaces the group, the old one deleted first.
     assert group.ignore_changes == (["targetSize"] if flex else [])
     assert (group.replace_on_changes, group.delete_before_replace) == (
-        ["description", "resourcePolicies.workloadPolicy"],
+        ["description", "resourcePolicies.workloadPolicy", "targetSizePolicies"],
         True,
     )
     # The provider's default is 15 min for each (and its wait for STABLE counts against create's, even on an
@@ -394,3 +396,15 @@ def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, d
     assert {(reruns, why) for _, reruns, why in rows} == {
         (True, 'the hosts change: `tpu-sft:acceleratorType`: "v6e-16" → "v6e-32"')
     }
+
+
+def test_the_stand_in_refuses_a_tpu_group_that_does_not_make_its_hosts_at_once():
+    """What the mock engine answers for a group whose workload policy has an accelerator topology (the slice's,
+    before the program set BULK: this refusal is how the stand-in caught it)."""
+    policies = {"https://compute/resourcePolicies/p": {"workloadPolicy": {"acceleratorTopology": "4x4"}}}
+    group = {"resourcePolicies": {"workloadPolicy": "https://compute/resourcePolicies/p"}}
+    for modes in ([], [{"mode": "INDIVIDUAL"}]):
+        with pytest.raises(group_rules.GroupRefused, match="require BULK mode in target size policy"):
+            group_rules.refuse_a_tpu_group_not_in_bulk({**group, "targetSizePolicies": modes}, policies)
+    group_rules.refuse_a_tpu_group_not_in_bulk({**group, "targetSizePolicies": [{"mode": "BULK"}]}, policies)
+    group_rules.refuse_a_tpu_group_not_in_bulk({"resourcePolicies": {}}, policies)  # no topology: any mode
