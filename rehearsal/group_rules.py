@@ -33,7 +33,7 @@ class GroupRefused(Exception):
 
 def refuse_a_tpu_group_not_in_bulk(state: dict[str, Any], policies: dict[str, dict[str, Any]]) -> None:
     """`policies`: the resource policies created so far, by self link (what the group names them by)."""
-    link = (state.get("resourcePolicies") or {}).get("workloadPolicy")
+    link = (state.get("resourcePolicies") or {}).get("workloadPolicy") or ""
     topology = ((policies.get(link) or {}).get("workloadPolicy") or {}).get("acceleratorTopology")
     modes = [p.get("mode") for p in state.get("targetSizePolicies") or []]
     if topology and modes != ["BULK"]:
