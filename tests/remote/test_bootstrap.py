@@ -104,7 +104,7 @@ def test_interrupted_bootstrap_resumes_cleanly(target, scratch):
     step_pid = int(
         wait_until(
             lambda: (p := scratch / "counts/step.pid").exists() and p.read_text().strip(),
-            timeout=60,
+            timeout=300,
             what="the install step to start",
         )
     )
