@@ -110,19 +110,23 @@ def take_sweep(answer_file: Path, pipeline: PipelineConfig) -> None:
     keep(path, answer)
 
 
+def known_record(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> dict[str, Any] | None:
+    """What a preflight of exactly these train inputs kept here, if one ran."""
+    try:
+        return json.loads(record_path(pipeline, maxtext_overrides).read_text())
+    except FileNotFoundError:
+        return None
+
+
 def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
     """Raise ConfigError when a preflight of exactly these train inputs found that the step does not fit."""
-    path = record_path(pipeline)
-    try:
-        record = json.loads(path.read_text())
-    except FileNotFoundError:
-        return
-    if record["fits"]:
+    record = known_record(pipeline)
+    if record is None or record["fits"]:
         return
     raise ConfigError(
         "tpu-sft:perDeviceBatchSize",
-        f"is {pipeline.per_device_batch_size}, and a preflight of these train inputs ({path}) found that the step "
-        "needs at least "
+        f"is {pipeline.per_device_batch_size}, and a preflight of these train inputs ({record_path(pipeline)}) "
+        "found that the step needs at least "
         f"{record['hbm_bytes_per_chip'] / 2**30:.2f} GiB of HBM per chip of a {record['accelerator']}, "
         f"{record['hbm_limit_bytes_per_chip'] / 2**30:.2f} GiB allowed: no VM is created for it",
         "pulumi config set tpu-sft:perDeviceBatchSize with a smaller batch (scripts/preflight says which fit), "
@@ -135,10 +139,8 @@ def hbm_beside_preflight(train_summary: dict[str, Any], pipeline: PipelineConfig
     train inputs said, when one is on file here: the estimate checked against the chip. Joined here, not on the
     VM: the record is this machine's, and it is no input of the train phase (it would re-run the phase)."""
     measured = train_summary.get("hbm_peak_bytes_per_chip")
-    try:
-        estimate = json.loads(record_path(pipeline).read_text())["hbm_bytes_per_chip"]
-    except FileNotFoundError:
-        estimate = None
+    record = known_record(pipeline)
+    estimate = None if record is None else record["hbm_bytes_per_chip"]
     return {
         "measuredPeakBytes": measured,
         "limitBytes": train_summary.get("hbm_bytes_limit_per_chip"),
@@ -180,10 +182,10 @@ def compile_once(
     """(exit status, the record, whether it came from the cache). Runs workload.preflight unless these inputs
     have a record; its stderr (the progress, the line when it does not fit) passes through as it comes, its stdout
     but the JSON line after it ends."""
+    known = known_record(pipeline, maxtext_overrides)
+    if known is not None:
+        return (0 if known["fits"] else EXIT_DOES_NOT_FIT), known, True
     path = record_path(pipeline, maxtext_overrides)
-    if path.exists():
-        record = json.loads(path.read_text())
-        return (0 if record["fits"] else EXIT_DOES_NOT_FIT), record, True
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="tpu-sft-preflight-") as settings:
         json.dump(pipeline.to_mapping(), settings)
         settings.flush()

@@ -17,7 +17,6 @@ from flax.linen import partitioning as nn_partitioning
 from maxtext.trainers.post_train.sft import train_sft
 from maxtext.utils import maxtext_utils
 
-from workload.launch import unread_logits
 from workload.preflight import __main__ as preflight
 from workload.preflight import aot_step
 
@@ -43,9 +42,8 @@ def batch(config) -> dict[str, jax.Array]:
 
 
 def variant(config, mesh, drop: bool) -> dict:
-    trainer = train_sft.use_maxtext_loss_function(aot_step._StepOnly(), config)
-    if drop:
-        trainer.loss_fn = unread_logits.without_logits(trainer.loss_fn)
+    # dropped: the preflight's trainer, as the launcher leaves every trainer; kept: train_sft's own loss
+    trainer = aot_step._trainer(config) if drop else train_sft.use_maxtext_loss_function(aot_step._StepOnly(), config)
     step = aot_step._jitted_train_step(trainer)
     with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):
         model, optimizer = aot_step._model_and_optimizer(config, mesh)  # the config's seed: the same start

@@ -163,9 +163,9 @@ def _trainer(config: Any) -> peft_trainer.PeftTrainer:
     return trainer
 
 
-def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Any | None, Live]:
-    """(the train step compiled, the eval step compiled or None, what one chip holds). The eval step is compiled
-    only when the run evaluates (`evaluate`) and then with MaxText's eval batch."""
+def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Live]:
+    """(the train step compiled, what one chip holds). The eval step is compiled only when the run evaluates
+    (`evaluate`) and then with MaxText's eval batch: only its memory is read."""
     trainer = _trainer(config)
     in_flight = _default(peft_trainer.TrainingConfig, "max_inflight_computations")  # train_sft leaves it
     with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
@@ -181,7 +181,7 @@ def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Any | None, 
         eval_batch=_bytes_per_chip(eval_batch),
         in_flight=in_flight,
     )
-    return train, evaluated, live
+    return train, live
 
 
 def _memory(compiled: Any) -> Memory:
@@ -200,7 +200,7 @@ def local_step_memory(argv: list[str]) -> Memory:
     """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
     bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
     config = _config(argv)
-    _, _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
+    _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
     return live.train
 
 
@@ -211,7 +211,7 @@ def compile_step(argv: list[str]) -> CompiledStep:
     mesh = train_compile.get_topology_mesh(config)
     start = time.monotonic()
     try:
-        compiled, _, live = _compiled(config, mesh, evaluate=config.eval_interval > 0)
+        compiled, live = _compiled(config, mesh, evaluate=config.eval_interval > 0)
     except jax.errors.JaxRuntimeError as error:
         oom = parse_hbm_oom(str(error))
         if oom is None:
