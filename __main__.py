@@ -151,9 +151,7 @@ if settings.is_slice:
             f"{settings.instance_name}-autostop",
             SliceAutostopAccessArgs(
                 project=settings.project,
-                zone=settings.zone,
                 stack=settings.stack,
-                group_name=hosts.name,
                 service_account_email=hosts.service_account_email,
             ),
         )

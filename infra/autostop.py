@@ -2,15 +2,19 @@
 compute.instances.stop (or .delete), bound to the VM's service account on this one instance. For a slice, what
 lets its hosts resize their own group to 0: a custom role holding only compute.instanceGroupManagers.update (what
 `instanceGroupManagers.resize` requires, per the Compute API reference: "Authorization requires the following IAM
-permission on the specified resource instanceGroupManager"), on that one group.
+permission on the specified resource instanceGroupManager"), on the project (why not on its group: below).
 
 Predefined roles are wider (roles/compute.instanceAdmin.v1 also creates, resizes and reads every instance),
-and a project-level binding would let the VM stop every instance in the project. A group has no IAM policy of its
-own in pulumi-gcp 10.2.0 (no InstanceGroupManager IAM resource, as there is for an instance), so the slice's
-binding is on the project with an IAM condition naming the one group (`resource.name`, which Google's IAM
-Conditions evaluate for Compute Engine resources: cloud.google.com/iam/docs/configuring-resource-based-access).
-That the name is evaluated for this resource type is read from that page's list of services, not seen: where it
-were not, the condition would be false and the resize refused (403, in autostop's log), never wider.
+and a project-level binding would let the VM stop every instance in the project. A slice's grant cannot be that
+narrow: a group has no IAM policy of its own (pulumi-gcp 10.2.0 has no InstanceGroupManager IAM resource, as there
+is for an instance), and an IAM condition cannot name one. Google's list of the resource types whose `resource.name`
+IAM Conditions evaluate (cloud.google.com/iam/docs/conditions-resource-attributes) names, for Compute Engine,
+images, instances and instance templates, not instance group managers; for any other type the attribute is not
+recognised, so a condition `resource.name == ".../instanceGroupManagers/G"` never grants and the resize is refused.
+So the slice's role, still one permission, is bound on the project without a condition: the hosts may resize any
+group of the project, and do nothing else. `instanceGroupManagers.resize` asks for no other permission: the group,
+not the caller, creates and deletes its instances, as the Google APIs Service Agent
+(cloud.google.com/compute/docs/access/service-accounts#google_apis_service_agent).
 
 Each creation of the role gets an ID of its own: a deleted custom role's ID cannot be used again for 37 days
 (undeletable for the first 7, then purged), so a fixed ID made `pulumi up` fail for weeks after `pulumi destroy`
@@ -56,7 +60,7 @@ def custom_role(
         project=project,
         role_id=role_id.hex,
         title=title,
-        description="Lets tpu-sft's autostop end its VM or slice once idle; bound on that one resource only.",
+        description="Lets tpu-sft's autostop end its VM (bound on it) or its slice (on the project) once idle.",
         permissions=permissions,
         opts=pulumi.ResourceOptions(parent=parent),
     )
@@ -95,17 +99,10 @@ class AutostopAccess(pulumi.ComponentResource):
         self.register_outputs({"role": self.role.name})
 
 
-def group_resource_name(project: str, zone: str, group: str) -> str:
-    """The group as IAM Conditions name it (projects/PROJECT/zones/ZONE/instanceGroupManagers/NAME)."""
-    return f"projects/{project}/zones/{zone}/instanceGroupManagers/{group}"
-
-
 @dataclass(frozen=True)
 class SliceAutostopAccessArgs:
     project: str
-    zone: str
     stack: str
-    group_name: pulumi.Input[str]
     service_account_email: pulumi.Input[str]
 
 
@@ -113,19 +110,13 @@ class SliceAutostopAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: SliceAutostopAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:SliceAutostopAccess", name, None, opts)
         self.role = custom_role(
-            self, name, args.project, args.stack, "tpu-sft autostop: resize its own slice to 0", [GROUP_PERMISSION]
+            self, name, args.project, args.stack, "tpu-sft autostop: resize its slice to 0", [GROUP_PERMISSION]
         )
         self.binding = gcp.projects.IAMMember(
             f"{name}-binding",
             project=args.project,
             role=self.role.name,
             member=pulumi.Output.concat("serviceAccount:", args.service_account_email),
-            condition=gcp.projects.IAMMemberConditionArgs(
-                title="tpu-sft autostop: this slice's group only",
-                expression=pulumi.Output.from_input(args.group_name).apply(
-                    lambda group: f'resource.name == "{group_resource_name(args.project, args.zone, group)}"'
-                ),
-            ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.register_outputs({"role": self.role.name})

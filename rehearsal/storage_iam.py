@@ -19,7 +19,7 @@ Enforced, as Google does:
   project is refused, as Google refuses it.
 Not enforced (the program uses none of it, or it needs Google itself): token validation; IAM conditions (a
 conditional binding that grants any storage permission raises `NotModelled` instead of being half-honoured; one
-that grants none, as a slice's autostop grant on its group, is passed over); deny policies, organization policies,
+that grants none is passed over); deny policies, organization policies,
 VPC Service Controls; ACLs (the program's bucket has uniform bucket-level access); project-scoped calls (list
 or create buckets) are refused as unclassified; a resumable upload's data requests are checked as
 storage.objects.create (Google trusts the session URI instead: stricter, never kinder); the XML API.
@@ -97,7 +97,7 @@ def grants_of(stack: Stack) -> dict[str, dict[str, frozenset[str]]]:
         if inputs.get("condition"):
             if permissions:
                 raise NotModelled(f"{resource.name} grants storage permissions under an IAM condition: not modelled")
-            continue  # another service's grant (a slice's autostop, on its group): nothing of storage's to gate
+            continue  # another service's grant under a condition: nothing of storage's to gate
         for member in inputs.get("members") or [inputs["member"]]:
             held = grants.setdefault(member, {})
             held[bucket] = held.get(bucket, frozenset()) | permissions

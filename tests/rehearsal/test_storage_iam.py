@@ -159,7 +159,7 @@ def test_what_the_stand_in_cannot_evaluate_it_refuses_to_guess():
     )
     with pytest.raises(NotModelled, match="IAM condition"):
         grants_of(Stack([conditional]))
-    # Under a condition, a role with no storage permission (a slice's autostop, on its group) gates nothing here.
+    # Under a condition, a role with no storage permission gates nothing here.
     group_role = declared(
         "gcp:projects/iAMCustomRole:IAMCustomRole",
         project="p",

@@ -14,22 +14,23 @@ engine's record), evaluated as IAM evaluates it. Rules enforced:
   without the permission which instances exist); with the permission, an instance other than the VM is 404;
 - `POST …/instanceGroupManagers/G/resize?size=N` needs `compute.instanceGroupManagers.update` on that group
   (the API reference's words), granted by a project IAMMember for the hosts' account whose role is a declared
-  custom role holding it, unconditionally or under the condition `resource.name == "projects/P/zones/Z/
-  instanceGroupManagers/G"` naming this group; any other condition raises NotModelled rather than be guessed at.
-  Refused as above (403 for a group the grant does not name, 404 for a granted one that does not exist);
+  custom role holding it. A condition `resource.name == "…"` is evaluated as Google's list of the attributes'
+  resource types says (cloud.google.com/iam/docs/conditions-resource-attributes): for Compute Engine it names images,
+  instances and instance templates, so for an instance group manager the name is not recognised and the condition
+  grants nothing (403); any other condition raises NotModelled rather than be guessed at. Refused as above (403
+  without the grant, 404 for a granted group that does not exist);
 - a FLEX_START VM cannot be stopped, only deleted (Google's TPU Builders guide: "TPU VMs created with FLEX_START
   or the standard Compute Engine API do not support the stop and restart operations"; the MIG resize-request
   docs say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
 
 Not enforced: predefined roles, and bindings at folder or organization level (the program declares none for
 autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions other than the
-one above, and deny policies; whether Google evaluates `resource.name` for instance groups at all (its
-documentation lists Compute Engine among the services that do; where it did not, the grant would be refused, not
-widened); the exact status and wording of Google's refusal of a flex-start stop (not published; 400 stands for
-it); whether deleting an instance also checks `compute.disks.delete` on its auto-delete boot disk (not settled
-from a source reachable here; the data disk is attached without auto-delete, so it is never deleted with the VM);
-operations, their polling, and the instance's or group's state afterwards (the VM is not actually stopped, the
-group's hosts not deleted: the test tears them down).
+one above, and deny policies; what Google does with an unrecognised attribute beyond not granting (the page does not
+say whether the refusal tells why); the exact status and wording of Google's refusal of a flex-start stop (not
+published; 400 stands for it); whether deleting an instance also checks `compute.disks.delete` on its auto-delete
+boot disk (not settled from a source reachable here; the data disk is attached without auto-delete, so it is never
+deleted with the VM); operations, their polling, and the instance's or group's state afterwards (the VM is not
+actually stopped, the group's hosts not deleted: the test tears them down).
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 GROUP_PERMISSION = "compute.instanceGroupManagers.update"
 RESIZE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/?]+)/resize")
 NAME_CONDITION = re.compile(r'resource\.name == "([^"]+)"')
+# The Compute Engine resource types whose `resource.name` IAM Conditions evaluate, as Google lists them
+# (cloud.google.com/iam/docs/conditions-resource-attributes); for others the attribute is not recognised.
+NAMED_BY_CONDITIONS = re.compile(r"projects/[^/]+/(global/images|zones/[^/]+/instances|global/instanceTemplates)/[^/]+")
 
 
 class NotModelled(ValueError):
@@ -158,7 +162,7 @@ class DeclaredGroupAccess:
             named = NAME_CONDITION.fullmatch(condition)
             if named is None:
                 raise NotModelled(f'IAM condition {condition!r}: only resource.name == "…" is evaluated here')
-            if named.group(1) == name:
+            if NAMED_BY_CONDITIONS.fullmatch(name) and named.group(1) == name:
                 return True
         return False
 
