@@ -166,14 +166,14 @@ if settings.is_slice:
                 hosts.group_id,
                 hosts.host_names,
                 hosts.host_ids,
-                hosts.resize_request_path,
+                hosts.flex_start_group,
                 kept_url,
                 runs_url,
             ),
             identity=hosts.identity,
             hf_token=hf_token(),
-            # The MIG, declared to wait until every host exists and the group is stable; for FLEX_START its resize
-            # request too, which makes the hosts (infra/slice.py).
+            # The MIG, declared to wait until every host exists and the group is stable; a FLEX_START group is
+            # filled by the first task instead (infra/slice.py).
             after=[*hosts.ready, firewall, slice_firewall, checkpoints, *access_key],
         ),
     )

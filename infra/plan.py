@@ -54,14 +54,14 @@ def vm_identity(s: Settings) -> dict[str, Any]:
 def slice_identity(s: Settings) -> dict[str, Any]:
     """The settings feeding a slice's identity, which the tasks' triggers and host keys name: its managed instance
     group's name and zone are ForceNew. Other host settings change the instance template, which reaches the hosts
-    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing, except what changes a
-    FLEX_START slice's resize request (`_flex_start_changes`)."""
+    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing, except what makes a
+    FLEX_START slice's group anew (`_flex_start_changes`)."""
     return {"gcp:project": s.project, "gcp:zone": s.zone, "tpu-sft:instanceName": s.instance_name}
 
 
 def _flex_start_changes(base: Settings, head: Settings) -> list[str]:
-    """A FLEX_START slice's hosts come from one resize request, and a new one (another run cap, or flex-start turned
-    on or off) replaces the whole group (infra/flex_start.py `group_description`): new hosts, every phase re-runs."""
+    """Another run cap, or flex-start turned on or off, replaces a FLEX_START slice's whole group
+    (infra/flex_start.py `group_description`): new hosts, every phase re-runs."""
     if group_description(base) == group_description(head):
         return []
     keys = ("tpu-sft:provisioningModel", "tpu-sft:maxRunHours")

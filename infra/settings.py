@@ -212,8 +212,8 @@ def flex_start_needs_run_cap(s: Settings) -> None:
         )
 
 
-# Flex-start VMs run "for up to seven days"; a slice's resize request takes a run duration of at most 604800 s
-# (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig; pulumi-gcp ResizeRequest).
+# Flex-start VMs run "for up to seven days", a run duration of at most 604800 s
+# (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
 FLEX_START_MAX_RUN_HOURS = 7 * 24
 
 
@@ -248,14 +248,15 @@ _OR_ONE_VM = ", or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
 
 def slice_autostop(s: Settings) -> None:
     """A slice's autostop resizes its group to 0 and the next `pulumi up` sets the size back
-    (workload/spend/autostop.py). A flex-start group's size is its resize request's, which the program leaves to the
-    request (infra/slice.py ignore_changes): an update would not fill a group resized to 0 again. Its hosts end with the
-    request's run duration instead."""
+    (workload/spend/autostop.py). A flex-start group's size is left to its first task, which fills it
+    (infra/slice.py ignore_changes), and its hosts' ids are no input of the tasks (they are made after they would be
+    read): nothing in the next `pulumi up` would see the hosts gone and fill the group again. Its hosts end with their
+    run cap instead."""
     if s.is_slice and s.autostop != "off" and s.provisioning_model == "FLEX_START":
         raise ConfigError(
             stack_key("autostop"),
-            f"{s.autostop} would resize a FLEX_START slice's group to 0, and the next `pulumi up` cannot fill it "
-            "again (its hosts come from one resize request, and end with it: tpu-sft:maxRunHours caps them)",
+            f"{s.autostop} would resize a FLEX_START slice's group to 0, and the next `pulumi up` would not fill it "
+            "again (its hosts are made once, by its first task, and end with tpu-sft:maxRunHours)",
             f"pulumi config set tpu-sft:autostop off{_OR_ONE_VM}",
         )
 
@@ -299,8 +300,7 @@ def derived_names(s: Settings) -> tuple[DerivedName, ...]:
         auto("workload policy", f"{n}-workload"),
         auto("instance template", f"{n}-template"),
     )
-    resize_request = (auto("resize request", f"{n}-hosts"),) if s.provisioning_model == "FLEX_START" else ()
-    return *firewalls, *group, *resize_request
+    return *firewalls, *group
 
 
 def names_fit(s: Settings) -> None:

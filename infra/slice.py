@@ -8,8 +8,8 @@ account, scheduling (provisioning model, termination, run cap), reservation affi
 (ssh-keys, the startup script, autostop's and the bill's settings). What differs: the machine type, no data disk
 (the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them.
 
-With FLEX_START the group starts empty and a resize request for the slice's hosts fills it (infra/flex_start.py,
-where what is read and what is inferred is said).
+With FLEX_START the group starts empty and the first task resizes it to the slice's hosts
+(remote/pipeline/capacity.py; infra/flex_start.py says what is read and what is inferred).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from infra import flex_start
 from infra.bucket import region_of
 from infra.settings import IMAGE, Settings
 from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
-from remote.pipeline.capacity import request_path
+from remote.pipeline.capacity import group_path
 from workload.core.contract import AUTOSTOP_PREFIX
 from workload.spend import autostop
 
@@ -124,25 +124,6 @@ def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateRe
     )
 
 
-def resize_request(
-    name: str, s: Settings, group: gcp.compute.InstanceGroupManager, opts: pulumi.ResourceOptions
-) -> gcp.compute.ResizeRequest:
-    """The hosts of a flex-start slice, made all at once when there is capacity for every one, and deleted by
-    Compute Engine at the end of the run duration (tpu-sft:maxRunHours, as each host's own cap)."""
-    accelerator = s.accelerator
-    return gcp.compute.ResizeRequest(
-        name,
-        instance_group_manager=group.name,
-        zone=s.zone,
-        description=f"tpu-sft: the {accelerator.name} slice's {accelerator.hosts} hosts",
-        resize_by=accelerator.hosts,
-        requested_run_duration=gcp.compute.ResizeRequestRequestedRunDurationArgs(
-            seconds=flex_start.run_duration_seconds(s)
-        ),
-        opts=opts,
-    )
-
-
 class TpuSlice(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuSliceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:TpuSlice", name, None, opts)
@@ -201,7 +182,9 @@ class TpuSlice(pulumi.ComponentResource):
             versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
             target_size=flex_start.EMPTY_GROUP if flex else accelerator.hosts,
             # Compute Engine refuses a group with a TPU accelerator topology that does not create its hosts all at
-            # once (rehearsal/group_rules.py says where that rule comes from), and a group's mode cannot change.
+            # once (rehearsal/group_rules.py says where that rule comes from), and a group's mode cannot change. A
+            # BULK group waits until it can make every host of its target size, so a flex-start slice's wait for
+            # capacity is the group's own.
             target_size_policies=[gcp.compute.InstanceGroupManagerTargetSizePolicyArgs(mode=BULK)],
             resource_policies=gcp.compute.InstanceGroupManagerResourcePoliciesArgs(
                 workload_policy=self.workload_policy.self_link
@@ -211,20 +194,20 @@ class TpuSlice(pulumi.ComponentResource):
             ),
             update_policy=gcp.compute.InstanceGroupManagerUpdatePolicyArgs(type=UPDATE_TYPE, minimal_action="REPLACE"),
             # `pulumi up` returns once every host exists and the group is stable, as it does for the single VM. A
-            # flex-start group is not waited for: it is empty when created, and while its request waits for capacity
-            # an update would wait with it. Its tasks depend on the request too (infra/flex_start.py: how far that
-            # waits).
+            # flex-start group is not waited for: it is empty when created, and its first task fills it and waits
+            # for the capacity, with a line every 30 s (remote/pipeline/capacity.py), where the provider would wait
+            # silently until its timeout.
             wait_for_instances=not flex,
             wait_for_instances_status=None if flex else "STABLE",
             opts=pulumi.ResourceOptions(
                 parent=self,
                 custom_timeouts=pulumi.CustomTimeouts(create=GROUP_TIMEOUT, update=GROUP_TIMEOUT, delete=GROUP_TIMEOUT),
-                # The request raises the target size; a refresh reads it back, and setting it back to 0 would delete
-                # the hosts.
+                # The first task raises the target size; a refresh reads it back, and setting it back to 0 would
+                # delete the hosts.
                 ignore_changes=["targetSize"] if flex else None,
-                # A new request would add hosts beside those the group holds (infra/flex_start.py): the group is
-                # made anew instead, the old one (its hosts, its request) deleted first, as its name is the same.
-                # So is a new workload policy (another acceleratorType: another topology, another auto-named
+                # Flex-start switched on or off, or another run cap (infra/flex_start.py group_description): the
+                # group is made anew, the old one (its hosts) deleted first, as its name is the same. So is a new
+                # workload policy (another acceleratorType: another topology, another auto-named
                 # policy): Compute Engine refuses to patch one onto a group that has hosts ("Workload policy update
                 # is not allowed when the MIG has instances.", terraform-provider-google's acceptance test
                 # TestAccInstanceGroupManager_addingResourcePoliciesToMigWithNonZeroTargetSize_fails), and the
@@ -233,35 +216,33 @@ class TpuSlice(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
-        self.resize_request = resize_request(f"{name}-hosts", s, self.group, child) if flex else None
         self.name = self.group.name
         self.hosts = accelerator.hosts
-        # Read from what the group (or its request) was given, so the tasks reach exactly the hosts it names.
-        host_count = self.resize_request.resize_by if self.resize_request else self.group.target_size
+        # Read from what the group was given (a flex-start group: the size its first task resizes it to), so the
+        # tasks reach exactly the hosts it names.
+        host_count = pulumi.Output.from_input(accelerator.hosts) if flex else self.group.target_size
         self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(self.group.base_instance_name, host_count).apply(
             lambda a: host_names(a[0], int(a[1]))
         )
-        # What the tasks wait for: the group, and its request, whose hosts they reach (the host names, read from the
-        # request, tie them to it as well; this says so where the tasks are wired).
-        self.ready: list[pulumi.Resource] = [self.group, *([self.resize_request] if self.resize_request else [])]
+        # What the tasks wait for: the group, whose hosts they reach (the host names, read from it, tie them to it as
+        # well; this says so where the tasks are wired).
+        self.ready: list[pulumi.Resource] = [self.group]
         # Server-assigned, new when the group is replaced: what the tasks' host keys are pinned to.
         self.group_id: pulumi.Output[str] = self.group.instance_group_manager_id.apply(str)
         # Each host's instance id, read from Compute Engine on every preview and `up`, once the group's outputs are
         # known (in `up`: once it is created or updated and stable): a host the group recreated keeps its name and
         # gets a new id, the evidence that lets its new host key in (remote/ssh/host_ids.py). A flex-start group's
-        # hosts come when its request finds capacity, maybe after `pulumi up` has returned, so they are not read:
-        # their group is made anew for each request anyway.
+        # hosts are made by its first task, after these would be read, so they are not: their ids would change from
+        # "none yet" to the hosts' on the next `pulumi up` and re-run every phase for nothing.
         self.host_ids: pulumi.Output[dict[str, str]] = (
             pulumi.Output.from_input({})
             if flex
             else pulumi.Output.all(self.group_id, self.host_names).apply(lambda a: instance_ids(a[1], s))
         )
-        # Where the first task waits for a flex-start slice's hosts (remote/pipeline/capacity.py).
-        self.resize_request_path: pulumi.Output[str | None] = (
-            pulumi.Output.all(self.group.name, self.resize_request.name).apply(
-                lambda a: request_path(s.project, s.zone, a[0], a[1])
-            )
-            if self.resize_request
+        # The group a flex-start slice's first task fills (remote/pipeline/capacity.py).
+        self.flex_start_group: pulumi.Output[str | None] = (
+            self.group.name.apply(lambda group: group_path(s.project, s.zone, group))
+            if flex
             else pulumi.Output.from_input(None)
         )
         # What the tasks' triggers hold: a new group, or a new host in it, is new hosts, and every phase re-runs.

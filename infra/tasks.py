@@ -68,7 +68,7 @@ def slice_target(
     group_id: str,
     host_names: Sequence[str],
     host_ids: Mapping[str, str],
-    resize_request: str | None,
+    flex_start_group: str | None,
     kept_url: str,
     runs_url: str,
 ) -> dict[str, Any]:
@@ -76,14 +76,14 @@ def slice_target(
     `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
     Worker ids are positions in that order, not the TPU runtime's own numbering. Host keys are pinned per MIG, and
     each host's key to its instance id, where known: a recreated host's new key is let in by its new id. A
-    flex-start slice's target names its resize request, which the first task waits on."""
+    flex-start slice's target names its group, which the first task fills and waits on."""
     return {
         "host": host_names[0],
         "workers": list(host_names[1:]),
         **_reach(s, f"{s.stack}-slice-{group_id}"),
         "host_ids": dict(host_ids),
         "profile": slice_host(kept_url, runs_url).to_mapping(),
-        **({"resize_request": resize_request} if resize_request else {}),
+        **({"flex_start_group": flex_start_group} if flex_start_group else {}),
     }
 
 
@@ -104,11 +104,11 @@ def slice_target_json(
     group_id: pulumi.Output[str],
     host_names: pulumi.Output[list[str]],
     host_ids: pulumi.Output[dict[str, str]],
-    resize_request: pulumi.Output[str | None],
+    flex_start_group: pulumi.Output[str | None],
     kept_url: pulumi.Output[str],
     runs_url: pulumi.Output[str],
 ) -> pulumi.Output[str]:
-    return pulumi.Output.all(group_id, host_names, host_ids, resize_request, kept_url, runs_url).apply(
+    return pulumi.Output.all(group_id, host_names, host_ids, flex_start_group, kept_url, runs_url).apply(
         lambda a: json.dumps(slice_target(s, *a), sort_keys=True)
     )
 

@@ -99,6 +99,8 @@ class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str | None]):
         self.command_stdout, self.instance_ids = command_stdout, instance_ids
         self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
+        self.templates: dict[str, dict[str, Any]] = {}  # by unique self link, as a group's version names its template
+        self.groups: dict[str, dict[str, Any]] = {}  # by name, as a resize request names its group
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         state = named_as_google_would(args)
@@ -123,8 +125,12 @@ class _Mocks(pulumi.runtime.Mocks):
         if args.typ == group_rules.GROUP:
             group_rules.refuse_a_tpu_group_not_in_bulk(state, self.resource_policies)
             state["instanceGroupManagerId"] = MIG_ID
-        if args.typ == "gcp:compute/instanceTemplate:InstanceTemplate":
+            self.groups[state.get("name") or args.name] = state
+        if args.typ == group_rules.TEMPLATE:
             state["selfLinkUnique"] = f"https://compute/instanceTemplates/{args.name}?uniqueId=1"
+            self.templates[state["selfLinkUnique"]] = state
+        if args.typ == group_rules.RESIZE_REQUEST:
+            group_rules.refuse_a_resize_request_in_a_tpu_group(state, self.groups, self.templates)
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):

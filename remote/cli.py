@@ -188,9 +188,10 @@ def target_from(args) -> PipelineTarget:
 
 
 def await_hosts(target: PipelineTarget) -> None:
-    """Returns once the target's hosts exist: a flex-start slice's come when its resize request finds capacity."""
-    if target.resize_request is not None:
-        capacity.wait_for_capacity(target.resize_request)
+    """Returns once the target's hosts exist: a flex-start slice's come when its group, resized to them, finds the
+    capacity."""
+    if target.flex_start_group is not None:
+        capacity.fill_group(target.flex_start_group, 1 + len(target.workers))
 
 
 def _print_json(value) -> None:

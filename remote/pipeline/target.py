@@ -11,30 +11,27 @@ from remote.pipeline.profile import VM, HostProfile
 from remote.ssh.errors import TargetError
 from remote.ssh.target import Target
 
-_RESIZE_REQUEST = re.compile(
-    r"projects/[a-z][a-z0-9.:-]{0,62}/zones/[a-z0-9-]{1,63}/instanceGroupManagers/[a-z][a-z0-9-]{0,62}"
-    r"/resizeRequests/[a-z][a-z0-9-]{0,62}"
-)
+_GROUP = re.compile(r"projects/[a-z][a-z0-9.:-]{0,62}/zones/[a-z0-9-]{1,63}/instanceGroupManagers/[a-z][a-z0-9-]{0,62}")
 
 
 @dataclass(frozen=True)
 class PipelineTarget(Target):
     profile: HostProfile = VM  # what kind of host it is (remote/pipeline/profile.py)
-    # A flex-start slice's resize request, projects/P/zones/Z/instanceGroupManagers/G/resizeRequests/R: the hosts
-    # exist once it has succeeded (remote/pipeline/capacity.py).
-    resize_request: str | None = None
+    # A flex-start slice's group, projects/P/zones/Z/instanceGroupManagers/G, created empty: the hosts exist once it
+    # is resized to the slice's size and has made them (remote/pipeline/capacity.py).
+    flex_start_group: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.profile, HostProfile):
             raise TargetError("profile", f"{self.profile!r} is not a host profile", 'give "profile" as a JSON object')
-        if self.resize_request is not None and (
-            not isinstance(self.resize_request, str) or not _RESIZE_REQUEST.fullmatch(self.resize_request)
+        if self.flex_start_group is not None and (
+            not isinstance(self.flex_start_group, str) or not _GROUP.fullmatch(self.flex_start_group)
         ):
             raise TargetError(
-                "resize_request",
-                f"{self.resize_request!r} is not a resize request's path",
-                'give "projects/P/zones/Z/instanceGroupManagers/G/resizeRequests/R", or omit it',
+                "flex_start_group",
+                f"{self.flex_start_group!r} is not a managed instance group's path",
+                'give "projects/P/zones/Z/instanceGroupManagers/G", or omit it',
             )
 
     @classmethod

@@ -161,10 +161,10 @@ def test_slice_declarations_field_by_field(
         "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
         "updatePolicy": {"type": "OPPORTUNISTIC", "minimalAction": "REPLACE"},
         **(
-            {  # empty: its hosts come from the request; nothing to wait for until they do
+            {  # empty: its first task resizes it (remote/pipeline/capacity.py); nothing to wait for until then
                 "targetSize": 0,
                 "waitForInstances": False,
-                "description": f"tpu-sft: the {accelerator} slice, {hosts} flex-start hosts from a resize request, "
+                "description": f"tpu-sft: the {accelerator} slice, {hosts} flex-start hosts made at once, "
                 "each for at most 4 h",
             }
             if flex
@@ -176,7 +176,7 @@ def test_slice_declarations_field_by_field(
         ),
     }
     assert template.urn in group.dependencies and policy.urn in group.dependencies
-    # A refresh reads back the size the request set; a new request replaces the group, the old one deleted first.
+    # A refresh reads back the size the first task set; another run cap replaces the group, the old one deleted first.
     assert group.ignore_changes == (["targetSize"] if flex else [])
     assert (group.replace_on_changes, group.delete_before_replace) == (
         ["description", "resourcePolicies.workloadPolicy", "targetSizePolicies"],
@@ -186,20 +186,7 @@ def test_slice_declarations_field_by_field(
     # update); a 64-host slice is given longer, and a slice Google cannot fill still fails in bounded time.
     assert group.custom_timeouts == {"create": "30m", "update": "30m", "delete": "30m"}
 
-    requests = stack.of_type(RESIZE_REQUEST)
-    if not flex:
-        assert requests == []  # the group makes its hosts itself
-        return
-    request = stack.one(RESIZE_REQUEST)
-    assert request.name == "tpu-sft-dev-hosts"
-    assert request.inputs == {
-        "instanceGroupManager": "tpu-sft-dev",  # the group's name, from the group itself
-        "zone": "us-east5-b",
-        "description": f"tpu-sft: the {accelerator} slice's {hosts} hosts",
-        "resizeBy": hosts,
-        "requestedRunDuration": {"seconds": "14400"},  # tpu-sft:maxRunHours (the derived 4 h), as a string
-    }
-    assert group.urn in request.dependencies
+    assert stack.of_type(RESIZE_REQUEST) == []  # Compute Engine refuses them in a TPU group (rehearsal/group_rules.py)
 
 
 def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
@@ -349,21 +336,15 @@ def test_no_external_ip_and_a_cap_are_the_single_vms_settings(slice_stack):
     assert template["disks"][0]["diskSizeGb"] == 300
 
 
-def test_a_flex_start_slice_asks_for_its_hosts_for_the_run_cap(slice_stack):
-    """tpu-sft:maxRunHours is both each host's own cap and the request's run duration."""
+def test_a_flex_start_slice_caps_each_host_and_its_first_task_fills_the_group(slice_stack):
+    """tpu-sft:maxRunHours is each host's own run duration; the target names the group to fill, and its hosts."""
     stack = slice_stack(
         "v6e-32",
         {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "24"},
         remove=("tpu-sft:reservation",),
     )
     assert stack.one(TEMPLATE).inputs["scheduling"]["maxRunDuration"] == {"seconds": 24 * 3600}
-    request = stack.one(RESIZE_REQUEST).inputs
-    assert (request["resizeBy"], request["requestedRunDuration"]) == (8, {"seconds": str(24 * 3600)})
-    assert (
-        stack.one(GROUP)
-        .inputs["description"]
-        .endswith("8 flex-start hosts from a resize request, each for at most 24 h")
-    )
+    assert stack.one(GROUP).inputs["description"].endswith("8 flex-start hosts made at once, each for at most 24 h")
 
 
 def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, dev_config):
@@ -403,3 +384,18 @@ def test_the_stand_in_refuses_a_tpu_group_that_does_not_make_its_hosts_at_once()
             group_rules.refuse_a_tpu_group_not_in_bulk({**group, "targetSizePolicies": modes}, policies)
     group_rules.refuse_a_tpu_group_not_in_bulk({**group, "targetSizePolicies": [{"mode": "BULK"}]}, policies)
     group_rules.refuse_a_tpu_group_not_in_bulk({"resourcePolicies": {}}, policies)  # no topology: any mode
+
+
+def test_the_stand_in_refuses_a_resize_request_in_a_group_of_tpu_vms():
+    """What the mock engine answers for the resize request this program declared for a flex-start slice before it
+    filled the group with a plain resize (this refusal is how the stand-in shows it would never have run)."""
+    link = "https://compute/instanceTemplates/t?uniqueId=1"
+    group = {"versions": [{"instanceTemplate": link}]}
+    request = {"instanceGroupManager": "tpu-sft-dev", "resizeBy": 4}
+    with pytest.raises(group_rules.GroupRefused, match="resize requests for managed instance group with TPU"):
+        group_rules.refuse_a_resize_request_in_a_tpu_group(
+            request, {"tpu-sft-dev": group}, {link: {"machineType": "ct6e-standard-4t"}}
+        )
+    group_rules.refuse_a_resize_request_in_a_tpu_group(  # a group of other VMs may take one
+        request, {"tpu-sft-dev": group}, {link: {"machineType": "a3-highgpu-8g"}}
+    )

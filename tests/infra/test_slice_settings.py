@@ -71,7 +71,7 @@ REFUSED = [
         "tpu-sft:maxRunHours",
         "seven days",
     ),
-    ({**FLEX, "tpu-sft:autostop": "stop"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "cannot fill"),
+    ({**FLEX, "tpu-sft:autostop": "stop"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "would not fill"),
     ({**FLEX, "tpu-sft:autostop": "delete"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "autostop off"),
     (
         {"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"},

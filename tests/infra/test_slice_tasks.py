@@ -5,7 +5,6 @@ host, all through the same IAP gateway with the stack's one identity, a host pro
 it waits for (the MIG), its environment (only its phase's settings) and triggers, and the PR plan's answer."""
 
 import json
-import re
 
 import pytest
 
@@ -95,9 +94,10 @@ def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerat
 
 
 @pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
-def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_stack, accelerator, hosts):
-    """The group starts empty: its hosts are the request's, so every first task waits for the request too, and the
-    hosts it reaches are named from the request's count, not the group's target size (0)."""
+def test_flex_start_tasks_fill_the_empty_group_and_reach_its_hosts(slice_stack, accelerator, hosts):
+    """The group starts empty: every task names it, so the first fills it and waits for its hosts
+    (remote/pipeline/capacity.py), and the hosts it reaches are named from the slice's size, not the group's target
+    size (0)."""
     stack = slice_stack(
         accelerator,
         {**FLEX_START, "tpu-sft:hfToken": TOKEN},
@@ -105,21 +105,18 @@ def test_flex_start_tasks_wait_for_the_resize_request_and_reach_its_hosts(slice_
         secret_keys=("tpu-sft:hfToken",),
     )
     declared = tasks(stack)
-    group, request = stack.one(GROUP), stack.one(RESIZE_REQUEST)
-    assert group.inputs["targetSize"] == 0 and request.inputs["resizeBy"] == hosts
+    group = stack.one(GROUP)
+    assert group.inputs["targetSize"] == 0 and stack.of_type(RESIZE_REQUEST) == []
     for first in (declared["token"], declared["bootstrap"]):
-        assert {group.urn, request.urn} <= set(first.dependencies)
+        assert group.urn in first.dependencies
     for task in declared.values():
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
         assert [target["host"], *target["workers"]] == names(hosts)
         assert target["known_hosts"] == f".tpu-sft/known_hosts/dev-slice-{MIG_ID}"  # pinned per group, as before
-        assert target["host_ids"] == {}  # not read: the hosts may come after `pulumi up` has returned
-        assert re.fullmatch(  # what the first task waits on (remote/pipeline/capacity.py), by its auto-name
-            "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev/resizeRequests/"
-            "tpu-sft-dev-hosts-[0-9a-f]{7}",
-            target["resize_request"],
-        )
-        assert PipelineTarget.from_json(task.inputs["environment"]["TPU_SFT_TARGET"]).resize_request
+        assert target["host_ids"] == {}  # not read: the first task makes the hosts after they would be
+        group_path = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev"
+        assert target["flex_start_group"] == group_path  # what the first task fills and waits on
+        assert PipelineTarget.from_json(task.inputs["environment"]["TPU_SFT_TARGET"]).flex_start_group
         assert task.inputs["triggers"][0] == str(MIG_ID)
     assert stack.outputs["hostNames"] == names(hosts)
 

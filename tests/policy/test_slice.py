@@ -55,10 +55,9 @@ FLEX_START = {"tpu-sft:provisioningModel": "FLEX_START"}
 
 
 def test_a_flex_start_slice_passes_as_the_others_do(slice_resources):
-    """Its template (FLEX_START, NO_RESERVATION, the run cap) and its empty group pass every mandatory rule; the
-    resize request is no host of its own (no scheduling, disks or labels to read), so no host rule reads it."""
+    """Its template (FLEX_START, NO_RESERVATION, the run cap) and its empty group pass every mandatory rule."""
     resources, stack_config = slice_resources(FLEX_START, remove=("tpu-sft:reservation",))
-    assert "gcp:compute/resizeRequest:ResizeRequest" in {r.type for r in resources}
+    assert "gcp:compute/instanceGroupManager:InstanceGroupManager" in {r.type for r in resources}
     found = check_stack(resources, stack_config=stack_config)
     assert [(v.policy, v.level, v.resource) for v in found] == [
         ("no-external-ip-behind-iap", ADVISORY, "tpu-sft-dev-template")

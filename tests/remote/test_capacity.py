@@ -1,6 +1,10 @@
-"""A flex-start slice's first task waits on its resize request until the hosts exist (remote/pipeline/capacity.py),
-against a stand-in of the Compute Engine API answering the documented states (tests/remote/resize_request_standin.py:
-no Compute Engine exists here). The clock is the test's: an hour's wait takes no time."""
+"""A flex-start slice's first task fills its empty group and waits until every host exists
+(remote/pipeline/capacity.py), against a stand-in of the Compute Engine API's group (tests/remote/group_standin.py:
+no Compute Engine exists here). The clock is the test's: an hour's wait takes no time.
+
+The reasons a BULK group gives while it waits (`status.bulkInstanceOperation.lastProgressCheck.error`) are the codes
+a field report shows, not Google's text: SkyPilot's tests of its TPU groups (skypilot-org/skypilot, 2026-07-22),
+ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS and QUOTA_EXCEEDED."""
 
 import io
 import json
@@ -11,14 +15,12 @@ import pytest
 
 from remote import cli
 from remote.pipeline import capacity
-from remote.pipeline.capacity import CapacityError, wait_for_capacity
-from tests.remote.resize_request_standin import TOKEN, ResizeRequestStandin
+from remote.pipeline.capacity import CapacityError, fill_group
+from tests.remote.group_standin import TOKEN, GroupStandin
 from workload.core.contract import PIPELINE_ENV, TARGET_ENV
 
-PATH = (
-    "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev"
-    "/resizeRequests/tpu-sft-dev-hosts-1a2b3c4"
-)
+PATH = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev"
+EXHAUSTED = "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: Waiting for resources."
 
 
 def gcloud(directory: Path, script: str) -> Path:
@@ -41,80 +43,79 @@ class FakeClock:
         self.now += seconds
 
 
-def wait(standin, clock, **kwargs):
-    return wait_for_capacity(PATH, token=lambda: TOKEN, api=standin.url, clock=clock, sleep=clock.sleep, **kwargs)
+def fill(standin, clock, size=4, **kwargs):
+    return fill_group(PATH, size, token=lambda: TOKEN, api=standin.url, clock=clock, sleep=clock.sleep, **kwargs)
 
 
-def test_waits_through_the_documented_states_with_a_line_every_poll_until_the_hosts_exist(caplog):
+def test_resizes_the_empty_group_once_then_waits_with_a_line_every_poll_until_every_host_exists(caplog):
     caplog.set_level(logging.INFO, "remote")
     clock = FakeClock()
-    states = ["CREATING", *["ACCEPTED"] * 240, "SUCCEEDED"]  # two hours of no capacity, then all 4 at once
-    with ResizeRequestStandin(PATH, states, hosts=4) as standin:
-        done = wait(standin, clock)
-    assert (done.state, done.hosts, done.target) == ("SUCCEEDED", 4, 4)
+    waiting = ["", *[EXHAUSTED] * 239, "QUOTA_EXCEEDED: Quota is insufficient."]  # two hours, then all 4 at once
+    with GroupStandin(PATH, waiting) as standin:
+        done = fill(standin, clock)
+    assert (done.target, done.hosts) == (4, 4)
+    assert standin.resizes == [4]  # a plain resize, never a resize request
     assert clock.sleeps == [capacity.POLL_S] * 241 and capacity.POLL_S <= 60  # a line at least every minute
     lines = [r.getMessage() for r in caplog.records]
-    assert (
-        lines[0]
-        == "waiting for capacity: resize request tpu-sft-dev-hosts-1a2b3c4 CREATING, 0 of 4 hosts, 0 min 0 s waited"
+    assert lines[0] == "asking for the slice's 4 hosts: resizing group tpu-sft-dev from 0 to 4"
+    assert lines[1] == "waiting for capacity: group tpu-sft-dev, 0 of 4 hosts, 0 min 0 s waited"
+    assert lines[2] == (
+        "waiting for capacity: group tpu-sft-dev, 0 of 4 hosts, 0 min 30 s waited; "
+        "Compute Engine: ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: Waiting for resources."
     )
-    assert (
-        lines[1]
-        == "waiting for capacity: resize request tpu-sft-dev-hosts-1a2b3c4 ACCEPTED, 0 of 4 hosts, 0 min 30 s waited"
-    )
-    assert lines[-2].endswith("ACCEPTED, 0 of 4 hosts, 2 h 0 min waited")
-    assert lines[-1] == "resize request tpu-sft-dev-hosts-1a2b3c4 SUCCEEDED: 4 of 4 hosts, after 2 h 0 min"
+    assert lines[-2].endswith("2 h 0 min waited; Compute Engine: QUOTA_EXCEEDED: Quota is insufficient.")
+    assert lines[-1] == "group tpu-sft-dev has its 4 hosts, after 2 h 0 min"
     assert {auth for _, _, auth in standin.requests} == {f"Bearer {TOKEN}"}
-    assert all(method == "GET" for method, _, _ in standin.requests)
+    assert [method for method, _, _ in standin.requests].count("POST") == 1
 
 
-def test_the_wait_keeps_no_deadline_of_its_own():
-    """The SSH wait's 10 minutes are not the request's: v1 gives a request no validity, so only it ends the wait."""
+def test_a_group_already_asked_for_is_not_resized_again_and_the_wait_keeps_no_deadline_of_its_own():
+    """The SSH wait's 10 minutes are not the group's: only Compute Engine ends a BULK group's wait."""
     clock = FakeClock()
-    with ResizeRequestStandin(PATH, [*["ACCEPTED"] * 2000, "SUCCEEDED"], hosts=2) as standin:
-        assert wait(standin, clock).state == "SUCCEEDED"
+    with GroupStandin(PATH, [EXHAUSTED] * 2000, target=4) as standin:
+        assert fill(standin, clock).hosts == 4
+        assert standin.resizes == []
+        assert fill(standin, clock).hosts == 4  # the next phase's task: the hosts are there, nothing is asked
     assert clock.now > 16 * 3600
 
 
-@pytest.mark.parametrize(
-    ("ending", "error", "said"),
-    [
-        ("FAILED", "The zone does not have enough resources", "FAILED (The zone does not have enough resources)"),
-        ("CANCELLED", "", "CANCELLED after 1 min 0 s:"),
-    ],
-)
-def test_a_request_that_ends_without_hosts_fails_in_one_line_with_what_to_do(ending, error, said):
+def test_a_target_lowered_under_the_wait_fails_in_one_line_with_what_to_do():
     clock = FakeClock()
-    with ResizeRequestStandin(PATH, ["ACCEPTED", "ACCEPTED", ending], hosts=4, error=error) as standin:
+    with GroupStandin(PATH, [EXHAUSTED] * 5) as standin:
+
+        def lowered(seconds):
+            clock.sleep(seconds)
+            standin.target = 0  # resized to 0 by someone else while the hosts were awaited
+
         with pytest.raises(CapacityError) as failed:
-            wait(standin, clock)
+            fill_group(PATH, 4, token=lambda: TOKEN, api=standin.url, clock=clock, sleep=lowered)
     message = str(failed.value)
-    assert said in message and "\n" not in message and TOKEN not in message
-    assert "no hosts will come from it" in message and "pulumi up --replace" in message
+    assert "target size is 0 of the slice's 4 after 0 min 30 s" in message and "\n" not in message
+    assert "run `pulumi up` again" in message and TOKEN not in message
 
 
 @pytest.mark.parametrize(
     ("token", "path", "hint"),
     [
         ("ya29.someone-else", PATH, "401 to GET"),
-        (TOKEN, PATH.replace("tpu-sft-dev-hosts", "another"), "404 to GET"),
+        (TOKEN, PATH.replace("tpu-sft-dev", "another"), "404 to GET"),
     ],
 )
 def test_a_refused_read_is_one_line_and_never_shows_the_token(token, path, hint):
-    with ResizeRequestStandin(PATH, ["ACCEPTED"], hosts=4) as standin:
+    with GroupStandin(PATH, [EXHAUSTED]) as standin:
         with pytest.raises(CapacityError) as failed:
-            wait_for_capacity(path, token=lambda: token, api=standin.url, sleep=lambda _: None)
+            fill_group(path, 4, token=lambda: token, api=standin.url, sleep=lambda _: None)
     assert hint in str(failed.value) and token not in str(failed.value)
 
 
-def test_ctrl_c_leaves_the_request_as_it_is_and_says_the_next_up_waits_again(caplog):
+def test_ctrl_c_leaves_the_group_as_it_is_and_says_the_next_up_waits_again(caplog):
     def interrupted(_):
         raise KeyboardInterrupt
 
-    with ResizeRequestStandin(PATH, ["ACCEPTED"], hosts=4) as standin:
+    with GroupStandin(PATH, [EXHAUSTED] * 2, target=4) as standin:
         with pytest.raises(KeyboardInterrupt):
-            wait_for_capacity(PATH, token=lambda: TOKEN, api=standin.url, sleep=interrupted)
-    assert [method for method, _, _ in standin.requests] == ["GET", "GET"]  # read, never cancelled or deleted
+            fill_group(PATH, 4, token=lambda: TOKEN, api=standin.url, sleep=interrupted)
+    assert [method for method, _, _ in standin.requests] == ["GET", "GET"]  # read, never resized or deleted
     assert "stays as it is: the next `pulumi up` waits again" in caplog.text
 
 
@@ -129,9 +130,11 @@ def test_the_token_comes_from_gcloud_and_a_failing_gcloud_is_one_line(tmp_path, 
         capacity.access_token()
 
 
-def test_the_first_task_of_a_flex_start_slice_waits_before_any_ssh_and_fails_in_one_line(tmp_path, monkeypatch, capsys):
-    """`python -m remote put-secret` and `phase`, as the program's tasks run them: the target names the request;
-    its hosts do not resolve, so any SSH attempt would fail otherwise than the request's own line."""
+def test_the_first_task_of_a_flex_start_slice_fills_its_group_before_any_ssh_and_fails_in_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    """`python -m remote put-secret` and `phase`, as the program's tasks run them: the target names the group; its
+    hosts do not resolve, so any SSH attempt would fail otherwise than the wait's own line."""
     bin_dir = gcloud(tmp_path / "bin", f"echo {TOKEN}")
     target = {
         "host": "tpu-sft-dev-01",
@@ -140,9 +143,9 @@ def test_the_first_task_of_a_flex_start_slice_waits_before_any_ssh_and_fails_in_
         "key_path": str(tmp_path / "key"),
         "known_hosts": str(tmp_path / "known_hosts"),
         "trust_on_first_use": True,
-        "resize_request": PATH,
+        "flex_start_group": PATH.replace("tpu-sft-dev", "deleted-by-hand"),
     }
-    with ResizeRequestStandin(PATH, ["FAILED"], hosts=2, error="out of v6e capacity") as standin:
+    with GroupStandin(PATH, [EXHAUSTED]) as standin:
         monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
         monkeypatch.setenv("TPU_SFT_COMPUTE_API", standin.url)
         monkeypatch.setenv(TARGET_ENV, json.dumps(target))
@@ -152,8 +155,8 @@ def test_the_first_task_of_a_flex_start_slice_waits_before_any_ssh_and_fails_in_
         said = capsys.readouterr()
         assert cli.main(["phase", "bootstrap"]) == 1
         phase_said = capsys.readouterr()
-    assert (
-        said.err.strip().splitlines()[-1].startswith("error: resize request tpu-sft-dev-hosts-1a2b3c4 is FAILED (out")
-    )
+    refused = "Compute Engine API answered 404 to GET"
+    assert said.err.strip().splitlines()[-1].startswith(f"error: {refused}")
     summary = json.loads(phase_said.out.strip().splitlines()[-1])
-    assert summary["ok"] is False and "is FAILED (out of v6e capacity)" in summary["error"]
+    assert summary["ok"] is False and refused in summary["error"] and "run `pulumi up` again" in summary["error"]
+    assert [method for method, _, _ in standin.requests] == ["GET", "GET"]

@@ -63,19 +63,19 @@ def test_invalid_json_is_a_target_error():
         Target.from_json("{host:")
 
 
-REQUEST = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev/resizeRequests/tpu-sft-dev-hosts"
+GROUP = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev"
 
 
 @pytest.mark.parametrize(
     "value",
-    [REQUEST + "/../x", REQUEST.replace("projects/", "projects/$(id)"), "tpu-sft-dev-hosts", 7, REQUEST + "\n"],
+    [GROUP + "/../x", GROUP.replace("projects/", "projects/$(id)"), "tpu-sft-dev", 7, GROUP + "\n"],
 )
-def test_a_resize_request_that_is_not_a_path_is_refused_with_the_fix(value):
+def test_a_flex_start_group_that_is_not_a_path_is_refused_with_the_fix(value):
     with pytest.raises(TargetError) as e:
-        PipelineTarget.from_json(json.dumps({**BASE, "resize_request": value}))
-    assert e.value.field == "resize_request" and "Fix: " in str(e.value)
+        PipelineTarget.from_json(json.dumps({**BASE, "flex_start_group": value}))
+    assert e.value.field == "flex_start_group" and "Fix: " in str(e.value)
 
 
-def test_a_resize_request_path_round_trips():
-    target = PipelineTarget(**BASE, resize_request=REQUEST)
-    assert PipelineTarget.from_json(target.to_json()).resize_request == REQUEST
+def test_a_flex_start_group_path_round_trips():
+    target = PipelineTarget(**BASE, flex_start_group=GROUP)
+    assert PipelineTarget.from_json(target.to_json()).flex_start_group == GROUP
