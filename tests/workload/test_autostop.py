@@ -372,12 +372,26 @@ def _granting_stop(access: DeclaredAccess) -> DeclaredAccess:
     )
 
 
+def test_a_tpu_vm_is_deleted_never_stopped(declare, serve):
+    """Compute Engine cannot restart a stopped TPU VM (tests/workload/gce_standin.py quotes Google): the dev stack's
+    ct6e VM is refused a stop even with a grant that allows it, and deleted with the one the program declares."""
+    shipped = declare()
+    assert shipped.machine_type == "ct6e-standard-8t"
+    assert _call(serve(shipped), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
+    assert _call(serve(shipped), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
+    status, message = _call(serve(_granting_stop(shipped)), "POST", f"{API}/tpu-sft-dev/stop")
+    assert status == 400 and "ct6e-standard-8t" in message and "delete it instead" in message
+    # The refusal is the machine type's: a VM without TPUs, given the same grant, would be stopped.
+    no_tpu = dataclasses.replace(_granting_stop(shipped), machine_type="n2-standard-8")
+    assert _call(serve(no_tpu), "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
+
+
 def test_a_flex_start_vm_is_deleted_never_stopped(declare, serve):
     flex = declare(**FLEX_START)
     assert flex.provisioning_model == "FLEX_START"
     assert _call(serve(flex), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
     assert _call(serve(flex), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
-    # Even a stop grant would not stop it.
-    stop_granted = _granting_stop(flex)
+    # Even a stop grant on a machine type Google could restart would not stop a flex-start VM.
+    stop_granted = dataclasses.replace(_granting_stop(flex), machine_type="n2-standard-8")
     status, message = _call(serve(stop_granted), "POST", f"{API}/tpu-sft-dev/stop")
     assert status == 400 and "FLEX_START" in message
