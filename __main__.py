@@ -217,7 +217,6 @@ else:
                 project=settings.project,
                 zone=settings.zone,
                 stack=settings.stack,
-                action=settings.autostop,
                 instance_name=vm.name,
                 service_account_email=vm.service_account_email,
             ),

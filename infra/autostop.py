@@ -1,11 +1,12 @@
-"""What lets the VM stop or delete itself (workload/spend/autostop.py), and nothing more: a custom role holding only
-compute.instances.stop (or .delete), bound to the VM's service account on this one instance. For a slice, what
-lets its hosts resize their own group to 0: a custom role holding only compute.instanceGroupManagers.update (what
-`instanceGroupManagers.resize` requires, per the Compute API reference: "Authorization requires the following IAM
-permission on the specified resource instanceGroupManager"), on the project (why not on its group: below).
+"""What lets the VM delete itself (workload/spend/autostop.py), and nothing more: a custom role holding only
+compute.instances.delete, bound to the VM's service account on this one instance (never .stop: Compute Engine cannot
+restart a stopped TPU VM, infra/setting_table.py `_autostop`). For a slice, what lets its hosts resize their own
+group to 0: a custom role holding only compute.instanceGroupManagers.update (what `instanceGroupManagers.resize`
+requires, per the Compute API reference: "Authorization requires the following IAM permission on the specified
+resource instanceGroupManager"), on the project (why not on its group: below).
 
 Predefined roles are wider (roles/compute.instanceAdmin.v1 also creates, resizes and reads every instance),
-and a project-level binding would let the VM stop every instance in the project. A slice's grant cannot be that
+and a project-level binding would let the VM delete every instance in the project. A slice's grant cannot be that
 narrow: a group has no IAM policy of its own (pulumi-gcp 10.2.0 has no InstanceGroupManager IAM resource, as there
 is for an instance), and an IAM condition cannot name one. Google's list of the resource types whose `resource.name`
 IAM Conditions evaluate (cloud.google.com/iam/docs/conditions-resource-attributes) names, for Compute Engine,
@@ -31,7 +32,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random as random
 
-PERMISSIONS = {"stop": "compute.instances.stop", "delete": "compute.instances.delete"}
+PERMISSION = "compute.instances.delete"
 GROUP_PERMISSION = "compute.instanceGroupManagers.update"  # instanceGroupManagers.resize
 ROLE_ID_MAX = 64  # custom role IDs: [a-zA-Z0-9_.]{3,64}
 ROLE_SUFFIX_BYTES = 4
@@ -71,7 +72,6 @@ class AutostopAccessArgs:
     project: str
     zone: str
     stack: str
-    action: str  # stop | delete
     instance_name: pulumi.Input[str]
     service_account_email: pulumi.Input[str]
 
@@ -80,12 +80,7 @@ class AutostopAccess(pulumi.ComponentResource):
     def __init__(self, name: str, args: AutostopAccessArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:AutostopAccess", name, None, opts)
         self.role = custom_role(
-            self,
-            name,
-            args.project,
-            args.stack,
-            f"tpu-sft autostop: {args.action} its own VM",
-            [PERMISSIONS[args.action]],
+            self, name, args.project, args.stack, "tpu-sft autostop: delete its own VM", [PERMISSION]
         )
         self.binding = gcp.compute.InstanceIAMMember(
             f"{name}-binding",

@@ -4,7 +4,7 @@ Derived from the run's estimate (infra/cost.py) with a margin: twice the estimat
 seed tutorial's, not measured on this workload; plus an hour for what it does not time (a first boot's
 installs and the model's download). Rounded up to a power of two hours, because a new cap replaces the VM
 (`scheduling.max_run_duration` is ForceNew), so ordinary changes of steps must not move it. Google counts it
-from each start of the VM, so a VM that autostop stopped and `pulumi up` started again gets the whole cap.
+from each start of the VM, so a VM that autostop deleted and `pulumi up` created again gets the whole cap.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ PROVISIONING_MODELS = ("RESERVATION_BOUND", "SPOT", "FLEX_START", "STANDARD")
 ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or straight to its external IP
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
-AUTOSTOP_ACTIONS = ("stop", "delete", "off")  # what the VM does to itself once idle (workload/spend/autostop.py)
+AUTOSTOP_ACTIONS = ("delete", "off")  # what the VM does to itself once idle (workload/spend/autostop.py)
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 DEFAULT_INSTANCE_NAME = "tpu-sft"
 
@@ -104,6 +104,20 @@ def _pattern(pattern: re.Pattern[str], what: str) -> Parser:
 
 def _choice(choices: tuple[str, ...]) -> Parser:
     return lambda key, raw, example, given: parse_choice(key, raw, choices)
+
+
+def _autostop(key: str, raw: Any, example: str, given: Given) -> str:
+    """delete or off. Not stop, which this program once offered: Compute Engine cannot restart a TPU VM once stopped
+    (Google's pages: docs/checkpoints.md, "What survives what"), and every machine type here is a ct6e, so a stopped
+    VM would bill its disks and never run again. A stack that still says stop is told why, not just the choices."""
+    if raw == "stop":
+        raise ConfigError(
+            stack_key(key),
+            "stop: Compute Engine cannot restart a stopped TPU VM (ct6e), so the next `pulumi up` could not start it",
+            f"{set_hint(key, 'delete')} (the data disk and the checkpoint bucket stay; the next `pulumi up` makes a "
+            "new VM)",
+        )
+    return parse_choice(key, raw, AUTOSTOP_ACTIONS)
 
 
 def _float(key: str, raw: Any, example: str, given: Given) -> float:
@@ -425,9 +439,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "autostop",
         "autostop",
-        _choice(AUTOSTOP_ACTIONS),
-        "stop",
-        "what the VM does to itself once idle: stop, delete, or off",
+        _autostop,
+        "delete",
+        "what the VM does to itself once idle: delete (the data disk and the bucket stay), or off",
     ),
     Setting("idleMinutes", "idle_minutes", _int(1), "30", "the quiet minutes after which autostop acts"),
     Setting(

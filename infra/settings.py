@@ -66,7 +66,7 @@ class Settings:
     bucket_force_destroy: bool = False
     ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_key_trust.py)
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
-    autostop: str = "stop"
+    autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/setting_table.py)
     idle_minutes: int = 30
     publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
     publish_hub_repo: str | None = None
@@ -226,18 +226,6 @@ def flex_start_within_seven_days(s: Settings) -> None:
         )
 
 
-def flex_start_cannot_stop(s: Settings) -> None:
-    """Google does not stop flex-start VMs (they run once, then are deleted): autostop's stop would be refused every
-    poll while the VM bills on. Delete keeps what matters: the data disk and the checkpoint bucket outlive the VM.
-    A flex-start slice is refused any autostop by slice_autostop."""
-    if s.provisioning_model == "FLEX_START" and s.autostop == "stop" and not s.is_slice:
-        raise ConfigError(
-            stack_key("autostop"),
-            "is stop, but Google cannot stop a FLEX_START VM, only delete it",
-            "pulumi config set tpu-sft:autostop delete",
-        )
-
-
 # A MIG's base instance name numbered by hash signs is at most 52 characters before them (the Compute API's
 # pattern for baseInstanceName: [a-z][-a-z0-9]{0,51}-#{1,10}); the slice's hosts are <instanceName>-01, -02, …
 SLICE_NAME_MAX = 52
@@ -336,7 +324,6 @@ CROSS_KEY_RULES = (
     direct_access_needs_external_ip,
     flex_start_needs_run_cap,
     flex_start_within_seven_days,
-    flex_start_cannot_stop,
     names_fit,
 )
 # What a slice cannot take: all of them are checked, and refused in one message, so that a stack switched to a slice

@@ -112,8 +112,9 @@ class TpuVm(pulumi.ComponentResource):
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
             metadata=metadata(s),
-            # A VM that autostop stopped is started again by the next `pulumi up` (its refresh reads the
-            # VM's status; this says what it should be).
+            # Every refresh reads the VM's real status into this (docs/costs.md), so a VM stopped by hand (autostop
+            # deletes, never stops: Google cannot restart a stopped TPU VM) shows in the preview as a change rather
+            # than passing for a running one.
             desired_status="RUNNING",
             allow_stopping_for_update=True,
             opts=pulumi.ResourceOptions(parent=self),

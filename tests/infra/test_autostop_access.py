@@ -1,6 +1,7 @@
 """Autostop's place in the program: the watcher in the startup script, its settings as metadata, and the
 narrowest permission that lets the VM end itself — one custom role with exactly one permission, bound to the
-VM's own service account on that one instance."""
+VM's own service account on that one instance. The VM deletes itself, never stops: Compute Engine cannot restart a
+stopped TPU VM, so `stop` is refused before anything is created."""
 
 import subprocess
 
@@ -19,13 +20,10 @@ BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
 DEFAULT_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # the mock's default compute account
 
 
-@pytest.mark.parametrize(
-    ("action", "permission"), [("stop", "compute.instances.stop"), ("delete", "compute.instances.delete")]
-)
-def test_one_permission_on_this_instance_only(mock_stack, action, permission):
-    stack = mock_stack({"tpu-sft:autostop": action})
+def test_one_permission_on_this_instance_only(mock_stack):
+    stack = mock_stack()
     role, binding = stack.one(ROLE), stack.one(BINDING)
-    assert role.inputs["permissions"] == [permission]
+    assert role.inputs["permissions"] == ["compute.instances.delete"]
     assert role.inputs["project"] == "my-tpu-project"
     assert ROLE_ID.fullmatch(role.inputs["roleId"])
     assert binding.inputs == {
@@ -51,12 +49,14 @@ def test_off_grants_nothing_and_tells_the_vm(mock_stack):
     assert stack.one(INSTANCE).inputs["metadata"][autostop.ACTION_KEY] == "off"
 
 
-def test_dev_stack_stops_after_idle_minutes_and_asks_pulumi_up_to_start_it_again(mock_stack, dev_config):
-    assert (dev_config["tpu-sft:autostop"], dev_config["tpu-sft:idleMinutes"]) == ("stop", "30")
+def test_dev_stack_deletes_its_vm_after_idle_minutes(mock_stack, dev_config):
+    """The data disk outlives the VM (tests/infra/test_firewall_and_disk.py), so the next `pulumi up` makes a new VM
+    that finds the kept model."""
+    assert (dev_config["tpu-sft:autostop"], dev_config["tpu-sft:idleMinutes"]) == ("delete", "30")
     vm = mock_stack().one(INSTANCE)
-    assert vm.inputs["metadata"][autostop.ACTION_KEY] == "stop"
+    assert vm.inputs["metadata"][autostop.ACTION_KEY] == "delete"
     assert vm.inputs["metadata"][autostop.IDLE_KEY] == "30"
-    assert vm.inputs["desiredStatus"] == "RUNNING"
+    assert vm.inputs["desiredStatus"] == "RUNNING"  # a VM stopped by hand shows in the preview (infra/vm.py)
 
 
 def test_startup_script_mounts_then_starts_the_watcher_with_the_users_jobs(mock_stack, tmp_path):
@@ -116,16 +116,20 @@ def test_a_long_stack_and_instance_name_still_give_a_valid_role_id():
 FLEX_START_VM = {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}
 
 
-def test_a_flex_start_vm_cannot_be_stopped_so_stop_is_refused_up_front(mock_stack, dev_config):
-    """Google's flex-start VMs cannot be stopped (only deleted): autostop's stop would be refused by the API every
-    poll while the VM bills on, so the program refuses it before anything is created and names the fix."""
+@pytest.mark.parametrize("model", [{}, FLEX_START_VM])
+def test_stop_is_refused_in_one_line_with_the_fix_before_anything_is_created(mock_stack, dev_config, model):
+    """Compute Engine cannot restart a stopped TPU VM: autostop's stop, which this program once shipped, would leave
+    a VM billing its disks that the next `pulumi up` could not start. A stack that still says stop is told why and
+    what to set, not that stop is not a choice."""
     declared = Stack()
-    config = {k: v for k, v in dev_config.items() if k != "tpu-sft:reservation"}
+    config = {k: v for k, v in dev_config.items() if not (model and k == "tpu-sft:reservation")}
     with pytest.raises(RunError) as refused:
-        run_program({**config, **FLEX_START_VM, "tpu-sft:autostop": "stop"}, into=declared)
-    message = str(refused.value)
-    assert message.startswith("tpu-sft:autostop") and "\n" not in message
-    assert "pulumi config set tpu-sft:autostop delete" in message
+        run_program({**config, **model, "tpu-sft:autostop": "stop"}, into=declared)
+    assert str(refused.value) == (
+        "tpu-sft:autostop: stop: Compute Engine cannot restart a stopped TPU VM (ct6e), so the next `pulumi up` could "
+        "not start it. Fix: pulumi config set tpu-sft:autostop delete (the data disk and the checkpoint bucket stay; "
+        "the next `pulumi up` makes a new VM)"
+    )
     assert declared.resources == []
-    deleting = mock_stack({**FLEX_START_VM, "tpu-sft:autostop": "delete"}, remove=("tpu-sft:reservation",))
+    deleting = mock_stack({**model, "tpu-sft:autostop": "delete"}, remove=("tpu-sft:reservation",) if model else ())
     assert deleting.one(ROLE).inputs["permissions"] == ["compute.instances.delete"]

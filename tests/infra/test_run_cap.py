@@ -16,8 +16,6 @@ INSTANCE = "gcp:compute/instance:Instance"
 )
 def test_every_provisioning_model_is_capped_by_default(mock_stack, model, reservation):
     overrides = {"tpu-sft:provisioningModel": model, **({"tpu-sft:reservation": reservation} if reservation else {})}
-    if model == "FLEX_START":
-        overrides["tpu-sft:autostop"] = "delete"  # a flex-start VM cannot be stopped (infra/settings.py)
     vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
     # The dev stack's run: 1,000 steps, estimated 0.667 h → twice that plus an hour → rounded up to 4 h.
     assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 4 * 3600}

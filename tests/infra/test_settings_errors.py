@@ -49,6 +49,7 @@ MALFORMED = [
         "tpu-sft:maxRunHours",
     ),  # flex-start VMs run at most seven days
     ({"tpu-sft:autostop": "hibernate"}, (), (), "tpu-sft:autostop"),
+    ({"tpu-sft:autostop": "stop"}, (), (), "tpu-sft:autostop"),  # once offered: Google cannot restart a TPU VM
     ({"tpu-sft:idleMinutes": "0"}, (), (), "tpu-sft:idleMinutes"),
     ({"tpu-sft:maxRunHours": "0"}, (), (), "tpu-sft:maxRunHours"),
     ({"tpu-sft:sshSourceRanges": '["0.0.0.0/0"]'}, (), (), "tpu-sft:sshSourceRanges"),
@@ -286,7 +287,7 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "service_account": None,
         "ssh_access": "metadata",
         "os_login_account": None,
-        "autostop": "stop",
+        "autostop": "delete",
         "idle_minutes": 30,
         "publish_gcs_uri": None,
         "publish_hub_repo": None,

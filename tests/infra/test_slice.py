@@ -139,8 +139,8 @@ def test_slice_declarations_field_by_field(
         "tpu-sft-slice-hosts",
         "tpu-sft-usd-per-chip-hour",
     ]
-    # A flex-start slice takes no autostop (its hosts end with their resize request); every other one stops.
-    autostop = "off" if model == "FLEX_START" else "stop"
+    # A flex-start slice takes no autostop (its hosts end with their resize request); every other one is resized to 0.
+    autostop = "off" if model == "FLEX_START" else "delete"
     assert (metadata["enable-oslogin"], metadata["tpu-sft-autostop"]) == ("FALSE", autostop)
     # What each host's autostop needs to agree with the others (workload/spend/autostop.py): the group, every host, and
     # where in the bucket they report.

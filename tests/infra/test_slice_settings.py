@@ -71,7 +71,7 @@ REFUSED = [
         "tpu-sft:maxRunHours",
         "seven days",
     ),
-    ({**FLEX, "tpu-sft:autostop": "stop"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "would not fill"),
+    ({**FLEX, "tpu-sft:autostop": "delete"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "would not fill"),
     ({**FLEX, "tpu-sft:autostop": "delete"}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:autostop", "autostop off"),
     (
         {"tpu-sft:instanceName": "a" * 53, "tpu-sft:checkpointBucket": "my-runs"},
@@ -83,6 +83,7 @@ REFUSED = [
     # the single-host rules still hold on a slice
     ({"tpu-sft:provisioningModel": "SPOT"}, DISK_KEYS, "tpu-sft:reservation", "SPOT"),
     ({}, (*DISK_KEYS, "tpu-sft:reservation"), "tpu-sft:reservation", "RESERVATION_BOUND"),
+    ({"tpu-sft:autostop": "stop"}, DISK_KEYS, "tpu-sft:autostop", "cannot restart a stopped TPU VM"),
 ]
 
 
@@ -123,7 +124,7 @@ def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
 
 
 def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypatch, caplog):
-    """Pulumi.dev.yaml as shipped, with only tpu-sft:acceleratorType changed: it previews and runs, autostop (stop)
+    """Pulumi.dev.yaml as shipped, with only tpu-sft:acceleratorType changed: it previews and runs, autostop (delete)
     and all; the data-disk keys are the one warning."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
     config = {**dev_config, "tpu-sft:acceleratorType": "v6e-32"}
@@ -160,13 +161,13 @@ def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
     parsed = settings.parse(
         {
             **dev_config,
-            "tpu-sft:autostop": "stop",
+            "tpu-sft:autostop": "delete",
             "tpu-sft:instanceName": "a" * 40,
             "tpu-sft:checkpointBucket": "my-runs",
         },
         stack="dev",
     )
-    assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "stop")
+    assert (parsed.is_slice, parsed.data_disk_size_gb, parsed.autostop) == (False, 100, "delete")
 
 
 def test_the_longest_slice_name_is_accepted(dev_config):

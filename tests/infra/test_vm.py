@@ -158,7 +158,7 @@ def test_startup_script_mounts_the_data_disk(vm):
         ),
         (
             "FLEX_START",
-            {"tpu-sft:maxRunHours": "4", "tpu-sft:autostop": "delete"},  # a flex-start VM cannot stop
+            {"tpu-sft:maxRunHours": "4"},
             {
                 "provisioningModel": "FLEX_START",
                 "onHostMaintenance": "TERMINATE",

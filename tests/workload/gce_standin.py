@@ -1,7 +1,8 @@
 """A local stand-in for the two Google endpoints a VM's autostop talks to: the metadata server and the Compute
-Engine API's instances.stop/delete and, for a slice's host, instanceGroupManagers.resize. Neither exists off Google
-Cloud, so this is a stand-in, not the real thing: it answers only the paths autostop uses, with the real paths,
-headers and JSON shapes, and records every request so a test can check what the VM asked for.
+Engine API's instances.delete (and instances.stop, which it refuses for a TPU VM as Google does) and, for a slice's
+host, instanceGroupManagers.resize. Neither exists off Google Cloud, so this is a stand-in, not the real thing: it
+answers only the paths autostop uses, with the real paths, headers and JSON shapes, and records every request so a
+test can check what the VM asked for.
 
 What the VM may do is what the program declared (`DeclaredAccess.of`, `DeclaredGroupAccess.of`, from the mock
 engine's record), evaluated as IAM evaluates it. Rules enforced:
@@ -19,18 +20,24 @@ engine's record), evaluated as IAM evaluates it. Rules enforced:
   instances and instance templates, so for an instance group manager the name is not recognised and the condition
   grants nothing (403); any other condition raises NotModelled rather than be guessed at. Refused as above (403
   without the grant, 404 for a granted group that does not exist);
-- a FLEX_START VM cannot be stopped, only deleted (Google's TPU Builders guide: "TPU VMs created with FLEX_START
-  or the standard Compute Engine API do not support the stop and restart operations"; the MIG resize-request
-  docs say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
+- a TPU VM cannot be stopped, only deleted: a stop of a VM whose declared machine type is a `ct6e-*` (every one
+  this project declares) is refused with 400 even when the grant allows it. Google's TPU Builders guide: "TPU VMs
+  created with FLEX_START or the standard Compute Engine API do not support the stop and restart operations";
+  Compute Engine's stop/start page (cloud.google.com/compute/docs/instances/stop-start-instance, as its Italian
+  and Traditional-Chinese versions were read) says an instance with TPUs attached cannot be restarted once stopped;
+- a FLEX_START VM cannot be stopped either, whatever its machine type (the same guide; the MIG resize-request docs
+  say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
 
 Not enforced: predefined roles, and bindings at folder or organization level (the program declares none for
 autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions other than the
 one above, and deny policies; what Google does with an unrecognised attribute beyond not granting (the page does not
-say whether the refusal tells why); the exact status and wording of Google's refusal of a flex-start stop (not
-published; 400 stands for it); whether deleting an instance also checks `compute.disks.delete` on its auto-delete
-boot disk (not settled from a source reachable here; the data disk is attached without auto-delete, so it is never
-deleted with the VM); operations, their polling, and the instance's or group's state afterwards (the VM is not
-actually stopped, the group's hosts not deleted: the test tears them down).
+say whether the refusal tells why); the exact status and wording of Google's refusal of a TPU VM's or a flex-start
+VM's stop (not published; 400 stands for it), and whether Google refuses the stop itself or only the start after it
+(either way a stopped TPU VM never runs again; the program never asks for a stop, so nothing relies on which);
+whether deleting an instance also checks `compute.disks.delete` on its auto-delete boot disk (not settled from a
+source reachable here; the data disk is attached without auto-delete, so it is never deleted with the VM);
+operations, their polling, and the instance's or group's state afterwards (the VM is not actually deleted, the
+group's hosts not deleted: the test tears them down).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ INSTANCE = "gcp:compute/instance:Instance"
 ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
 PERMISSION = {"POST": "compute.instances.stop", "DELETE": "compute.instances.delete"}
+TPU_MACHINE_TYPE_PREFIX = "ct6e-"  # v6e, every TPU machine type the program declares (workload/core/accelerators.py)
 INSTANCE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/?]+)")
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
@@ -86,6 +94,7 @@ class DeclaredAccess:
     instance: str
     service_account: str
     provisioning_model: str
+    machine_type: str
     role_permissions: Mapping[str, frozenset[str]]  # custom role name → its permissions
     bindings: frozenset[tuple[str, str, str, str, str]]  # (project, zone, instance, role, member)
 
@@ -104,6 +113,7 @@ class DeclaredAccess:
             instance=vm["name"],
             service_account=vm.get("serviceAccount", {}).get("email", DEFAULT_COMPUTE_ACCOUNT),
             provisioning_model=vm.get("scheduling", {}).get("provisioningModel", "STANDARD"),
+            machine_type=vm["machineType"],
             role_permissions=roles,
             bindings=bindings,
         )
@@ -237,6 +247,12 @@ class GceStandin:
                     )
                 if suffix == "/stop" and standin.access.provisioning_model == "FLEX_START":
                     return self._error(400, "A FLEX_START instance cannot be stopped; delete it instead.")
+                if suffix == "/stop" and standin.access.machine_type.startswith(TPU_MACHINE_TYPE_PREFIX):
+                    return self._error(
+                        400,
+                        f"An instance with TPUs attached ({standin.access.machine_type}) cannot be stopped and "
+                        "restarted; delete it instead.",
+                    )
                 self._answer(
                     200,
                     json.dumps({"kind": "compute#operation", "name": "operation-1234-stand-in"}),

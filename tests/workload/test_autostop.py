@@ -1,6 +1,6 @@
 """Autostop on the VM: once the pipeline's jobs are done and nobody is connected, the VM asks the Compute Engine
-API, with its own service account's token, to stop or delete itself; never during a job, never while an SSH
-session is open.
+API, with its own service account's token, to delete itself; never during a job, never while an SSH session is
+open. Never to stop itself: Compute Engine cannot restart a stopped TPU VM, and the stand-in refuses it as Google does.
 
 The watcher (workload/spend/autostop.py) runs here as the VM's startup script runs it, as a process of its own; the
 jobs are real detached jobs (remote/ssh/jobs.py) on a real sshd, and the SSH sessions real ones. The metadata
@@ -71,7 +71,7 @@ def declare(tmp_path_factory) -> Callable[..., DeclaredAccess]:
 def serve() -> Iterator[Callable[..., GceStandin]]:
     started: list[GceStandin] = []
 
-    def start(access: DeclaredAccess | None, action: str = "stop") -> GceStandin:
+    def start(access: DeclaredAccess | None, action: str = "delete") -> GceStandin:
         standin = GceStandin(
             attributes={autostop.ACTION_KEY: action, autostop.IDLE_KEY: IDLE_MINUTES}, access=access
         ).start()
@@ -85,8 +85,8 @@ def serve() -> Iterator[Callable[..., GceStandin]]:
 
 @pytest.fixture
 def cloud(declare, serve) -> GceStandin:
-    """The dev stack as shipped: autostop stop, its role and binding declared."""
-    return serve(declare(autostop="stop"))
+    """The dev stack as shipped: autostop delete, its role and binding declared."""
+    return serve(declare())
 
 
 @pytest.fixture
@@ -152,18 +152,18 @@ def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
         busy_at = cloud.mark()  # a poll after this saw the job running: idle time counts from no earlier
     finally:
         release.touch()
-    wait_until(lambda: cloud.api_calls(), 300, "the stop request")
+    wait_until(lambda: cloud.api_calls(), 300, "the delete request")
     ended = (state_dir / "jobs/export-0123456789abcdef-1/exit").stat().st_mtime
     assert watcher.wait(10) == 0
     [(method, path, headers)] = cloud.api_calls()
-    assert (method, path) == ("POST", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev/stop")
+    assert (method, path) == ("DELETE", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev")
     assert headers["Authorization"] == f"Bearer {TOKEN}"  # the VM's own service-account token
     # The token came from the metadata server, asked as a VM asks it; the request came an idle time after the job.
     token_reads = [c for c in cloud.calls if c[1].endswith("/service-accounts/default/token")]
     assert token_reads and all(h["Metadata-Flavor"] == "Google" for _, _, h in token_reads)
     text = log.read_text()
-    assert "last job export-0123456789abcdef-1 succeeded: asking the API to stop this VM" in text
-    assert "stop requested (operation operation-1234-stand-in)" in text
+    assert "last job export-0123456789abcdef-1 succeeded: asking the API to delete this VM" in text
+    assert "delete requested (operation operation-1234-stand-in)" in text
     assert TOKEN not in text
     assert cloud.api_times[0] > ended and cloud.api_times[0] - busy_at >= IDLE_S
 
@@ -179,21 +179,9 @@ def test_never_while_an_ssh_session_is_open(host_target, cloud, start_watcher):
         assert cloud.api_calls() == []
     finally:
         session.close()
-    wait_until(lambda: cloud.api_calls(), 300, "the stop request once the session closed")
+    wait_until(lambda: cloud.api_calls(), 300, "the delete request once the session closed")
     assert watcher.wait(10) == 0
     assert "last job train-0123456789abcdef-1 failed (exit 3)" in log.read_text()
-
-
-def test_delete_deletes_the_instance(host_target, declare, cloud, start_watcher):
-    cloud.access = declare(autostop="delete")  # the grant the program declares for delete
-    cloud.attributes[autostop.ACTION_KEY] = "delete"
-    _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
-    watcher, _ = start_watcher()
-    wait_until(lambda: cloud.api_calls(), 300, "the delete request")
-    assert watcher.wait(10) == 0
-    [(method, path, headers)] = cloud.api_calls()
-    assert (method, path) == ("DELETE", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev")
-    assert headers["Authorization"] == f"Bearer {TOKEN}"
 
 
 def test_off_never_calls_the_api_and_a_later_change_in_metadata_takes_effect(host_target, cloud, start_watcher):
@@ -203,19 +191,19 @@ def test_off_never_calls_the_api_and_a_later_change_in_metadata_takes_effect(hos
     wait_until(lambda: "idle; on idle: off" in log.read_text(), 300, "the watcher to go idle")
     time.sleep(IDLE_S * 2)
     assert cloud.api_calls() == [] and watcher.poll() is None
-    cloud.attributes[autostop.ACTION_KEY] = "stop"  # `pulumi up` changed tpu-sft:autostop: no reboot needed
-    wait_until(lambda: cloud.api_calls(), 300, "the stop request after the change")
+    cloud.attributes[autostop.ACTION_KEY] = "delete"  # `pulumi up` changed tpu-sft:autostop: no reboot needed
+    wait_until(lambda: cloud.api_calls(), 300, "the delete request after the change")
     assert watcher.wait(10) == 0
 
 
 def test_a_refused_request_is_reported_in_one_line_and_retried(host_target, declare, cloud, start_watcher):
-    cloud.access = declare(autostop="delete")  # the role holds compute.instances.delete, not .stop
+    cloud.access = declare(autostop="off")  # the metadata says delete, but no role grants it (yet)
     _start_job(host_target, "export-0123456789abcdef-1", "exit 0")
     watcher, log = start_watcher()
     wait_until(lambda: len(cloud.api_calls()) >= 2, 300, "a retry")
     assert watcher.poll() is None
     text = log.read_text()
-    assert "Compute Engine API answered 403 to POST" in text and "lacks the tpu-sft autostop role" in text
+    assert "Compute Engine API answered 403 to DELETE" in text and "lacks the tpu-sft autostop role" in text
     assert "trying again in 0.2 s" in text and TOKEN not in text
 
 
@@ -240,9 +228,12 @@ def test_the_policy_is_read_from_metadata_in_minutes_and_a_bad_value_is_named(se
     standin.attributes.clear()  # a VM the program did not write them on: never acts, and 30 min if it did
     assert autostop.read_policy(cloud) == autostop.Policy("off", 30 * 60)
     standin.attributes[autostop.ACTION_KEY] = "halt"
-    with pytest.raises(autostop.ApiError, match="tpu-sft-autostop='halt' is not one of stop, delete, off"):
+    with pytest.raises(autostop.ApiError, match="tpu-sft-autostop='halt' is not one of delete, off"):
         autostop.read_policy(cloud)
-    standin.attributes.update({autostop.ACTION_KEY: "stop", autostop.IDLE_KEY: "soon"})
+    standin.attributes[autostop.ACTION_KEY] = "stop"  # no longer a value: Google cannot restart a stopped TPU VM
+    with pytest.raises(autostop.ApiError, match="tpu-sft-autostop='stop' is not one of delete, off"):
+        autostop.read_policy(cloud)
+    standin.attributes.update({autostop.ACTION_KEY: "delete", autostop.IDLE_KEY: "soon"})
     with pytest.raises(autostop.ApiError, match="tpu-sft-idle-minutes='soon' is not a number of minutes"):
         autostop.read_policy(cloud)
 
@@ -347,34 +338,60 @@ def _call(standin: GceStandin, method: str, path: str, token: str = TOKEN) -> tu
 
 
 def test_the_api_allows_only_what_the_declared_role_grants_on_this_instance(declare, serve):
-    stop_grant = serve(declare(autostop="stop"))
-    assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
-    assert _call(stop_grant, "DELETE", f"{API}/tpu-sft-dev") == (
+    delete_grant = serve(declare())
+    assert _call(delete_grant, "DELETE", f"{API}/tpu-sft-dev")[0] == 200
+    assert _call(delete_grant, "POST", f"{API}/tpu-sft-dev/stop") == (
         403,
-        "Required 'compute.instances.delete' permission for "
+        "Required 'compute.instances.stop' permission for "
         "'projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev'",
     )
     # Bound on this one instance: another instance is refused as Google refuses it, existing or not.
-    assert _call(stop_grant, "POST", f"{API}/someone-elses-vm/stop")[0] == 403
-    assert _call(stop_grant, "POST", f"{API}/tpu-sft-dev/stop", token="ya29.someone-else")[0] == 401
+    assert _call(delete_grant, "DELETE", f"{API}/someone-elses-vm")[0] == 403
+    assert _call(delete_grant, "DELETE", f"{API}/tpu-sft-dev", token="ya29.someone-else")[0] == 401
     assert serve(declare(autostop="off")).access.role_permissions == {}
-    assert _call(serve(declare(autostop="off")), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403
-    assert _call(serve(None), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # nothing declared grants nothing
+    assert _call(serve(declare(autostop="off")), "DELETE", f"{API}/tpu-sft-dev")[0] == 403
+    assert _call(serve(None), "DELETE", f"{API}/tpu-sft-dev")[0] == 403  # nothing declared grants nothing
 
 
 def test_the_grant_must_name_the_vms_own_account(declare, serve):
-    access = declare(autostop="stop", serviceAccount="tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com")
-    assert _call(serve(access), "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
+    access = declare(serviceAccount="tpu-sft-vm@my-tpu-project.iam.gserviceaccount.com")
+    assert _call(serve(access), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
     other_account = dataclasses.replace(access, service_account="someone@my-tpu-project.iam.gserviceaccount.com")
-    assert _call(serve(other_account), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403
+    assert _call(serve(other_account), "DELETE", f"{API}/tpu-sft-dev")[0] == 403
+
+
+def _granting_stop(access: DeclaredAccess) -> DeclaredAccess:
+    """`access` with a stop grant added by hand on the VM: the program declares none (its role holds delete only),
+    so this is how a test shows that the API itself, not a missing grant, refuses the stop."""
+    role = f"projects/{access.project}/roles/stopByHand"
+    binding = (access.project, access.zone, access.instance, role, f"serviceAccount:{access.service_account}")
+    return dataclasses.replace(
+        access,
+        role_permissions={**access.role_permissions, role: frozenset({"compute.instances.stop"})},
+        bindings=access.bindings | {binding},
+    )
+
+
+def test_a_tpu_vm_is_deleted_never_stopped(declare, serve):
+    """Compute Engine cannot restart a stopped TPU VM (tests/workload/gce_standin.py quotes Google): the dev stack's
+    ct6e VM is refused a stop even with a grant that allows it, and deleted with the one the program declares."""
+    shipped = declare()
+    assert shipped.machine_type == "ct6e-standard-8t"
+    assert _call(serve(shipped), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
+    assert _call(serve(shipped), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
+    status, message = _call(serve(_granting_stop(shipped)), "POST", f"{API}/tpu-sft-dev/stop")
+    assert status == 400 and "ct6e-standard-8t" in message and "delete it instead" in message
+    # The refusal is the machine type's: a VM without TPUs, given the same grant, would be stopped.
+    no_tpu = dataclasses.replace(_granting_stop(shipped), machine_type="n2-standard-8")
+    assert _call(serve(no_tpu), "POST", f"{API}/tpu-sft-dev/stop")[0] == 200
 
 
 def test_a_flex_start_vm_is_deleted_never_stopped(declare, serve):
-    flex = declare(autostop="delete", **FLEX_START)
+    flex = declare(**FLEX_START)
     assert flex.provisioning_model == "FLEX_START"
     assert _call(serve(flex), "POST", f"{API}/tpu-sft-dev/stop")[0] == 403  # its role holds delete only
     assert _call(serve(flex), "DELETE", f"{API}/tpu-sft-dev")[0] == 200
-    # Even a stop grant would not stop it (the program refuses to declare one: tests/infra/test_autostop_access.py).
-    stop_granted = dataclasses.replace(declare(autostop="stop"), provisioning_model="FLEX_START")
+    # Even a stop grant on a machine type Google could restart would not stop a flex-start VM.
+    stop_granted = dataclasses.replace(_granting_stop(flex), machine_type="n2-standard-8")
     status, message = _call(serve(stop_granted), "POST", f"{API}/tpu-sft-dev/stop")
     assert status == 400 and "FLEX_START" in message

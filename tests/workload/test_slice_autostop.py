@@ -339,7 +339,7 @@ def test_a_host_without_its_grant_on_the_bucket_says_so_in_one_line_and_keeps_tr
         wait_until(lambda: "idle; on idle: off" in log.read_text(), 300, "the watcher to go idle")
         time.sleep(1.0)  # five polls
         assert "Cloud Storage" not in log.read_text()
-        standin.attributes[autostop.ACTION_KEY] = "stop"  # `pulumi up` turned autostop on: no reboot needed
+        standin.attributes[autostop.ACTION_KEY] = "delete"  # `pulumi up` turned autostop on: no reboot needed
         wait_until(lambda: log.read_text().count("Cloud Storage answered 403") >= 2, 300, "two refused reports")
         assert watcher.poll() is None and standin.resizes == []
         line = next(line for line in log.read_text().splitlines() if "Cloud Storage answered 403" in line)

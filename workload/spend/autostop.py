@@ -1,11 +1,12 @@
-"""Autostop: the VM stops (or deletes) itself once nothing has used it for `idle minutes`; a slice's hosts end
-together, once every one of them has been idle that long.
+"""Autostop: the VM deletes itself once nothing has used it for `idle minutes`; a slice's hosts end together, once
+every one of them has been idle that long. It never stops a VM: Compute Engine cannot restart a stopped TPU VM;
+what is kept outlives the VM (the data disk, attached without auto-delete, and the checkpoint bucket).
 
 Runs on the VM as root, started at every boot by the startup script the Pulumi program declares
 (infra/startup.py), which copies this one file there: it needs only the standard library of the image's
 python3 and imports nothing from tpu-sft. It works with the laptop that ran `pulumi up` closed.
 
-Every poll it reads its settings from the instance's metadata (`tpu-sft-autostop`: stop, delete or off;
+Every poll it reads its settings from the instance's metadata (`tpu-sft-autostop`: delete or off;
 `tpu-sft-idle-minutes`), so a `pulumi up` that changes them takes effect without a reboot. The VM is busy while
 
   - a tpu-sft job runs (a job directory under --jobs-root whose wrapper is alive in this boot: remote/ssh/jobs.py), or
@@ -14,9 +15,9 @@ Every poll it reads its settings from the instance's metadata (`tpu-sft-autostop
 
 Between the phases of a `pulumi up` an SSH session is always open, so "no job and no session for idle
 minutes" means nobody is driving the pipeline any more: it ended (succeeded or failed) or its driver went
-away. Then it asks the Compute Engine API, as the VM's own service account, to stop or delete this instance:
-a token from the metadata server, the instance's name, zone and project from it too, then
-POST …/instances/NAME/stop or DELETE …/instances/NAME. It never logs the token. After a request the API
+away. Then it asks the Compute Engine API, as the VM's own service account, to delete this instance: a token
+from the metadata server, the instance's name, zone and project from it too, then DELETE …/instances/NAME. It
+never logs the token. After a request the API
 accepted it exits; the next boot starts it again.
 
 On a slice's host (metadata `tpu-sft-slice-group`, `-hosts` and `tpu-sft-autostop-reports`, written by
@@ -28,8 +29,8 @@ size 0: the group deletes its hosts and their bill; the group, its template and 
 `pulumi up` sets the size back: docs/slices.md). Whichever host sees the agreement first acts; a second resize to
 0 changes nothing. A host that has not reported for `STALE_POLLS` polls counts as quiet since its last report (or
 since this watcher started, if it never reported): a host Google ended, or whose watcher died, must not hold the
-others up for ever; one that reports again counts again. `stop` and `delete` both mean the resize on a slice: a
-managed instance group makes its hosts anew from the template, it does not start stopped ones.
+others up for ever; one that reports again counts again. `delete` means the resize on a slice: the group makes its hosts
+anew from the template when it grows again (no standby pool of stopped hosts: docs/slices.md says why).
 
 Test hooks (a real VM sets none): GCE_METADATA_HOST (host:port of the metadata server, the name google-auth
 uses), TPU_SFT_COMPUTE_API (the Compute Engine API's base URL) and TPU_SFT_STORAGE_API (Cloud Storage's).
@@ -48,7 +49,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-ACTIONS = ("stop", "delete", "off")
+ACTIONS = ("delete", "off")
 ACTION_KEY = "tpu-sft-autostop"  # instance metadata attributes written by infra/vm.py
 IDLE_KEY = "tpu-sft-idle-minutes"
 GROUP_KEY = "tpu-sft-slice-group"  # a slice's: written by infra/slice.py
@@ -214,12 +215,10 @@ class Cloud:
         except OSError as error:
             raise ApiError(f"{api} unreachable ({error})") from None
 
-    def terminate(self, action: str) -> str:
-        """Ask the API to stop or delete this instance; returns the operation's name."""
-        instance = f"{self._zone_path()}/instances/{self.metadata('instance/name')}"
-        url, method = (f"{instance}/stop", "POST") if action == "stop" else (instance, "DELETE")
-        grant = "the tpu-sft autostop role on this instance"
-        answer = self._send(method, url, grant, b"" if method == "POST" else None)
+    def delete_instance(self) -> str:
+        """Ask the API to delete this instance; returns the operation's name."""
+        url = f"{self._zone_path()}/instances/{self.metadata('instance/name')}"
+        answer = self._send("DELETE", url, "the tpu-sft autostop role on this instance")
         return json.loads(answer or b"{}").get("name", "")
 
     def resize_to_zero(self, group: str) -> str:
@@ -279,7 +278,7 @@ class Slice:
 
 @dataclass(frozen=True)
 class Policy:
-    action: str  # stop | delete | off
+    action: str  # delete | off
     idle_s: float
     slice: Slice | None = None  # None: a single VM
 
@@ -404,9 +403,8 @@ def watch(watcher: Watcher, cloud: Cloud, poll_s: float) -> int:
                 return 0
             if action is not None and policy.slice is None:
                 idle = f"idle {policy.idle_s / 60:g} min, {last_job(watcher.jobs_root)}"
-                log(f"{idle}: asking the API to {action} this VM")
-                operation = cloud.terminate(action)
-                log(f"{action} requested (operation {operation})")
+                log(f"{idle}: asking the API to delete this VM")
+                log(f"delete requested (operation {cloud.delete_instance()})")
                 return 0
         except ApiError as error:
             log(f"{error}; trying again in {poll_s:g} s")
