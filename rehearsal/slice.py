@@ -2,13 +2,15 @@
 
   1. evaluates the real program under the Pulumi SDK's mock engine with the rehearsal stack set to a v6e-16
      slice (rehearsal/Pulumi.rehearsal.yaml plus SLICE_SETTINGS), and takes the post-deploy commands it
-     declares: their targets list the slice's hosts in worker order, their profile the checkpoint bucket;
+     declares: their targets list the slice's hosts by instance name, their profile the checkpoint bucket;
   2. starts HOSTS simulated hosts (rehearsal/slice_hosts.py: an sshd each, in its own namespaces, with its own
-     home, hostname, address and /dev/shm) and gcp-storage-emulator as the checkpoint bucket, behind the IAM
-     stand-in (rehearsal/storage_iam.py), which allows the hosts what the program granted their service account;
+     home, hostname, address, /dev/shm and metadata server, whose tpu-env numbers the hosts in a shuffled order:
+     the host the target lists first is not worker 0, `shuffled`) and gcp-storage-emulator as the checkpoint
+     bucket, behind the IAM stand-in (rehearsal/storage_iam.py), which allows the hosts what the program
+     granted their service account;
   3. runs the commands as pulumi-command would, each target pointed at those hosts: every phase's job starts
      on every host, MaxText trains as one JAX job across them (one CPU process per host, gloo), checkpoints go
-     to the bucket, and worker 0 alone exports, verifies and keeps the model in the bucket.
+     to the bucket, and worker 0 (by its tpu-env) alone exports, verifies and keeps the model in the bucket.
 
 What stands in for what: the hosts are namespaces on this machine, not VMs; Cloud Storage is the emulator behind
 the IAM stand-in, at the endpoint that stands for the hosts' service account (reached through each host's sshd
@@ -58,7 +60,8 @@ class SliceRehearsal:
         return next(c for c in self.commands if c.name.endswith(f"-{phase}"))
 
     def environment(self, command: Recorded) -> dict[str, str]:
-        """The recorded target, reaching this machine's hosts: their addresses in worker order, their pinned keys
+        """The recorded target, reaching this machine's hosts: their addresses in place order (the program's, by
+        instance name; the worker order is their metadata's), their pinned keys
         (no instance ids: those name the program's hosts), no IAP gateway, and MaxText linked instead of installed
         (the rest of the profile is the program's)."""
         recorded = PipelineTarget.from_json(command.environment[TARGET_ENV])
@@ -80,6 +83,12 @@ class SliceRehearsal:
     def run(self, phase: str, *, echo: bool = True) -> Executed:
         command = self.command(phase)
         return execute(command, self.environment(command), echo=echo)
+
+
+def shuffled(hosts: int) -> tuple[int, ...]:
+    """The TPU worker id of the host at each place: every host's one place further on, so that no host is the
+    worker its place would guess (the remote side must take the order from the metadata, not from the target)."""
+    return tuple((place + 1) % hosts for place in range(hosts))
 
 
 def start(
@@ -114,7 +123,9 @@ def start(
     storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
     stack.callback(storage.stop)
     slice_hosts = stack.enter_context(
-        SliceHosts(directory, hosts, USER, key, session_env=storage.env(declared_storage.host))
+        SliceHosts(
+            directory, hosts, USER, key, session_env=storage.env(declared_storage.host), worker_ids=shuffled(hosts)
+        )
     )
     return SliceRehearsal(directory, slice_hosts, storage.emulator, storage, commands, runs_prefix)
 

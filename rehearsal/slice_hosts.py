@@ -7,6 +7,10 @@ own hostname (`worker-N`), and its own loopback address with port 22 (rehearsal/
 hosts share one port as a slice's workers do. `ssh` to each address lands in a separate home; from this machine
 that home is `SliceHost.home`.
 
+Each host also has its own metadata server stand-in (rehearsal/metadata_standin.py) on its own address, which the
+host's sessions reach through GCE_METADATA_HOST: its `tpu-env` gives the host's TPU worker id, by default its place
+in `addresses`; `worker_ids` gives others (a shuffled order: the host listed first need not be worker 0).
+
 The sshd is the namespace's PID 1: killing `unshare` (--kill-child) ends every process of the host, detached
 jobs included. `unshare` dies with the thread that started it (PR_SET_PDEATHSIG, SIGKILL: it ignores SIGTERM),
 so a killed run leaves no host running; its homes stay (a re-run finds its jobs there, dead), and an address
@@ -21,10 +25,11 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping
+from typing import IO, Mapping, Sequence
 
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.machine import killed_with_parent
+from rehearsal.metadata_standin import MetadataStandin, tpu_env
 from rehearsal.sshd import Sshd, UserKey
 
 # Own mounts (the home), hostname and processes; --kill-child: the namespace ends with unshare.
@@ -96,9 +101,10 @@ class NamespacedSshd(Sshd):
 
 @dataclass
 class SliceHost:
-    worker_id: int
+    worker_id: int  # what its metadata's tpu-env says (TPU_WORKER_ID), whatever its place in `SliceHosts.addresses`
     sshd: NamespacedSshd
     home: Path  # the login's home on this host, as a path on this machine
+    metadata: MetadataStandin  # its metadata server; kept when the host is recreated, as a group keeps its place
 
     @property
     def address(self) -> str:
@@ -118,14 +124,24 @@ class SliceHost:
 
 class SliceHosts:
     """`count` hosts for `user` (who logs in with `user_key`) under `directory`; a context manager that starts them
-    and stops them all. Worker N's home is `directory/worker-N/home` (kept across runs); all host keys are pinned
-    in `known_hosts`."""
+    and stops them all. `worker_ids[i]`: the TPU_WORKER_ID in the tpu-env of the host at place i (default i).
+    Worker N's home is `directory/worker-N/home` (kept across runs); all host keys are pinned in `known_hosts`."""
 
     def __init__(
-        self, directory: Path, count: int, user: str, user_key: UserKey, *, session_env: Mapping[str, str] | None = None
+        self,
+        directory: Path,
+        count: int,
+        user: str,
+        user_key: UserKey,
+        *,
+        session_env: Mapping[str, str] | None = None,
+        worker_ids: Sequence[int] | None = None,
     ):
         if count < 1:
             raise ValueError("a slice needs at least one host")
+        self.worker_ids = tuple(range(count) if worker_ids is None else worker_ids)
+        if sorted(self.worker_ids) != list(range(count)):
+            raise ValueError(f"worker ids {self.worker_ids} are not 0 to {count - 1} once each")
         self.directory, self.count, self.user, self.user_key = directory, count, user, user_key
         self.session_env = session_env
         self.known_hosts = directory / "known_hosts"
@@ -145,27 +161,34 @@ class SliceHosts:
 
     def start(self) -> None:
         pins = []
-        for worker_id in range(self.count):
+        for worker_id in self.worker_ids:
             address, lock = claim_address()
             self._locks.append(lock)
             base = self.directory / f"worker-{worker_id}"
-            host = self._boot(worker_id, address, base / "home", base / "sshd")
+            metadata = MetadataStandin(address, {"tpu-env": tpu_env(worker_id, self.count)})
+            try:
+                host = self._boot(worker_id, address, base / "home", base / "sshd", metadata)
+            except BaseException:
+                metadata.stop()
+                raise
             self.hosts.append(host)
             pins.append(host.sshd.known_hosts_line)
         self.known_hosts.write_text("".join(pins))  # rewritten: a leftover run's keys are not these
 
-    def recreate(self, worker_id: int) -> SliceHost:
-        """Replace a host as its managed instance group recreates one: the same name and address, a new machine
-        (nothing of the old one's processes or home) with a new host key. known_hosts keeps the old key: what a
-        client pinned is the client's business."""
-        old = self.hosts[worker_id]
+    def recreate(self, place: int) -> SliceHost:
+        """Replace the host at `place` as its managed instance group recreates one: the same name, address and
+        metadata, a new machine (nothing of the old one's processes or home) with a new host key. known_hosts keeps
+        the old key: what a client pinned is the client's business."""
+        old = self.hosts[place]
         old.sshd.stop()
         shutil.rmtree(old.home)
         generation = len(list(old.home.parent.glob("sshd*")))
-        self.hosts[worker_id] = self._boot(worker_id, old.address, old.home, old.home.parent / f"sshd-{generation}")
-        return self.hosts[worker_id]
+        self.hosts[place] = self._boot(
+            old.worker_id, old.address, old.home, old.home.parent / f"sshd-{generation}", old.metadata
+        )
+        return self.hosts[place]
 
-    def _boot(self, worker_id: int, address: str, home: Path, sshd_dir: Path) -> SliceHost:
+    def _boot(self, worker_id: int, address: str, home: Path, sshd_dir: Path, metadata: MetadataStandin) -> SliceHost:
         login = pwd.getpwnam(self.user)
         home.mkdir(parents=True, exist_ok=True)
         os.chown(home, login.pw_uid, login.pw_gid)
@@ -177,26 +200,32 @@ class SliceHosts:
             home=home,
             user_home=login.pw_dir,
             hostname=f"worker-{worker_id}",
-            session_env=self.session_env,
+            session_env={**(self.session_env or {}), "GCE_METADATA_HOST": metadata.host},
         )
         try:
             sshd.start(22)
         except BaseException:
             sshd.stop()
             raise
-        return SliceHost(worker_id, sshd, home)
+        return SliceHost(worker_id, sshd, home, metadata)
 
     def stop(self) -> None:
         for host in self.hosts:
             host.sshd.stop()
+            host.metadata.stop()
         for lock in self._locks:
             lock.close()
         self.hosts, self._locks = [], []
 
     @property
     def addresses(self) -> tuple[str, ...]:
-        """In worker order: what a target lists as its host and workers."""
+        """What a target lists as its host and workers, in place order (as the program lists a group's hosts by
+        instance name): worker order only where `worker_ids` is the default."""
         return tuple(host.address for host in self.hosts)
+
+    def by_worker_id(self, worker_id: int) -> SliceHost:
+        """The host whose tpu-env says `worker_id`."""
+        return next(host for host in self.hosts if host.worker_id == worker_id)
 
 
 def _first_child(pid: int) -> int | None:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence, TextIO
 
-from remote.pipeline import outcome
+from remote.pipeline import outcome, worker_order
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
 from remote.pipeline.slice_claim import claim_on_slice
@@ -54,11 +54,13 @@ class WorkerFailure:
 
 
 def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
-    workers = workers_of(request.target)
-    conns = connect_all(request.target, workers, NEW_VM_DEADLINE_S)
+    placed = workers_of(request.target)  # the target's order: a guess from the instance names
+    conns = connect_all(request.target, placed, NEW_VM_DEADLINE_S)
     with contextlib.ExitStack() as opened:  # each closed as a `with` does: abandoned first on Ctrl-C
         for conn in conns:
             opened.enter_context(conn)
+        # From here on, worker ids are the platform's own (each host's tpu-env), and conns[i] is worker i's.
+        workers, conns = worker_order.by_metadata(placed, conns)
         has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
         job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
         where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))

@@ -1,7 +1,8 @@
 """The hosts of a target (a multi-host slice's workers), and one step on all of them at once.
 
-A worker's id is its host's place in `target.hosts`: 0 is `target.host` (a slice's hosts are listed in worker
-order: ARCHITECTURE.md, "One VM or a slice"). Each worker gets its own connection; a failure on one is reported
+`workers_of` numbers the hosts by their place in `target.hosts` (0 is `target.host`); a slice's phase then
+renumbers them by the platform's own worker ids, read on each host (remote/pipeline/worker_order.py;
+ARCHITECTURE.md, "One VM or a slice"). Each worker gets its own connection; a failure on one is reported
 as that worker's (`WorkerError`: its id and host, the cause's message and exit code).
 """
 

@@ -275,8 +275,8 @@ FLEX_CHANGES = [
 
 @pytest.mark.parametrize(("base", "head", "why"), FLEX_CHANGES, ids=["run-cap", "to-flex", "from-flex", "steps"])
 def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_config, base, head, why):
-    """A new resize request would add hosts beside the group's own, so the program replaces the group when its
-    request changes (a changed description: replace_on_changes) and the plan says every phase re-runs."""
+    """Another run cap reaches a flex-start group's hosts only when they are made anew, so the program replaces the
+    group when its description changes (replace_on_changes) and the plan says every phase re-runs."""
     from infra.plan import plan
     from infra.settings import parse
 

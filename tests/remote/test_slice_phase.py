@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from rehearsal.fresh_vm.address import claim_address
+from rehearsal.metadata_standin import tpu_env
 from rehearsal.slice_hosts import SliceHost, SliceHosts
 from remote import cli
 from remote.pipeline import slice_phase
@@ -30,7 +31,7 @@ from remote.pipeline.profile import HostProfile
 from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect, run
-from remote.ssh.errors import EXIT_UNREACHABLE, CommandFailed
+from remote.ssh.errors import EXIT_FAILED, EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
 from tests.fixtures.sshd import FAST
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
@@ -141,6 +142,19 @@ def on_slice(slice_hosts, remote_user, request) -> Slice:
 
 
 @pytest.fixture
+def tpu_envs(slice_hosts):
+    """Give the hosts' metadata stand-ins other tpu-envs (place order; None: no tpu-env); each host's own after."""
+
+    def give(*texts: str | None) -> None:
+        for host, text in zip(slice_hosts.hosts, texts, strict=True):
+            host.metadata.set("tpu-env", text)
+
+    yield give
+    for host in slice_hosts.hosts:
+        host.metadata.set("tpu-env", tpu_env(host.worker_id, slice_hosts.count))
+
+
+@pytest.fixture
 def interruptible():
     """The phases these tests send SIGINT to must take it as a user's Ctrl-C. Under a background job of a
     non-interactive shell (`.ci/run &`, nohup) pytest inherits SIGINT ignored, an ignored signal stays ignored
@@ -207,6 +221,58 @@ def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
         assert argvs[0] == argvs[1] == argvs[2]  # the same job, config and flags everywhere but the worker id
         assert argvs[0][:4] == ["-m", "workload", "run", "--config"]
     assert [on_slice.hostnames(w) for w in range(3)] == [{"worker-0"}, {"worker-1"}, {"worker-2"}]
+
+
+def test_the_workers_follow_the_hosts_tpu_env_not_the_targets_order(on_slice, tpu_envs):
+    """The target lists the hosts by instance name; each host's metadata says which worker it is (places 0, 1, 2
+    are workers 2, 0, 1): every worker's argv, the hostnames' order (the coordinator first) and the worker followed
+    are the metadata's."""
+    addresses = on_slice.hosts.addresses
+    tpu_envs(tpu_env(2, 3), tpu_env(0, 3), tpu_env(1, 3))
+    code, lines, summary = run_phase(on_slice.target(), "train")
+    assert code == 0, lines
+    in_worker_order = [addresses[1], addresses[2], addresses[0]]
+    assert summary["ok"] is True and summary["host"] == on_slice.hosts.hosts[1].hostname  # worker 0's own summary
+    assert any(
+        line.startswith("train: job train-") and f"on 3 workers: 0 {addresses[1]} (" in line for line in lines
+    ), lines
+    for place, worker_id in ((0, 2), (1, 0), (2, 1)):
+        (argv,) = on_slice.calls(place)
+        assert argv[-4:] == ["--worker-id", str(worker_id), "--worker-hostnames", ",".join(in_worker_order)]
+    assert all(host.metadata.refused == 0 for host in on_slice.hosts.hosts)  # every read sent Metadata-Flavor
+
+
+@pytest.mark.parametrize(
+    ("texts", "said"),
+    [
+        pytest.param(
+            (tpu_env(0, 3), tpu_env(1, 3), tpu_env(1, 3)),
+            "{1} and {2}: both have TPU_WORKER_ID 1 in their tpu-env. Fix: compare each host's tpu-env",
+            id="repeated",
+        ),
+        pytest.param(
+            (tpu_env(0, 3), tpu_env(1, 3).replace("TPU_WORKER_ID: '1'\n", ""), tpu_env(2, 3)),
+            "{1}: its tpu-env has no TPU_WORKER_ID. Fix: compare each host's tpu-env",
+            id="missing-id",
+        ),
+        pytest.param(
+            (tpu_env(0, 3), tpu_env(1, 3), None),
+            "{2}: its instance metadata has no tpu-env, so its TPU worker id is unknown. Fix: target only",
+            id="no-tpu-env",
+        ),
+    ],
+)
+def test_an_order_not_whole_stops_the_phase_at_once(on_slice, tpu_envs, texts, said):
+    """Hosts whose tpu-envs give no whole worker order: one line naming the host(s), before anything starts."""
+    addresses = on_slice.hosts.addresses
+    tpu_envs(*texts)
+    code, lines, summary = run_phase(on_slice.target(), "train")
+    assert code == EXIT_FAILED
+    assert summary["ok"] is False and summary["error"].startswith(said.format(*addresses)), summary
+    assert "\n" not in summary["error"]
+    for place in range(3):  # nothing shipped, placed or started anywhere
+        assert not on_slice.path(on_slice.hosts.hosts[place], "code").exists()
+        assert on_slice.jobs(place) == [] and on_slice.calls(place) == []
 
 
 def test_the_phases_bill_adds_up_every_workers_own_reading(on_slice):

@@ -2,9 +2,11 @@
 hosts (an sshd each in its own namespaces: hostname, home, /dev/shm; rehearsal/slice_hosts.py), real MaxText on
 the tiny model training as ONE JAX job across them (one CPU process per host, gloo), its checkpoints in
 gcp-storage-emulator behind the IAM stand-in (the hosts act as their service account, with the roles the program
-declared). One worker's trainer is kill -9'd mid-run (what the kernel's OOM killer does): every worker
-stops, the error names that worker, and the next `up` resumes from the bucket; export and keep run once, on
-worker 0, into the bucket; a further `up` redoes nothing.
+declared). The hosts' metadata numbers them in a shuffled order (the host the target lists first is worker 1 by its
+tpu-env): the workers, the JAX coordinator and the worker followed are the metadata's, and hosts whose tpu-env
+repeats or lacks an id are refused in one line. One worker's trainer is kill -9'd mid-run (what the kernel's OOM
+killer does): every worker stops, the error names that worker, and the next `up` resumes from the bucket; export
+and keep run once, on worker 0, into the bucket; a further `up` redoes nothing.
 
 Stand-ins, where nothing real exists here: namespaces on this machine for the slice's VMs, the emulator for Cloud
 Storage, CPUs for TPUs (the tiny profile runs on any number of workers; a real v6e-16 has four hosts)."""
@@ -23,6 +25,7 @@ import pytest
 
 from infra.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
+from rehearsal.metadata_standin import tpu_env
 from rehearsal.run import Executed
 from tests.procs import processes
 from tests.workload.tiny_run import TRAINER
@@ -31,17 +34,22 @@ STEPS, CHECKPOINT_PERIOD = 8, 4
 PHASES = ("bootstrap", "convert", "train", "export")
 
 
-def trainers() -> dict[int, int]:
-    """pid → worker id (its JAX process index) of every live trainer on this machine, whichever host runs it."""
+@dataclass(frozen=True)
+class Trainer:
+    worker: int  # its JAX process index (MaxText's CPU path: JOB_COMPLETION_INDEX)
+    coordinator: str  # the host it dials as JAX's coordinator
+
+
+def trainers() -> dict[int, Trainer]:
+    """pid → every live trainer on this machine, whichever host runs it."""
     found = {}
     for process in processes():
         if TRAINER not in process["cmdline"]:
             continue
         try:
             environ = Path(f"/proc/{process['pid']}/environ").read_bytes().decode().split("\0")
-            found[process["pid"]] = int(
-                dict(item.split("=", 1) for item in environ if "=" in item)["JOB_COMPLETION_INDEX"]
-            )
+            env = dict(item.split("=", 1) for item in environ if "=" in item)
+            found[process["pid"]] = Trainer(int(env["JOB_COMPLETION_INDEX"]), env["JAX_COORDINATOR_ADDRESS"])
         except (OSError, KeyError, ValueError):
             continue
     return found
@@ -50,12 +58,15 @@ def trainers() -> dict[int, int]:
 @dataclass
 class SliceUp:
     rehearsal: slice_rehearsal.SliceRehearsal
-    addresses: tuple[str, ...]  # the hosts', in worker order (they are gone once the fixture ends)
+    addresses: tuple[str, ...]  # the hosts', in the target's order (they are gone once the fixture ends)
+    worker_addresses: tuple[str, ...]  # the hosts', in worker order: their tpu-env's TPU_WORKER_ID
     first: dict[str, Executed] = field(default_factory=dict)  # bootstrap, convert, and the train a worker broke
     killed: dict[int, int] = field(default_factory=dict)  # pid → worker id of the trainer killed
+    trainers_at_kill: dict[int, Trainer] = field(default_factory=dict)  # every trainer, on either host
     checkpoint_at_kill: int | None = None
     checkpoint_at_end: int | None = None
-    trainers_after_failure: dict[int, int] = field(default_factory=dict)
+    trainers_after_failure: dict[int, Trainer] = field(default_factory=dict)
+    refused: dict[str, Executed] = field(default_factory=dict)  # train on hosts whose tpu-env has no whole order
     resumed: dict[str, Executed] = field(default_factory=dict)
     again: dict[str, Executed] = field(default_factory=dict)
     jobs_before_again: dict[int, list[str]] = field(default_factory=dict)
@@ -78,7 +89,8 @@ def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
         assert not following.done(), "train ended before its first checkpoint reached the bucket"
         time.sleep(0.5)
     up.checkpoint_at_kill = up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix)
-    up.killed = {pid: worker for pid, worker in trainers().items() if worker == 1}
+    up.trainers_at_kill = trainers()
+    up.killed = {pid: trainer.worker for pid, trainer in up.trainers_at_kill.items() if trainer.worker == 1}
     assert up.killed, "no trainer of worker 1 is running"
     for pid in up.killed:
         os.kill(pid, signal.SIGKILL)
@@ -92,7 +104,8 @@ def up(tmp_path_factory) -> SliceUp:
         rehearsal = slice_rehearsal.start(
             tmp_path_factory.mktemp("slice"), stack, steps=STEPS, checkpoint_period=CHECKPOINT_PERIOD, held_out=False
         )
-        result = SliceUp(rehearsal, rehearsal.hosts.addresses)
+        hosts = rehearsal.hosts
+        result = SliceUp(rehearsal, hosts.addresses, tuple(hosts.by_worker_id(w).address for w in range(hosts.count)))
         for phase in ("bootstrap", "convert"):
             result.first[phase] = rehearsal.run(phase)
             assert result.first[phase].returncode == 0, result.first[phase].stdout[-3000:]
@@ -107,6 +120,15 @@ def up(tmp_path_factory) -> SliceUp:
         result.jobs_before_again = result.jobs()
         result.again = {phase: rehearsal.run(phase) for phase in PHASES}
         result.jobs_after_again = result.jobs()
+        first, second = hosts.hosts  # in the target's order: workers 1 and 0
+        for case, text in (
+            ("repeated", tpu_env(first.worker_id, 2)),
+            ("missing", tpu_env(second.worker_id, 2).replace(f"TPU_WORKER_ID: '{second.worker_id}'\n", "")),
+        ):
+            second.metadata.set("tpu-env", text)
+            result.refused[case] = rehearsal.run("train")
+        second.metadata.set("tpu-env", tpu_env(second.worker_id, 2))
+        assert result.jobs() == result.jobs_after_again  # nothing started on a slice without a whole order
         result.export_dirs = {
             h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
             for h in rehearsal.hosts.hosts
@@ -133,10 +155,34 @@ def test_every_worker_ran_each_phase_as_its_own_jax_process(up):
     assert train["devices"] == 2  # one JAX job over both hosts' CPU devices, not two jobs of one device each
 
 
+def test_the_workers_follow_the_hosts_metadata_not_the_targets_order(up):
+    """The target lists the hosts as the program does (by instance name); worker 0 is the host whose tpu-env says
+    0, here the second: it is followed, it is JAX's coordinator for every trainer, and it alone exports."""
+    assert up.worker_addresses == (up.addresses[1], up.addresses[0])  # shuffled: the first listed is worker 1
+    coordinator = up.worker_addresses[0]
+    convert = up.first["convert"].stdout
+    assert f"on 2 workers: 0 {coordinator} (" in convert and f", 1 {up.addresses[0]} (" in convert
+    assert sorted(t.worker for t in up.trainers_at_kill.values()) == [0, 1]
+    assert {t.coordinator for t in up.trainers_at_kill.values()} == {coordinator}
+    assert up.export_dirs == {0: True, 1: False}  # keyed by tpu-env worker id: the metadata's worker 0 exported
+
+
+def test_hosts_whose_tpu_env_repeats_or_lacks_an_id_are_refused_in_one_line(up):
+    first, second = up.addresses
+    for case, said in (
+        ("repeated", f"{first} and {second}: both have TPU_WORKER_ID 1 in their tpu-env. Fix: "),
+        ("missing", f"{second}: its tpu-env has no TPU_WORKER_ID. Fix: "),
+    ):
+        refused = up.refused[case]
+        summary = last_json_line(refused.stdout)
+        assert refused.returncode != 0 and summary["ok"] is False
+        assert summary["error"].startswith(said) and "\n" not in summary["error"], summary
+
+
 def test_a_killed_worker_stops_every_worker_and_is_named(up):
     broken = up.first["train"]
     summary = last_json_line(broken.stdout)
-    host = up.addresses[1]
+    host = up.worker_addresses[1]
     assert broken.returncode != 0 and summary["ok"] is False
     assert (summary["worker"], summary["host"]) == (1, host)
     assert summary["error"].startswith(f"worker 1 ({host}): job train-")

@@ -1,7 +1,8 @@
 """This host's process in the JAX job: its worker id and every worker's hostname in worker-id order, as the
 remote layer gives them (`--worker-id`, `--worker-hostnames`; worker 0's host is the JAX coordinator's). One
 host, the default: worker 0 of one. The process ids are the worker ids, set explicitly here (the cluster
-variables below) rather than detected from the metadata server.
+variables below) rather than detected from the metadata server; on a slice those ids are the platform's own, which
+the remote layer read from each host's metadata (`tpu-env`, remote/pipeline/worker_order.py), so both agree.
 
 Which steps each worker runs on a slice, and why: ARCHITECTURE.md, "One VM or a slice".
 """

@@ -23,6 +23,10 @@ def tpu_env(accelerator_type: str, hostname: str, worker: JaxProcess = ONE_HOST)
         "TPU_ACCELERATOR_TYPE": accelerator.name,
         "TPU_WORKER_ID": cluster["TPU_WORKER_ID"],
         "TPU_NAME": hostname,
+        # Kept on a slice: jax then forms its cluster from TPU_WORKER_ID/TPU_WORKER_HOSTNAMES, which are the
+        # platform's own ids (each host's tpu-env, read by remote/pipeline/worker_order.py), so they agree with the
+        # metadata; without it jax tries its GCE-style cluster, which would parse the hosts' worker-network-endpoints
+        # (bare instance names, in field reports) as `…:…:address` (ARCHITECTURE.md, "One VM or a slice").
         "TPU_SKIP_MDS_QUERY": "1",
         "TPU_WORKER_HOSTNAMES": cluster["TPU_WORKER_HOSTNAMES"],
         "TPU_TOPOLOGY": accelerator.topology,
