@@ -38,9 +38,14 @@ def load(path: Path, stack: str) -> Settings:
 
 def vm_identity(s: Settings) -> dict[str, Any]:
     """The settings feeding VM fields that are ForceNew in pulumi-gcp's Instance (name, zone, boot_disk.*,
-    scheduling.provisioning_model/preemptible/max_run_duration, reservation_affinity): changing one replaces
-    the VM, and a new VM re-runs every phase."""
+    scheduling.provisioning_model/preemptible/max_run_duration, reservation_affinity), or that the program replaces
+    the VM for because the provider would stop it to update them (infra/vm.py STOP_TO_UPDATE: machine type, service
+    account, network): changing one replaces the VM, and a new VM re-runs every phase."""
     return {
+        "tpu-sft:acceleratorType": s.accelerator.name,
+        "tpu-sft:serviceAccount": s.service_account,
+        "tpu-sft:network": s.network,
+        "tpu-sft:subnetwork": s.subnetwork,
         "gcp:project": s.project,
         "gcp:zone": s.zone,
         "tpu-sft:instanceName": s.instance_name,
@@ -73,7 +78,7 @@ def _flex_start_changes(base: Settings, head: Settings) -> list[str]:
 
 def _host_changes(base: Settings, head: Settings) -> list[str]:
     """Other hosts altogether: from one VM to a slice or back, or a slice of another size (the target lists every
-    host). Between single-host types the VM's machine type changes in place."""
+    host). Between single-host types the VM is replaced (vm_identity)."""
     if base.accelerator.hosts == head.accelerator.hosts:
         return []
     key = "tpu-sft:acceleratorType"

@@ -76,6 +76,17 @@ def metadata(s: Settings, *, data_disk: bool = True) -> dict[str, str]:
     }
 
 
+# The Instance fields pulumi-gcp updates only on a stopped VM (terraform-provider-google's instance Update: "Changing
+# the machine_type, min_cpu_platform, service_account, … or network_interface.[#d].(network/subnetwork/
+# subnetwork_project) … on a started instance requires stopping it"), as far as this program sets them.
+STOP_TO_UPDATE = (
+    "machineType",
+    "serviceAccount",
+    "networkInterfaces[*].network",
+    "networkInterfaces[*].subnetwork",
+)
+
+
 class TpuVm(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuVmArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:TpuVm", name, None, opts)
@@ -116,8 +127,13 @@ class TpuVm(pulumi.ComponentResource):
             # deletes, never stops: Google cannot restart a stopped TPU VM) shows in the preview as a change rather
             # than passing for a running one.
             desired_status="RUNNING",
-            allow_stopping_for_update=True,
-            opts=pulumi.ResourceOptions(parent=self),
+            # The provider applies these changes by stopping the VM, updating it and starting it again, which a TPU
+            # VM does not survive (docs/checkpoints.md: a stopped TPU VM cannot be restarted). They replace it
+            # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
+            # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan.py).
+            opts=pulumi.ResourceOptions(
+                parent=self, replace_on_changes=list(STOP_TO_UPDATE), delete_before_replace=True
+            ),
         )
         self.name = self.instance.name
         self.instance_id = self.instance.instance_id

@@ -218,10 +218,16 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     from infra.settings import parse
 
     assert dev_config.get(key) != value
+    from infra.plan import vm_identity
+
     before, after = recorded_inputs(mock_stack()), recorded_inputs(mock_stack({key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
     settings = [parse({**dev_config, **change}, stack="dev") for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
+    if vm_identity(settings[0]) != vm_identity(settings[1]):
+        # A replaced VM: a real engine gives it a new instance id, which every phase's triggers hold; the mock's
+        # ids are the resource's name (tests/infra/test_vm.py checks what replaces it).
+        recorded = set(PHASES)
     assert recorded == planned
 
 

@@ -193,9 +193,17 @@ def test_a_capped_standard_vm_is_deleted_at_the_cap(mock_stack):
     assert (scheduling["instanceTerminationAction"], scheduling["maxRunDuration"]) == ("DELETE", {"seconds": 7200})
 
 
-def test_changes_stop_and_update_the_vm_instead_of_failing(vm):
-    # machine type, network and service account changes need a stopped VM; without this the update is refused
-    assert vm.inputs["allowStoppingForUpdate"] is True
+def test_changes_the_provider_would_stop_the_vm_for_replace_it_instead(vm):
+    """A stopped TPU VM cannot be restarted: machine type, service account and network changes, which the provider
+    applies on a stopped VM, replace it (the old one first: its name and its data disk are the new one's)."""
+    assert "allowStoppingForUpdate" not in vm.inputs
+    assert vm.replace_on_changes == [
+        "machineType",
+        "serviceAccount",
+        "networkInterfaces[*].network",
+        "networkInterfaces[*].subnetwork",
+    ]
+    assert vm.delete_before_replace
 
 
 def test_accelerator_type_picks_machine_type(mock_stack):
