@@ -8,6 +8,7 @@ every host of it.
 
 import pulumi
 
+from infra import billing
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
@@ -73,6 +74,8 @@ def export_cost() -> None:
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
+    for name, value in billing.outputs(settings).items():
+        pulumi.export(name, value)
 
 
 def hf_token() -> pulumi.Output[str] | None:

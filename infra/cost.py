@@ -1,8 +1,17 @@
-"""What a stack costs, before anything is spent: a documented price table and a run-time estimate.
+"""What a stack costs, before anything is spent: documented price tables, a run-time estimate, and what Google bills
+each part for.
 
 Prices: Cloud TPU on-demand list price per chip-hour, as published for us-east5 in 2024 (source:
-cloud.google.com/tpu/pricing). They change, differ by region and ignore committed-use discounts and
-reservations' own billing: override with `tpu-sft:pricePerChipHour`.
+cloud.google.com/tpu/pricing); disks' and Cloud Storage's per GB-month (below). They change, differ by region and
+ignore committed-use discounts: override with `tpu-sft:pricePerChipHour`, `diskPricePerGbMonth`,
+`storagePricePerGbMonth`.
+
+What the TPU is billed for depends on how it was provisioned. A reservation is billed for its whole period whether
+VMs use it or not, and a VM that consumes it adds nothing ("reservation-bound VMs incur no additional charge for the
+reserved capacity", Google's reservation pages as issue 39 quotes them): with RESERVATION_BOUND, or STANDARD on a
+reservation, autostop saves no TPU money, and the run's cost is its share of the reservation. Without one (STANDARD,
+SPOT, FLEX_START) the TPU is billed for the VM's uptime. Disks bill by size for as long as they exist, the VM
+running or not; checkpoints by size for as long as the bucket keeps them (`checkpointRetentionDays`).
 """
 
 from __future__ import annotations
@@ -11,6 +20,28 @@ from dataclasses import dataclass
 from typing import Any
 
 PRICE_TABLE: dict[str, dict[str, Any]] = {"v6e": {"usd_per_chip_hour": 2.70, "region": "us-east5", "as_of": "2024"}}
+# USD per GB-month of capacity, the list prices of Google's pricing pages (cloud.google.com/compute/disks-image-pricing,
+# cloud.google.com/storage/pricing: Standard storage in one region) as last read for us-central1 in 2025, not re-read
+# here (no pricing page is stored on this machine). Hyperdisk Balanced includes 3,000 IOPS and 140 MiB/s (its page);
+# the program provisions no more, so capacity is its whole price. Set yours with diskPricePerGbMonth and
+# storagePricePerGbMonth.
+DISK_USD_PER_GB_MONTH = {"hyperdisk-balanced": 0.08, "hyperdisk-ml": 0.08}
+STORAGE_USD_PER_GB_MONTH = 0.020
+DAYS_PER_MONTH = 365 / 12
+
+RESERVATION = "the reservation's whole period, used or not: autostop saves no TPU money"
+UPTIME = "uptime: from each start until the VM is deleted"
+
+# The decoder of each model tpu-sft trains, from MaxText 0.2.2's configs/models/<model>.yml (the vision tower is not
+# built: use_multimodal=False): what a checkpoint's size follows from.
+MODEL_SHAPES: dict[str, dict[str, int]] = {
+    "gemma3-4b": dict(layers=34, emb=2560, heads=8, kv_heads=4, head_dim=256, mlp=10240, vocab=262144),
+    "gemma3-12b": dict(layers=48, emb=3840, heads=16, kv_heads=8, head_dim=256, mlp=15360, vocab=262144),
+    "gemma3-27b": dict(layers=62, emb=5376, heads=32, kv_heads=16, head_dim=128, mlp=21504, vocab=262144),
+}
+# A checkpoint holds the parameters and Adam's mu and nu, float32 each (docs/checkpoints.md: the gradient
+# accumulator's zeros compress away), an upper bound: orbax compresses a little.
+CHECKPOINT_BYTES_PER_PARAMETER = 3 * 4
 
 # Wall-time model of one run on v6e-8, from the seed tutorial's own figures: conversion ~5 min, 1,000 SFT
 # steps ~10 min; bootstrap and export measured as minutes each. Training scales with steps × batch.
@@ -39,3 +70,48 @@ def estimate(chips: int, usd_per_chip_hour: float, steps: int, per_device_batch_
     train_hours = steps * per_device_batch_size * SECONDS_PER_STEP_PER_DEVICE_BATCH / 3600
     hours = BOOTSTRAP_HOURS + CONVERT_HOURS + train_hours + EXPORT_HOURS
     return CostEstimate(chips=chips, usd_per_chip_hour=usd_per_chip_hour, run_hours=round(hours, 3))
+
+
+def parameter_count(model: str) -> int:
+    """The decoder's parameters: embedding, per layer attention (q, k, v, o), MLP (gate, up, down) and norms (4 of
+    the width, query and key norms), the final norm."""
+    m = MODEL_SHAPES[model]
+    emb, heads, kv, head_dim, mlp = m["emb"], m["heads"], m["kv_heads"], m["head_dim"], m["mlp"]
+    attention = emb * heads * head_dim + 2 * emb * kv * head_dim + heads * head_dim * emb
+    per_layer = attention + 3 * emb * mlp + 4 * emb + 2 * head_dim
+    return m["vocab"] * emb + m["layers"] * per_layer + emb
+
+
+def checkpoints_per_run(steps: int, checkpoint_period: int | None) -> int:
+    """One every `checkpoint_period` steps, the last at the final step; unset: the final one only (MaxText's
+    default period, 10,000, is past any run's end here)."""
+    return -(-steps // checkpoint_period) if checkpoint_period else 1
+
+
+def tpu_billed_for(provisioning_model: str, reservation: str | None) -> str:
+    if provisioning_model == "RESERVATION_BOUND" or (provisioning_model == "STANDARD" and reservation):
+        return RESERVATION
+    return UPTIME
+
+
+def disk_cost(disks: list[dict[str, Any]], usd_per_gb_month: float | None) -> dict[str, Any]:
+    """`disks`: name, count, gb, type each. The price given, or the table's for each disk's type."""
+    priced = [
+        {**d, "usdPerMonth": round(d["count"] * d["gb"] * (usd_per_gb_month or DISK_USD_PER_GB_MONTH[d["type"]]), 2)}
+        for d in disks
+    ]
+    return {"disks": priced, "usdPerMonth": round(sum(d["usdPerMonth"] for d in priced), 2)}
+
+
+def checkpoint_cost(
+    model: str, steps: int, checkpoint_period: int | None, days_kept: int, usd_per_gb_month: float
+) -> dict[str, Any]:
+    """What one run's checkpoints cost in the bucket until its lifecycle rule deletes them."""
+    count = checkpoints_per_run(steps, checkpoint_period)
+    gb = count * parameter_count(model) * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    return {
+        "checkpoints": count,
+        "gb": round(gb, 1),
+        "daysKept": days_kept,
+        "usd": round(gb * usd_per_gb_month * days_kept / DAYS_PER_MONTH, 2),
+    }

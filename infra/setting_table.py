@@ -429,6 +429,20 @@ SETTINGS: tuple[Setting, ...] = (
         "the list price of one chip-hour in USD, for the cost outputs",
     ),
     Setting(
+        "diskPricePerGbMonth",
+        "disk_price_per_gb_month",
+        _float,
+        "0.08",
+        "USD per GB-month of the disks, for the cost outputs (unset: infra/cost.py's list price of each disk's type)",
+    ),
+    Setting(
+        "storagePricePerGbMonth",
+        "storage_price_per_gb_month",
+        _float,
+        "0.020",
+        "USD per GB-month of the checkpoint bucket's Standard storage, for the cost outputs",
+    ),
+    Setting(
         "maxRunHours",
         "max_run_hours",
         _max_run_hours,

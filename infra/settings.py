@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from infra.cost import PRICE_TABLE
+from infra.cost import PRICE_TABLE, STORAGE_USD_PER_GB_MONTH
 from infra.setting_table import BY_KEY, DEFAULT_INSTANCE_NAME, DEFAULT_PUBLIC_KEY, IAP_RANGE, SETTINGS, Given
 from infra.ssh_key_pair import require_private_key
 from workload.core import lock
@@ -58,6 +58,8 @@ class Settings:
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
     price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
+    disk_price_per_gb_month: float | None = None  # None: each disk type's list price (infra/cost.py)
+    storage_price_per_gb_month: float = STORAGE_USD_PER_GB_MONTH
     max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's service account; None: the project's default compute one

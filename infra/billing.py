@@ -1,0 +1,34 @@
+"""What Google bills a stack for, as stack outputs: the TPU's basis (a reservation's period or the VM's uptime), the
+disks by size and type, and one run's checkpoints in the bucket by size and days kept (infra/cost.py has the prices
+and where they come from; docs/costs.md, a table per provisioning model)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.cost import checkpoint_cost, disk_cost, tpu_billed_for
+from infra.settings import Settings
+from infra.vm import BOOT_DISK_TYPE
+
+
+def disks(s: Settings) -> list[dict[str, Any]]:
+    """Every host's boot disk; the single VM's data disk (a slice has none)."""
+    boot = {"disk": "boot", "count": s.accelerator.hosts, "gb": s.boot_disk_size_gb, "type": BOOT_DISK_TYPE}
+    if s.is_slice:
+        return [boot]
+    return [boot, {"disk": "data", "count": 1, "gb": s.data_disk_size_gb, "type": s.data_disk_type}]
+
+
+def outputs(s: Settings) -> dict[str, Any]:
+    pipeline = s.pipeline
+    return {
+        "tpuBilledFor": tpu_billed_for(s.provisioning_model, s.reservation),
+        "diskCost": disk_cost(disks(s), s.disk_price_per_gb_month),
+        "checkpointCost": checkpoint_cost(
+            pipeline.model,
+            pipeline.steps,
+            pipeline.checkpoint_period,
+            s.checkpoint_retention_days,
+            s.storage_price_per_gb_month,
+        ),
+    }
