@@ -1,7 +1,7 @@
 """What one SFT checkpoint of Gemma 3 4B costs to write: its size, and the time and TPU money per checkpoint on the
 data disk versus a Cloud Storage bucket. Every figure is computed here from the formula next to it.
 
-    .venv/bin/python bench/checkpoint_cost.py
+    .venv/bin/python -m bench.checkpoint_cost
 
 Size. MaxText 0.2.2's train_sft saves through Tunix 0.1.7's CheckpointManager (the Tunix workload/core/lock.py
 pins), which saves `nnx.state(model)` under `model_params` and the optimizer's state under `optimizer_state`, and
@@ -10,7 +10,8 @@ no data-iterator position. The parameters are stored in `weight_dtype`, float32 
 holds optax.MultiSteps' gradient accumulator, float32 too, but all zeros at every checkpoint when
 `gradient_accumulation_steps` is 1 (a checkpoint follows a finished update), and orbax compresses it to almost
 nothing: so three float32 copies of the parameters. The text decoder's parameter count follows from
-configs/models/gemma3-4b.yml (the vision tower is not built with use_multimodal=False):
+configs/models/gemma3-4b.yml (the vision tower is not built with use_multimodal=False), as infra/cost.py
+`parameter_count` computes it for the cost outputs:
 
     embedding    vocab × emb
     per layer    q: emb × heads × head_dim, k and v: emb × kv_heads × head_dim each, o: heads × head_dim × emb,
@@ -37,15 +38,10 @@ from __future__ import annotations
 
 import json
 
-GEMMA3_4B = {
-    "num_layers": 34,
-    "emb_dim": 2560,
-    "num_query_heads": 8,
-    "num_kv_heads": 4,
-    "head_dim": 256,
-    "mlp_dim": 10240,
-    "vocab_size": 262144,
-}  # configs/models/gemma3-4b.yml in MaxText 0.2.2
+from infra.cost import MODEL_SHAPES, parameter_count
+
+GEMMA3_4B = MODEL_SHAPES["gemma3-4b"]  # configs/models/gemma3-4b.yml in MaxText 0.2.2
+
 FLOAT32_BYTES = 4
 FLOAT32_COPIES = 3  # the parameters, Adam's mu and nu (the accumulator's zeros compress away)
 MIB = 1024 * 1024
@@ -55,13 +51,6 @@ HOST_NIC_BITS_S = 4 * 200e9  # v6e host
 CHECKPOINT_PERIOD = 250
 STEPS = 1000
 TPU_USD_PER_HOUR = 8 * 2.70  # v6e-8 at $2.70 per chip-hour (Pulumi.dev.yaml pricePerChipHour)
-
-
-def parameter_count(spec: dict[str, int]) -> int:
-    emb, heads, kv, hd, mlp = (spec[k] for k in ("emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim"))
-    attention = emb * heads * hd + 2 * emb * kv * hd + heads * hd * emb
-    per_layer = attention + 3 * emb * mlp + 4 * emb + 2 * hd
-    return spec["vocab_size"] * emb + spec["num_layers"] * per_layer + emb
 
 
 def figures() -> dict[str, float]:

@@ -17,7 +17,7 @@ running or not; checkpoints by size for as long as the bucket keeps them (`check
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 PRICE_TABLE: dict[str, dict[str, Any]] = {"v6e": {"usd_per_chip_hour": 2.70, "region": "us-east5", "as_of": "2024"}}
 # USD per GB-month of capacity, the list prices of Google's pricing pages (cloud.google.com/compute/disks-image-pricing,
@@ -32,12 +32,16 @@ DAYS_PER_MONTH = 365 / 12
 RESERVATION = "the reservation's whole period, used or not: autostop saves no TPU money"
 UPTIME = "uptime: from each start until the VM is deleted"
 
+SHAPE_KEYS = ("num_layers", "emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim", "vocab_size")
 # The decoder of each model tpu-sft trains, from MaxText 0.2.2's configs/models/<model>.yml (the vision tower is not
 # built: use_multimodal=False): what a checkpoint's size follows from.
 MODEL_SHAPES: dict[str, dict[str, int]] = {
-    "gemma3-4b": dict(layers=34, emb=2560, heads=8, kv_heads=4, head_dim=256, mlp=10240, vocab=262144),
-    "gemma3-12b": dict(layers=48, emb=3840, heads=16, kv_heads=8, head_dim=256, mlp=15360, vocab=262144),
-    "gemma3-27b": dict(layers=62, emb=5376, heads=32, kv_heads=16, head_dim=128, mlp=21504, vocab=262144),
+    model: dict(zip(SHAPE_KEYS, shape, strict=True))
+    for model, shape in {
+        "gemma3-4b": (34, 2560, 8, 4, 256, 10240, 262144),
+        "gemma3-12b": (48, 3840, 16, 8, 256, 15360, 262144),
+        "gemma3-27b": (62, 5376, 32, 16, 128, 21504, 262144),
+    }.items()
 }
 # A checkpoint holds the parameters and Adam's mu and nu, float32 each (docs/checkpoints.md: the gradient
 # accumulator's zeros compress away), an upper bound: orbax compresses a little.
@@ -72,14 +76,13 @@ def estimate(chips: int, usd_per_chip_hour: float, steps: int, per_device_batch_
     return CostEstimate(chips=chips, usd_per_chip_hour=usd_per_chip_hour, run_hours=round(hours, 3))
 
 
-def parameter_count(model: str) -> int:
-    """The decoder's parameters: embedding, per layer attention (q, k, v, o), MLP (gate, up, down) and norms (4 of
-    the width, query and key norms), the final norm."""
-    m = MODEL_SHAPES[model]
-    emb, heads, kv, head_dim, mlp = m["emb"], m["heads"], m["kv_heads"], m["head_dim"], m["mlp"]
-    attention = emb * heads * head_dim + 2 * emb * kv * head_dim + heads * head_dim * emb
-    per_layer = attention + 3 * emb * mlp + 4 * emb + 2 * head_dim
-    return m["vocab"] * emb + m["layers"] * per_layer + emb
+def parameter_count(spec: Mapping[str, int]) -> int:
+    """A decoder's parameters (`spec`: SHAPE_KEYS): embedding, per layer attention (q, k, v, o), MLP (gate, up, down)
+    and norms (4 of the width, query and key norms), the final norm."""
+    emb, heads, kv, hd, mlp = (spec[k] for k in ("emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim"))
+    attention = emb * heads * hd + 2 * emb * kv * hd + heads * hd * emb
+    per_layer = attention + 3 * emb * mlp + 4 * emb + 2 * hd
+    return spec["vocab_size"] * emb + spec["num_layers"] * per_layer + emb
 
 
 def checkpoints_per_run(steps: int, checkpoint_period: int | None) -> int:
@@ -108,7 +111,7 @@ def checkpoint_cost(
 ) -> dict[str, Any]:
     """What one run's checkpoints cost in the bucket until its lifecycle rule deletes them."""
     count = checkpoints_per_run(steps, checkpoint_period)
-    gb = count * parameter_count(model) * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    gb = count * parameter_count(MODEL_SHAPES[model]) * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
     return {
         "checkpoints": count,
         "gb": round(gb, 1),
