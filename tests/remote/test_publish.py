@@ -85,14 +85,15 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     token = execute(by_name["publish-hf-write-token"], env, echo=False)
     first = execute(by_name["publish"], env, echo=False)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "✓ published to gs://models/team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
-    assert "✓ published to hf://team/gemma-sft: 2 file(s) sent, 0 already there" in first.stdout
+    # The export's two files and the model card; the manifest, under tpu-sft/, with them.
+    assert "✓ published to gs://models/team/gemma-sft: 3 file(s) sent, 0 already there" in first.stdout
+    assert "✓ published to hf://team/gemma-sft: 3 file(s) sent, 0 already there" in first.stdout
     with urllib.request.urlopen(f"{gcs.emulator.url}/storage/v1/b/models/o") as response:
         stored = {o["name"] for o in json.load(response)["items"]}
-    paths = ("manifest.json", "hf-model/config.json", "hf-model/model.safetensors")
+    paths = ("tpu-sft/manifest.json", "config.json", "model.safetensors", "README.md")
     assert stored == {f"team/gemma-sft/{p}" for p in paths}
     assert hub.repos["team/gemma-sft"]["private"] is True
-    assert hub.content("team/gemma-sft", "manifest.json") == (kept / "manifest.json").read_bytes()
+    assert hub.content("team/gemma-sft", "tpu-sft/manifest.json") == (kept / "manifest.json").read_bytes()
 
     again = execute(by_name["publish"], env, echo=False)  # a `pulumi up` that re-runs it: the same model
     assert again.returncode == 0

@@ -132,6 +132,7 @@ def test_a_setting_changes_the_derived_run_name_exactly_when_the_weights_depend_
     changed = PipelineConfig.from_mapping({key: CHANGED[key]})
     names_run = key not in NAMES_NO_RUN
     assert (key in {_camel(f) for f in changed.weight_inputs()}) == names_run
+    assert (changed.run_settings().get(key) == CHANGED[key]) == names_run  # what a kept model records
     if key != "runName":  # a given name is used as it is
         assert (run_name(changed) != run_name(base)) == names_run
 

@@ -1,5 +1,7 @@
-"""Publishing a kept model to Cloud Storage and the Hugging Face Hub: verified against its manifest, a re-publish
-of the same model sends nothing, an interrupted upload resumes without sending again what arrived.
+"""Publishing a kept model to Cloud Storage and the Hugging Face Hub: verified against its manifest, laid out as a
+model repo (the export at the root, a model card, the run's files under tpu-sft/), a re-publish of the same model
+sends nothing, an interrupted upload resumes without sending again what arrived, and the tiny model loads from
+the Hub stand-in by its repo id alone.
 
 Against gcp-storage-emulator (PyPI): a real local server of the Cloud Storage JSON API, reached by the MaxText
 venv's google-cloud-storage through STORAGE_EMULATOR_HOST, as `python -m workload.publish` runs on the VM. The
@@ -35,18 +37,36 @@ def objects(host: str, bucket: str = "models") -> dict[str, dict]:
         return {o["name"]: o for o in json.load(response).get("items", [])}
 
 
+SETTINGS = {"model": "gemma3-4b", "profile": "full", "dataset": "HuggingFaceH4/ultrachat_200k"}
+TRAIN_FACTS = {"eval_loss_first": 2.5, "eval_loss_first_step": 0, "eval_loss_final": 2.0, "eval_loss_final_step": 30}
+SAMPLES = "# Before and after\n\nGreedy.\n\n| prompt | base model | fine-tuned |\n|---|---|---|\n| Hi | Hello | Hi! |\n"
+
+
+def write_manifest(model: Path) -> None:
+    """manifest.json as `keep` writes it (workload/run/steps.py): the settings, each step's facts, every file."""
+    files = [f for f in manifest(str(model), hashes=True) if f["path"] != "manifest.json"]
+    steps = {"train": {"inputs": "f" * 64, "facts": TRAIN_FACTS}}
+    record = {"run_name": model.name, "settings": SETTINGS, "steps": steps, "files": files}
+    (model / "manifest.json").write_text(json.dumps(record, indent=1))
+
+
 @pytest.fixture
 def kept(tmp_path) -> Path:
-    """A kept model as `keep` leaves it: the export, the loss curve, verify.json, and manifest.json."""
+    """A kept model as `keep` leaves it: the export, the loss curve, verify.json, samples.md and manifest.json."""
     model = tmp_path / "gemma3-4b-sft-0123456789ab"
     (model / "hf-model").mkdir(parents=True)
     (model / "hf-model" / "config.json").write_text('{"model_type": "gemma3"}')
     (model / "hf-model" / "model.safetensors").write_bytes(os.urandom(300_000))
     (model / "loss.png").write_bytes(os.urandom(2_000))
     (model / "verify.json").write_text('{"ok": true}')
-    files = manifest(str(model), hashes=True)
-    (model / "manifest.json").write_text(json.dumps({"run_name": model.name, "files": files}, indent=1))
+    (model / "samples.md").write_text(SAMPLES)
+    write_manifest(model)
     return model
+
+
+def repo_path(kept_path: str) -> str:
+    """Where the repo layout puts a kept file: the export at the root, the rest under tpu-sft/."""
+    return kept_path.removeprefix("hf-model/") if kept_path.startswith("hf-model/") else f"tpu-sft/{kept_path}"
 
 
 def publish(maxtext_python: str, host: str, model: Path | str, *extra: str) -> tuple[int, dict]:
@@ -61,25 +81,23 @@ def publish(maxtext_python: str, host: str, model: Path | str, *extra: str) -> t
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_publish_uploads_every_file_then_the_manifest(maxtext_python, gcs, kept):
+SENT = ["tpu-sft/loss.png", "tpu-sft/samples.md", "tpu-sft/verify.json", "config.json", "model.safetensors"]
+
+
+def test_publish_lays_the_model_out_as_a_repo_with_a_card_manifest_last(maxtext_python, gcs, kept):
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/team/gemma-sft")
     assert code == 0, summary
     result = summary["published"]["gs://models/team/gemma-sft"]
-    assert result == {
-        "unchanged": False,
-        "skipped": 0,
-        "uploaded": [  # in the manifest's order
-            "loss.png",
-            "verify.json",
-            "hf-model/config.json",
-            "hf-model/model.safetensors",
-        ],
-    }
+    assert result == {"unchanged": False, "skipped": 0, "uploaded": [*SENT, "README.md"]}  # the manifest's order
     stored = objects(gcs)
-    assert set(stored) == {f"team/gemma-sft/{p}" for p in (*result["uploaded"], "manifest.json")}
+    assert set(stored) == {f"team/gemma-sft/{p}" for p in (*SENT, "README.md", "tpu-sft/manifest.json")}
     for entry in json.loads((kept / "manifest.json").read_text())["files"]:
-        blob = stored[f"team/gemma-sft/{entry['path']}"]
+        blob = stored[f"team/gemma-sft/{repo_path(entry['path'])}"]
         assert (int(blob["size"]), blob["metadata"]["sha256"]) == (entry["size"], entry["sha256"])
+    url = f"{gcs}/download/storage/v1/b/models/o/team%2Fgemma-sft%2FREADME.md?alt=media"
+    with urllib.request.urlopen(url) as response:
+        card = response.read().decode()
+    assert card.startswith("---\nlicense: gemma\n") and "gcloud storage cp -r gs://models/team/gemma-sft" in card
 
 
 def test_publishing_the_same_model_again_sends_nothing(maxtext_python, gcs, kept):
@@ -87,7 +105,7 @@ def test_publishing_the_same_model_again_sends_nothing(maxtext_python, gcs, kept
     before = {name: o["generation"] for name, o in objects(gcs).items()}
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 0
-    assert summary["published"]["gs://models/m"] == {"unchanged": True, "uploaded": [], "skipped": 4}
+    assert summary["published"]["gs://models/m"] == {"unchanged": True, "uploaded": [], "skipped": 6}
     assert {name: o["generation"] for name, o in objects(gcs).items()} == before  # nothing rewritten
 
 
@@ -95,19 +113,19 @@ def test_publishing_the_same_model_again_sends_nothing(maxtext_python, gcs, kept
 # with the break injected into the destination.
 BREAKING_UPLOAD = """
 import sys
-from workload.publish.__main__ import load_manifest, publish
+from workload.publish.__main__ import load_manifest, plan, publish
 from workload.publish.gcs import GcsDestination
 
 class Breaks(GcsDestination):
     sent = 0
-    def upload(self, local_path, entry):
+    def upload(self, item):
         if self.sent == 2:
             raise ConnectionResetError("link dropped")
-        super().upload(local_path, entry)
+        super().upload(item)
         self.sent += 1
 
 data, files = load_manifest(sys.argv[1])
-publish(sys.argv[1], Breaks(sys.argv[2]), data, files)
+publish(Breaks(sys.argv[2]), *plan(sys.argv[1], data, files, sys.argv[2]))
 """
 
 
@@ -121,15 +139,16 @@ def test_an_interrupted_upload_resumes(maxtext_python, gcs, kept):
         timeout=120,
     )
     assert "ConnectionResetError: link dropped" in broken.stderr
-    assert set(objects(gcs)) == {"m/loss.png", "m/verify.json"}  # two files up, no manifest
+    assert set(objects(gcs)) == {"m/tpu-sft/loss.png", "m/tpu-sft/samples.md"}  # two files up, no manifest
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     assert code == 0
     assert summary["published"]["gs://models/m"] == {
         "unchanged": False,
         "skipped": 2,
-        "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"],
+        "uploaded": [*SENT[2:], "README.md"],
     }
-    with urllib.request.urlopen(f"{gcs}/download/storage/v1/b/models/o/m%2Fmanifest.json?alt=media") as response:
+    url = f"{gcs}/download/storage/v1/b/models/o/m%2Ftpu-sft%2Fmanifest.json?alt=media"
+    with urllib.request.urlopen(url) as response:
         assert response.read() == (kept / "manifest.json").read_bytes()
 
 
@@ -146,11 +165,9 @@ def test_a_model_that_no_longer_matches_its_manifest_is_not_published(maxtext_py
 def test_a_file_there_with_other_content_is_replaced(maxtext_python, gcs, kept):
     publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
     (kept / "verify.json").write_text('{"ok": false}')  # a new model under the same name
-    files = manifest(str(kept), hashes=True)
-    files = [f for f in files if f["path"] != "manifest.json"]
-    (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
+    write_manifest(kept)
     code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
-    assert code == 0 and summary["published"]["gs://models/m"]["uploaded"] == ["verify.json"]
+    assert code == 0 and summary["published"]["gs://models/m"]["uploaded"] == ["tpu-sft/verify.json"]
 
 
 def test_a_model_kept_in_a_bucket_is_copied_checked_against_its_manifest_and_published(maxtext_python, kept, tmp_path):
@@ -163,10 +180,10 @@ def test_a_model_kept_in_a_bucket_is_copied_checked_against_its_manifest_and_pub
         source = f"gs://models/kept/{kept.name}"
         code, summary = publish(maxtext_python, emulator.url, source, "--gcs", "gs://models/team/gemma-sft", *staged)
         assert code == 0, summary
-        assert len(summary["published"]["gs://models/team/gemma-sft"]["uploaded"]) == 4
+        assert len(summary["published"]["gs://models/team/gemma-sft"]["uploaded"]) == 6
         stored = objects(emulator.url)
         for entry in json.loads((kept / "manifest.json").read_text())["files"]:
-            blob = stored[f"team/gemma-sft/{entry['path']}"]
+            blob = stored[f"team/gemma-sft/{repo_path(entry['path'])}"]
             assert (int(blob["size"]), blob["metadata"]["sha256"]) == (entry["size"], entry["sha256"])
         assert list(staging.iterdir()) == []  # the copy is removed once published
 
@@ -236,20 +253,17 @@ def publish_to_hub(maxtext_python: str, hub: HubStandin, model: Path, token_file
     return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_hub_publish_creates_a_private_repo_and_sends_every_file_manifest_last(maxtext_python, hub, kept, token_file):
+def test_hub_publish_creates_a_private_repo_and_sends_the_model_in_one_commit(maxtext_python, hub, kept, token_file):
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 0, summary
-    assert summary["published"]["hf://team/gemma-sft"]["uploaded"] == [
-        "loss.png",
-        "verify.json",
-        "hf-model/config.json",
-        "hf-model/model.safetensors",
-    ]
+    assert summary["published"]["hf://team/gemma-sft"]["uploaded"] == [*SENT, "README.md"]
     assert hub.repos["team/gemma-sft"]["private"] is True
-    assert [paths for _, paths in hub.commits][-1] == ["manifest.json"]  # last: a repo with it is complete
-    for name in ("hf-model/model.safetensors", "hf-model/config.json", "manifest.json"):
-        assert hub.content("team/gemma-sft", name) == (kept / name).read_bytes()
-    assert "lfs" in hub.repos["team/gemma-sft"]["files"]["hf-model/model.safetensors"]  # the big one went by LFS
+    assert hub.commits == [("team/gemma-sft", [*SENT, "README.md", "tpu-sft/manifest.json"])]  # one commit, whole
+    for name in ("hf-model/model.safetensors", "hf-model/config.json", "samples.md", "manifest.json"):
+        assert hub.content("team/gemma-sft", repo_path(name)) == (kept / name).read_bytes()
+    assert "lfs" in hub.repos["team/gemma-sft"]["files"]["model.safetensors"]  # the big one went by LFS
+    card = hub.content("team/gemma-sft", "README.md").decode()
+    assert 'AutoModelForCausalLM.from_pretrained("team/gemma-sft")' in card and WRITE_TOKEN not in card
     # The token travelled only as the bearer token of each API request (the LFS PUTs go to presigned URLs, as on
     # the Hub, and carry none), never in a URL or a body.
     for request in hub.requests:
@@ -261,25 +275,33 @@ def test_hub_publish_creates_a_private_repo_and_sends_every_file_manifest_last(m
 
 def test_hub_republishing_the_same_model_commits_nothing(maxtext_python, hub, kept, token_file):
     publish_to_hub(maxtext_python, hub, kept, token_file)
-    commits = len(hub.commits)
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 0 and summary["published"]["hf://team/gemma-sft"]["unchanged"] is True
-    assert len(hub.commits) == commits
+    assert len(hub.commits) == 1
 
 
-def test_hub_upload_that_failed_midway_resumes(maxtext_python, hub, kept, token_file):
-    hub.refuse_commits_after = 2  # the Hub fails from the third commit on
+def test_hub_publish_whose_commit_failed_resumes_without_sending_the_weights_again(
+    maxtext_python, hub, kept, token_file
+):
+    hub.refuse_commits_after = 0  # the Hub fails the commit, after the weights' LFS upload
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 1 and "500" in summary["error"] and WRITE_TOKEN not in summary["error"]
-    assert "manifest.json" not in hub.repos["team/gemma-sft"]["files"]
+    assert hub.repos["team/gemma-sft"]["files"] == {}  # a commit is whole or nothing
     hub.refuse_commits_after = None
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
-    assert code == 0
-    assert summary["published"]["hf://team/gemma-sft"] == {
-        "unchanged": False,
-        "skipped": 2,
-        "uploaded": ["hf-model/config.json", "hf-model/model.safetensors"],
-    }
+    assert code == 0 and summary["published"]["hf://team/gemma-sft"]["uploaded"] == [*SENT, "README.md"]
+    assert [paths for _, paths in hub.commits] == [[*SENT, "README.md", "tpu-sft/manifest.json"]]
+    weights = [r for r in hub.requests if r["method"] == "PUT" and r["path"].startswith("/lfs-upload/")]
+    assert len(weights) == 1  # the Hub already had the first attempt's LFS upload: not sent again
+
+
+def test_hub_a_new_model_commits_only_the_files_that_changed(maxtext_python, hub, kept, token_file):
+    publish_to_hub(maxtext_python, hub, kept, token_file)
+    (kept / "verify.json").write_text('{"ok": false}')  # a new model under the same name
+    write_manifest(kept)
+    code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
+    assert code == 0 and summary["published"]["hf://team/gemma-sft"]["uploaded"] == ["tpu-sft/verify.json"]
+    assert hub.commits[-1] == ("team/gemma-sft", ["tpu-sft/verify.json", "tpu-sft/manifest.json"])
 
 
 def test_hub_public_only_when_asked_and_a_wrong_token_is_refused(maxtext_python, hub, kept, token_file, tmp_path):
@@ -290,3 +312,62 @@ def test_hub_public_only_when_asked_and_a_wrong_token_is_refused(maxtext_python,
     wrong.chmod(0o600)
     code, summary = publish_to_hub(maxtext_python, hub, kept, wrong)
     assert code == 1 and "401" in summary["error"] and "n0tTheT0ken" not in summary["error"]
+
+
+# Built in the MaxText venv: the tiny profile's random Gemma 3 and its tokenizer (workload/tiny/assets.py).
+BUILD_TINY = """
+import sys
+from workload.tiny import assets
+assets.build_tokenizer(sys.argv[1])
+assets.build_model(sys.argv[1])
+"""
+
+# By the repo id alone, as a user of the published model loads it; the same logits as the export it came from.
+LOAD = """
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained("team/gemma-sft")
+model = AutoModelForCausalLM.from_pretrained("team/gemma-sft")
+local = AutoModelForCausalLM.from_pretrained(sys.argv[1])
+chat = [{"role": "user", "content": "Tell me about rivers."}]
+inputs = tokenizer.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+with torch.no_grad():
+    same = torch.equal(model(**inputs).logits, local(**inputs).logits)
+print(json.dumps({"model": type(model).__name__, "same_logits": same}))
+"""
+
+
+def test_the_published_tiny_model_loads_from_the_hub_by_its_repo_id_alone(maxtext_python, hub, token_file, tmp_path):
+    """No Hub can be reached from here: transformers downloads from the stand-in (HF_ENDPOINT), through
+    huggingface_hub's own resolve calls, into an empty cache, without `subfolder=`."""
+    kept = tmp_path / "gemma3-4b-sft-tiny"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    built = subprocess.run(
+        [maxtext_python, "-c", BUILD_TINY, str(kept / "hf-model")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    write_manifest(kept)
+    code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
+    assert code == 0, summary
+
+    def load(home: str, token: str | None) -> subprocess.CompletedProcess:
+        offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HF_TOKEN_PATH")
+        reader = {k: v for k, v in os.environ.items() if k not in offline}
+        reader.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(tmp_path / home), HF_HUB_DISABLE_TELEMETRY="1")
+        reader.update({"HF_TOKEN": token} if token else {})
+        argv = [maxtext_python, "-c", LOAD, str(kept / "hf-model")]
+        return subprocess.run(argv, env=reader, capture_output=True, text=True, timeout=300)
+
+    loaded = load("reader", WRITE_TOKEN)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert json.loads(loaded.stdout.strip().splitlines()[-1]) == {
+        "model": "Gemma3ForConditionalGeneration",
+        "same_logits": True,
+    }
+    # The weights came by LFS from a presigned URL on another host, which the client sent no token.
+    fetched = [r for r in hub.requests if r["method"] == "GET" and r["path"].startswith("/lfs-files/")]
+    assert fetched and all("authorization" not in r["headers"] for r in fetched)
+
+    anonymous = load("anonymous", None)  # the repo is private
+    assert anonymous.returncode != 0 and "team/gemma-sft" in anonymous.stderr
+    assert WRITE_TOKEN not in loaded.stderr + anonymous.stderr

@@ -190,6 +190,11 @@ class PipelineConfig:
         """The settings the trained weights depend on, by field name: what names a run."""
         return {s.field: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
 
+    def run_settings(self) -> dict[str, Any]:
+        """The same settings stack-keyed, as a user sets them: what a kept model records it was trained with (its
+        model card quotes them)."""
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value

@@ -1,12 +1,16 @@
 """python -m workload.publish: push a kept model (the output of `keep`: files plus manifest.json with every
 file's size and sha256) to a Cloud Storage path and/or a Hugging Face Hub repo.
 
-Each file is checked against the manifest first: what is published is what was verified and kept. Then, per
-destination: when the destination's manifest.json is byte-for-byte this one, the model is already there and
-nothing is sent; otherwise each file already there with the same size and sha256 is skipped (an interrupted
-upload resumes), the others are uploaded, and manifest.json goes last, so a destination that has it has the
-whole model. The Hub write token comes from --hf-token-file (mode 0600) or HF_TOKEN, never from argv, and is
-never printed. The last stdout line is a JSON summary.
+Each file is checked against the manifest first: what is published is what was verified and kept. It is laid
+out as a model repo (workload/publish/layout.py): the Hugging Face export at the root, so
+`AutoModelForCausalLM.from_pretrained("OWNER/NAME")` loads it, a model card as README.md written from what the
+run recorded (workload/publish/model_card.py), and the run's other files and the manifest under tpu-sft/. Per
+destination: when the destination's tpu-sft/manifest.json is byte-for-byte this one, the model is already there
+and nothing is sent; otherwise each file already there with the same content is skipped and the others are sent
+(the Hub: in one commit; Cloud Storage: one object each, an interrupted upload resuming from what arrived), the
+manifest with them or last, so a destination that has it has the whole model. The Hub write token comes from
+--hf-token-file (mode 0600) or HF_TOKEN, never from argv, and is never printed. The last stdout line is a JSON
+summary.
 
 A model kept in Cloud Storage (a slice's: its hosts share no disk) is first copied to a directory of its own
 under --staging-dir and checked there, so what is sent is what was kept; the copy is removed afterwards.
@@ -26,7 +30,9 @@ from typing import Any, Protocol
 
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.launch.hf_token import TokenError, read_token, redactor
+from workload.publish import layout, model_card
 from workload.publish.gcs import split_uri
+from workload.publish.layout import Item
 from workload.run import storage
 from workload.run.fingerprint import manifest_mismatches
 
@@ -36,10 +42,9 @@ HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
 class Destination(Protocol):
-    def has_manifest(self, data: bytes) -> bool: ...
-    def has(self, local_path: str, entry: dict[str, Any]) -> bool: ...
-    def upload(self, local_path: str, entry: dict[str, Any]) -> None: ...
-    def upload_manifest(self, data: bytes) -> None: ...
+    def has_manifest(self, manifest: Item) -> bool: ...
+    def present(self, items: list[Item]) -> set[str]: ...  # the paths already there with the same content
+    def send(self, items: list[Item], manifest: Item) -> None: ...
 
 
 class PublishError(RuntimeError):
@@ -60,19 +65,25 @@ def load_manifest(model_dir: str) -> tuple[bytes, list[dict[str, Any]]]:
     return data, files
 
 
-def publish(model_dir: str, destination: Destination, data: bytes, files: list[dict[str, Any]]) -> dict[str, Any]:
-    if destination.has_manifest(data):
-        return {"unchanged": True, "uploaded": [], "skipped": len(files)}
-    uploaded, skipped = [], 0
-    for entry in files:
-        local_path = os.path.join(model_dir, entry["path"])
-        if destination.has(local_path, entry):
-            skipped += 1
-            continue
-        destination.upload(local_path, entry)
-        uploaded.append(entry["path"])
-    destination.upload_manifest(data)
-    return {"unchanged": False, "uploaded": uploaded, "skipped": skipped}
+def plan(model_dir: str, data: bytes, files: list[dict[str, Any]], load_as: str) -> tuple[list[Item], Item]:
+    """The kept files where the repo layout puts them, then the model card; and the manifest."""
+    items = [
+        Item(layout.destination_path(e["path"]), os.path.join(model_dir, e["path"]), e["size"], e["sha256"])
+        for e in files
+    ]
+    if any(item.path == layout.CARD for item in items):
+        raise PublishError(f"the export has its own {layout.CARD}, where the model card goes; remove it and keep again")
+    card = model_card.card(json.loads(data), model_dir, load_as).encode()
+    return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
+
+
+def publish(destination: Destination, items: list[Item], manifest: Item) -> dict[str, Any]:
+    if destination.has_manifest(manifest):
+        return {"unchanged": True, "uploaded": [], "skipped": len(items)}
+    there = destination.present(items)
+    missing = [item for item in items if item.path not in there]
+    destination.send(missing, manifest)
+    return {"unchanged": False, "uploaded": [item.path for item in missing], "skipped": len(items) - len(missing)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,12 +162,14 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
         if args.gcs:
             from workload.publish.gcs import GcsDestination
 
-            results[args.gcs] = publish(model_dir, GcsDestination(args.gcs), data, files)
+            results[args.gcs] = publish(GcsDestination(args.gcs), *plan(model_dir, data, files, args.gcs))
         if args.hub:
             from workload.publish.hub import HubDestination
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
-            results[f"hf://{args.hub}"] = publish(model_dir, hub, data, files)
+            results[f"hf://{args.hub}"] = publish(hub, *plan(model_dir, data, files, args.hub))
+    except PublishError as error:
+        return _failed(str(error), EXIT_BAD_INPUT, results)
     except Exception as error:  # noqa: BLE001  one line, whatever the client library raised
         return _failed(scrub(f"{type(error).__name__}: {error}".splitlines()[0]), 1, results)
     print(json.dumps({"event": "summary", "ok": True, "published": results}))

@@ -1,6 +1,7 @@
-"""A Cloud Storage destination for `python -m workload.publish`: gs://BUCKET/PREFIX/<file>, each object carrying
-the sha256 the manifest gives it (custom metadata `sha256`), so a later attempt can tell a file already there
-from one that differs without downloading it.
+"""A Cloud Storage destination for `python -m workload.publish`: gs://BUCKET/PREFIX/<path in the repo layout>, each
+object carrying its sha256 (custom metadata `sha256`), so a later attempt can tell a file already there from one
+that differs without downloading it. One object at a time, tpu-sft/manifest.json last: an interrupted upload
+keeps the objects that arrived, and the next attempt skips them.
 
 Credentials: google-cloud-storage's defaults, i.e. on the VM its service account's token from the metadata
 server. That account needs roles/storage.objectUser on the bucket (the program grants nothing there): it reads
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from workload.publish.layout import Item
 
 SHA_KEY = "sha256"
 
@@ -39,18 +42,31 @@ class GcsDestination:
     def _name(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
 
-    def has_manifest(self, data: bytes) -> bool:
-        blob = self._bucket.get_blob(self._name("manifest.json"))
-        return blob is not None and blob.size == len(data) and blob.download_as_bytes() == data
+    def has_manifest(self, manifest: Item) -> bool:
+        blob = self._bucket.get_blob(self._name(manifest.path))
+        return blob is not None and blob.size == manifest.size and blob.download_as_bytes() == manifest.source
 
-    def has(self, local_path: str, entry: dict[str, Any]) -> bool:
-        blob = self._bucket.get_blob(self._name(entry["path"]))
-        return blob is not None and blob.size == entry["size"] and (blob.metadata or {}).get(SHA_KEY) == entry["sha256"]
+    def present(self, items: list[Item]) -> set[str]:
+        found = set()
+        for item in items:
+            blob = self._bucket.get_blob(self._name(item.path))
+            if blob is not None and blob.size == item.size and (blob.metadata or {}).get(SHA_KEY) == item.sha256:
+                found.add(item.path)
+        return found
 
-    def upload(self, local_path: str, entry: dict[str, Any]) -> None:
-        blob = self._bucket.blob(self._name(entry["path"]))
-        blob.metadata = {SHA_KEY: entry["sha256"]}
-        blob.upload_from_filename(local_path)
+    def send(self, items: list[Item], manifest: Item) -> None:
+        for item in [*items, manifest]:
+            self.upload(item)
 
-    def upload_manifest(self, data: bytes) -> None:
-        self._bucket.blob(self._name("manifest.json")).upload_from_string(data, content_type="application/json")
+    def upload(self, item: Item) -> None:
+        blob = self._bucket.blob(self._name(item.path))
+        blob.metadata = {SHA_KEY: item.sha256}
+        if isinstance(item.source, bytes):
+            blob.upload_from_string(item.source, content_type=_content_type(item.path))
+        else:
+            blob.upload_from_filename(item.source)
+
+
+def _content_type(path: str) -> str:
+    # The Cloud Console and gcloud show README.md and the manifest as text rather than as a download.
+    return "application/json" if path.endswith(".json") else "text/markdown; charset=utf-8"

@@ -1,11 +1,12 @@
 """A model kept on the data disk for these inputs: found, verified and reported instead of redone.
 
 The keep step writes `manifest.json` with, per step, the fingerprint of that step's own inputs (settings, run
-name, tiny model spec, export fix, verify prompt, where it is kept) and the facts it reported, beside every
-file's size and sha256. A new VM attached to the same data disk has no done-markers (they were on the lost VM's
-scratch). Each phase's job knows the inputs of its own steps only (a convert job is not given train's
-settings), so it looks for a kept model whose recorded inputs equal its own for exactly those steps and whose
-files still match: the inputs, never the VM, decide what may be reused.
+name, tiny model spec, export fix, verify prompt, where it is kept) and the facts it reported, the settings that
+name the run (stack-keyed: what the published model card quotes), and every file's size and sha256. A new VM
+attached to the same data disk has no done-markers (they were on the lost VM's scratch). Each phase's job knows
+the inputs of its own steps only (a convert job is not given train's settings), so it looks for a kept model
+whose recorded inputs equal its own for exactly those steps and whose files still match: the inputs, never the
+VM, decide what may be reused.
 
 A slice keeps to its bucket (gs://): there the files are checked by name and size, not sha256 (that would
 download the model; Cloud Storage checks each upload's CRC32C itself), and the manifest is written last.

@@ -315,7 +315,8 @@ def keep(ctx: Context) -> Outcome:
         for step, inputs in ctx.step_fingerprints.items()
     }
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
-        json.dump({"run_name": layout.run_name, "steps": steps, "files": files}, f, indent=1)
+        record = {"run_name": layout.run_name, "settings": ctx.config.run_settings(), "steps": steps, "files": files}
+        json.dump(record, f, indent=1)
     # Swap in whole: a reader of the output dir never sees a half-copied model (in a bucket: the manifest, which
     # kept.find requires, is written last).
     outputs = layout.kept_dir

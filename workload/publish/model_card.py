@@ -1,0 +1,183 @@
+"""The model card (README.md) published with a kept model, written only from what the run recorded: the kept
+manifest (the settings that name the run, each step's facts) and the kept samples.md. What a run did not record
+(an older manifest without settings, a training without held-out passes) is said to be "not recorded", never
+guessed. The YAML front matter is the Hub's model card metadata (`license`, `base_model`, `datasets`, ...).
+
+Gemma is under the Gemma Terms of Use, which require a model derivative to be distributed with their notice and
+its use restrictions passed on (section 3): the card carries the notice and links both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from workload.core.config import HUB_IDS
+from workload.publish import layout
+
+TERMS = "https://ai.google.dev/gemma/terms"
+PROHIBITED_USE = "https://ai.google.dev/gemma/prohibited_use_policy"
+NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
+SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
+NOT_RECORDED = "not recorded"
+
+
+def card(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
+    """The card of the model kept in `model_dir` (its manifest parsed), loaded by `load_as`: a Hub repo id, or the
+    gs:// URL it was published to."""
+    settings = manifest.get("settings") or {}
+    steps = manifest.get("steps") or {}
+    train = (steps.get("train") or {}).get("facts") or {}
+    verify = ((steps.get("verify") or {}).get("facts") or {}).get("verify") or {}
+    kept = {entry["path"] for entry in manifest.get("files", [])}
+    tiny = settings.get("profile") == "tiny"
+    base = None if tiny else HUB_IDS.get(settings.get("model", ""))
+    dataset = None if tiny else settings.get("dataset")
+    parts = [
+        _front_matter(base, dataset),
+        f"# {manifest.get('run_name') or NOT_RECORDED}",
+        _summary(settings, base, dataset, tiny),
+        _licence(),
+        _how_to_load(load_as),
+        _training(settings, train),
+        _held_out(train, "loss.png" in kept),
+        _samples(model_dir if "samples.md" in kept else None),
+        _how_made(settings, verify),
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def _front_matter(base: str | None, dataset: str | None) -> str:
+    # JSON strings are YAML scalars: a value with ':' or '#' stays one string.
+    lines = ["---", "license: gemma", f"license_link: {TERMS}", "library_name: transformers"]
+    lines += ["pipeline_tag: text-generation"]
+    if base:
+        lines += [f"base_model: {json.dumps(base)}", "base_model_relation: finetune"]
+    if dataset:
+        lines += ["datasets:", f"- {json.dumps(dataset)}"]
+    lines += ["tags:", "- tpu-sft", "- maxtext", "- gemma3", "---"]
+    return "\n".join(lines)
+
+
+def _summary(settings: dict[str, Any], base: str | None, dataset: str | None, tiny: bool) -> str:
+    if tiny:
+        return (
+            "A fine-tune by tpu-sft's tiny profile: a randomly initialised 6-layer Gemma 3 trained on generated "
+            "conversations, for tests only. It has learned nothing useful."
+        )
+    base_text = f"[{base}](https://huggingface.co/{base})" if base else f"a base model {NOT_RECORDED}"
+    data_text = f"[{dataset}](https://huggingface.co/datasets/{dataset})" if dataset else f"a dataset {NOT_RECORDED}"
+    split = settings.get("trainSplit")
+    return f"A supervised fine-tune of {base_text} on {data_text}" + (f" (split `{split}`)." if split else ".")
+
+
+def _licence() -> str:
+    return "\n".join(
+        [
+            "## Licence: the Gemma Terms of Use",
+            "",
+            f"This is a model derivative of Gemma, and under the [Gemma Terms of Use]({TERMS}) it is distributed "
+            "with their notice and their use restrictions, which bind whoever uses or redistributes it:",
+            "",
+            f"> {NOTICE}",
+            "",
+            f"Its use is subject to the use restrictions of section 3.2 of those terms, the [Gemma Prohibited Use "
+            f"Policy]({PROHIBITED_USE}). Whoever redistributes it or a model made from it must pass these terms and "
+            "restrictions on. The weights were modified by fine-tuning, as this card describes.",
+        ]
+    )
+
+
+def _how_to_load(load_as: str) -> str:
+    if load_as.startswith("gs://"):
+        fetch = f"# first: gcloud storage cp -r {load_as} ./model\n"
+        source, note = "./model", ""
+    else:
+        fetch, source = "", load_as
+        note = "\n\nA private repo needs a read token: `hf auth login`, or `HF_TOKEN` in the environment."
+    code = (
+        f"{fetch}from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+        f'tokenizer = AutoTokenizer.from_pretrained("{source}")\n'
+        f'model = AutoModelForCausalLM.from_pretrained("{source}")'
+    )
+    return f"## How to load\n\n```python\n{code}\n```{note}"
+
+
+def _training(settings: dict[str, Any], train: dict[str, Any]) -> str:
+    lines = ["## Training", ""]
+    if settings:
+        lines += ["The settings that name the run (`tpu-sft:KEY` in the Pulumi stack):", ""]
+        lines += ["| setting | value |", "|---|---|"]
+        lines += [f"| `{key}` | `{_value(value)}` |" for key, value in settings.items()]
+    else:
+        lines += [f"Settings: {NOT_RECORDED}."]
+    figures = [
+        ("steps trained", train.get("final_step")),
+        ("final training loss", None if train.get("final_loss") is None else _loss(train["final_loss"])),
+        ("training wall time (s)", train.get("train_wall_s")),
+        ("chip-hours", train.get("chip_hours")),
+    ]
+    recorded = [f"{name}: {value}" for name, value in figures if value is not None]
+    lines += ["", ("; ".join(recorded) + ".") if recorded else f"Training figures: {NOT_RECORDED}."]
+    return "\n".join(lines)
+
+
+def _held_out(train: dict[str, Any], curve: bool) -> str:
+    lines = ["## Held-out loss", ""]
+    if "eval_loss_first_step" not in train:
+        return "\n".join(lines + [f"Held-out loss: {NOT_RECORDED} (evaluation was off)."])
+    first_step = train["eval_loss_first_step"]
+    before = "before (the base model)" if first_step == 0 else "first pass"
+    lines += ["| | step | held-out loss |", "|---|---|---|"]
+    lines += [f"| {before} | {first_step} | {_loss(train.get('eval_loss_first'))} |"]
+    lines += [f"| after | {train.get('eval_loss_final_step')} | {_loss(train.get('eval_loss_final'))} |"]
+    change = train.get("eval_loss_change")
+    if change is not None:
+        lines += ["", f"Change: {change:+.1%}."]
+    if curve:
+        lines += ["", f"![training and held-out loss]({layout.RUN_DIR}loss.png)"]
+    return "\n".join(lines)
+
+
+def _samples(model_dir: str | None) -> str:
+    heading = "## Before and after"
+    if model_dir is None:
+        return f"{heading}\n\nSamples: {NOT_RECORDED}."
+    with open(os.path.join(model_dir, "samples.md"), encoding="utf-8") as f:
+        text = f.read().splitlines()
+    # samples.md (workload/measure/samples.py): a title, one line on how the answers were made, the table.
+    intro = [line for line in text if line and not line.startswith(("#", "|"))]
+    table = [line for line in text if line.startswith("|")]
+    shown = table[: 2 + SAMPLE_ROWS]
+    more = f"\n\nAll {len(table) - 2} prompts: [{layout.RUN_DIR}samples.md]({layout.RUN_DIR}samples.md)."
+    return "\n\n".join([heading, *intro, "\n".join(shown)]) + more
+
+
+def _how_made(settings: dict[str, Any], verify: dict[str, Any]) -> str:
+    version = settings.get("maxtextVersion") or NOT_RECORDED
+    accelerator = settings.get("acceleratorType") or NOT_RECORDED
+    if "ok" in verify:
+        checked = "passed" if verify["ok"] else "failed"
+    else:
+        checked = NOT_RECORDED
+    return "\n".join(
+        [
+            "## How it was made",
+            "",
+            f"With tpu-sft on Google Cloud TPUs: MaxText {version} (the pinned release, `tpu-sft:maxtextVersion`) "
+            f"fine-tuned it with `train_sft` on {accelerator} and exported it to Hugging Face format with "
+            f"`to_huggingface`. Verification (the export loaded with transformers, its logits compared with "
+            f"MaxText's): {checked}. The run's own files are in `{layout.RUN_DIR}`: the loss curve, verify.json, "
+            f"samples.md, the training metrics and `manifest.json` (every kept file's size and sha256, the settings "
+            f"and each step's facts).",
+        ]
+    )
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _loss(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else NOT_RECORDED
