@@ -15,6 +15,7 @@ from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.disk import DataDisk, DataDiskArgs
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
+from infra.on_destroy import model_lost_on_destroy, on_destroy
 from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, take_the_sweeps_batch
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
@@ -30,6 +31,13 @@ try:
     refuse_a_known_misfit(settings.pipeline)  # what scripts/preflight found, before anything is declared
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
+
+# `pulumi destroy` runs no program, so the preview and update before it are where a model it would take with it is
+# named; the output keeps the same line readable until then (infra/on_destroy.py).
+lost = model_lost_on_destroy(settings)
+if lost:
+    pulumi.log.warn(lost)
+pulumi.export("onDestroy", on_destroy(settings))
 
 labels = dict(settings.labels)
 network_tag = settings.instance_name
@@ -50,8 +58,7 @@ def checkpoint_bucket(service_account_email: pulumi.Input[str]) -> Bucket:
             labels={**labels, "tpu-sft-role": "checkpoints"},
             expire_prefixes=[f"{RUNS_PREFIX}/"],
             expire_after_days=settings.checkpoint_retention_days,
-            force_destroy=settings.bucket_force_destroy,
-            keep_on_destroy=settings.keep_data_disk,
+            keep_on_destroy=settings.keeps_bucket,
             object_users=[pulumi.Output.concat("serviceAccount:", service_account_email)],
         ),
     )

@@ -2,9 +2,9 @@
 
 General on purpose (the training checkpoints use one; publishing may use another): uniform bucket-level access
 with public access prevented, the stack's labels, a lifecycle rule that deletes objects under given prefixes after
-some days, `force_destroy` only when asked, and two roles on this bucket alone for each member:
-`roles/storage.objectUser`, the smallest predefined role that lets orbax and tensorstore create, read, list and
-delete objects, and `roles/storage.legacyBucketReader`, whose only permission objectUser lacks is
+some days, `force_destroy` always (keeping a bucket is `keep_on_destroy`'s job), and two roles on this bucket
+alone for each member: `roles/storage.objectUser`, the smallest predefined role that lets orbax and tensorstore
+create, read, list and delete objects, and `roles/storage.legacyBucketReader`, whose only permission objectUser lacks is
 `storage.buckets.get`. orbax-checkpoint 0.11.39 needs it on every resume: a CheckpointManager opened on an
 existing directory looks the bucket up (`gcs_utils.is_hierarchical_namespace_enabled`, uncaught). No custom
 role: a deleted custom role's ID cannot be reused for up to 37 days.
@@ -29,7 +29,6 @@ class BucketArgs:
     labels: dict[str, str]
     expire_prefixes: Sequence[str]  # objects under these prefixes are deleted `expire_after_days` after creation
     expire_after_days: int
-    force_destroy: bool  # `pulumi destroy` deletes a bucket that still holds objects
     keep_on_destroy: bool  # `pulumi destroy` forgets the bucket instead of deleting it
     object_users: Sequence[pulumi.Input[str]]  # IAM members ("serviceAccount:…") that read and write objects and
     # read the bucket's metadata
@@ -46,7 +45,11 @@ class Bucket(pulumi.ComponentResource):
             uniform_bucket_level_access=True,
             public_access_prevention="enforced",
             labels=dict(args.labels),
-            force_destroy=args.force_destroy,
+            # A bucket is either kept (retain_on_delete: Pulumi forgets it) or deleted with what it holds. Without
+            # force_destroy, Cloud Storage refuses to delete a bucket holding objects, and `pulumi destroy` would stop
+            # half-way with the checkpoints still billing; no flag can be changed then without a `pulumi up`, which
+            # would first make a new TPU VM where autostop deleted the last one.
+            force_destroy=True,
             lifecycle_rules=[
                 gcp.storage.BucketLifecycleRuleArgs(
                     action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from infra.cost import PRICE_TABLE, STORAGE_USD_PER_GB_MONTH
-from infra.setting_table import BY_KEY, DEFAULT_INSTANCE_NAME, DEFAULT_PUBLIC_KEY, IAP_RANGE, SETTINGS, Given
+from infra.setting_table import (
+    BY_KEY,
+    DEFAULT_INSTANCE_NAME,
+    DEFAULT_PUBLIC_KEY,
+    IAP_RANGE,
+    RETIRED,
+    SETTINGS,
+    Given,
+)
 from infra.ssh_key_pair import require_private_key
 from workload.core import lock
 from workload.core.accelerators import ACCELERATORS, Accelerator
@@ -65,7 +73,7 @@ class Settings:
     service_account: str | None = None  # the VM's service account; None: the project's default compute one
     checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name
     checkpoint_retention_days: int = 30
-    bucket_force_destroy: bool = False
+    keep_checkpoint_bucket: bool = False
     ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_key_trust.py)
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
     autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/setting_table.py)
@@ -83,6 +91,12 @@ class Settings:
     def is_slice(self) -> bool:
         """A multi-host slice (tpu-sft:acceleratorType v6e-16 and up): a managed instance group, not one VM."""
         return self.accelerator.is_slice
+
+    @property
+    def keeps_bucket(self) -> bool:
+        """Whether `pulumi destroy` leaves the checkpoint bucket: asked for, or with keepDataDisk, which has always
+        kept it too (and on a slice it is where the kept model is)."""
+        return self.keep_checkpoint_bucket or self.keep_data_disk
 
     @property
     def publishes(self) -> bool:
@@ -124,6 +138,9 @@ def parse(
     Reads no file: the same config gives the same settings on every machine."""
     refuse_tokens_in_plain_text(raw, secret_keys)
     ours = {k.split(":", 1)[1]: v for k, v in raw.items() if k.startswith(f"{NAMESPACE}:")}
+    retired = sorted(set(ours) & set(RETIRED))
+    if retired:
+        raise ConfigError(stack_key(retired[0]), *RETIRED[retired[0]])
     unknown = sorted(set(ours) - set(PIPELINE_SETTINGS) - set(BY_KEY))
     if unknown:
         raise ConfigError(

@@ -26,21 +26,15 @@ def test_bucket_fields(mock_stack):
     assert bucket.inputs["lifecycleRules"] == [
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefixes": ["runs/"]}}
     ]
-    assert bucket.inputs["forceDestroy"] is False  # a bucket holding checkpoints is not deleted unless asked
+    # `pulumi destroy` empties and deletes it (tests/infra/test_keep_on_destroy.py: and what keeps it)
+    assert bucket.inputs["forceDestroy"] is True
     assert bucket.retain_on_delete is False and bucket.protect is False
 
 
-def test_retention_name_and_force_destroy_are_settings(mock_stack):
-    bucket = mock_stack(
-        {
-            "tpu-sft:checkpointBucket": "team-ckpts",
-            "tpu-sft:checkpointRetentionDays": "7",
-            "tpu-sft:bucketForceDestroy": "true",
-        }
-    ).one(BUCKET)
+def test_retention_and_name_are_settings(mock_stack):
+    bucket = mock_stack({"tpu-sft:checkpointBucket": "team-ckpts", "tpu-sft:checkpointRetentionDays": "7"}).one(BUCKET)
     assert bucket.inputs["name"] == "team-ckpts"
     assert bucket.inputs["lifecycleRules"][0]["condition"]["age"] == 7
-    assert bucket.inputs["forceDestroy"] is True
 
 
 def test_the_vm_default_service_account_gets_object_user_and_legacy_bucket_reader_on_this_bucket_only(mock_stack):

@@ -263,7 +263,7 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
             "hf_write_token",
             "checkpoint_bucket",
             "checkpoint_retention_days",
-            "bucket_force_destroy",
+            "keep_checkpoint_bucket",
         )
     } == {
         "provisioning_model": "RESERVATION_BOUND",
@@ -295,7 +295,7 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "hf_write_token": None,
         "checkpoint_bucket": "my-project-123-tpu-sft-runs",
         "checkpoint_retention_days": 30,
-        "bucket_force_destroy": False,
+        "keep_checkpoint_bucket": False,
     }
 
 

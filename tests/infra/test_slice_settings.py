@@ -7,6 +7,7 @@ import pytest
 from pulumi import RunError
 
 from infra import settings
+from infra.on_destroy import model_lost_on_destroy
 from rehearsal.engine import Stack, run_program
 from tests.fixtures.mock_engine import DISK_KEYS
 from workload.core.accelerators import ACCELERATORS
@@ -125,7 +126,8 @@ def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
 
 def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypatch, caplog):
     """Pulumi.dev.yaml as shipped, with only tpu-sft:acceleratorType changed: it previews and runs, autostop (delete)
-    and all; the data-disk keys are the one warning."""
+    and all; the data-disk keys are the one warning about settings (the other: the model that `pulumi destroy` would
+    take with the bucket, tests/infra/test_keep_on_destroy.py)."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
     config = {**dev_config, "tpu-sft:acceleratorType": "v6e-32"}
     run_program(config)
@@ -134,7 +136,8 @@ def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypat
     assert declared.of_type("gcp:projects/iAMMember:IAMMember")  # autostop's grant on the group
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "tpu-sft:dataDiskSizeGb, tpu-sft:dataDiskType ignored: a v6e-32 slice's hosts cannot share one read-write "
-        "data disk, so a slice declares none and keeps its model in the checkpoint bucket"
+        "data disk, so a slice declares none and keeps its model in the checkpoint bucket",
+        model_lost_on_destroy(settings.parse(config, stack="dev")),
     ] * 2
 
 
@@ -151,7 +154,10 @@ def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, 
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
     declared = run_program(_config(dev_config, remove=()), preview=False)
     # The mock engine hands the program's warnings to Python's logging; the CLI prints them as `warning: …`
-    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == list(parsed.warnings)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        *parsed.warnings,
+        model_lost_on_destroy(parsed),
+    ]
     assert not declared.of_type("gcp:compute/disk:Disk")
 
 
