@@ -3,11 +3,11 @@ chip-hour the Pulumi program wrote into its metadata (`tpu-sft-usd-per-chip-hour
 its own chips and uptime, and the phase adds the hosts' readings up (`total`): a host the group recreated counts
 from its own boot, not the slice's.
 
-The time is /proc/uptime: this boot of the VM, which is what a running VM is billed for since it last started
-(a VM stopped by autostop and started again by `pulumi up` starts a new count; its earlier boots are not
-added). Off Google Cloud (the rehearsal, tests) there is no metadata server: then there is no price and no
-cost, only chip-hours. The price travels in the VM's metadata, not in a phase's inputs, so a price change
-re-runs no phase.
+The time is /proc/uptime: this boot of the VM, which is what a running VM is billed for since it last started (a VM
+restarted after host maintenance, or one made anew after autostop deleted the last, starts a new count; earlier
+boots are not added). Off Google Cloud (the rehearsal, tests) there is no metadata server: then there is no price
+and no cost, only chip-hours. The price travels in the VM's metadata, not in a phase's inputs, so a price change re-
+runs no phase.
 """
 
 from __future__ import annotations
