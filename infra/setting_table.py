@@ -347,6 +347,13 @@ SETTINGS: tuple[Setting, ...] = (
         "whether the policy pack lets a change replace the data disk (policy/disk.py reads it)",
     ),
     Setting(
+        "allowBucketReplace",
+        None,
+        _bool,
+        "false",
+        "whether the policy pack lets a change replace (and so empty) the checkpoint bucket (policy/bucket.py)",
+    ),
+    Setting(
         "access",
         "access",
         _choice(ACCESS_PATHS),

@@ -7,7 +7,7 @@ Configuration has two sources, as in a real preview:
 - policy config (per rule, JSON-schema properties with defaults below), e.g.
   `{"billable-resources-labelled": {"requiredLabels": ["owner"]}}`;
 - stack config (`tpu-sft:*` keys, as the engine hands them to the pack): the user's own decisions, here
-  `tpu-sft:allowDataDiskReplace`.
+  `tpu-sft:allowDataDiskReplace` and `tpu-sft:allowBucketReplace`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy import disk, external_ip, firewall, instance, labels
-from policy.model import DISK, FIREWALL, HOSTS, INSTANCE_GROUP_MANAGER, Resource, Violation
+from policy import bucket, disk, external_ip, firewall, instance, labels
+from policy.model import BUCKET, DISK, FIREWALL, HOSTS, INSTANCE_GROUP_MANAGER, Resource, Violation
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -93,6 +93,19 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
             protect=r.protect,
             retain_on_delete=r.retain_on_delete,
             replace_allowed=stack_flag(s, "allowDataDiskReplace"),
+        ),
+    ),
+    ResourceRule(
+        name="checkpoint-bucket-survives-replace",
+        description="The checkpoint bucket is not emptied by a replace unless tpu-sft:allowBucketReplace is true.",
+        level=MANDATORY,
+        types=(BUCKET,),
+        check=lambda r, c, s: bucket.replace_would_empty(
+            r.name,
+            r.props,
+            protect=r.protect,
+            retain_on_delete=r.retain_on_delete,
+            replace_allowed=stack_flag(s, "allowBucketReplace"),
         ),
     ),
     ResourceRule(

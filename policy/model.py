@@ -9,6 +9,7 @@ from typing import Any
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
 FIREWALL = "gcp:compute/firewall:Firewall"
+BUCKET = "gcp:storage/bucket:Bucket"
 # A multi-host slice: its hosts come from an instance template through a managed instance group.
 INSTANCE_TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 INSTANCE_GROUP_MANAGER = "gcp:compute/instanceGroupManager:InstanceGroupManager"

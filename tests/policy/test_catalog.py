@@ -4,7 +4,7 @@ them without an engine over resources given as plain values (what a mock-engine 
 import pytest
 
 from policy import catalog
-from policy.model import DISK, FIREWALL, INSTANCE, INSTANCE_GROUP_MANAGER, Resource, Violation
+from policy.model import BUCKET, DISK, FIREWALL, INSTANCE, INSTANCE_GROUP_MANAGER, Resource, Violation
 
 KEY = "compute.googleapis.com/reservation-name"
 LABELS = {"app": "tpu-sft", "stack": "dev", "owner": "ml-platform", "cost-center": "research"}
@@ -32,6 +32,7 @@ def test_rule_names_and_levels():
         "reservation-bound-has-reservation": "mandatory",
         "billable-resources-labelled": "mandatory",
         "data-disk-survives-replace": "mandatory",
+        "checkpoint-bucket-survives-replace": "mandatory",
         "boot-disk-fits-maxtext": "mandatory",
         "run-duration-capped": "advisory",
         "slice-hosts-stay-ended": "mandatory",
@@ -115,6 +116,7 @@ def test_every_message_is_one_line_saying_what_to_do():
         Resource(FIREWALL, "ssh", {**SSH, "targetTags": ["elsewhere"], "sourceRanges": ["0.0.0.0/0", "::/0"]}),
         Resource(FIREWALL, "iap", {**SSH, "targetTags": []}),
         Resource(INSTANCE_GROUP_MANAGER, "slice", {"targetSize": 4}),
+        Resource(BUCKET, "runs", {"forceDestroy": True}),
     ]
     found = catalog.check_stack(resources)
     assert {v.policy for v in found} == {r.name for r in catalog.RESOURCE_RULES + catalog.STACK_RULES}

@@ -56,7 +56,7 @@ def run(policy, type_, props, *, config=None, protect=False):
 
 def test_every_rule_becomes_a_policy_with_its_level_and_schema():
     policies = by_name()
-    assert len(policies) == 8
+    assert len(policies) == 9
     assert policies["ssh-not-open-to-internet"].enforcement_level is EnforcementLevel.MANDATORY
     assert policies["run-duration-capped"].enforcement_level is EnforcementLevel.ADVISORY
     assert isinstance(policies["no-external-ip-behind-iap"], pulumi_policy.StackValidationPolicy)

@@ -18,9 +18,16 @@ def test_dev_stack_passes_mandatory_rules(mock_stack, dev_config):
 
 def test_rules_see_a_broken_stack(mock_stack, dev_config):
     """The same check fails when the program is given a config the team forbids."""
-    overrides = {"tpu-sft:allowDataDiskReplace": "false", "tpu-sft:keepDataDisk": "false"}
+    overrides = {
+        "tpu-sft:allowDataDiskReplace": "false",
+        "tpu-sft:keepDataDisk": "false",
+        "tpu-sft:allowBucketReplace": "false",
+    }
     found = check_stack(_declared(mock_stack(overrides)), stack_config={**dev_config, **overrides})
-    assert [v.policy for v in found if v.level == MANDATORY] == ["data-disk-survives-replace"]
-    kept = {**overrides, "tpu-sft:keepDataDisk": "true"}
+    assert [v.policy for v in found if v.level == MANDATORY] == [
+        "data-disk-survives-replace",
+        "checkpoint-bucket-survives-replace",
+    ]
+    kept = {**overrides, "tpu-sft:keepDataDisk": "true"}  # keeps the disk and the bucket
     found = check_stack(_declared(mock_stack(kept)), stack_config={**dev_config, **kept})
     assert [v for v in found if v.level == MANDATORY] == []

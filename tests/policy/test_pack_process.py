@@ -66,6 +66,7 @@ def test_the_pack_declares_its_policies(analyzer):
         "reservation-bound-has-reservation",
         "billable-resources-labelled",
         "data-disk-survives-replace",
+        "checkpoint-bucket-survives-replace",
         "boot-disk-fits-maxtext",
         "run-duration-capped",
         "no-external-ip-behind-iap",

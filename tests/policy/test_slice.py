@@ -82,8 +82,8 @@ def test_the_slices_own_firewall_is_no_way_in_from_outside(slice_resources):
     open to 203.0.113.0/24 (a slice is reached through IAP: tpu-sft:access direct is refused), it does not."""
     resources, _ = slice_resources({"tpu-sft:sshSourceRanges": '["35.235.240.0/20", "203.0.113.0/24"]'})
     assert [v for v in check_stack(resources) if v.policy == "no-external-ip-behind-iap"] == []
-    resources, _ = slice_resources({"tpu-sft:externalIp": "false"})
-    assert check_stack(resources) == []
+    resources, stack_config = slice_resources({"tpu-sft:externalIp": "false"})
+    assert check_stack(resources, stack_config=stack_config) == []
 
 
 TEMPLATE = {
