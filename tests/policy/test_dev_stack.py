@@ -24,10 +24,10 @@ def test_rules_see_a_broken_stack(mock_stack, dev_config):
         "tpu-sft:allowBucketReplace": "false",
     }
     found = check_stack(_declared(mock_stack(overrides)), stack_config={**dev_config, **overrides})
-    assert [v.policy for v in found if v.level == MANDATORY] == [
+    assert {v.policy for v in found if v.level == MANDATORY} == {
         "data-disk-survives-replace",
         "checkpoint-bucket-survives-replace",
-    ]
+    }
     kept = {**overrides, "tpu-sft:keepDataDisk": "true"}  # keeps the disk and the bucket
     found = check_stack(_declared(mock_stack(kept)), stack_config={**dev_config, **kept})
     assert [v for v in found if v.level == MANDATORY] == []
