@@ -175,12 +175,16 @@ def test_spec_for_follows_the_seed_and_the_settings():
 # ---- the steps as a graph: independent branches at once, hashes through what each step needs
 
 
+def _stamp(name: str, edge: str) -> str:
+    """Write the time to $DIR/<name>.<edge> whole or not at all: the shell creates a redirect's file before `date`
+    writes into it, so another step that waits for the file to exist (`_meeting`) could read it empty, or stamp its
+    own time first (a race a loaded machine lost)."""
+    return f'date +%s.%N > "$DIR/{name}.{edge}.part" && mv "$DIR/{name}.{edge}.part" "$DIR/{name}.{edge}"'
+
+
 def _timed(name: str, seconds: float) -> str:
     """A step that records when it started and ended (and its pid) under $DIR."""
-    return (
-        f'date +%s.%N > "$DIR/{name}.start" && echo $$ > "$DIR/{name}.pid" && sleep {seconds} && '
-        f'date +%s.%N > "$DIR/{name}.end"'
-    )
+    return f'{_stamp(name, "start")} && echo $$ > "$DIR/{name}.pid" && sleep {seconds} && {_stamp(name, "end")}'
 
 
 def _at(scratch: Path, name: str, edge: str) -> float:
@@ -191,8 +195,8 @@ def _meeting(name: str, other: str) -> str:
     """A step that records when it started and ended under $DIR, and ends once `other` has started (or after 600 s,
     so that steps run one after the other end, and fail the test, instead of waiting for ever)."""
     return (
-        f'date +%s.%N > "$DIR/{name}.start" && i=0; while [ ! -e "$DIR/{other}.start" ] && [ $i -lt 12000 ]; '
-        f'do sleep 0.05; i=$((i+1)); done; date +%s.%N > "$DIR/{name}.end"'
+        f'{_stamp(name, "start")} && i=0; while [ ! -e "$DIR/{other}.start" ] && [ $i -lt 12000 ]; '
+        f"do sleep 0.05; i=$((i+1)); done; {_stamp(name, 'end')}"
     )
 
 
@@ -336,10 +340,7 @@ def test_the_seed_spec_runs_apt_beside_the_python_branch():
 
 def _held(name: str, release: Path) -> str:
     """A step that records when it started and ended under $DIR, and ends only once `release` exists."""
-    return (
-        f'date +%s.%N > "$DIR/{name}.start" && while [ ! -e {release} ]; do sleep 0.05; done && '
-        f'date +%s.%N > "$DIR/{name}.end"'
-    )
+    return f"{_stamp(name, 'start')} && while [ ! -e {release} ]; do sleep 0.05; done && {_stamp(name, 'end')}"
 
 
 def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(target, scratch):

@@ -44,9 +44,10 @@ def _lines(scratch: Path, name: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def _flocks(locks: str) -> int:
-    """flock processes on this machine (the test host's among them) holding or waiting for a lock in `locks`."""
-    return sum(p["cmdline"].startswith("flock ") and locks in p["cmdline"] for p in processes())
+def _flocks(locks: str) -> set[int]:
+    """The pids of flock processes on this machine (the test host's among them) holding or waiting for a lock in
+    `locks`. Pids, not a count: one the first bootstrap left ending as the second starts would hide the second's."""
+    return {p["pid"] for p in processes() if p["cmdline"].startswith("flock ") and locks in p["cmdline"]}
 
 
 def _fingerprint(target) -> Path:
@@ -67,7 +68,7 @@ def test_bootstrap_leaves_a_detached_step_running_and_the_next_bootstrap_waits_f
             try:
                 # Its own end ends the wait too, so a bootstrap that did not wait fails here, with its result.
                 waiting = "the next bootstrap to wait for the step's locks"
-                wait_until(lambda: _flocks(locks) > before or next_bootstrap.done(), 600, waiting)
+                wait_until(lambda: _flocks(locks) - before or next_bootstrap.done(), 600, waiting)
                 assert not next_bootstrap.done(), next_bootstrap.result()
                 assert _lines(scratch, "extras") == 0
             finally:
