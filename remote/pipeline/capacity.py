@@ -3,16 +3,16 @@ the slice's size and waits until Compute Engine has made every host, minutes or 
 least every minute; the SSH wait's 10 minutes start only once the hosts exist.
 
 Why a plain resize, not a resize request: Compute Engine refuses resize requests in a group of TPU VMs ("Creating
-resize requests for managed instance group with TPU is not allowed", a field report of 2026-07-20), and a group
-with a TPU accelerator topology must create its hosts in BULK mode (infra/slice.py), all at once or none. The path
+resize requests for managed instance group with TPU is not allowed", a field report of 2026-07-20), and a group with
+a TPU accelerator topology must create its hosts in BULK mode (infra/slice.py), all at once or none. The path
 reported to work puts FLEX_START in the template, creates the BULK group at size 0, then resizes it to N
 (`instanceGroupManagers.resize`; the Compute API reference: "If you increase the size, the group creates new
 instances using the current instance template"). A BULK group "waits for the full capacity to become available"
 (cloud.google.com/compute/docs/instance-groups/about-bulk-mode) and says why in
 `status.bulkInstanceOperation.lastProgressCheck.error` (its v1 representation; the codes it carries, such as
-ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS or QUOTA_EXCEEDED, are from a field report of 2026-07-22, SkyPilot's
-tests of its TPU groups). How long it waits is Google's to say, so this wait keeps no clock of its own. Ctrl-C
-leaves the group as it is; the next `pulumi up` runs the task again, and so waits again.
+ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS or QUOTA_EXCEEDED, are from a field report, SkyPilot's tests of its TPU
+groups, whose fixtures are dated 2026-07-22). How long it waits is Google's to say, so this wait keeps no clock of
+its own. Ctrl-C leaves the group as it is; the next `pulumi up` runs the task again, and so waits again.
 
 With the caller's own credentials (`gcloud auth print-access-token`: the gcloud the IAP tunnel needs anyway),
 never logged: GET …/instanceGroupManagers/G (`compute.instanceGroupManagers.get`) for its target size, the hosts

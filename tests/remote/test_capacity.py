@@ -3,8 +3,8 @@
 no Compute Engine exists here). The clock is the test's: an hour's wait takes no time.
 
 The reasons a BULK group gives while it waits (`status.bulkInstanceOperation.lastProgressCheck.error`) are the codes
-a field report shows, not Google's text: SkyPilot's tests of its TPU groups (skypilot-org/skypilot, 2026-07-22),
-ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS and QUOTA_EXCEEDED."""
+a field report shows, not Google's text: SkyPilot's tests of its TPU groups (skypilot-org/skypilot; fixtures dated
+2026-07-22), ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS and QUOTA_EXCEEDED."""
 
 import io
 import json
