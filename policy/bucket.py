@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policy.replace import lost_to_a_replace
+
 
 def replace_would_empty(
     name: str,
@@ -16,12 +18,16 @@ def replace_would_empty(
     retain_on_delete: bool,
     replace_allowed: bool,
 ) -> list[str]:
-    """A replace of a force-destroy bucket deletes its objects unless the resource is protected (the replace fails
-    instead) or retained on delete (Pulumi forgets the old bucket, which keeps its objects)."""
-    if not props.get("forceDestroy") or protect or retain_on_delete or replace_allowed:
-        return []
-    return [
+    holds = props.get("forceDestroy")  # without it Cloud Storage refuses to delete a bucket that holds objects
+    lost = (
         f"checkpoint bucket {name} (every run's checkpoints, and a slice's kept model) would be deleted with its "
-        "contents by any change that replaces it: set tpu-sft:keepCheckpointBucket true to keep it, or "
-        "tpu-sft:allowBucketReplace true to accept the loss"
-    ]
+        "contents"
+    )
+    return lost_to_a_replace(
+        lost if holds else "",
+        "keepCheckpointBucket",
+        "allowBucketReplace",
+        protect=protect,
+        retain_on_delete=retain_on_delete,
+        replace_allowed=replace_allowed,
+    )

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policy.model import dig
+from policy.replace import lost_to_a_replace
 
 ROLE_LABEL = "tpu-sft-role"
 DATA_ROLE = "data"
@@ -23,11 +24,12 @@ def replace_would_delete(
     retain_on_delete: bool,
     replace_allowed: bool,
 ) -> list[str]:
-    """A replace deletes the old disk unless the resource is protected (the replace fails instead) or
-    retained on delete (Pulumi forgets the old disk, which keeps its data)."""
-    if not is_data_disk(props) or protect or retain_on_delete or replace_allowed:
-        return []
-    return [
-        f"data disk {name} (where the fine-tuned model lives) would be deleted by any change that replaces it: "
-        "set tpu-sft:keepDataDisk true to keep it, or tpu-sft:allowDataDiskReplace true to accept the loss"
-    ]
+    lost = f"data disk {name} (where the fine-tuned model lives) would be deleted" if is_data_disk(props) else ""
+    return lost_to_a_replace(
+        lost,
+        "keepDataDisk",
+        "allowDataDiskReplace",
+        protect=protect,
+        retain_on_delete=retain_on_delete,
+        replace_allowed=replace_allowed,
+    )
