@@ -105,8 +105,8 @@ def fill_group(
         if now.target < size:
             log.info("asking for the slice's %d hosts: resizing group %s from %d to %d", size, name, now.target, size)
             _call("POST", f"{api}/compute/v1/{path}/resize?size={size}", token())
+            now = read(path, token(), api)
         while True:
-            now = read(path, token(), api)  # a new token each time: a wait of hours outlives one
             waited = _duration(clock() - started)
             if now.target < size:
                 raise CapacityError(
@@ -119,6 +119,7 @@ def fill_group(
             said = f"; Compute Engine: {now.waiting_on}" if now.waiting_on else ""
             log.info("waiting for capacity: group %s, %d of %d hosts, %s waited%s", name, now.hosts, size, waited, said)
             sleep(poll_s)
+            now = read(path, token(), api)  # a new token each time: a wait of hours outlives one
     except KeyboardInterrupt:
         log.warning("stopped waiting; group %s stays as it is: the next `pulumi up` waits again", name)
         raise
