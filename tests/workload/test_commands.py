@@ -6,6 +6,7 @@ import shlex
 import pytest
 
 from workload.core.config import PipelineConfig
+from workload.launch import data_in_process
 from workload.launch.tpu_env import tpu_env
 from workload.run import commands
 from workload.run.layout import Layout
@@ -118,6 +119,13 @@ def test_the_tiny_profile_gives_torch_one_thread_and_the_full_profile_leaves_it_
 
     assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig(profile="tiny"))] == ["1"] * 6
     assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig())] == [None] * 6
+
+
+def test_the_tiny_trainer_reads_its_data_in_its_own_process_and_the_vms_through_grains_worker():
+    """workload/launch/data_in_process.py; the held-out passes' equality both ways: test_held_out_unlearned.py."""
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    assert commands.train_sft(PipelineConfig(profile="tiny"), layout).env[data_in_process.ENV] == "1"
+    assert data_in_process.ENV not in commands.train_sft(PipelineConfig(), layout).env
 
 
 def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():

@@ -10,6 +10,7 @@ printed commands, argv or logs.
 from __future__ import annotations
 
 from workload.core.accelerators import ACCELERATORS
+from workload.launch import data_in_process
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 
 
@@ -45,5 +46,12 @@ def cpu_env() -> dict[str, str]:
     local file fails at once instead of waiting on the network, and one torch thread. The tiny profile always
     shares its cores (a slice's simulated hosts, the suite's runs side by side), and torch's OpenMP threads spin at
     every barrier while another process holds the core: the before/after answers took 100-112 s of CPU beside five
-    busy processes on 2 cores, 18 s with one thread (bench/torch_threads.py)."""
-    return {"JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    busy processes on 2 cores, 18 s with one thread (bench/torch_threads.py). The trainer reads its rows in its own
+    process (workload/launch/data_in_process.py)."""
+    return {
+        "JAX_PLATFORMS": "cpu",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        data_in_process.ENV: "1",
+    }

@@ -6,6 +6,8 @@ imports (MaxText, Tunix, TensorFlow, torch: ~9 s of CPU more than the pipeline i
 data and again for every held-out pass, while the step waits for its batch. Started through this module, the
 worker imports this module instead, and of MaxText only what unpickling its pipeline needs.
 
+In the tiny profile the data is read in the trainer's own process instead (workload/launch/data_in_process.py).
+
 It also keeps the trainer's steps from returning the logits nobody reads (workload/launch/unread_logits.py), and as the
 trainer ends prints the HBM its chips held at their peak (workload/measure/hbm_peak.py).
 
@@ -15,8 +17,11 @@ trainer ends prints the HBM its chips held at their peak (workload/measure/hbm_p
 from __future__ import annotations
 
 import importlib.util
+import os
 import runpy
 import sys
+
+from workload.launch import data_in_process
 
 
 def main() -> None:
@@ -30,6 +35,8 @@ def main() -> None:
         from workload.launch import unread_logits
 
         unread_logits.drop_from_every_trainer()
+    if os.environ.get(data_in_process.ENV) == "1":
+        data_in_process.read_data_in_the_trainers_process()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
     sys.argv = [spec.origin, *args]
     try:
