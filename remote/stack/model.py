@@ -1,10 +1,12 @@
 """`fetch-model`: the kept model and its manifest (workload/run/kept.py: every file's size and sha256) onto the user's
 machine, every file checked against the manifest.
 
-Where from: the bucket when the model is kept there (a slice keeps to gs://<bucket>/kept/<run>/), through Cloud
-Storage's API (remote/stack/gcs.py); else the VM's data disk over SSH (remote/ssh/sync.py `fetch`, which checks each
-file against the VM's own sha256 too). Which model: the stack's `modelDir` output (what the last `pulumi up` saw kept),
-else the one whose manifest was written last under the profile's kept dir.
+Where from, through Cloud Storage's API (remote/stack/gcs.py) where it can: the bucket when the model is kept there
+(a slice keeps to gs://<bucket>/kept/<run>/); else the copy the publish task made in Cloud Storage (the `published`
+output), laid out as a Hub repo; else the VM's data disk over SSH (remote/ssh/sync.py `fetch`, which checks each file
+against the VM's own sha256 too). Which model: the stack's `modelDir` output (what the last `pulumi up` saw kept),
+else the one whose manifest was written last under the profile's kept dir. Whatever the source, DIR gets the kept
+layout (the Hugging Face model in DIR/hf-model/).
 
 A broken transfer resumes: a file already here that matches the manifest is not fetched again, and a partial one
 (`.NAME.partial` beside it) continues from its last byte. The manifest is written last, so a folder holding it holds
@@ -29,6 +31,7 @@ from remote.stack import vm_state
 from remote.stack.gcs import Gcs
 from remote.stack.outputs import StackOutputs
 from remote.stack.reach import VmUnreachable, connect_vm, vm_name
+from workload.publish import layout as publish_layout
 from workload.run.kept import MANIFEST
 
 Progress = Callable[[str, int, int], None]  # file, bytes so far, its size
@@ -59,7 +62,13 @@ def fetch_model(
     model_dir = outputs.text("modelDir")
     kept_root = target.profile.kept_dir
     if (model_dir or kept_root).startswith("gs://"):
-        return _from_bucket(gcs, model_dir or _latest_in_bucket(gcs, kept_root), dest, progress)
+        model_dir = (model_dir or _latest_in_bucket(gcs, kept_root)).rstrip("/")
+        return _from_bucket(
+            gcs, Copy(model_dir, f"{model_dir}/{MANIFEST}", lambda path: f"{model_dir}/{path}"), dest, progress
+        )
+    published = _published_to_gcs(outputs)
+    if published is not None:
+        return _from_bucket(gcs, published, dest, progress)
     conn = _vm(outputs, start_vm)
     with conn:
         model_dir = model_dir or _latest_on_vm(conn, kept_root)
@@ -98,8 +107,9 @@ def _entries(manifest: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return files
 
 
-def _local_dir(dest: Path | None, model_dir: str) -> Path:
-    return dest if dest is not None else Path("models") / PurePosixPath(model_dir.rstrip("/")).name
+def _local_dir(dest: Path | None, manifest: dict[str, Any], model_dir: str) -> Path:
+    """DIR as given, else models/<the run's name>."""
+    return dest or Path("models") / str(manifest.get("run_name") or PurePosixPath(model_dir.rstrip("/")).name)
 
 
 def _verified(local: Path, entry: dict[str, Any]) -> bool:
@@ -113,6 +123,26 @@ def _write_manifest(local_dir: Path, data: bytes) -> None:
 
 
 # ---- from the bucket
+@dataclass(frozen=True)
+class Copy:
+    """A kept model in Cloud Storage: where its manifest is, and where each of the manifest's files is."""
+
+    url: str
+    manifest: str
+    object_of: Callable[[str], str]  # a path in the manifest → its object's gs:// URL
+
+
+def _published_to_gcs(outputs: StackOutputs) -> Copy | None:
+    """The copy the publish task made in Cloud Storage (the `published` output names it), laid out as a Hub repo
+    (workload/publish/layout.py): the manifest under tpu-sft/, each file where the layout put it."""
+    published = outputs.values.get("published")
+    uri = next((k for k in published if k.startswith("gs://")), None) if isinstance(published, dict) else None
+    if uri is None:
+        return None
+    uri = uri.rstrip("/")
+    return Copy(uri, f"{uri}/{publish_layout.MANIFEST}", lambda path: f"{uri}/{publish_layout.destination_path(path)}")
+
+
 def _latest_in_bucket(gcs: Gcs, kept_root: str) -> str:
     _, runs = gcs.listing(kept_root)
     written = []
@@ -125,13 +155,13 @@ def _latest_in_bucket(gcs: Gcs, kept_root: str) -> str:
     return max(written)[1]
 
 
-def _from_bucket(gcs: Gcs, model_dir: str, dest: Path | None, progress: Progress) -> FetchedModel:
-    model_dir = model_dir.rstrip("/")
-    data = gcs.read(f"{model_dir}/{MANIFEST}")
+def _from_bucket(gcs: Gcs, copy: Copy, dest: Path | None, progress: Progress) -> FetchedModel:
+    data = gcs.read(copy.manifest)
     if data is None:
-        raise NoModel(f"{model_dir} holds no {MANIFEST}: no model kept there yet (see `status`)")
-    entries = _entries(json.loads(data), f"{model_dir}/{MANIFEST}")
-    local_dir = _local_dir(dest, model_dir)
+        raise NoModel(f"{copy.manifest} is missing: no model kept there yet (see `status`)")
+    manifest = json.loads(data)
+    entries = _entries(manifest, copy.manifest)
+    local_dir = _local_dir(dest, manifest, copy.url)
     transferred = resumed = 0
     for entry in entries:
         local = local_dir / entry["path"]
@@ -143,7 +173,7 @@ def _from_bucket(gcs: Gcs, model_dir: str, dest: Path | None, progress: Progress
         if had > entry["size"]:
             partial.unlink()
             had = 0
-        url = f"{model_dir}/{entry['path']}"
+        url = copy.object_of(entry["path"])
         done = had
         if had < entry["size"]:
 
@@ -164,7 +194,7 @@ def _from_bucket(gcs: Gcs, model_dir: str, dest: Path | None, progress: Progress
         transferred += 1
         resumed += bool(had)
     _write_manifest(local_dir, data)
-    return FetchedModel(model_dir, str(local_dir), len(entries), transferred, resumed)
+    return FetchedModel(copy.url, str(local_dir), len(entries), transferred, resumed)
 
 
 # ---- from the VM
@@ -180,8 +210,9 @@ def _from_vm(conn: Connection, model_dir: str, dest: Path | None, progress: Prog
     read = run(conn, f"cat -- {shlex.quote(manifest_path)} 2>/dev/null; true").stdout
     if not read:
         raise NoModel(f"{conn.host}: {manifest_path} is missing: no model kept there yet (see `status`)")
-    entries = _entries(json.loads(read), f"{conn.host}:{manifest_path}")
-    local_dir = _local_dir(dest, model_dir)
+    manifest = json.loads(read)
+    entries = _entries(manifest, f"{conn.host}:{manifest_path}")
+    local_dir = _local_dir(dest, manifest, model_dir)
     by_dir: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in entries:
         by_dir[str(PurePosixPath(entry["path"]).parent)].append(entry)

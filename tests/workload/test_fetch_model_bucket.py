@@ -8,12 +8,18 @@ import pytest
 
 from remote.ssh.errors import EXIT_VERIFY
 from tests.remote.stack_commands import kept_model, recorded_outputs, tpu_sft
+from workload.publish import layout
 
 
 @pytest.fixture(scope="module")
-def slice_like(tmp_path_factory, gcs):
+def recorded(tmp_path_factory):
+    return recorded_outputs(tmp_path_factory.mktemp("stack"))
+
+
+@pytest.fixture(scope="module")
+def slice_like(recorded, gcs):
     """The rehearsal stack's outputs with its hosts keeping to the bucket, as a slice's do."""
-    outputs = recorded_outputs(tmp_path_factory.mktemp("stack"))
+    outputs = recorded
     target = json.loads(outputs["target"])
     target["profile"]["kept_dir"] = gcs.gs("kept")
     return {**outputs, "target": json.dumps(target)}
@@ -52,3 +58,23 @@ def test_a_damaged_copy_in_the_bucket_is_refused(gcs, slice_like, tmp_path):
     assert line.startswith(f"error: {gcs.gs('kept/run-b/loss.png')} arrived as 33 bytes sha256 ")
     assert line.endswith("the copy in the bucket is damaged; nothing of it was kept")
     assert not (dest / "loss.png").exists() and not list(dest.rglob("*.partial"))
+
+
+def test_a_copy_published_to_cloud_storage_needs_no_vm(gcs, recorded, tmp_path):
+    """A VM's stack that publishes to Cloud Storage (the `published` output names where): the model comes from there,
+    laid out as a Hub repo (workload/publish/layout.py), into the kept layout here; the VM is never asked."""
+    model = kept_model(tmp_path / "src", "run-c")
+    repo = tmp_path / "repo"
+    for entry in json.loads((model / "manifest.json").read_text())["files"]:
+        (repo / layout.destination_path(entry["path"])).parent.mkdir(parents=True, exist_ok=True)
+        (repo / layout.destination_path(entry["path"])).write_bytes((model / entry["path"]).read_bytes())
+    (repo / layout.MANIFEST).write_bytes((model / "manifest.json").read_bytes())
+    (repo / layout.CARD).write_text("# the model card\n")
+    gcs.upload(repo, "published/sft")
+    outputs = {**recorded, "published": {gcs.gs("published/sft"): {"unchanged": False, "skipped": 0}}}
+    dest = tmp_path / "model"
+    result = tpu_sft(tmp_path, outputs, "fetch-model", str(dest), env={"STORAGE_EMULATOR_HOST": gcs.url})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"the model from {gcs.gs('published/sft')} is in {dest}: 3 files match")
+    for path in ("hf-model/model.safetensors", "hf-model/config.json", "loss.png", "manifest.json"):
+        assert (dest / path).read_bytes() == (model / path).read_bytes(), path
