@@ -14,7 +14,17 @@ import time
 from pathlib import Path
 
 from remote.ssh import flags, jobs
-from remote.ssh.errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNREACHABLE, RemoteError
+from remote.ssh.errors import (
+    EXIT_AUTH,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_HOST_KEY,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_VERIFY,
+    RemoteError,
+)
 from remote.stack import outputs as stack_outputs
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
@@ -28,6 +38,18 @@ from workload.run import run_state
 from workload.run.progress import render
 
 log = logging.getLogger("remote")
+
+
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}   done
+  {EXIT_FAILED}   a command on the VM, Cloud Storage or Compute Engine failed (the line says which)
+  {EXIT_BAD_INPUT}   bad input: a flag, the stack (no pulumi CLI, an unknown stack), the SSH key missing
+  {EXIT_HOST_KEY}  the VM's host key is not the one pinned
+  {EXIT_NOT_FOUND}  nothing there yet: no VM in the stack, no run on the VM, no kept model
+  {EXIT_AUTH}  the VM refused the stack's SSH key
+  {EXIT_UNREACHABLE}  the VM does not answer SSH (`status` still says what it can)
+  {EXIT_VERIFY}  `fetch-model`: a file does not match the manifest (nothing of it is kept)
+  {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback"""
 
 
 class NoRun(RemoteError):
@@ -66,10 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ask the deployed stack about its run: where it stands, its log, cancel it, fetch the kept "
         "model. Run in the project directory; needs the `pulumi` CLI, and the stack's SSH key for the VM "
         "(gcloud too, through IAP). Changes nothing on the stack but what `cancel` says.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    p = verbs.add_parser("status", parents=[common], help="the run's step, step count, loss and ETA; the VM's state")
+    p = verbs.add_parser(
+        "status",
+        parents=[common],
+        help="the run's step, step count, loss and ETA; the VM's state",
+        description="Reads the run's log on the VM; when the VM does not answer, what Compute Engine says of it and "
+        "the run's log as last copied to the bucket. Leaves nothing behind.",
+    )
     p.set_defaults(func=_status)
 
     p = verbs.add_parser(
@@ -77,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="the run's log (from the bucket when the VM is gone)",
         description="Prints the run's log, one line per event. With the VM gone, the copy the run kept beside its "
-        "checkpoints (at most 15 s of training steps behind).",
+        "checkpoints (at most 15 s of training steps behind). Leaves nothing behind.",
     )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends (Ctrl-C: stop)")
     p.add_argument("--json", action="store_true", help="the raw event lines (workload/run/events.py)")
@@ -88,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         help="stop the run cleanly; the next `pulumi up` resumes it",
         description="Stops the run's whole process session: SIGTERM, then SIGKILL after --grace. Finished steps and "
-        "saved checkpoints stay (a checkpoint being saved is not committed, and the resume takes the one before).",
+        "saved checkpoints stay (a checkpoint being saved is not committed, and the resume takes the one before). "
+        "The job's directory on the VM stays, marked cancelled.",
     )
     p.add_argument("--grace", type=flags.grace_seconds, default=30.0, metavar="S", help="before SIGKILL (default 30)")
     p.set_defaults(func=_cancel)
@@ -97,9 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch-model",
         parents=[common],
         help="copy the kept model here, every file checked against its manifest",
-        description="From the bucket when the model is kept there (a slice), else from the VM's data disk over SSH. "
-        "Run again after a broken transfer: verified files are not fetched again, a partial one continues. "
-        "DIR defaults to models/<run name>; its manifest.json is written last.",
+        description="From the bucket when the model is kept there (a slice), else from its published Cloud Storage "
+        "copy, else from the VM's data disk over SSH. Run again after a broken transfer: verified files are not "
+        "fetched again, a partial one (.NAME.partial) continues. Leaves DIR (default models/<run name>), in the "
+        "kept layout; its manifest.json is written last.",
     )
     p.add_argument("dir", nargs="?", type=Path, metavar="DIR")
     p.add_argument("--start-vm", action="store_true", help="start the VM if it is stopped (billed while it runs)")

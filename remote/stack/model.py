@@ -96,8 +96,18 @@ def _vm(outputs: StackOutputs, start_vm: bool) -> Connection:
         return wait_for_ssh(target, NEW_VM_DEADLINE_S)
 
 
+def _manifest(data: bytes | str, where: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        raise FetchError(f"{where} is not JSON: not a kept model's manifest") from None
+    if not isinstance(manifest, dict):
+        raise FetchError(f"{where} is not a JSON object: not a kept model's manifest")
+    return manifest
+
+
 def _entries(manifest: dict[str, Any], where: str) -> list[dict[str, Any]]:
-    files = manifest.get("files") if isinstance(manifest, dict) else None
+    files = manifest.get("files")
     if not isinstance(files, list) or not files:
         raise FetchError(f"{where} lists no files: not a kept model's manifest")
     for entry in files:
@@ -109,7 +119,8 @@ def _entries(manifest: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 def _local_dir(dest: Path | None, manifest: dict[str, Any], model_dir: str) -> Path:
     """DIR as given, else models/<the run's name>."""
-    return dest or Path("models") / str(manifest.get("run_name") or PurePosixPath(model_dir.rstrip("/")).name)
+    named = str(manifest.get("run_name") or PurePosixPath(model_dir.rstrip("/")).name)
+    return dest or Path("models") / PurePosixPath(named).name  # a name, never a path out of models/
 
 
 def _verified(local: Path, entry: dict[str, Any]) -> bool:
@@ -159,7 +170,7 @@ def _from_bucket(gcs: Gcs, copy: Copy, dest: Path | None, progress: Progress) ->
     data = gcs.read(copy.manifest)
     if data is None:
         raise NoModel(f"{copy.manifest} is missing: no model kept there yet (see `status`)")
-    manifest = json.loads(data)
+    manifest = _manifest(data, copy.manifest)
     entries = _entries(manifest, copy.manifest)
     local_dir = _local_dir(dest, manifest, copy.url)
     transferred = resumed = 0
@@ -210,7 +221,7 @@ def _from_vm(conn: Connection, model_dir: str, dest: Path | None, progress: Prog
     read = run(conn, f"cat -- {shlex.quote(manifest_path)} 2>/dev/null; true").stdout
     if not read:
         raise NoModel(f"{conn.host}: {manifest_path} is missing: no model kept there yet (see `status`)")
-    manifest = json.loads(read)
+    manifest = _manifest(read, f"{conn.host}:{manifest_path}")
     entries = _entries(manifest, f"{conn.host}:{manifest_path}")
     local_dir = _local_dir(dest, manifest, model_dir)
     by_dir: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -78,3 +78,13 @@ def test_a_copy_published_to_cloud_storage_needs_no_vm(gcs, recorded, tmp_path):
     assert result.stdout.startswith(f"the model from {gcs.gs('published/sft')} is in {dest}: 3 files match")
     for path in ("hf-model/model.safetensors", "hf-model/config.json", "loss.png", "manifest.json"):
         assert (dest / path).read_bytes() == (model / path).read_bytes(), path
+
+
+def test_a_manifest_that_is_not_one_is_refused_in_one_line(gcs, slice_like, tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "manifest.json").write_text("<html>not a manifest</html>")
+    gcs.upload(tmp_path / "src", "kept/run-d")
+    outputs = {**slice_like, "modelDir": gcs.gs("kept/run-d")}
+    result = tpu_sft(tmp_path, outputs, "fetch-model", str(tmp_path / "m"), env={"STORAGE_EMULATOR_HOST": gcs.url})
+    assert result.returncode == EXIT_VERIFY
+    assert result.stderr == f"error: {gcs.gs('kept/run-d/manifest.json')} is not JSON: not a kept model's manifest\n"
