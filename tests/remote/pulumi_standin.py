@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rehearsal.engine import plain
-
 OUTPUTS_FILE = "pulumi-standin-outputs.json"
 DEFAULT = "(selected)"  # the stack `pulumi` uses without --stack
 
 
 def install(bin_dir: Path, outputs: dict[str, dict[str, Any]]) -> Path:
     """Writes `pulumi` into `bin_dir`, answering with `outputs` (stack name, or DEFAULT → outputs)."""
+    from rehearsal.engine import plain  # here: each `pulumi` call would import Pulumi's SDK for nothing
+
     bin_dir.mkdir(parents=True, exist_ok=True)
     (bin_dir / OUTPUTS_FILE).write_text(json.dumps({name: plain(values) for name, values in outputs.items()}))
     shim = bin_dir / "pulumi"
