@@ -125,6 +125,13 @@ def export_run(tasks: PostDeployTasks) -> None:
     )
 
 
+def export_reach(tasks: PostDeployTasks) -> None:
+    """What `scripts/tpu-sft` (remote/stack/) reads: the target every task gets (a key path, never a key) and the
+    project, with `zone` and the VM's or group's name, to ask Compute Engine of a VM that does not answer."""
+    pulumi.export("target", tasks.target_json)
+    pulumi.export("project", settings.project)
+
+
 def publish_after(tasks: PostDeployTasks, identity: pulumi.Input[str]) -> None:
     """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
     bucket)."""
@@ -198,6 +205,7 @@ if settings.is_slice:
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
     export_run(tasks)
+    export_reach(tasks)
     publish_after(tasks, hosts.identity)
 else:
     data_disk = DataDisk(
@@ -252,5 +260,5 @@ else:
     pulumi.export("checkpointsUrl", runs_url)
     export_cost()
     export_run(tasks)
-
+    export_reach(tasks)
     publish_after(tasks, vm.instance_id)

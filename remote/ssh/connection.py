@@ -149,6 +149,16 @@ class Connection(fabric.Connection):
         if transport is not None:
             transport.close()
 
+    def close(self) -> None:
+        """Fabric's close, which first sends the SFTP channel's close: on a link that has just died (the very
+        reason most callers close) that send raises, and the connection is dropped without it."""
+        try:
+            super().close()
+        except NETWORK_ERRORS:
+            self.abandon()
+            self._sftp = None
+            self.client.close()
+
     def __exit__(self, kind, *_) -> None:
         if kind is not None and issubclass(kind, KeyboardInterrupt):
             self.abandon()

@@ -9,12 +9,13 @@ import secrets
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from remote.ssh.connection import NETWORK_ERRORS, Connection, run
 from remote.ssh.errors import BadInput, FetchError, RemoteFileMissing, Unreachable
 
 DEFAULT_EXCLUDE = ("__pycache__", "*.pyc", ".*")
+_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Fetched:
     size: int
     sha256: str
     transferred: bool  # False: the local copy already matched
+    resumed_from: int = 0  # bytes a broken transfer had left, which this one continued from
 
 
 def sha256_file(path: str | Path) -> str:
@@ -81,9 +83,16 @@ def push_tree(
     return PushResult(tuple(changed), len(wanted) - len(changed))
 
 
-def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) -> list[Fetched]:
+def fetch(
+    conn: Connection,
+    remote_paths: Iterable[str],
+    local_dir: str | Path,
+    progress: Callable[[str, int, int], None] = lambda path, done, size: None,
+) -> list[Fetched]:
     """Copy remote files into `local_dir` (same base names), each verified against the remote size and sha256
-    and written atomically; a local copy that already matches is not transferred again."""
+    and written atomically; a local copy that already matches is not transferred again, and one a broken transfer
+    left part of (`.NAME.partial`) continues from its last byte. `progress(remote path, bytes so far, size)` sees
+    each chunk."""
     paths = list(remote_paths)
     names = local_names(paths)
     local_dir = Path(local_dir)
@@ -104,11 +113,14 @@ def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) 
             fetched.append(Fetched(path, str(dest), size, digest, False))
             continue
         tmp = local_dir / f".{name}.partial"
+        resumed_from = tmp.stat().st_size if tmp.is_file() and tmp.stat().st_size < size else 0
         try:
-            conn.sftp().get(path, str(tmp))
+            _download(conn, path, tmp, resumed_from, size, progress)
         except NETWORK_ERRORS as e:
             conn.close()
-            raise Unreachable(conn.host, f"download of {path} failed: {type(e).__name__}") from None
+            raise Unreachable(
+                conn.host, f"download of {path} failed: {type(e).__name__}; run it again to continue"
+            ) from None
         got_size, got_digest = tmp.stat().st_size, sha256_file(tmp)
         if (got_size, got_digest) != (size, digest):
             tmp.unlink()
@@ -117,8 +129,22 @@ def fetch(conn: Connection, remote_paths: Iterable[str], local_dir: str | Path) 
                 f"sha256 {digest[:12]}… (was it still being written?); nothing was saved"
             )
         os.replace(tmp, dest)
-        fetched.append(Fetched(path, str(dest), size, digest, True))
+        fetched.append(Fetched(path, str(dest), size, digest, True, resumed_from))
     return fetched
+
+
+def _download(
+    conn: Connection, path: str, tmp: Path, offset: int, size: int, progress: Callable[[str, int, int], None]
+) -> None:
+    """The remote file from byte `offset` on, appended to `tmp` (emptied first when `offset` is 0)."""
+    with conn.sftp().open(path, "rb") as remote, open(tmp, "ab" if offset else "wb") as local:
+        remote.seek(offset)
+        remote.prefetch(size)  # pipelined reads, as sftp.get does: one round trip per chunk would crawl over IAP
+        done = offset
+        while chunk := remote.read(_CHUNK):
+            local.write(chunk)
+            done += len(chunk)
+            progress(path, done, size)
 
 
 def local_names(remote_paths: list[str]) -> list[str]:

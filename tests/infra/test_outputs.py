@@ -1,8 +1,11 @@
 """What `pulumi up` hands the user: names, the exact ssh commands, the disk, and what it costs."""
 
+import json
 import re
 
 import pytest
+
+from rehearsal.engine import is_secret, plain
 
 
 def test_outputs(mock_stack):
@@ -43,3 +46,25 @@ def test_the_price_travels_in_the_vms_metadata_for_its_own_bill(mock_stack):
     """workload/spend/bill.py reads it there: a price change updates metadata in place and re-runs no phase."""
     vm = mock_stack({"tpu-sft:pricePerChipHour": "1.5"}).one("gcp:compute/instance:Instance")
     assert vm.inputs["metadata"]["tpu-sft-usd-per-chip-hour"] == "1.5"
+
+
+def test_the_target_output_is_what_every_task_gets_and_holds_no_secret(mock_stack, gcloud_home):
+    """scripts/tpu-sft reads the VM from it (remote/stack/outputs.py): a key path, never key material, no token."""
+    token = "hf_" + "Abc123" * 6
+    stack = mock_stack({"tpu-sft:hfToken": token}, secret_keys=("tpu-sft:hfToken",))
+    out = stack.outputs
+    tasks = [r for r in stack.of_type("command:local:Command") if r.name.endswith("-train")]
+    assert out["target"] == tasks[0].inputs["environment"]["TPU_SFT_TARGET"]
+    assert not is_secret(out["target"])
+    target = json.loads(out["target"])
+    assert target["key_path"] == "~/.ssh/google_compute_engine"
+    private_key = (gcloud_home / ".ssh/google_compute_engine").read_text()
+    shown = json.dumps(plain(out))
+    assert token not in shown and private_key.strip().splitlines()[1] not in shown and "PRIVATE KEY" not in shown
+    assert (out["project"], out["zone"], out["instanceName"]) == ("my-tpu-project", "us-east5-b", "tpu-sft-dev")
+
+
+def test_a_slices_target_output_names_its_hosts(slice_stack):
+    target = json.loads(slice_stack("v6e-16").outputs["target"])
+    assert target["host"].endswith("-01") and len(target["workers"]) == 3
+    assert target["profile"]["kept_dir"].startswith("gs://")

@@ -1,6 +1,8 @@
 """push_tree ships a package and skips what is already there; fetch verifies what it brings back."""
 
+import dataclasses
 import hashlib
+import os
 
 import pytest
 
@@ -70,13 +72,13 @@ def test_fetch_refuses_a_file_that_changes_in_flight(target, scratch, tmp_path, 
     artifact.write_text("before\n")
     with connect(target) as conn:
         sftp = conn.sftp()
-        real_get = sftp.get
+        real_open = sftp.open
 
-        def get_after_a_write(remote, local):
+        def open_after_a_write(remote, mode):
             artifact.write_text("before\nafter\n")  # the file grows between checksum and download
-            return real_get(remote, local)
+            return real_open(remote, mode)
 
-        monkeypatch.setattr(sftp, "get", get_after_a_write)
+        monkeypatch.setattr(sftp, "open", open_after_a_write)
         with pytest.raises(FetchError, match="expected 7 bytes") as refused:
             fetch(conn, [str(artifact)], tmp_path / "local")
     got, expected = (hashlib.sha256(text).hexdigest()[:12] for text in (b"before\nafter\n", b"before\n"))
@@ -99,11 +101,41 @@ def test_a_download_cut_by_a_dropped_link_is_unreachable(target, scratch, tmp_pa
         def dropped(*args, **kwargs):
             raise EOFError  # what paramiko raises when the link goes mid-transfer
 
-        monkeypatch.setattr(conn.sftp(), "get", dropped)
-        with pytest.raises(Unreachable, match="download of .*model.bin failed"):
+        monkeypatch.setattr(conn.sftp(), "open", dropped)
+        with pytest.raises(Unreachable, match="download of .*model.bin failed: EOFError; run it again to continue"):
             fetch(conn, [str(artifact)], tmp_path)
         assert not conn.is_connected
     assert not (tmp_path / "model.bin").exists()
+
+
+def test_a_download_cut_mid_file_continues_where_it_stopped(sshd_host, target, scratch, tmp_path, make_proxy):
+    """The link closes after the first MiB (a relay in between shuts it: a real cut, not a mock); the next fetch
+    sends only the rest. 16 MiB: more than SSH's window lets into the client's buffers before the cut."""
+    artifact = scratch / "model.bin"
+    artifact.write_bytes(os.urandom(16 << 20))
+    proxy = make_proxy((sshd_host.sshd.address, sshd_host.sshd.port))
+    relayed = dataclasses.replace(
+        target, host=proxy.address, port=proxy.port, known_hosts=str(tmp_path / "kh"), trust_on_first_use=True
+    )
+    local = tmp_path / "local"
+    cut_at: list[int] = []
+
+    def cut_once(path, done, size):
+        if not cut_at:
+            cut_at.append(done)
+            proxy.close()
+
+    with connect(relayed) as conn, pytest.raises(Unreachable, match="run it again to continue"):
+        fetch(conn, [str(artifact)], local, cut_once)
+    partial = local / ".model.bin.partial"
+    left = partial.stat().st_size
+    assert cut_at[0] <= left < artifact.stat().st_size
+    sent: list[int] = []
+    with connect(target) as conn:
+        [got] = fetch(conn, [str(artifact)], local, lambda path, done, size: sent.append(done))
+    assert (got.transferred, got.resumed_from) == (True, left)
+    assert sent[0] > left and sent[-1] == artifact.stat().st_size  # from where it stopped, to the end
+    assert (local / "model.bin").read_bytes() == artifact.read_bytes() and not partial.exists()
 
 
 def test_an_upload_cut_by_a_dropped_link_is_unreachable(target, scratch, package, monkeypatch):

@@ -13,7 +13,7 @@ from bench.checkpoint_cost import FLOAT32_BYTES, FLOAT32_COPIES, parameter_count
 from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
 from workload.core.config import PipelineConfig
 from workload.measure.samples import VERIFY_PROMPTS
-from workload.run import commands
+from workload.run import commands, log_mirror
 from workload.run.layout import Layout
 from workload.tiny import assets as tiny
 
@@ -87,6 +87,9 @@ def test_checkpoints_and_tensorboard_are_in_the_bucket_not_on_scratch(tiny_pipel
         assert any(n.startswith(f"{run}/checkpoints/{step}/model_params/") for n in objects)
     assert any(n.startswith(f"{run}/tensorboard/") and "events.out.tfevents" in n for n in objects)
     assert f"{run}/train-metrics/train_steps.jsonl" in objects
+    # The run's log beside them (workload/run/log_mirror.py): what `scripts/tpu-sft logs` reads once the VM is gone.
+    assert {f"{run}/run-log/summary.json", f"{run}/run-log/steps/train.json"} <= set(objects)
+    assert any(n.startswith(f"{run}/run-log/") and n.endswith(".jsonl") for n in objects)
     assert not list(tiny_pipeline.work.glob("gemma3-4b/post-train"))
 
 
@@ -220,9 +223,15 @@ def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, max
     assert run.summary["final_step"] == STEPS and run.summary["verify"]["ok"]
 
 
+def checkpoint_objects(tiny_pipeline) -> dict[str, int]:
+    """What the runs prefix holds but the copies of the runner's logs."""
+    objects = tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix)
+    return {name: size for name, size in objects.items() if f"/{log_mirror.LOG_DIR}/" not in name}
+
+
 def test_a_new_vm_with_the_kept_model_verifies_it_and_trains_nothing(tiny_pipeline, maxtext_python, tmp_path):
     """A new host: empty scratch, the same data disk (out) and bucket. Nothing is converted or trained."""
-    objects_before = tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix)
+    objects_before = checkpoint_objects(tiny_pipeline)
     fresh = tmp_path / "new-vm-scratch"
     run = run_workload(
         maxtext_python, tiny_pipeline.config, fresh, tiny_pipeline.out, "--runs-dir", tiny_pipeline.runs_url
@@ -235,7 +244,7 @@ def test_a_new_vm_with_the_kept_model_verifies_it_and_trains_nothing(tiny_pipeli
     for fact in ("final_step", "final_loss", "verify", "kept_dir", "trained_checkpoint"):
         assert run.summary[fact] == finished[fact], fact
     assert not (fresh / "logs").exists()  # no MaxText subprocess at all
-    assert tiny_pipeline.gcs.objects(tiny_pipeline.runs_prefix) == objects_before
+    assert checkpoint_objects(tiny_pipeline) == objects_before  # only its log's copy is new (log_mirror.py)
 
 
 def test_a_corrupt_checkpoint_fails_export_with_one_line_and_keeps_earlier_outputs(

@@ -149,11 +149,15 @@ class Events:
         self._last_step_at: float | None = None
         self._last_step = 0
         self._pending: dict[str, Any] | None = None
+        self.listeners: list[Callable[[str], None]] = []  # each line as written (workload/run/log_mirror.py)
 
     def emit(self, event: str, **fields: Any) -> None:
         record = {"event": event, "t": round(time.time(), 3), **fields}
-        self._out.write(json.dumps(record, allow_nan=False, default=str) + "\n")
+        line = json.dumps(record, allow_nan=False, default=str)
+        self._out.write(line + "\n")
         self._out.flush()
+        for listener in self.listeners:
+            listener(line)
 
     def step(self, phase: str, fields: dict[str, Any]) -> None:
         """Emit now if the last step event is old and far enough behind; otherwise keep it for

@@ -33,7 +33,7 @@ import time
 
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import export_fix, kept, markers, storage
+from workload.run import export_fix, kept, log_mirror, markers, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.steps import STEPS, Context
 from workload.tiny import assets as tiny
@@ -96,8 +96,12 @@ def _exclusive(work_dir: str):
 def run(ctx: Context, until: str = "keep") -> int:
     """Runs the plan under the work dir's lock; emits phase events and the summary; returns the exit
     status (0 done, 1 a step failed, 2 the work dir is busy)."""
+    layout = ctx.layout
     try:
-        with _exclusive(ctx.layout.work_dir):
+        with (
+            _exclusive(layout.work_dir),
+            log_mirror.mirrored(ctx.events, layout.runs_dir and layout.run_dir, ctx.scrub, ctx.worker.leader),
+        ):
             return _run(ctx, until)
     except StepFailed as busy:
         ctx.events.emit("error", phase="setup", cause=busy.cause, log=None, tail=[])

@@ -1,0 +1,5 @@
+import sys
+
+from remote.stack.cli import main
+
+sys.exit(main())

@@ -1,0 +1,250 @@
+"""`python -m remote.stack VERB` (`scripts/tpu-sft VERB`): the user's commands against a deployed stack, run in the
+project directory. The stack's outputs say where its VM and bucket are (remote/stack/outputs.py); "the run" is the
+job started last on the VM (remote/stack/run_log.py), whatever its name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from remote.ssh import flags, jobs
+from remote.ssh.errors import (
+    EXIT_AUTH,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_HOST_KEY,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_VERIFY,
+    RemoteError,
+)
+from remote.stack import outputs as stack_outputs
+from remote.stack.gcs import Gcs
+from remote.stack.model import fetch_model
+from remote.stack.reach import VmUnreachable, connect_vm, vm_name
+from remote.stack.run_log import bucket_log, job_log, latest_job
+from workload.core import last_resort
+from workload.core.config import ConfigError
+from workload.core.contract import EXIT_UNEXPECTED
+from workload.core.one_line_parser import OneLineParser
+from workload.run import run_state
+from workload.run.progress import render
+
+log = logging.getLogger("remote")
+
+
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}   done
+  {EXIT_FAILED}   a command on the VM, Cloud Storage or Compute Engine failed (the line says which)
+  {EXIT_BAD_INPUT}   bad input: a flag, the stack (no pulumi CLI, an unknown stack), the SSH key missing
+  {EXIT_HOST_KEY}  the VM's host key is not the one pinned
+  {EXIT_NOT_FOUND}  nothing there yet: no VM in the stack, no run on the VM, no kept model
+  {EXIT_AUTH}  the VM refused the stack's SSH key
+  {EXIT_UNREACHABLE}  the VM does not answer SSH (`status` still says what it can)
+  {EXIT_VERIFY}  `fetch-model`: a file does not match the manifest (nothing of it is kept)
+  {EXIT_UNEXPECTED}  an unexpected error (a bug): stderr names the log file holding its traceback"""
+
+
+class NoRun(RemoteError):
+    exit_code = EXIT_NOT_FOUND
+
+
+class _Parser(OneLineParser):
+    bad_input_exit = EXIT_BAD_INPUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, format="tpu-sft: %(message)s", level=logging.INFO)
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
+    try:
+        return args.func(args)
+    except RemoteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted (the run on the VM goes on)", file=sys.stderr)
+        return 130
+    except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
+        print(f"error: {last_resort.report('remote', error, [os.environ.get('HF_TOKEN')])}", file=sys.stderr)
+        return EXIT_UNEXPECTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--stack", metavar="NAME", help="the Pulumi stack (default: the selected one)")
+    parser = _Parser(
+        prog="scripts/tpu-sft",
+        description="Ask the deployed stack about its run: where it stands, its log, cancel it, fetch the kept "
+        "model. Run in the project directory; needs the `pulumi` CLI, and the stack's SSH key for the VM "
+        "(gcloud too, through IAP). Changes nothing on the stack but what `cancel` says.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verbs = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    p = verbs.add_parser(
+        "status",
+        parents=[common],
+        help="the run's step, step count, loss and ETA; the VM's state",
+        description="Reads the run's log on the VM; when the VM does not answer, what Compute Engine says of it and "
+        "the run's log as last copied to the bucket. Leaves nothing behind.",
+    )
+    p.set_defaults(func=_status)
+
+    p = verbs.add_parser(
+        "logs",
+        parents=[common],
+        help="the run's log (from the bucket when the VM is gone)",
+        description="Prints the run's log, one line per event. With the VM gone, the copy the run kept beside its "
+        "checkpoints (at most 15 s of training steps behind). Leaves nothing behind.",
+    )
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends (Ctrl-C: stop)")
+    p.add_argument("--json", action="store_true", help="the raw event lines (workload/run/events.py)")
+    p.set_defaults(func=_logs)
+
+    p = verbs.add_parser(
+        "cancel",
+        parents=[common],
+        help="stop the run cleanly; the next `pulumi up` resumes it",
+        description="Stops the run's whole process session: SIGTERM, then SIGKILL after --grace. Finished steps and "
+        "saved checkpoints stay (a checkpoint being saved is not committed, and the resume takes the one before). "
+        "The job's directory on the VM stays, marked cancelled.",
+    )
+    p.add_argument("--grace", type=flags.grace_seconds, default=30.0, metavar="S", help="before SIGKILL (default 30)")
+    p.set_defaults(func=_cancel)
+
+    p = verbs.add_parser(
+        "fetch-model",
+        parents=[common],
+        help="copy the kept model here, every file checked against its manifest",
+        description="From the bucket when the model is kept there (a slice), else from its published Cloud Storage "
+        "copy, else from the VM's data disk over SSH. Run again after a broken transfer: verified files are not "
+        "fetched again, a partial one (.NAME.partial) continues. Leaves DIR (default models/<run name>), in the "
+        "kept layout; its manifest.json is written last.",
+    )
+    p.add_argument("dir", nargs="?", type=Path, metavar="DIR")
+    p.add_argument("--start-vm", action="store_true", help="start the VM if it is stopped (billed while it runs)")
+    p.set_defaults(func=_fetch_model)
+    return parser
+
+
+def _show(line: str, raw: bool) -> None:
+    if raw:
+        print(line, flush=True)
+        return
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        event = None
+    if not isinstance(event, dict) or "event" not in event:
+        print(line, flush=True)  # stderr the job's log caught
+    elif event["event"] == "summary":
+        print(f"summary: {line}", flush=True)
+    elif (text := render(event)) is not None:
+        print(text, flush=True)
+
+
+def _copied_log(runs_dir: str | None) -> tuple[tuple[str, list[str]] | None, str]:
+    """The copy of the run's log in the bucket (workload/run/log_mirror.py), or None and why there is none."""
+    if not runs_dir or not runs_dir.startswith("gs://"):
+        return None, "the run keeps no copy of its log off the VM (no checkpoint bucket)"
+    try:
+        found = bucket_log(Gcs.from_env(), runs_dir)
+    except RemoteError as error:
+        return None, f"its copy in the bucket could not be read: {error}"
+    return found, "" if found else f"no copy of a run's log in {runs_dir} yet"
+
+
+def _status(args) -> int:
+    outputs = stack_outputs.read(args.stack)
+    target = outputs.target()
+    try:
+        conn = connect_vm(outputs, target)
+    except VmUnreachable as error:
+        print(f"VM: {error}")
+        found, why_not = _copied_log(target.profile.runs_dir)
+        if found is None:
+            print(f"run: unknown ({why_not})")
+        else:
+            print(f"run (its log as last copied to {found[0]}): {run_state.read(found[1]).line()}")
+        return EXIT_UNREACHABLE
+    with conn:
+        print(f"VM {vm_name(outputs)}: running (answers SSH at {target.host})")
+        job = latest_job(conn)
+        if job is None:
+            print("run: none started on the VM yet (`pulumi up` starts it)")
+            return EXIT_OK
+        state = jobs.status(conn, job)
+        print(f"run {job}: {state.state} · {run_state.read(job_log(conn, job)).line()}")
+    return EXIT_OK
+
+
+def _logs(args) -> int:
+    outputs = stack_outputs.read(args.stack)
+    target = outputs.target()
+    try:
+        conn = connect_vm(outputs, target)
+    except VmUnreachable as error:
+        found, why_not = _copied_log(target.profile.runs_dir)
+        if found is None:
+            raise VmUnreachable(f"{error}; and {why_not}", error.state) from None
+        more = " (nothing more will come from a VM that does not answer)" if args.follow else ""
+        print(f"{error}; the run's log as last copied to {found[0]}{more}:", file=sys.stderr)
+        for line in found[1]:
+            _show(line, args.json)
+        return EXIT_OK
+    with conn:
+        job = latest_job(conn)
+        if job is None:
+            raise NoRun(f"no run has started on {target.host} yet: `pulumi up` starts it")
+        if not args.follow:
+            for line in job_log(conn, job):
+                _show(line, args.json)
+            return EXIT_OK
+        code = jobs.follow(target, job, lambda line: _show(line, args.json), conn=conn)
+    print(f"the run ended (exit code {code})", file=sys.stderr)
+    return EXIT_OK
+
+
+def _cancel(args) -> int:
+    outputs = stack_outputs.read(args.stack)
+    target = outputs.target()
+    with connect_vm(outputs, target) as conn:
+        job = latest_job(conn)
+        if job is None:
+            raise NoRun(f"no run has started on {target.host}: nothing to cancel")
+        state = jobs.status(conn, job)
+        if state.terminal:
+            print(f"run {job} already {state.state}: nothing to cancel")
+            return EXIT_OK
+        final = jobs.cancel(conn, job, grace_s=args.grace)
+    print(f"run {job} {final.state}: done steps and saved checkpoints stay; the next `pulumi up` resumes it")
+    return EXIT_OK
+
+
+def _fetch_model(args) -> int:
+    outputs = stack_outputs.read(args.stack)
+    last = {"at": 0.0}
+
+    def progress(name: str, done: int, size: int) -> None:
+        if done == size or time.monotonic() - last["at"] >= 5:
+            last["at"] = time.monotonic()
+            log.info("%s: %.1f of %.1f MB", name, done / 1e6, size / 1e6)
+
+    fetched = fetch_model(outputs, args.dir, Gcs.from_env(), start_vm=args.start_vm, progress=progress)
+    print(
+        f"the model from {fetched.source} is in {fetched.local_dir}: {fetched.files} files match its manifest "
+        f"({fetched.transferred} fetched now, {fetched.resumed} of them resumed; the rest were here already)"
+    )
+    return EXIT_OK

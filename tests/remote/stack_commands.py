@@ -1,0 +1,76 @@
+"""What the tests of `scripts/tpu-sft` (remote/stack/) share: the outputs the mock engine records for the rehearsal
+stack, `scripts/tpu-sft` run against them through the `pulumi` stand-in, a run's event lines and a small kept
+model with its manifest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
+from rehearsal.run import record
+from rehearsal.sshd import keygen
+from tests.remote.pulumi_standin import DEFAULT, install
+from workload.run.fingerprint import manifest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "tpu-sft"
+
+
+def recorded_outputs(directory: Path) -> dict[str, Any]:
+    """The rehearsal stack's outputs, as `pulumi up` would leave them (its key pair made in `directory`)."""
+    stack, _ = record(CONFIG, identity_overrides(keygen(directory / "id_ed25519")))
+    return stack.outputs
+
+
+def standing_at(outputs: dict[str, Any], target, **more: Any) -> dict[str, Any]:
+    """The stack's outputs with its VM standing at `target` (a test sshd), as the rehearsal's host stands for it."""
+    return {**outputs, "target": target.to_json(), **more}
+
+
+def tpu_sft(
+    tmp: Path, outputs: dict[str, Any] | None, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """`scripts/tpu-sft ARGS` with `pulumi` answering `outputs` for the selected stack (None: no stack at all). PATH
+    holds the stand-ins only: this machine's gcloud (not logged in) is not asked."""
+    bin_dir = install(tmp / "bin", {} if outputs is None else {DEFAULT: outputs})
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/root"), **(env or {})},
+        timeout=timeout,
+    )
+
+
+def event(kind: str, **fields: Any) -> str:
+    return json.dumps({"event": kind, "t": 1764900000.0, **fields})
+
+
+RUNNING = [
+    event("phase", phase="convert", status="done", seconds=12.0),
+    event("phase", phase="train", status="start", reason="not done yet"),
+    event("step", phase="train", step=3, steps=10, loss=1.2345, step_seconds=1.0, eta_s=70.0),
+]
+FINISHED = [
+    event("phase", phase="train", status="done", seconds=30.0),
+    event("phase", phase="keep", status="done", seconds=1.0),
+    event("summary", ok=True, until="keep", final_step=10, final_loss=1.1, kept_dir="/kept/run-a", failed_step=None),
+]
+
+
+def kept_model(root: Path, run: str = "run-a", size: int = 3 << 20) -> Path:
+    """A kept model as the keep step leaves it (workload/run/kept.py): a few files, then manifest.json with each
+    file's size and sha256."""
+    model = root / run
+    (model / "hf-model").mkdir(parents=True)
+    (model / "hf-model" / "model.safetensors").write_bytes(os.urandom(size))
+    (model / "hf-model" / "config.json").write_text('{"model_type": "gemma3"}\n')
+    (model / "loss.png").write_bytes(b"\x89PNG fake")
+    files = manifest(str(model), hashes=True)
+    (model / "manifest.json").write_text(json.dumps({"run_name": run, "files": files, "steps": {}}))
+    return model

@@ -1,0 +1,68 @@
+"""Where a run stands, read back from its event lines (workload/run/events.py): what `python -m remote.stack status`
+says. Beside the event format and its renderer (progress.py), so the three change together."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from workload.run.progress import duration
+
+
+@dataclass(frozen=True)
+class RunState:
+    step: str | None  # the step started last (None: none started yet)
+    step_status: str | None  # start (running), done, skipped or failed
+    training: dict[str, Any] | None  # the last training step event: step, steps, loss, eta_s, …
+    summary: dict[str, Any] | None  # the run's last line, once it has ended
+
+    def line(self) -> str:
+        """One line: the step, and in training the step count, loss and ETA; the outcome once it has ended."""
+        if self.summary is not None:
+            if self.summary.get("ok"):
+                until = self.summary.get("until", "the last step")
+                return f"finished: every step up to {until} done" + _final(self.summary)
+            return f"failed in {self.summary.get('failed_step')}: {self.summary.get('error')}"
+        if self.step is None:
+            return "starting: no step has begun"
+        if self.step_status != "start":
+            return f"between steps: {self.step} {self.step_status}"
+        parts = [f"{self.step} running"]
+        if self.step == "train" and self.training is not None:
+            t = self.training
+            parts.append(f"step {t.get('step')}/{t.get('steps')}")
+            if t.get("loss") is not None:
+                parts.append(f"loss {t['loss']:.4f}")
+            if t.get("eta_s") is not None:
+                parts.append(f"ETA {duration(t['eta_s'])}")
+        return " · ".join(parts)
+
+
+def _final(summary: dict[str, Any]) -> str:
+    facts = [f"step {summary['final_step']}"] if summary.get("final_step") is not None else []
+    if summary.get("final_loss") is not None:
+        facts.append(f"loss {summary['final_loss']:.4f}")
+    if summary.get("kept_dir"):
+        facts.append(f"model kept in {summary['kept_dir']}")
+    return f" ({', '.join(facts)})" if facts else ""
+
+
+def read(lines: Iterable[str]) -> RunState:
+    step = status = None
+    training = summary = None
+    for text in lines:
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError:
+            continue  # the job's log may hold a line of stderr
+        if not isinstance(event, dict):
+            continue
+        kind = event.get("event")
+        if kind == "phase":
+            step, status = event.get("phase"), event.get("status")
+        elif kind == "step":
+            training = event
+        elif kind == "summary":
+            summary = event
+    return RunState(step, status, training, summary)
