@@ -16,11 +16,13 @@ import argparse
 import contextlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from infra.cost import estimate
 from infra.flex_start import group_description
+from infra.local_data import resolve
 from infra.phases import phase_inputs
 from infra.preflight import summary, take_the_sweeps_batch, train_fingerprint
 from infra.settings import AUTO_BATCH_KEY, Settings, parse
@@ -30,10 +32,12 @@ from workload.core.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
+    """The settings as `pulumi up` hands them to the phases: a local dataset named by its copies (infra/local_data.py),
+    read relative to the project directory, as the program reads it."""
     settings = parse(read_stack_config(path), stack=stack)
     with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
         settings = take_the_sweeps_batch(settings)
-    return settings
+    return replace(settings, pipeline=resolve(settings.pipeline, settings.checkpoint_bucket).pipeline)
 
 
 def vm_identity(s: Settings) -> dict[str, Any]:
