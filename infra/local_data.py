@@ -22,13 +22,12 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
-import random
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workload.core.config import ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.conversations import columns_problem, first_bad_row
-from workload.core.data_source import LOCAL, SHARE_SEED, parse_share, parse_source
+from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_source
 
 DATA_PREFIX = "data"  # where the copies go in the stack's bucket, beside runs/ and kept/ (no lifecycle rule)
 CHECKED_ROWS = 10_000  # the preview reads at most this many rows of each JSON Lines file
@@ -113,7 +112,7 @@ def split_share(files: list[str], share: float) -> tuple[str, str]:
     for path in files:
         with open(path, encoding="utf-8") as f:
             rows += [line.rstrip("\n") + "\n" for line in f if line.strip()]
-    held = set(random.Random(SHARE_SEED).sample(range(len(rows)), max(1, round(len(rows) * share))))
+    held = held_out_rows(len(rows), share)
     if len(held) == len(rows):
         raise ConfigError(
             stack_key("evalData"),

@@ -4,7 +4,8 @@
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
-`__main__.py`, so it is what `pulumi up` will do. Nothing is contacted; no key or secret is read.
+`__main__.py`, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
+contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
 bounds); `--json` prints the rows as JSON instead, for a workflow to test.
 Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or setting is invalid.

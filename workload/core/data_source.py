@@ -17,6 +17,7 @@ out by a fixed seed when `pulumi up` copies it (`evalData 5%`).
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
 
@@ -94,3 +95,9 @@ def parse_share(value: object) -> float | None:
         return None
     share = float(match.group(1)) / 100
     return share if 0 < share <= 0.5 else None
+
+
+def held_out_rows(count: int, share: float) -> set[int]:
+    """Which of `count` rows a share holds out: `share` of them, at least one, picked by the fixed seed, so the same
+    file always splits the same way wherever it is cut (`pulumi up`, the data preflight)."""
+    return set(random.Random(SHARE_SEED).sample(range(count), max(1, round(count * share))))
