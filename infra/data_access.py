@@ -19,17 +19,19 @@ import pulumi_gcp as gcp
 
 from infra.local_data import Upload
 from workload.core.config import PipelineConfig
-from workload.core.data_source import GCS, parse_share, parse_source
+from workload.core.data_source import GCS, parse_share, parse_source, parse_template
 
 OBJECT_VIEWER = "roles/storage.objectViewer"
 
 
 def other_buckets(pipeline: PipelineConfig, stack_bucket: str) -> list[str]:
-    """The buckets other than the stack's that the (resolved) dataset and held-out files are in, in order."""
-    locations = [pipeline.dataset]
+    """The buckets other than the stack's that the (resolved) dataset, held-out files and chat template are in."""
+    sources = [parse_source(pipeline.dataset)]
     if pipeline.eval_data is not None and parse_share(pipeline.eval_data) is None:
-        locations.append(pipeline.eval_data)
-    buckets = [s.bucket for s in map(parse_source, locations) if s.kind == GCS and s.bucket != stack_bucket]
+        sources.append(parse_source(pipeline.eval_data))
+    if pipeline.chat_template is not None:
+        sources.append(parse_template(pipeline.chat_template))
+    buckets = [s.bucket for s in sources if s.kind == GCS and s.bucket != stack_bucket]
     return list(dict.fromkeys(b for b in buckets if b))
 
 

@@ -11,6 +11,7 @@ declares (infra/data_access.py) and what every phase is handed:
 - `evalData 5%` holds that share of the rows out, picked by a fixed seed (workload/core/data_source.py SHARE_SEED):
   two objects, the training rows and the held-out ones (JSON Lines only: cutting Parquet needs pyarrow, which the
   project's venv has not);
+- a local `chatTemplate` is copied the same way;
 - JSON Lines are checked row by row (the first `CHECKED_ROWS`; workload/core/conversations.py) with the stack's
   columns: the first bad row stops the preview in one line. Parquet is checked by `scripts/preflight --data`.
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from workload.core.config import ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.conversations import columns_problem, first_bad_row
-from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_source
+from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_source, parse_template
 
 DATA_PREFIX = "data"  # where the copies go in the stack's bucket, beside runs/ and kept/ (no lifecycle rule)
 CHECKED_ROWS = 10_000  # the preview reads at most this many rows of each JSON Lines file
@@ -127,6 +128,16 @@ def split_share(files: list[str], share: float) -> tuple[str, str]:
 
 def resolve(pipeline: PipelineConfig, bucket: str) -> LocalData:
     """The pipeline as the VM gets it and what to copy; unchanged (nothing to copy) without local files."""
+    data = _resolve_data(pipeline, bucket)
+    template = pipeline.chat_template
+    if template is None or parse_template(template).kind != LOCAL:
+        return data
+    (path,) = local_files("chatTemplate", template)
+    folder, uploads = _copies([path])
+    return LocalData(replace(data.pipeline, chat_template=_url(bucket, folder, uploads, "")), data.uploads + uploads)
+
+
+def _resolve_data(pipeline: PipelineConfig, bucket: str) -> LocalData:
     dataset = parse_source(pipeline.dataset)
     dataset_url, eval_url = pipeline.dataset, pipeline.eval_data
     uploads: tuple[Upload, ...] = ()

@@ -161,3 +161,22 @@ def test_bad_data_settings_are_refused_in_one_line(dev_config, tmp_path, overrid
     (tmp_path / "empty.jsonl").write_text("\n")
     message = _refusal(dev_config, {k: v.replace("{tmp}", str(tmp_path)) for k, v in overrides.items()})
     assert message.startswith(f"{key}:") and words in message, message
+
+
+def test_a_local_chat_template_is_copied_by_hash_and_a_changed_one_reruns_train(mock_stack, tmp_path):
+    template = tmp_path / "chat.jinja"
+    template.write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    config = {"tpu-sft:chatTemplate": str(template)}
+    stack = mock_stack(config)
+    (copy,) = stack.of_type(OBJECT)
+    assert copy.inputs["name"].startswith("data/") and copy.inputs["name"].endswith("/chat.jinja")
+    assert handed(stack).chat_template == f"gs://{STACK_BUCKET}/{copy.inputs['name']}"
+    first = recorded_inputs(stack)
+    template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{% endfor %}")
+    changed = recorded_inputs(mock_stack(config))
+    assert {phase for phase in first if first[phase] != changed[phase]} == {"train", "export"}
+
+
+def test_a_chat_template_in_another_bucket_is_read_with_the_same_read_only_grant(mock_stack):
+    stack = mock_stack({"tpu-sft:chatTemplate": "gs://team-templates/chat.jinja"})
+    assert ("team-templates", "roles/storage.objectViewer", VM) in grants(stack)

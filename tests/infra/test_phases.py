@@ -193,6 +193,7 @@ KEY_CHANGES = [
     ("tpu-sft:dataset", "someone/chats"),
     ("tpu-sft:trainSplit", "train_gen"),
     ("tpu-sft:trainDataColumns", '["prompt"]'),
+    ("tpu-sft:chatTemplate", "gs://team-data/chat.jinja"),
     ("tpu-sft:learningRate", "1e-4"),
     ("tpu-sft:maxTargetLength", "1024"),
     ("tpu-sft:acceleratorType", "v6e-4"),

@@ -13,6 +13,7 @@ import pytest
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.remote.hub_download_standin import serving
 from workload.core.contract import EXIT_BAD_INPUT
+from workload.tiny.assets import CHAT_TEMPLATE
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {"profile": "tiny", "steps": 30, "maxTargetLength": 128, "acceleratorType": "v6e-1"}
@@ -47,7 +48,9 @@ def write_parquet(python: str, path: Path, rows: list[dict]) -> Path:
 
 def test_a_good_jsonl_file_gives_the_table(maxtext_python, tmp_path):
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows(40))
-    status, findings, result = preflight(maxtext_python, tmp_path, {**TINY, "dataset": str(data), "evalData": "10%"})
+    (tmp_path / "chat.jinja").write_text(CHAT_TEMPLATE)  # the tiny tokenizer's own, as the user's file
+    settings = {**TINY, "dataset": str(data), "evalData": "10%", "chatTemplate": str(tmp_path / "chat.jinja")}
+    status, findings, result = preflight(maxtext_python, tmp_path, settings)
     assert (status, findings) == (0, []), findings
     assert result is not None and result["ok"]
     table = result["table"]

@@ -102,3 +102,9 @@ def test_a_system_turn_first_and_pairs_of_columns_are_accepted():
     assert row_problem({"messages": [system, *good_rows(1)[0]["messages"]]}, ("messages",)) is None
     assert row_problem({"question": "2+2?", "answer": "4"}, ("question", "answer")) is None
     assert "column 'answer' is empty" in (row_problem({"question": "2+2?", "answer": ""}, ("question", "answer")) or "")
+
+
+def test_a_chat_template_is_read_from_the_file_the_train_step_places():
+    argv = argv_of({"chatTemplate": "gs://team-data/chat.jinja"})
+    assert argv["chat_template_path"] == "/scratch/chat-template.jinja"
+    assert "chat_template_path" not in argv_of({})

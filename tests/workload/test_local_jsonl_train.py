@@ -1,9 +1,10 @@
 """A run on the user's own JSON Lines file (real MaxText 0.2.2, tiny profile, CPU): the file split as `pulumi up`
 splits it (infra/local_data.py, a share held out by the fixed seed), MaxText's HF pipeline reading the training
 part through `hf_path=json` / `hf_train_files` and measuring the held-out loss on the held-out part through
-`hf_eval_files`, and the final checkpoint kept. Only the train step runs, from the shared converted tiny model
-(`tiny_converted`): the convert and export around it are the tiny pipeline's own tests, so this costs one short
-MaxText training, not another whole pipeline."""
+`hf_eval_files`, with the user's chat template (`tpu-sft:chatTemplate`: here the tiny tokenizer's own, as a file
+the train step places for `chat_template_path`), and the final checkpoint kept. Only the train step runs, from the
+shared converted tiny model (`tiny_converted`): the convert and export around it are the tiny pipeline's own tests,
+so this costs one short MaxText training, not another whole pipeline."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from infra.local_data import split_share
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.workload.tiny_run import TINY_SETTINGS, copy_converted, run_workload
+from workload.tiny.assets import CHAT_TEMPLATE
 
 STEPS = 2
 
@@ -27,6 +29,7 @@ def trained_on_jsonl(maxtext_python, tiny_converted, tmp_path_factory):
     train, held_out = split_share([str(chats)], 0.2)
     (tmp / "train.jsonl").write_text(train)
     (tmp / "held-out.jsonl").write_text(held_out)
+    (tmp / "chat.jinja").write_text(CHAT_TEMPLATE)
     settings = {
         **TINY_SETTINGS,
         "steps": STEPS,
@@ -35,6 +38,7 @@ def trained_on_jsonl(maxtext_python, tiny_converted, tmp_path_factory):
         "evalSteps": 1,
         "dataset": str(tmp / "train.jsonl"),
         "evalData": str(tmp / "held-out.jsonl"),
+        "chatTemplate": str(tmp / "chat.jinja"),
     }
     config.write_text(json.dumps(settings))
     return run_workload(maxtext_python, config, work, out, "--until", "train"), tmp
@@ -56,3 +60,5 @@ def test_the_trainer_read_the_files_not_the_tiny_dataset(trained_on_jsonl):
         argv = f.readline().split()  # the runner's first line: the command it ran (workload/launch/proc.py)
     assert "hf_path=json" in argv
     assert f"hf_train_files={tmp / 'train.jsonl'}" in argv and f"hf_eval_files={tmp / 'held-out.jsonl'}" in argv
+    placed = tmp / "work" / "chat-template.jinja"
+    assert f"chat_template_path={placed}" in argv and placed.read_text() == CHAT_TEMPLATE

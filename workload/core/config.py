@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 from workload.core.accelerators import ACCELERATORS
 from workload.core.contract import PHASES
-from workload.core.data_source import BadLocation, parse_share, parse_source
+from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
 
 NAMESPACE = "tpu-sft"
 
@@ -146,6 +146,9 @@ class PipelineConfig:
     # A file dataset's held-out examples (a Hub one's are eval_split): files, or a share like "5%" of the training
     # file that `pulumi up` holds out by a fixed seed (workload/core/data_source.py).
     eval_data: str | None = None
+    # A chat template of the user's (a .jinja file, local or gs://) instead of the tokenizer's; `pulumi up` copies a
+    # local one into the bucket like a local dataset.
+    chat_template: str | None = None
     require_learning: bool = False  # fail the run, rather than warn, when the held-out loss did not fall
     # seed step 3's install_tpu_post_train_extra_deps: slow, from GitHub, and its Tunix replaces the tested one;
     # SFT needs none of it
@@ -298,6 +301,13 @@ def _held_out(key: str, raw: Any, example: str) -> str:
     return held_out.location
 
 
+def _template(key: str, raw: Any, example: str) -> str:
+    try:
+        return parse_template(raw).location
+    except BadLocation as error:
+        raise ConfigError(stack_key(key), str(error), set_hint(key, example)) from None
+
+
 def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
     columns = parse_list(key, raw, example)
     if not columns:
@@ -329,6 +339,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("dataset", "dataset", _dataset, "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
     Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
     Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
+    # The template decides which tokens a conversation becomes, so it names the run.
+    Setting("chatTemplate", "chat_template", _template, "./chat-template.jinja", "train", names_run=True),
     # 0 trains nothing: a run that only measures the base model (its held-out loss then cannot fall).
     Setting("learningRate", "learning_rate", _float_or_zero, "2e-5", "train", names_run=True),
     Setting("maxTargetLength", "max_target_length", _int(8), "2048", "train", names_run=True),

@@ -88,6 +88,23 @@ def parse_source(value: object) -> DataSource:
     raise BadLocation(f"{value!r} is not a Hub id (owner/name), a gs:// path or a local path (./data.jsonl)")
 
 
+TEMPLATE_EXTENSIONS = (".jinja", ".j2")  # what MaxText's load_chat_template_from_file reads as a template's text
+
+
+def parse_template(value: object) -> DataSource:
+    """A chat template file: `gs://BUCKET/PATH.jinja` or a local path ending in .jinja or .j2, or BadLocation."""
+    if not isinstance(value, str) or not value.endswith(TEMPLATE_EXTENSIONS):
+        raise BadLocation(f"{value!r} is not a .jinja or .j2 file (gs://BUCKET/PATH.jinja or ./template.jinja)")
+    if value.startswith("gs://"):
+        bucket, _, path = value.removeprefix("gs://").partition("/")
+        if not _BUCKET.fullmatch(bucket) or not _OBJECT.fullmatch(path) or "*" in path:
+            raise BadLocation(f"{value!r} is not one Cloud Storage object (gs://BUCKET/PATH.jinja)")
+        return DataSource(GCS, value)
+    if not _PATH.fullmatch(value):
+        raise BadLocation(f"{value!r} is not a plain path (letters, digits, '_', '.', '/', '~', '+', '-')")
+    return DataSource(LOCAL, value)
+
+
 def parse_share(value: object) -> float | None:
     """`5%` → 0.05: a share held out of the training file; None if the value is no share."""
     match = _SHARE.fullmatch(value) if isinstance(value, str) else None

@@ -238,14 +238,22 @@ def model_access(config: PipelineConfig, token: str | None, report: Report) -> N
 
 
 def tokenizer_for(config: PipelineConfig, token: str | None, scratch: str) -> Any:
+    """The model's tokenizer, with `tpu-sft:chatTemplate` in place of its own template where one is set (as MaxText's
+    validate_and_configure_sft_columns sets it)."""
+    import fsspec
     from transformers import AutoTokenizer
 
     if config.profile == "tiny":
         from workload.tiny import assets
 
         assets.build_tokenizer(scratch)
-        return AutoTokenizer.from_pretrained(scratch)
-    return AutoTokenizer.from_pretrained(HUB_IDS[config.model], token=token)
+        tokenizer = AutoTokenizer.from_pretrained(scratch)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(HUB_IDS[config.model], token=token)
+    if config.chat_template is not None:
+        with fsspec.open(os.path.expanduser(config.chat_template), "r", encoding="utf-8") as f:
+            tokenizer.chat_template = f.read()
+    return tokenizer
 
 
 def render(table: dict[str, Any]) -> str:

@@ -175,6 +175,12 @@ def data_args(config: PipelineConfig, layout: Layout) -> DataArgs:
     return DataArgs(source.format, "train", "train", config.dataset, config.eval_data)
 
 
+def chat_template_file(layout: Layout) -> str:
+    """Where the train step puts `tpu-sft:chatTemplate` on the host: MaxText reads a template from a local file only
+    (input_pipeline/instruction_data_processing.py load_chat_template_from_file, by its .jinja extension)."""
+    return os.path.join(layout.work_dir, "chat-template.jinja")
+
+
 def _held_out_loss(config: PipelineConfig, columns: str, data: DataArgs) -> list[str]:
     """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator). It reads the same
     examples on every pass (Tunix re-iterates the unshuffled iterator from its start), so the passes compare."""
@@ -218,6 +224,8 @@ def train_sft(
     ]
     if data.train_files:
         argv.append(f"hf_train_files={data.train_files}")
+    if config.chat_template is not None:
+        argv.append(f"chat_template_path={chat_template_file(layout)}")
     argv += _held_out_loss(config, columns, data)
     if layout.compile_cache_dir is not None:
         argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
