@@ -16,6 +16,7 @@ from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAcce
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
 from infra.data_access import DataAccess, DataAccessArgs, other_buckets
+from infra.data_preflight import refuse_known_bad_data
 from infra.disk import DataDisk, DataDiskArgs
 from infra.local_data import resolve
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
@@ -36,6 +37,7 @@ try:
     # Local data checked and named by its copies' URLs, which are then what every phase is handed.
     local_data = resolve(settings.pipeline, settings.checkpoint_bucket)
     settings = replace(settings, pipeline=local_data.pipeline)
+    refuse_known_bad_data(settings.pipeline)  # what scripts/preflight --data found in this very data
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
 

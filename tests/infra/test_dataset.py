@@ -180,3 +180,26 @@ def test_a_local_chat_template_is_copied_by_hash_and_a_changed_one_reruns_train(
 def test_a_chat_template_in_another_bucket_is_read_with_the_same_read_only_grant(mock_stack):
     stack = mock_stack({"tpu-sft:chatTemplate": "gs://team-templates/chat.jinja"})
     assert ("team-templates", "roles/storage.objectViewer", VM) in grants(stack)
+
+
+def test_up_refuses_the_very_data_a_data_preflight_found_a_finding_in(dev_config, tmp_path, monkeypatch):
+    from infra import data_preflight
+    from infra.local_data import resolve
+    from infra.settings import parse
+
+    monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows())
+    config = {**dev_config, "tpu-sft:dataset": str(data), "tpu-sft:evalData": "5%"}
+    settings = parse(config, stack="dev")
+    finding = {"key": "tpu-sft:hfToken", "problem": "the token's account has not been granted access", "fix": "accept"}
+    data_preflight.keep(
+        data_preflight.record_path(resolve(settings.pipeline, settings.checkpoint_bucket).pipeline),
+        {"ok": False, "findings": [finding], "table": {}},
+    )
+    declared = Stack()
+    with pytest.raises(RunError) as raised:
+        run_program(config, into=declared)
+    assert str(raised.value).startswith("tpu-sft:hfToken: the token's account has not been granted access (scripts/")
+    assert str(raised.value).endswith("Fix: accept") and declared.resources == []
+    write_jsonl(data, good_rows(41))  # other data: no preflight has read it, nothing refuses it
+    assert run_program(config).of_type(OBJECT)

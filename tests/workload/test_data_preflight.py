@@ -120,3 +120,15 @@ def test_a_gated_model_without_access_is_refused_and_the_token_never_shown(maxte
 def test_bad_settings_are_bad_input(maxtext_python, tmp_path):
     status, findings, _ = preflight(maxtext_python, tmp_path, {"steps": 0})
     assert status == EXIT_BAD_INPUT and findings[0].startswith("preflight --data: tpu-sft:steps:")
+
+
+def test_scripts_preflight_data_keeps_the_answer_that_pulumi_up_refuses_by(maxtext_python, tmp_path, monkeypatch):
+    from infra import data_preflight, preflight
+
+    monkeypatch.setenv("PREFLIGHT_PYTHON", maxtext_python)
+    monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows(10))
+    overrides = ["tpu-sft:profile=tiny", f"tpu-sft:dataset={data}", "tpu-sft:evalData=10%"]
+    assert preflight.main(["--data", str(REPO / "Pulumi.dev.yaml"), *overrides]) == 0
+    (record,) = (tmp_path / "preflight").glob("data-*.json")
+    assert json.loads(record.read_text())["ok"] is True

@@ -1,5 +1,5 @@
 """python -m workload.preflight.data: read a bounded sample of the dataset here, before any VM exists, and say
-whether MaxText's SFT will take it and what it will make of it (docs/data.md, "What the preflight reports").
+whether MaxText's SFT will take it and what it will make of it (docs/data.md, "What is checked, and when").
 
 Reads the pipeline's settings JSON (as `python -m workload` takes it; the dataset's local paths as the user gave
 them), the dataset where this machine can (local files; `gs://` and the Hub with this machine's credentials), at
@@ -8,7 +8,9 @@ the model's own tokenizer and chat template (the tiny profile's, built here). Th
 `$HF_TOKEN`: never an argument, and never printed.
 
 Each finding that would stop the run is one line on stderr naming the key and the fix (`ConfigError`'s); then a
-table on stdout, and a JSON line last. Exit 0: nothing stops the run; 1: a finding does; 2: bad input.
+table on stdout, and a JSON line last (`ok`, the findings as key, problem and fix, the table), which
+`scripts/preflight --data` keeps for `pulumi up` to refuse by (infra/data_preflight.py).
+Exit 0: nothing stops the run; 1: a finding does; 2: bad input.
 Needs .maxtext-venv's Python (datasets, transformers).
 """
 
@@ -42,11 +44,11 @@ MAXTEXT_MAX_TARGET_LENGTH = 2048  # base.yml's, which train_sft keeps unless tpu
 
 @dataclass
 class Report:
-    findings: list[str] = field(default_factory=list)  # each stops the run: one ConfigError line
+    findings: list[ConfigError] = field(default_factory=list)  # each stops the run
     table: dict[str, Any] = field(default_factory=dict)
 
     def stop(self, key: str, problem: str, fix: str) -> None:
-        self.findings.append(str(ConfigError(stack_key(key), problem, fix)))
+        self.findings.append(ConfigError(stack_key(key), problem, fix))
 
 
 def _redacted(text: str, token: str | None) -> str:
@@ -277,10 +279,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
         print(f"preflight --data: {last_resort.report('preflight-data', error, [token])}", file=sys.stderr)
         return EXIT_UNEXPECTED
-    for line in report.findings:
-        print(f"preflight --data: {line}", file=sys.stderr)
+    for finding in report.findings:
+        print(f"preflight --data: {finding}", file=sys.stderr)
     print(render(report.table))
-    print(json.dumps({"ok": not report.findings, "findings": report.findings, "table": report.table}), flush=True)
+    stops = [{"key": f.key, "problem": f.problem, "fix": f.fix} for f in report.findings]
+    print(json.dumps({"ok": not report.findings, "findings": stops, "table": report.table}), flush=True)
     return EXIT_FINDING if report.findings else 0
 
 
