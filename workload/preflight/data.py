@@ -186,18 +186,13 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int)
         report.stop("dataset", f"{config.dataset}: row {bad[0]} {bad[1]}", "fix the row, or name other data")
         return report
     if config.eval_interval:
+        # A file dataset's held-out files (PipelineConfig requires them with a held-out loss), or a Hub split.
+        key, where = ("evalData", config.eval_data or "") if source.is_file else ("evalSplit", config.dataset)
         if held_out is None:
-            where = config.eval_data if source.is_file else config.dataset
-            assert where is not None
-            held_out = read(
-                report, "evalData" if source.is_file else "evalSplit", where, config.eval_split, token, limit
-            )
+            held_out = read(report, key, where, config.eval_split, token, limit)
         if held_out is not None and not held_out:
-            report.stop(
-                "evalData" if source.is_file else "evalSplit",
-                "the held-out data has no rows",
-                set_hint("evalData", "5%"),
-            )
+            hint = set_hint("evalData", "5%") if source.is_file else set_hint("evalSplit", "test")
+            report.stop(key, "the held-out data has no rows", hint)
     sizes = [count_tokens(tokenizer, as_messages(row, columns)) for row in rows]
     lengths = [n for n, _ in sizes]
     max_length = config.max_target_length or MAXTEXT_MAX_TARGET_LENGTH
