@@ -6,6 +6,8 @@ run the remote CLI (`python -m remote phase …`), which ships workload/ to the 
 every host of it.
 """
 
+from dataclasses import replace
+
 import pulumi
 
 from infra import billing
@@ -13,7 +15,10 @@ from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import estimate
+from infra.data_access import DataAccess, DataAccessArgs, other_buckets
+from infra.data_preflight import refuse_known_bad_data
 from infra.disk import DataDisk, DataDiskArgs
+from infra.local_data import resolve
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.on_destroy import model_lost_on_destroy, on_destroy
 from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, take_the_sweeps_batch
@@ -29,6 +34,10 @@ from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 try:
     settings = take_the_sweeps_batch(stack_settings.from_pulumi())  # perDeviceBatchSize auto: the sweep's batch
     refuse_a_known_misfit(settings.pipeline)  # what scripts/preflight found, before anything is declared
+    # Local data checked and named by its copies' URLs, which are then what every phase is handed.
+    local_data = resolve(settings.pipeline, settings.checkpoint_bucket)
+    settings = replace(settings, pipeline=local_data.pipeline)
+    refuse_known_bad_data(settings.pipeline)  # what scripts/preflight --data found in this very data
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
 
@@ -62,6 +71,24 @@ def checkpoint_bucket(service_account_email: pulumi.Input[str]) -> Bucket:
             object_users=[pulumi.Output.concat("serviceAccount:", service_account_email)],
         ),
     )
+
+
+def data_access(checkpoints: Bucket, service_account_email: pulumi.Input[str]) -> list[pulumi.Resource]:
+    """The local dataset's copies and the read-only grant on another bucket it is in (infra/data_access.py): nothing for
+    a Hub dataset or one in the stack's own bucket."""
+    if not local_data.uploads and not other_buckets(settings.pipeline, settings.checkpoint_bucket):
+        return []
+    access = DataAccess(
+        f"{settings.instance_name}-dataset",
+        DataAccessArgs(
+            pipeline=settings.pipeline,
+            uploads=local_data.uploads,
+            bucket=checkpoints.name,
+            stack_bucket=settings.checkpoint_bucket,
+            reader=pulumi.Output.concat("serviceAccount:", service_account_email),
+        ),
+    )
+    return access.ready
 
 
 def os_login_key() -> list[OsLoginKey]:
@@ -163,6 +190,7 @@ if settings.is_slice:
     access_key = os_login_key()
     hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
     checkpoints = checkpoint_bucket(hosts.service_account_email)
+    dataset = data_access(checkpoints, hosts.service_account_email)
     if settings.autostop != "off":
         SliceAutostopAccess(
             f"{settings.instance_name}-autostop",
@@ -191,7 +219,7 @@ if settings.is_slice:
             hf_token=hf_token(),
             # The MIG, declared to wait until every host exists and the group is stable; a FLEX_START group is
             # filled by the first task instead (infra/slice.py).
-            after=[*hosts.ready, firewall, slice_firewall, checkpoints, *access_key],
+            after=[*hosts.ready, firewall, slice_firewall, checkpoints, *access_key, *dataset],
         ),
     )
     pulumi.export("instanceGroupName", hosts.name)
@@ -228,6 +256,7 @@ else:
         TpuVmArgs(settings=settings, data_disk_self_link=data_disk.self_link, network_tag=network_tag),
     )
     checkpoints = checkpoint_bucket(vm.service_account_email)
+    dataset = data_access(checkpoints, vm.service_account_email)
     if settings.autostop != "off":
         AutostopAccess(
             f"{settings.instance_name}-autostop",
@@ -247,7 +276,7 @@ else:
             target_json=vm_target_json(settings, vm.name, vm.instance_id, vm.external_ip, runs_url),
             identity=vm.instance_id,
             hf_token=hf_token(),
-            after=[vm, firewall, data_disk, checkpoints, *access_key],
+            after=[vm, firewall, data_disk, checkpoints, *access_key, *dataset],
         ),
     )
 

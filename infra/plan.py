@@ -4,7 +4,8 @@
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
-`__main__.py`, so it is what `pulumi up` will do. Nothing is contacted; no key or secret is read.
+`__main__.py`, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
+contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
 bounds); `--json` prints the rows as JSON instead, for a workflow to test.
 Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or setting is invalid.
@@ -16,11 +17,13 @@ import argparse
 import contextlib
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from infra.cost import estimate
 from infra.flex_start import group_description
+from infra.local_data import resolve
 from infra.phases import phase_inputs
 from infra.preflight import summary, take_the_sweeps_batch, train_fingerprint
 from infra.settings import AUTO_BATCH_KEY, Settings, parse
@@ -30,10 +33,12 @@ from workload.core.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
+    """The settings as `pulumi up` hands them to the phases: a local dataset named by its copies (infra/local_data.py),
+    read relative to the project directory, as the program reads it."""
     settings = parse(read_stack_config(path), stack=stack)
     with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
         settings = take_the_sweeps_batch(settings)
-    return settings
+    return replace(settings, pipeline=resolve(settings.pipeline, settings.checkpoint_bucket).pipeline)
 
 
 def vm_identity(s: Settings) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Preflight from the stack's side: compile a stack's training step before any VM exists, and remember the answer.
 
-    scripts/preflight [--sweep | --take-sweep FILE] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
+    scripts/preflight [--sweep | --take-sweep FILE | --data] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
 
 reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
 as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
@@ -14,6 +14,7 @@ inputs (infra/phases.py), the accelerator type among them, so the same inputs ar
 `--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py), which a stack
 with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
 sweep's answer made elsewhere (the pull-request workflow's test job) after checking that it is this stack's.
+`--data` checks the dataset instead of compiling (infra/data_preflight.py): exit 1 when a finding stops the run.
 Exit status: 0 fits, 1 does not fit (with --sweep: no batch does), 2 bad input; any other is
 workload.preflight's own (the compile failed).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from infra import batch_sweep
+from infra.data_preflight import check_data
 from infra.phases import phase_inputs
 from infra.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
@@ -243,6 +245,11 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument(
         "--take-sweep", type=Path, metavar="FILE", help="keep this sweep's answer for the stack, compiling nothing"
     )
+    top.add_argument(
+        "--data",
+        action="store_true",
+        help="read a sample of the dataset with the model's tokenizer and say what stops the run (docs/data.md)",
+    )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
 
@@ -252,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     stack = args.stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     try:
         settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
+        if args.data:
+            return check_data(settings, maxtext_python, str(REPO))
         if args.sweep:
             return sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))
         if args.take_sweep:

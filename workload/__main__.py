@@ -26,6 +26,7 @@ from workload.core import last_resort
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import ConfigError, PipelineConfig
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
+from workload.core.data_source import parse_share
 from workload.core.one_line_parser import OneLineParser
 from workload.launch.hf_token import TokenError, read_token, redactor, token_file_env, without_token
 from workload.launch.jax_process import JaxProcess
@@ -102,8 +103,20 @@ def worker_of(config: PipelineConfig, args: argparse.Namespace) -> JaxProcess:
     return worker
 
 
+def held_out_files(config: PipelineConfig) -> None:
+    """A held-out share is cut from the local file by `pulumi up` (infra/local_data.py); on the host, where nothing
+    cuts it, MaxText needs the held-out files themselves."""
+    if parse_share(config.eval_data) is not None:
+        raise ConfigError(
+            "tpu-sft:evalData",
+            f"is the share {config.eval_data}, which `pulumi up` cuts from a local file, and nothing cuts it here",
+            "give the held-out file's path (or run through pulumi up)",
+        )
+
+
 def cmd_commands(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    held_out_files(config)
     layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
     worker = worker_of(config, args)
@@ -116,6 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     events = Events()
     try:
         config = load_config(args.config)
+        held_out_files(config)
         token = read_token(args.hf_token_file, os.environ)
         worker = worker_of(config, args)
         check_writable_dir("--work-dir", args.work_dir)

@@ -193,6 +193,7 @@ KEY_CHANGES = [
     ("tpu-sft:dataset", "someone/chats"),
     ("tpu-sft:trainSplit", "train_gen"),
     ("tpu-sft:trainDataColumns", '["prompt"]'),
+    ("tpu-sft:chatTemplate", "gs://team-data/chat.jinja"),
     ("tpu-sft:learningRate", "1e-4"),
     ("tpu-sft:maxTargetLength", "1024"),
     ("tpu-sft:acceleratorType", "v6e-4"),
@@ -200,6 +201,7 @@ KEY_CHANGES = [
     ("tpu-sft:evalInterval", "50"),
     ("tpu-sft:evalSteps", "4"),
     ("tpu-sft:evalSplit", "test_gen"),
+    ("tpu-sft:evalData", "gs://team-data/other-held-out.jsonl"),
     ("tpu-sft:requireLearning", "true"),
     ("tpu-sft:runName", "my-run"),
     ("tpu-sft:instanceName", "tpu-sft-other"),
@@ -212,6 +214,15 @@ KEY_CHANGES = [
 ]
 
 
+# Held-out files need a file dataset: the change is made beside one, set before and after.
+CHANGED_BESIDE = {
+    "tpu-sft:evalData": {
+        "tpu-sft:dataset": "gs://team-data/chats.jsonl",
+        "tpu-sft:evalData": "gs://team-data/held-out.jsonl",
+    }
+}
+
+
 @pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
 def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config, key, value):
     from infra.plan import plan
@@ -220,9 +231,10 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     assert dev_config.get(key) != value
     from infra.plan import vm_identity
 
-    before, after = recorded_inputs(mock_stack()), recorded_inputs(mock_stack({key: value}))
+    beside = CHANGED_BESIDE.get(key, {})
+    before, after = recorded_inputs(mock_stack(beside)), recorded_inputs(mock_stack({**beside, key: value}))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
-    settings = [parse({**dev_config, **change}, stack="dev") for change in ({}, {key: value})]
+    settings = [parse({**dev_config, **beside, **change}, stack="dev") for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     if vm_identity(settings[0]) != vm_identity(settings[1]):
         # A replaced VM: a real engine gives it a new instance id, which every phase's triggers hold; the mock's

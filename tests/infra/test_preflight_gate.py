@@ -112,3 +112,16 @@ def test_a_missing_maxtext_python_is_one_line(capsys, cache, monkeypatch):
         "preflight: PREFLIGHT_PYTHON: /nonexistent/python is not an executable Python. "
         "Fix: run scripts/maxtext-venv, or point PREFLIGHT_PYTHON at a Python that has MaxText\n"
     )
+
+
+def test_data_the_preview_refuses_is_refused_before_maxtext_is_looked_for(capsys, cache, monkeypatch, tmp_path):
+    from tests.fixtures.datasets import good_rows, write_jsonl
+
+    monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")  # reached only if the data passed
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows(), broken="missing column")
+    overrides = [f"tpu-sft:dataset={data}", "tpu-sft:evalData=5%"]
+    assert preflight.main(["--data", str(preflight.REPO / "Pulumi.dev.yaml"), *overrides]) == EXIT_BAD_INPUT
+    assert capsys.readouterr().err == (
+        f"preflight: tpu-sft:dataset: {data}: row 3 has no column 'messages' (its columns: text). "
+        "Fix: fix the file, or pulumi config set tpu-sft:dataset another file\n"
+    )

@@ -17,7 +17,10 @@ TOKEN = "hf_" + "Abc123" * 6
 _KEY_LINE = re.compile(r"  (# )?(tpu-sft:[A-Za-z]+):.*")
 _CONTINUED = re.compile(r"  #   .*")  # a commented key's nested value (`#   secure: ...`)
 # What a commented key needs besides itself to be accepted.
-_COMPANIONS = {"tpu-sft:osLoginAccount": {"tpu-sft:sshAccess": "oslogin"}}
+_COMPANIONS = {
+    "tpu-sft:osLoginAccount": {"tpu-sft:sshAccess": "oslogin"},
+    "tpu-sft:evalData": {"tpu-sft:dataset": "./chats.jsonl"},  # held-out files are a file dataset's
+}
 
 
 def _documented() -> list[tuple[str, bool, object]]:

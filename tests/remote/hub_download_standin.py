@@ -6,10 +6,14 @@ This serves one model repo over plain HTTP with just what huggingface_hub 1.14's
 hf_hub_download ask for:
 
 - GET /api/models/<repo>[/revision/<rev>]: the repo's commit and the list of its files ("siblings");
-- HEAD and GET /<repo>/resolve/<rev>/<file>: the file, with X-Repo-Commit, ETag and Content-Length.
+- HEAD and GET /<repo>/resolve/<rev>/<file>: the file, with X-Repo-Commit, ETag and Content-Length;
+- GET /api/models/<repo>/auth-check: 200 for the repo's token (as `HfApi.auth_check`, and tpu-sft's data preflight,
+  ask), 403 GatedRepo for a token of an account not granted access (`ungranted`).
 
 Errors carry the X-Error-Code / X-Error-Message headers by which huggingface_hub tells them apart, as the Hub's do.
-No X-Xet-Hash is ever sent, so the client downloads over plain HTTP rather than through Xet storage.
+No X-Xet-Hash is ever sent, so the client downloads over plain HTTP rather than through Xet storage. It does not
+enforce what a real gated repo also checks: the account behind a token (a token is granted or not as it is named
+here), its scopes, or rate limits.
 """
 
 import hashlib
@@ -48,6 +52,7 @@ class _Repo:
     files: dict[str, bytes]
     token: str | None
     hub: Hub
+    ungranted: frozenset[str] = frozenset()  # tokens the Hub knows whose account has not accepted the licence
 
 
 class _Server(ThreadingHTTPServer):
@@ -75,11 +80,18 @@ class _Handler(BaseHTTPRequestHandler):
         authorization = self.headers.get("Authorization")
         repo.hub.requests.append(Request(self.command, self.path, authorization))
 
+        path = unquote(urlsplit(self.path).path)
+        if authorization in {f"Bearer {t}" for t in repo.ungranted}:
+            message = f"Access to model {repo.repo_id} is restricted and you are not in the authorized list."
+            self._error(HTTPStatus.FORBIDDEN, "GatedRepo", message, head)
+            return
         if repo.token is not None and authorization != f"Bearer {repo.token}":
             self._refuse(repo.repo_id, authorization, head)
             return
+        if path == f"/api/models/{repo.repo_id}/auth-check":
+            self._reply(HTTPStatus.OK, {"Content-Type": "application/json"}, b"{}", head)
+            return
 
-        path = unquote(urlsplit(self.path).path)
         api = re.fullmatch(r"/api/models/(.+?)(?:/revision/([^/]+))?", path)
         resolve = re.fullmatch(r"/(.+?)/resolve/([^/]+)/(.+)", path)
         if api is not None:
@@ -156,10 +168,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serving(repo_id: str, files: dict[str, bytes], token: str | None = None) -> Iterator[Hub]:
+def serving(
+    repo_id: str, files: dict[str, bytes], token: str | None = None, ungranted: frozenset[str] = frozenset()
+) -> Iterator[Hub]:
     """Serve `files` as model repo `repo_id` ("owner/name") on 127.0.0.1 until the block ends.
 
-    With `token`, every request must carry `Authorization: Bearer <token>`, as for a gated repo; others get 401.
+    With `token`, every request must carry `Authorization: Bearer <token>`, as for a gated repo; others get 401, and
+    a token in `ungranted` 403 GatedRepo (a known account that has not accepted the licence).
     `files` must not be empty: for an empty file list the client would fall back to the tree API, not served here.
     """
     if not files:
@@ -169,7 +184,7 @@ def serving(repo_id: str, files: dict[str, bytes], token: str | None = None) -> 
     for name in sorted(files):
         digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
     hub = Hub(endpoint="", commit=digest.hexdigest())
-    server = _Server(_Repo(repo_id, dict(files), token, hub))
+    server = _Server(_Repo(repo_id, dict(files), token, hub, frozenset(ungranted)))
     hub.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, name="hub-standin", daemon=True)
     thread.start()

@@ -187,6 +187,18 @@ CASES = [
     ),
     Case("run-without-config", ("run", "--output-dir", "{tmp}/out"), "the following arguments are required: --config"),
     Case("commands-config-list", ("commands", "--config", "{cfg}"), "settings JSON must be an object", []),
+    run_case(
+        "held-out-share-on-the-host",
+        {"dataset": "/srv/chats.jsonl", "evalData": "5%"},
+        "tpu-sft:evalData: is the share 5%, which `pulumi up` cuts",
+    ),
+    Case(
+        "commands-held-out-share",
+        ("commands", "--config", "{cfg}"),
+        "tpu-sft:evalData: is the share 5%",
+        {"dataset": "/srv/chats.jsonl", "evalData": "5%"},
+    ),
+    run_case("dataset-no-format", {"dataset": "./data"}, "tpu-sft:dataset: './data' does not name .jsonl or .parquet"),
     Case("commands-steps-newline", ("commands", "--config", "{cfg}"), "tpu-sft:steps", {"steps": "5\n"}),
     Case("unknown-subcommand", ("deploy",), "invalid choice: 'deploy'"),
     Case("no-subcommand", (), "the following arguments are required: command"),

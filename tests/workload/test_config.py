@@ -19,6 +19,7 @@ SEED = {
     "dataset": "HuggingFaceH4/ultrachat_200k",
     "trainSplit": "train_sft",
     "trainDataColumns": ["messages"],
+    "chatTemplate": None,
     "learningRate": None,
     "maxTargetLength": None,
     "acceleratorType": "v6e-8",
@@ -26,6 +27,7 @@ SEED = {
     "evalInterval": 250,  # not in the seed: the held-out loss (docs/learning.md)
     "evalSteps": 10,
     "evalSplit": "test_sft",
+    "evalData": None,
     "requireLearning": False,
     "runName": None,
 }
@@ -38,9 +40,10 @@ CHANGED = {
     "profile": "tiny",
     "steps": 20,
     "perDeviceBatchSize": 2,
-    "dataset": "me/chats",
+    "dataset": "./chats.jsonl",
     "trainSplit": "train_gen",
     "trainDataColumns": ["prompt", "completion"],
+    "chatTemplate": "gs://team-data/chat.jinja",
     "learningRate": 1e-4,
     "maxTargetLength": 512,
     "acceleratorType": "v6e-4",
@@ -48,6 +51,7 @@ CHANGED = {
     "evalInterval": 50,
     "evalSteps": 4,
     "evalSplit": "test_gen",
+    "evalData": "5%",
     "requireLearning": True,
     "runName": "my-run",
 }
@@ -62,6 +66,7 @@ FIRST_PHASE = {
         "dataset",
         "trainSplit",
         "trainDataColumns",
+        "chatTemplate",
         "learningRate",
         "maxTargetLength",
         "acceleratorType",
@@ -69,6 +74,7 @@ FIRST_PHASE = {
         "evalInterval",
         "evalSteps",
         "evalSplit",
+        "evalData",
         "requireLearning",
         "runName",
     },
@@ -83,9 +89,13 @@ NAMES_NO_RUN = {
     "evalInterval",
     "evalSteps",
     "evalSplit",
+    "evalData",
     "requireLearning",
     "runName",
 }
+# A file dataset needs its held-out files, and held-out files need a file dataset: each is changed beside the other
+# (evalInterval, which names no run, in the base), so that the other alone is what changes.
+CHANGED_BESIDE = {"dataset": {"evalData": "5%"}, "evalData": {"dataset": "./chats.jsonl"}}
 
 
 def message(raw: dict) -> str:
@@ -128,8 +138,9 @@ def test_a_phase_depends_on_its_own_settings_and_every_earlier_phases(phase):
 
 @pytest.mark.parametrize("key", list(SEED))
 def test_a_setting_changes_the_derived_run_name_exactly_when_the_weights_depend_on_it(key):
-    base = PipelineConfig()
-    changed = PipelineConfig.from_mapping({key: CHANGED[key]})
+    beside = CHANGED_BESIDE.get(key, {})
+    base = PipelineConfig.from_mapping({**beside, "evalInterval": 0} if "dataset" in beside else {})
+    changed = PipelineConfig.from_mapping({**beside, key: CHANGED[key]})
     names_run = key not in NAMES_NO_RUN
     assert (key in {_camel(f) for f in changed.weight_inputs()}) == names_run
     assert (changed.run_settings().get(key) == CHANGED[key]) == names_run  # what a kept model records

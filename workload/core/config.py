@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 from workload.core.accelerators import ACCELERATORS
 from workload.core.contract import PHASES
+from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
 
 NAMESPACE = "tpu-sft"
 
@@ -33,7 +34,6 @@ TORCH_BACKENDS = ("cpu", "auto")
 # Full-string patterns (re.fullmatch) of ASCII classes only: these values reach MaxText's argv, a pip
 # requirement and shell lines, and `\d`, `\w` and `$` would let other scripts' digits and letters or a trailing
 # newline through.
-_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _RUN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -143,6 +143,12 @@ class PipelineConfig:
     eval_interval: int = 250
     eval_steps: int = 10
     eval_split: str = "test_sft"  # UltraChat's held-out split, sft.yml's hf_eval_split
+    # A file dataset's held-out examples (a Hub one's are eval_split): files, or a share like "5%" of the training
+    # file that `pulumi up` holds out by a fixed seed (workload/core/data_source.py).
+    eval_data: str | None = None
+    # A chat template of the user's (a .jinja file, local or gs://) instead of the tokenizer's; `pulumi up` copies a
+    # local one into the bucket like a local dataset.
+    chat_template: str | None = None
     require_learning: bool = False  # fail the run, rather than warn, when the held-out loss did not fall
     # seed step 3's install_tpu_post_train_extra_deps: slow, from GitHub, and its Tunix replaces the tested one;
     # SFT needs none of it
@@ -167,6 +173,7 @@ class PipelineConfig:
                 f"remove it or use one of {', '.join(sorted(BY_KEY))}",
             )
         config = cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
+        held_out_source(config)
         if config.require_learning and not config.eval_interval:
             raise ConfigError(
                 stack_key("requireLearning"),
@@ -194,6 +201,42 @@ class PipelineConfig:
         """The same settings stack-keyed, as a user sets them: what a kept model records it was trained with (its
         model card quotes them)."""
         return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+
+
+def held_out_source(config: PipelineConfig) -> None:
+    """A file dataset has one split, `train`: its held-out examples are `evalData`, in the dataset's format; a Hub
+    dataset's are its `evalSplit`; a share is cut from local files only, where `pulumi up` copies them."""
+    dataset = parse_source(config.dataset)
+    fix_share = f"{set_hint('evalData', '5%')}, {set_hint('evalData', './held-out.jsonl')}"
+    if config.eval_data is None:
+        if dataset.is_file and config.eval_interval:
+            raise ConfigError(
+                stack_key("evalData"),
+                f"is not set, and tpu-sft:dataset {config.dataset} is files, which have no held-out split",
+                f"{fix_share}, or {set_hint('evalInterval', '0')}",
+            )
+        return
+    if not dataset.is_file:
+        raise ConfigError(
+            stack_key("evalData"),
+            f"is for a file dataset, and tpu-sft:dataset {config.dataset} is a Hub id, which holds out a split",
+            f"pulumi config rm {stack_key('evalData')}; {set_hint('evalSplit', 'test')}",
+        )
+    if parse_share(config.eval_data) is not None:
+        if dataset.kind != "local":
+            raise ConfigError(
+                stack_key("evalData"),
+                f"is a share, which only a local tpu-sft:dataset is split into (this is {config.dataset})",
+                set_hint("evalData", "gs://BUCKET/held-out.jsonl"),
+            )
+        return
+    held_out = parse_source(config.eval_data)
+    if held_out.format != dataset.format:
+        raise ConfigError(
+            stack_key("evalData"),
+            f"is {held_out.format} and tpu-sft:dataset is {dataset.format}: MaxText reads both with one reader",
+            f"convert one of them, or {set_hint('evalData', '5%')}",
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -235,6 +278,36 @@ def _bool(key: str, raw: Any, example: str) -> bool:
     return parse_bool(key, raw)
 
 
+def _dataset(key: str, raw: Any, example: str) -> str:
+    try:
+        return parse_source(raw).location
+    except BadLocation as error:
+        forms = f"{set_hint(key, example)}, or gs://BUCKET/PATH/*.jsonl, or ./chats.jsonl (docs/data.md)"
+        raise ConfigError(stack_key(key), str(error), forms) from None
+
+
+def _held_out(key: str, raw: Any, example: str) -> str:
+    """A share (`5%`, at most 50%) or a file location in a dataset's forms."""
+    if isinstance(raw, str) and raw.endswith("%"):
+        if parse_share(raw) is None:
+            raise ConfigError(stack_key(key), f"{raw!r} is not a share above 0% and at most 50%", set_hint(key, "5%"))
+        return raw
+    try:
+        held_out = parse_source(raw)
+    except BadLocation as error:
+        raise ConfigError(stack_key(key), str(error), set_hint(key, example)) from None
+    if not held_out.is_file:
+        raise ConfigError(stack_key(key), f"{raw!r} is a Hub id, not files", set_hint(key, example))
+    return held_out.location
+
+
+def _template(key: str, raw: Any, example: str) -> str:
+    try:
+        return parse_template(raw).location
+    except BadLocation as error:
+        raise ConfigError(stack_key(key), str(error), set_hint(key, example)) from None
+
+
 def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
     columns = parse_list(key, raw, example)
     if not columns:
@@ -261,16 +334,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
     Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
-    Setting(
-        "dataset",
-        "dataset",
-        _pattern(_HUB_ID, "a Hugging Face dataset id (owner/name)"),
-        "HuggingFaceH4/ultrachat_200k",
-        "train",
-        names_run=True,
-    ),
+    # A Hub id, gs:// files or local files (workload/core/data_source.py); `pulumi up` puts a local one's
+    # content-hashed copy here (infra/local_data.py), so a changed file is a changed value.
+    Setting("dataset", "dataset", _dataset, "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
     Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
     Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),
+    # The template decides which tokens a conversation becomes, so it names the run.
+    Setting("chatTemplate", "chat_template", _template, "./chat-template.jinja", "train", names_run=True),
     # 0 trains nothing: a run that only measures the base model (its held-out loss then cannot fall).
     Setting("learningRate", "learning_rate", _float_or_zero, "2e-5", "train", names_run=True),
     Setting("maxTargetLength", "max_target_length", _int(8), "2048", "train", names_run=True),
@@ -283,6 +353,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("evalInterval", "eval_interval", _int(0), "250", "train"),
     Setting("evalSteps", "eval_steps", _int(1), "10", "train"),
     Setting("evalSplit", "eval_split", _pattern(_COLUMN, "a split name"), "test_sft", "train"),
+    Setting("evalData", "eval_data", _held_out, "gs://my-bucket/held-out.jsonl", "train"),
     Setting("requireLearning", "require_learning", _bool, "false", "train"),
     Setting(
         "runName",

@@ -26,12 +26,16 @@ NEW_TOKENS = 48
 VERIFY_PROMPTS = (verify_hf.PROMPT[0]["content"], *logit_parity.PROMPTS[:3])
 
 
-def held_out_questions(dataset: str, split: str, column: str, count: int = HELD_OUT_QUESTIONS) -> list[str]:
-    """The first user turn of each of the split's first `count` rows, in the split's own order."""
+def held_out_questions(
+    dataset: str, split: str, column: str, count: int = HELD_OUT_QUESTIONS, data_files: str | None = None
+) -> list[str]:
+    """The first user turn of each of the split's first `count` rows, in the split's own order. With `data_files`,
+    `dataset` is the files' builder (json, parquet), as MaxText reads them."""
     import datasets
 
     questions = []
-    for index, row in enumerate(datasets.load_dataset(dataset, split=split, streaming=True)):
+    rows = datasets.load_dataset(dataset, data_files=data_files, split=split, streaming=True)
+    for index, row in enumerate(rows):
         if index == count:
             break
         turns = row.get(column)
@@ -124,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset", help="where the held-out questions come from (none without it)")
     parser.add_argument("--split", default="test_sft")
     parser.add_argument("--column", default="messages")
+    parser.add_argument("--data-files", help="the held-out files, when --dataset is their format (json, parquet)")
     args = parser.parse_args(argv)
-    questions = held_out_questions(args.dataset, args.split, args.column) if args.dataset else []
+    questions = []
+    if args.dataset:
+        questions = held_out_questions(args.dataset, args.split, args.column, data_files=args.data_files)
     text, result = compare(args.base_model, args.export_dir, questions)
     with open(args.out_md, "w", encoding="utf-8") as f:
         f.write(text)

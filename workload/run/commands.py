@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.data_source import parse_source
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
 from workload.measure.logit_parity import KL_BOUND
@@ -151,18 +152,48 @@ def eval_interval(config: PipelineConfig) -> int | None:
     return min(config.eval_interval, config.steps) if config.eval_interval else None
 
 
-def _held_out_loss(config: PipelineConfig, columns: str) -> list[str]:
+@dataclass(frozen=True)
+class DataArgs:
+    """Where MaxText's HF pipeline reads: `datasets.load_dataset(hf_path, data_files=…, split=…)`. A file dataset's
+    files are read by the packaged `json` or `parquet` builder, whose one split is `train`; the held-out files then
+    load as that builder's `train` split too (hf_data_processing.py make_hf_eval_iterator)."""
+
+    hf_path: str
+    train_split: str
+    eval_split: str
+    train_files: str | None = None
+    eval_files: str | None = None
+
+
+def data_args(config: PipelineConfig, layout: Layout) -> DataArgs:
+    if config.profile == "tiny" and config.dataset == PipelineConfig.dataset:
+        # The tiny profile's own dataset, unless the run names files of its own (the local-JSONL rehearsal).
+        return DataArgs(os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR), config.train_split, config.eval_split)
+    source = parse_source(config.dataset)
+    if source.format is None:
+        return DataArgs(config.dataset, config.train_split, config.eval_split)
+    return DataArgs(source.format, "train", "train", config.dataset, config.eval_data)
+
+
+def chat_template_file(layout: Layout) -> str:
+    """Where the train step puts `tpu-sft:chatTemplate` on the host: MaxText reads a template from a local file only
+    (input_pipeline/instruction_data_processing.py load_chat_template_from_file, by its .jinja extension)."""
+    return os.path.join(layout.work_dir, "chat-template.jinja")
+
+
+def _held_out_loss(config: PipelineConfig, columns: str, data: DataArgs) -> list[str]:
     """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator). It reads the same
     examples on every pass (Tunix re-iterates the unshuffled iterator from its start), so the passes compare."""
     interval = eval_interval(config)
     if interval is None:
         return ["eval_interval=-1"]  # base.yml's "never"; 0 would divide by zero in Tunix's loop
-    return [
+    argv = [
         f"eval_interval={interval}",
         f"eval_steps={config.eval_steps}",
-        f"hf_eval_split={config.eval_split}",
+        f"hf_eval_split={data.eval_split}",
         f"eval_data_columns={columns}",
     ]
+    return argv + ([f"hf_eval_files={data.eval_files}"] if data.eval_files else [])
 
 
 def train_sft(
@@ -175,7 +206,7 @@ def train_sft(
 ) -> Command:
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
-    hf_path = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
+    data = data_args(config, layout)
     argv = [
         python,
         "-m",
@@ -187,11 +218,15 @@ def train_sft(
         f"load_parameters_path={layout.converted_checkpoint}",
         f"per_device_batch_size={config.per_device_batch_size}",
         f"steps={config.steps}",
-        f"hf_path={hf_path}",
-        f"train_split={config.train_split}",
+        f"hf_path={data.hf_path}",
+        f"train_split={data.train_split}",
         f"train_data_columns={columns}",
     ]
-    argv += _held_out_loss(config, columns)
+    if data.train_files:
+        argv.append(f"hf_train_files={data.train_files}")
+    if config.chat_template is not None:
+        argv.append(f"chat_template_path={chat_template_file(layout)}")
+    argv += _held_out_loss(config, columns, data)
     if layout.compile_cache_dir is not None:
         argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
     if _profiles(config, layout):
@@ -307,8 +342,9 @@ def samples(
     argv = [python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
     argv.append(layout.result("samples.json"))
     if config.eval_interval:
-        dataset = os.path.join(layout.tiny_dir, tiny.DATASET_SUBDIR) if tiny_profile else config.dataset
-        argv += ["--dataset", dataset, "--split", config.eval_split, "--column", config.train_data_columns[0]]
+        data = data_args(config, layout)
+        argv += ["--dataset", data.hf_path, "--split", data.eval_split, "--column", config.train_data_columns[0]]
+        argv += ["--data-files", data.eval_files] if data.eval_files else []
     env = {**hf_env(layout.hf_home), **(cpu_env() if tiny_profile else {})}
     return Command("verify", tuple(argv), env)
 

@@ -194,7 +194,18 @@ def training_wall_seconds(attempts: list[dict], metrics: list[dict]) -> float:
     return sum(ended[s] if s in ended else max(last_seen.get(s, s) - s, 0.0) for s in starts)
 
 
+def _place_chat_template(ctx: Context) -> None:
+    """The user's chat template, from the bucket (or the host's path) to the file train_sft's argv names."""
+    text = storage.read_text(ctx.config.chat_template) if ctx.config.chat_template else None
+    if ctx.config.chat_template and text is None:
+        raise StepFailed(f"tpu-sft:chatTemplate {ctx.config.chat_template} cannot be read from this host")
+    if text is not None:
+        with open(commands.chat_template_file(ctx.layout), "w", encoding="utf-8") as f:
+            f.write(text)
+
+
 def _train_attempt(ctx: Context) -> None:
+    _place_chat_template(ctx)
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
     timeline = throughput.AttemptTimeline(attempt)
