@@ -4,7 +4,9 @@ own CLI (`python -m remote phase …`) against the VM, or against every host of 
 pulumi-command re-runs `create` when any input changes, not only `triggers`. So each phase's inputs are the
 target (which names the VM instance, or the slice's hosts) and only the settings that phase depends on
 (infra/phases.py), in both `environment` and `triggers`: `pulumi preview` shows which phase would re-run and why,
-and a `pulumi up` with nothing changed runs nothing (no SSH at all). The HF token never enters a phase's
+and a `pulumi up` with nothing changed runs nothing (no SSH at all). The first task to run starts the whole run on
+the host with every setting, which it reads from a file the program writes while it updates (never an input:
+remote/pipeline/run_settings.py); each task follows its own phase's part. The HF token never enters a phase's
 environment (that would make every phase's output secret): a separate task pipes it over stdin into a 0600 file
 on each host.
 """
@@ -21,6 +23,7 @@ from pulumi_command import local
 from infra.phases import phase_inputs
 from infra.settings import Settings
 from infra.ssh_commands import iap_proxy_command, ssh_host
+from remote.pipeline import run_settings
 from remote.pipeline.profile import VM, slice_host
 from workload.core.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
 
@@ -142,6 +145,9 @@ class PostDeployTasks(pulumi.ComponentResource):
             )
             previous = [*previous, token]
         inputs = phase_inputs(s.pipeline)
+        if not pulumi.runtime.is_dry_run():
+            # What the first task finds to start the whole run with: no task's input (remote/pipeline/run_settings.py).
+            run_settings.record(s.pipeline)
         self.phases: dict[str, local.Command] = {}
         for phase in PHASES:
             environment: dict[str, pulumi.Input[str]] = {

@@ -11,7 +11,10 @@
 Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/rehearse makes both.
 Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
 and logs); the sshd and its keys are gone.
-Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped.
+Running it again with the same DIR redoes nothing; a run interrupted with Ctrl-C resumes where it stopped. Killed
+outright once convert has started (a laptop closed), it leaves the run going on alone on the local "VM" (a job in
+its own session) to the kept model; running it again re-attaches to the run, or prints a finished run's summaries,
+and starts nothing.
 Only one rehearsal at a time may use a DIR (a lock file in it says which process holds it).
 Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here),
 3 DIR is in use by another rehearsal or cannot be created.

@@ -69,8 +69,9 @@ def _in_dependency_order(commands: list[Declared]) -> list[Declared]:
     return done
 
 
-def start(command: Recorded, extra_env: dict[str, str]) -> subprocess.Popen:
-    """Launch `command` as pulumi-command does; its stdin is already written and closed."""
+def start(command: Recorded, extra_env: dict[str, str], *, new_session: bool = False) -> subprocess.Popen:
+    """Launch `command` as pulumi-command does; its stdin is already written and closed. `new_session`: in a
+    session and process group of its own, which a caller can kill whole."""
     proc = subprocess.Popen(
         ["/bin/sh", "-c", command.create],
         cwd=ROOT,
@@ -79,6 +80,7 @@ def start(command: Recorded, extra_env: dict[str, str]) -> subprocess.Popen:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=new_session,
     )
     assert proc.stdin is not None  # stdin=PIPE
     proc.stdin.write(command.stdin or "")

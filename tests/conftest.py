@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import pytest
 
+from remote.pipeline.run_settings import DIR_ENV
+
 pytest_plugins = ("tests.fixtures.sshd", "tests.fixtures.mock_engine")
 
 TIERS = ("sshd", "maxtext", "root", "slow")
@@ -98,3 +100,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"every selected test was outside -m {config.option.markexpr!r}: add --all-tiers, or -m with its tier",
             yellow=True,
         )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_settings_dir(tmp_path_factory):
+    """Where the program under test writes the run's settings and the phases it starts read them
+    (remote/pipeline/run_settings.py): this test process's own, not the checkout's, so that no test reads what
+    another test's program wrote."""
+    directory = tmp_path_factory.mktemp("run-settings")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DIR_ENV, str(directory))
+        yield

@@ -25,7 +25,7 @@ import sys
 from workload.core import last_resort
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import ConfigError, PipelineConfig
-from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
+from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED, PHASE_UNTIL
 from workload.core.data_source import parse_share
 from workload.core.one_line_parser import OneLineParser
 from workload.launch.hf_token import TokenError, read_token, redactor, token_file_env, without_token
@@ -42,6 +42,7 @@ RUNS_DIR_HELP = (
     "a gs://bucket/prefix or a directory (default: the work dir, lost with the VM)"
 )
 DEFAULT_WORK_DIR = "/dev/shm"  # the seed's scratch: fast, and lost on reboot (hence `keep`)
+PHASE_ENDS = tuple(PHASE_UNTIL.values())  # the steps after which --phase-summaries prints a summary
 
 
 def load_config(path: str) -> PipelineConfig:
@@ -155,8 +156,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             if config.profile == "tiny"
             else Meter(accelerator.chips // accelerator.hosts, hosts=accelerator.hosts),
             worker=worker,
+            finish_install=None if args.finish_install is None else os.path.abspath(args.finish_install),
+            required_mount=args.required_mount,
         )
-        return run(context, args.until)
+        return run(context, args.until, PHASE_ENDS if args.phase_summaries else ())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -185,6 +188,19 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--runs-dir", help=RUNS_DIR_HELP)
     go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
     go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
+    go.add_argument(
+        "--finish-install",
+        metavar="SCRIPT",
+        help="a shell script to run before the first step after convert (the install steps convert ran beside)",
+    )
+    go.add_argument(
+        "--required-mount", metavar="PATH", help="a mount point that must be mounted before keep (the data disk)"
+    )
+    go.add_argument(
+        "--phase-summaries",
+        action="store_true",
+        help="also print a summary as each phase's last step before --until ends (the run a phase task follows)",
+    )
     _worker_flags(go)
     go.set_defaults(handler=cmd_run)
     return top

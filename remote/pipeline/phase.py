@@ -3,10 +3,11 @@
     python -m remote phase bootstrap|convert|train|export
 
 bootstrap installs MaxText on every host (bootstrap/); the others ship `workload/` to the host (ship.py), claim
-its job (claim.py) and follow it, printing one progress line per event (workload/run/progress.py); on a multi-host
-slice, on every worker (slice_phase.py). The job outlives this process: running the same phase again re-attaches
-to it, and one that finished with the same settings is not run again. The last stdout line is always a JSON
-summary (stack outputs are read from it). How a setting reaches the job: ARCHITECTURE.md.
+the run (claim.py: the one job from convert to keep, which the first of them starts) and follow their own part of
+it (part.py), printing one progress line per event (workload/run/progress.py); on a multi-host slice, on every
+worker (slice_phase.py). The run outlives this process: running the same phase again re-attaches to it, and a part
+that finished with the same settings is not run again. The last stdout line is always a JSON summary (stack outputs
+are read from it). How a setting reaches the run, and the run itself: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TextIO
 from remote.pipeline import outcome
 from remote.pipeline.bootstrap.scheduler import bootstrap_all, detached_log
 from remote.pipeline.claim import claim
+from remote.pipeline.part import PartDone, PartPrinter
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
 from remote.pipeline.slice_phase import run_on_slice
@@ -26,7 +28,6 @@ from remote.ssh.connection import Connection
 from remote.ssh.errors import RemoteError, describe
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.measure.learning import describe as describe_learning
-from workload.run.progress import ProgressPrinter
 from workload.spend.bill import describe as describe_bill
 
 
@@ -84,20 +85,24 @@ def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
 
 
 def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO, conn: Connection) -> int:
-    printer = ProgressPrinter(out, quiet=state.state == "succeeded")
+    printer = PartPrinter(request.phase, out, quiet=state.state == "succeeded")
     log_path = jobs.log_path(request.target, job_id)
     print(
         f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); full log: {jobs.shown(log_path)}",
         file=out,
         flush=True,
     )
-    code = jobs.follow(request.target, job_id, printer.line, conn=conn)
-    if printer.summary and printer.summary.get("bill"):
-        print(describe_bill(printer.summary["bill"]), file=out, flush=True)
-    if printer.summary and (learned := describe_learning(printer.summary)):
+    try:
+        code = jobs.follow(request.target, job_id, printer.line, conn=conn)
+    except PartDone:
+        code = 0
+    summary = printer.summary
+    if summary and summary.get("bill"):
+        print(describe_bill(summary["bill"]), file=out, flush=True)
+    if summary and (learned := describe_learning(summary)):
         print(learned, file=out, flush=True)
     fallback = outcome.failed(
         request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); its log: {log_path}"
     )
-    print(json.dumps(printer.summary or fallback), file=out, flush=True)
-    return code
+    print(json.dumps(summary or fallback), file=out, flush=True)
+    return code if summary is not None else code or 1

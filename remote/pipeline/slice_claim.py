@@ -1,7 +1,8 @@
-"""Which job a slice's phase follows: one attempt, the same on every worker.
+"""Which attempt of the run a slice's phase follows: one attempt, the same on every worker.
 
 The workers re-attach only to an attempt that is whole: the same latest attempt on every worker, each running or
-succeeded. Anything else is stopped where it still runs, and attempt N + 1 (N the highest on any worker) is
+succeeded, and covering this phase with its own settings (read on worker 0: every worker starts an attempt with the
+same). Anything else is stopped where it still runs, and attempt N + 1 (N the highest on any worker) is
 started on every worker, even one whose own job succeeded (why: ARCHITECTURE.md, "One VM or a slice"). Each
 worker's argv ends with `--worker-id I --worker-hostnames H0,H1,…`.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 import logging
 from typing import Sequence
 
-from remote.pipeline.claim import latest_attempt, start_attempt
+from remote.pipeline.claim import latest_attempt, plan_for, start_attempt
 from remote.pipeline.request import PhaseRequest
 from remote.ssh import jobs
 from remote.ssh.connection import Connection
 from remote.ssh.hosts import WorkerHost, first_failure, on_all_or_raise, on_every
+from workload.core.contract import run_job_id
 
 log = logging.getLogger("remote")
 
@@ -28,30 +30,35 @@ def claim_on_slice(
     has_token: Sequence[bool],
 ) -> tuple[str, list[jobs.JobStatus]]:
     """The job id every worker runs and each worker's state of it (in worker order)."""
-    prefix = request.job_prefix
-    latest = on_all_or_raise(workers, lambda w: latest_attempt(conns[w.id], prefix))
-    newest = max((found[0] for found in latest if found is not None), default=0)
-    states = [found[1] if found is not None and found[0] == newest else None for found in latest]
-    if newest and all(s is not None and s.state in ("running", "succeeded") for s in states):
-        log.info("re-attaching to job %s-%d on every worker", prefix, newest)
-        return f"{prefix}-{newest}", [s for s in states if s is not None]
+    latest = on_all_or_raise(workers, lambda w: latest_attempt(conns[w.id]))
+    newest = max((found.number for found in latest if found is not None), default=0)
+    attempts = [found if found is not None and found.number == newest else None for found in latest]
+    states = [a.state if a is not None else None for a in attempts]
+    leader = attempts[0]
+    whole = all(a is not None and a.state.state in ("running", "succeeded") for a in attempts)
+    if newest and whole and leader is not None and leader.covers(request.phase, request.pipeline):
+        log.info("re-attaching to job %s on every worker", run_job_id(newest))
+        return run_job_id(newest), [s for s in states if s is not None]
     if newest:
         log.info(
-            "job %s-%d is not whole on every worker (%s): starting attempt %d on every worker",
-            prefix,
-            newest,
+            "job %s is not whole on every worker, or runs with other %s settings (%s): starting attempt %d on every "
+            "worker",
+            run_job_id(newest),
+            request.phase,
             ", ".join(f"{w.id}: {s.state if s else 'none'}" for w, s in zip(workers, states, strict=True)),
             newest + 1,
         )
         running = [w for w, s in zip(workers, states, strict=True) if s is not None and s.state == "running"]
         if running:
-            on_all_or_raise(running, lambda w: jobs.cancel(conns[w.id], f"{prefix}-{newest}"))
+            on_all_or_raise(running, lambda w: jobs.cancel(conns[w.id], run_job_id(newest)))
+    plan = plan_for(request)
     hostnames = hostnames_flag(workers)
     outcomes = on_every(
         workers,
         lambda w: start_attempt(
             conns[w.id],
             request,
+            plan,
             code_dir,
             has_token[w.id],
             newest + 1,
@@ -62,9 +69,9 @@ def claim_on_slice(
     if failure is not None:
         # A partial attempt would wait for its missing processes: stop the started ones (a re-run starts anew).
         started = [w for w, o in zip(workers, outcomes, strict=True) if isinstance(o, tuple)]
-        on_every(started, lambda w: jobs.cancel(conns[w.id], f"{prefix}-{newest + 1}"))
+        on_every(started, lambda w: jobs.cancel(conns[w.id], run_job_id(newest + 1)))
         raise failure
-    return f"{prefix}-{newest + 1}", [o[1] for o in outcomes if isinstance(o, tuple)]
+    return run_job_id(newest + 1), [o[1] for o in outcomes if isinstance(o, tuple)]
 
 
 def hostnames_flag(workers: Sequence[WorkerHost]) -> str:

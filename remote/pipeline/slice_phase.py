@@ -1,9 +1,9 @@
-"""`phase convert|train|export` on a multi-host slice: the same job on every worker, worker 0 followed.
+"""`phase convert|train|export` on a multi-host slice: the same run on every worker, worker 0's part followed.
 
-Worker 0's progress and summary are what the phase prints, as on one host; the others' jobs are polled every
-`POLL_S`. The first worker whose job fails, dies, is cancelled or stays unreachable for `UNREACHABLE_S` stops the
-job on every other worker and is named in the summary. Interrupted (Ctrl-C), every job goes on. How a phase runs
-on a slice, and why: ARCHITECTURE.md, "One VM or a slice".
+Worker 0's progress and summary of the phase's part are what the phase prints, as on one host; the others' jobs
+are polled every `POLL_S`. The first worker whose job fails, dies, is cancelled or stays unreachable for
+`UNREACHABLE_S` stops the job on every other worker and is named in the summary. Interrupted (Ctrl-C), every job
+goes on. How a phase runs on a slice, and why: ARCHITECTURE.md, "One VM or a slice".
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from remote.pipeline import outcome, worker_order
+from remote.pipeline.part import PartDone, PartPrinter
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
 from remote.pipeline.slice_claim import claim_on_slice
@@ -28,15 +29,15 @@ from remote.ssh.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, RemoteEr
 from remote.ssh.hosts import WorkerHost, connect_all, on_all_or_raise, on_every, workers_of
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
-from workload.core.contract import EXIT_UNEXPECTED
+from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL, RUN_STEPS
 from workload.measure.learning import describe as describe_learning
-from workload.run.progress import ProgressPrinter
 from workload.spend.bill import describe as describe_bill
 from workload.spend.bill import total as total_bill
 
 log = logging.getLogger("remote")
 
 POLL_S = 2.0  # how often the other workers' jobs are looked at: one short command each
+WORKERS_END_WITH = "train"  # the last step of every worker's run but worker 0's
 UNREACHABLE_S = 600.0  # a worker unreachable this long counts as lost (worker 0's follow gives up after as long)
 
 
@@ -81,17 +82,22 @@ def _follow(
     first: jobs.JobStatus,
     out: TextIO,
 ) -> int:
-    printer = ProgressPrinter(out, quiet=first.state == "succeeded")
+    printer = PartPrinter(request.phase, out, quiet=first.state == "succeeded")
     watch = _Watch(request.target, workers[1:], conns, job_id)
     failure: WorkerFailure | None
     try:
-        code = jobs.follow(request.target, job_id, printer.line, conn=conns[0], on_status=watch.check)
+        try:
+            code = jobs.follow(request.target, job_id, printer.line, conn=conns[0], on_status=watch.check)
+        except PartDone:
+            code = 0
         failure = _ended(workers[0], request.target, job_id, code)
-        if failure is None:
+        # The other workers' runs end with train (workload/run/pipeline.py LEADER_ONLY): a part that reaches it
+        # waits for their jobs to end; convert's goes on while they train.
+        if failure is None and RUN_STEPS.index(PHASE_UNTIL[request.phase]) >= RUN_STEPS.index(WORKERS_END_WITH):
             running = list(watch.pending)
             if running:
                 print(
-                    f"{request.phase}: worker 0's job succeeded; waiting for {', '.join(map(str, running))}",
+                    f"{request.phase}: worker 0's part succeeded; waiting for {', '.join(map(str, running))}",
                     file=out,
                     flush=True,
                 )
@@ -120,7 +126,7 @@ def _follow(
         return failure.exit_code
     summary = printer.summary
     if summary and summary.get("bill"):
-        summary = {**summary, "bill": _slice_bill(summary["bill"], workers, conns, request.target, job_id)}
+        summary = {**summary, "bill": _slice_bill(summary, workers, conns, request.target, job_id)}
         print(describe_bill(summary["bill"]), file=out, flush=True)
     if summary and (learned := describe_learning(summary)):
         print(learned, file=out, flush=True)
@@ -134,11 +140,12 @@ def _follow(
 def _slice_bill(
     own: dict, workers: Sequence[WorkerHost], conns: Sequence[Connection], target: Target, job_id: str
 ) -> dict:
-    """Worker 0's reading and every other worker's, from the summary its job printed last, added up. A worker whose
-    reading cannot be read is named, not guessed."""
+    """Worker 0's reading in its part's summary `own`, and every other worker's, from the summary its job printed
+    for the same part (or its last, on a worker whose run ends sooner), added up. A worker whose reading cannot be
+    read is named, not guessed."""
     others = workers[1:]
-    summaries = on_every(others, lambda w: _last_summary(conns[w.id], target, job_id))
-    bills, unread = [own], []
+    summaries = on_every(others, lambda w: _last_summary(conns[w.id], target, job_id, own.get("until")))
+    bills, unread = [own["bill"]], []
     for worker, summary in zip(others, summaries, strict=True):
         bill = summary.get("bill") if isinstance(summary, dict) else None
         if bill:
@@ -169,17 +176,21 @@ def _reported_error(conn: Connection, target: Target, job_id: str) -> str:
         return ""
 
 
-def _last_summary(conn: Connection, target: Target, job_id: str) -> dict:
-    """The summary a worker's job printed last ({} if none): its own output, which only worker 0's is shown."""
-    tail = run(conn, f"tail -n 5 -- {shlex.quote(jobs.log_path(target, job_id))}", warn=True).stdout
-    for line in reversed(tail.splitlines()):
+def _last_summary(conn: Connection, target: Target, job_id: str, until: str | None = None) -> dict:
+    """The summary a worker's job printed last ({} if none), or its last for the part that ends with `until`: its
+    own output, which only worker 0's is shown."""
+    log_path = shlex.quote(jobs.log_path(target, job_id))
+    printed = run(conn, f'grep -F \'"event": "summary"\' -- {log_path} | tail -n 20', warn=True).stdout
+    summaries = []
+    for line in printed.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
             continue
         if isinstance(event, dict) and event.get("event") == "summary":
-            return event
-    return {}
+            summaries.append(event)
+    for_part = [s for s in summaries if until is None or s.get("until") == until]
+    return (for_part or summaries or [{}])[-1]
 
 
 def _cancel_all_but(

@@ -1,6 +1,6 @@
 """`python -m remote.stack VERB` (`scripts/tpu-sft VERB`): the user's commands against a deployed stack, run in the
 project directory. The stack's outputs say where its VM and bucket are (remote/stack/outputs.py); "the run" is the
-job started last on the VM (remote/stack/run_log.py), whatever its name.
+run's latest attempt on the VM (remote/stack/run_log.py).
 """
 
 from __future__ import annotations

@@ -1,27 +1,26 @@
-"""The run and its log: on the host, the job started last under its jobs dir (remote/ssh/jobs.py), whatever its
-name; and when the host is gone, the copy the run kept of its log beside its checkpoints (workload/run/log_mirror.py).
+"""The run and its log: on the host, the run's latest attempt under its jobs dir (`run-N`, workload/core/contract.py;
+the host's other jobs, bootstrap's and publish's, are not the run); and when the host is gone, the copy the run
+kept of its log beside its checkpoints (workload/run/log_mirror.py).
 """
 
 from __future__ import annotations
 
 import shlex
 
+from remote.pipeline.claim import highest_attempt
 from remote.ssh import jobs
 from remote.ssh.connection import Connection, run
 from remote.stack.gcs import Gcs
+from workload.core.contract import run_job_id
 from workload.run import log_mirror
 
 LOG_BYTES = 1 << 20  # a run's events are a few hundred lines (workload/run/events.py): the whole log
 
 
 def latest_job(conn: Connection) -> str | None:
-    """The job started last: each job's wrapper writes `boot_id` once, as it starts (remote/ssh/jobs.py)."""
-    root = shlex.quote(jobs.jobs_root(conn.target))
-    out = run(
-        conn,
-        f"find {root} -mindepth 2 -maxdepth 2 -name boot_id -printf '%T@ %h\\n' 2>/dev/null | sort -n | tail -n 1",
-    ).stdout.strip()
-    return out.split(" ", 1)[1].rsplit("/", 1)[1] if out else None
+    """The job of the run's latest attempt, None if the host has none."""
+    number = highest_attempt(conn)
+    return None if number is None else run_job_id(number)
 
 
 def job_log(conn: Connection, job_id: str) -> list[str]:

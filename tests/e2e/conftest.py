@@ -7,7 +7,7 @@ import pytest
 from rehearsal.__main__ import CONFIG
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from rehearsal.run import execute, record
-from tests.e2e.pulumi_up import TOKEN, PsSampler, PulumiUp, kill_follower_mid_training
+from tests.e2e.pulumi_up import TOKEN, PsSampler, PulumiUp, close_the_laptop_after_convert_starts
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +23,8 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
         stack, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfToken",))
         up = PulumiUp(host, directory, stack, commands)
         for command in commands:
-            if command.name == up.phase("train"):
-                kill_follower_mid_training(up, command)
+            if command.name == up.phase("convert"):
+                close_the_laptop_after_convert_starts(up, command)
             done = execute(command, up.env(command), echo=False)
             assert done.returncode == 0, f"{command.name}:\n{done.stdout}\n{done.stderr[-4000:]}"
             up.first[command.name] = done

@@ -1,13 +1,17 @@
 """One `pulumi up`, for real: the post-deploy commands the program declares under the mock engine, executed in
-order against a throwaway local sshd with the tiny profile, exactly as pulumi-command runs them. The train
-phase's follower is killed mid-run and the same command run again (an interrupted `pulumi up`); then every
+order against a throwaway local sshd with the tiny profile, exactly as pulumi-command runs them. The user closes
+the laptop right after convert starts: the convert command's whole process group is killed with SIGKILL and the
+sshd listener stops, and the run goes on alone on the host to the kept model; then the user comes back and runs
+the convert, train and export commands again (the same `pulumi up` again), which start nothing. Then every
 command is run a second time (a `pulumi up` with nothing changed), and a third time on a new host with the same
-data disk (the VM lost after the model was kept). A recognisable fake HF token is configured
-as a secret throughout, and every command line is sampled all along."""
+data disk (the VM lost after the model was kept). A recognisable fake HF token is configured as a secret
+throughout, and every command line is sampled all along."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +19,7 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
+from tests.ssh_testbed import wait_until
 from workload.core.contract import TARGET_ENV
 
 TOKEN = "hf_LeakCanary" + "Zq7" * 10  # fake, and easy to find anywhere it should not be
@@ -54,9 +59,11 @@ class PulumiUp:
     directory: Path
     stack: Stack
     commands: list[Recorded]
-    first: dict[str, Executed] = field(default_factory=dict)
-    interrupted_output: str = ""
-    train_job_before_kill: str = ""
+    first: dict[str, Executed] = field(default_factory=dict)  # convert, train and export: after the laptop came back
+    closed_output: str = ""  # what the convert command printed before it was killed
+    run_job: str = ""  # the run's job, which that convert command started
+    run_exit: str = ""  # its exit code, read once it ended with nothing of the rehearsal left but the host
+    manifests_when_the_run_ended: list[str] = field(default_factory=list)
     second: dict[str, Executed] = field(default_factory=dict)
     new_vm_host: LocalHost | None = None
     new_vm: dict[str, Executed] = field(default_factory=dict)  # every command again, on a new host
@@ -82,9 +89,12 @@ class PulumiUp:
         return sorted(p.name for p in (self.host.state_dir / "jobs").iterdir() if not p.name.startswith("."))
 
 
-def kill_follower_mid_training(up: PulumiUp, command: Recorded) -> None:
-    """Start the train command, and SIGKILL it (Ctrl-C, a laptop asleep) once training reports a step."""
-    proc = start(command, up.env(command))
+def close_the_laptop_after_convert_starts(up: PulumiUp, command: Recorded) -> None:
+    """Start the convert command as `pulumi up` would, in a process group of its own; once the run says convert
+    started, SIGKILL the whole group and stop the host's sshd listener (its sessions too), as a laptop that sleeps
+    takes its `pulumi up` and every connection with it. Then wait, starting nothing, for the run's job to end on the
+    host (its exit file: the job's own handshake), and note whether the kept model's manifest was there then."""
+    proc = start(command, up.env(command), new_session=True)
     assert proc.stdout is not None and proc.stderr is not None
     stderr = proc.stderr
     drained: list[str] = []
@@ -92,11 +102,17 @@ def kill_follower_mid_training(up: PulumiUp, command: Recorded) -> None:
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if line.startswith("train: job "):
-            up.train_job_before_kill = line.split()[2]
-        if line.startswith("train step "):
-            proc.kill()
+        if line.startswith("convert: job "):
+            up.run_job = line.split()[2]
+        if line.startswith("▶ convert"):
+            os.killpg(proc.pid, signal.SIGKILL)
             break
     proc.wait()
-    up.interrupted_output = "".join(seen) + "".join(drained)
-    assert up.train_job_before_kill, up.interrupted_output
+    up.host.sshd.stop()
+    up.closed_output = "".join(seen) + "".join(drained)
+    assert up.run_job and proc.returncode == -signal.SIGKILL, up.closed_output
+    exit_file = up.host.state_dir / "jobs" / up.run_job / "exit"
+    wait_until(exit_file.exists, 3600, f"the run's job {up.run_job} to end on the host")
+    up.run_exit = exit_file.read_text().strip()
+    up.manifests_when_the_run_ended = sorted(str(p) for p in (up.directory / "disk").rglob("manifest.json"))
+    up.host.sshd.start()  # the laptop is back: the same host answers again

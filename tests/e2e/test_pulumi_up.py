@@ -1,16 +1,21 @@
-"""What `pulumi up` would run actually runs, re-attaches after an interruption, redoes nothing the second
-time, and never shows the HF token."""
+"""What `pulumi up` would run actually runs, goes on without the laptop, re-attaches when it is back, redoes
+nothing the second time, and never shows the HF token."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from infra.tasks import last_json_line
 from rehearsal.engine import plain
+from remote.pipeline.part import PartDone, PartPrinter
 from tests.e2e.pulumi_up import TOKEN
+from workload.core.contract import PHASE_UNTIL, RUN_STEPS
 
 
 def _summary(executed) -> dict:
@@ -39,21 +44,42 @@ def test_the_run_ends_saying_whether_the_held_out_loss_fell(pulumi_up):
     assert lines[-2].startswith("✓ held-out loss ") and lines[-2].endswith(": it learned")  # the summary is last
 
 
+def _run_events(pulumi_up) -> list[dict]:
+    log = pulumi_up.host.state_dir / "jobs" / pulumi_up.run_job / "log"
+    return [e for e in map(json.loads, log.read_text().splitlines())]
+
+
 def test_progress_is_shown_while_a_phase_runs(pulumi_up):
-    train = pulumi_up.first[pulumi_up.phase("train")].stdout
-    assert "▶ train" in train or "train step " in train
-    assert "train step " in pulumi_up.interrupted_output + train
-    assert "loss " in pulumi_up.interrupted_output + train
+    assert "▶ convert" in pulumi_up.closed_output  # live, until the laptop closed
+    shown = io.StringIO()  # what the train task shows of the run as it goes: its own part only
+    printer = PartPrinter("train", shown)
+    with pytest.raises(PartDone):
+        for event in _run_events(pulumi_up):
+            printer.line(json.dumps(event))
+    lines = shown.getvalue().splitlines()
+    assert lines[0] == "▶ train" and any(line.startswith("train step 20/20 · loss ") for line in lines), lines
+    assert not [line for line in lines if "convert" in line or "export" in line]
+    assert printer.summary == _summary(pulumi_up.first[pulumi_up.phase("train")])
 
 
-def test_interrupted_train_is_reattached_not_restarted(pulumi_up):
-    job = pulumi_up.train_job_before_kill
-    resumed = pulumi_up.first[pulumi_up.phase("train")].stdout
-    assert f"train: job {job} on 127.0.0.1 (running)" in resumed
-    assert [d for d in pulumi_up.job_dirs() if d.startswith("train-")] == [job]
-    log = (pulumi_up.host.state_dir / "jobs" / job / "log").read_text()
-    starts = [e for e in map(json.loads, log.splitlines()) if e.get("phase") == "train" and e.get("status") == "start"]
-    assert len(starts) == 1  # one training run, followed twice
+def test_a_closed_laptop_leaves_the_run_going_to_a_kept_model(pulumi_up):
+    """Everything the rehearsal started was killed right after convert started, but the host: the run went on alone
+    to the kept model and its manifest, and the commands run again after it re-attach to it, redo nothing, and
+    print what the run printed for their part, as an uninterrupted `pulumi up` does."""
+    job = pulumi_up.run_job
+    assert f"convert: job {job} on 127.0.0.1 (running)" in pulumi_up.closed_output
+    assert pulumi_up.run_exit == "0"
+    export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    assert pulumi_up.manifests_when_the_run_ended == [export["manifest"]]
+    assert pulumi_up.job_dirs() == [job]  # the later commands started nothing
+    events = _run_events(pulumi_up)
+    starts = [e["phase"] for e in events if e["event"] == "phase" and e["status"] == "start"]
+    assert starts == ["assets", "convert", "train", "export", "verify", "keep"]  # each step once
+    printed = {e["until"]: e for e in events if e["event"] == "summary"}
+    for phase, until in PHASE_UNTIL.items():
+        again = pulumi_up.first[pulumi_up.phase(phase)]
+        assert f"{phase}: job {job} on 127.0.0.1 (succeeded)" in again.stdout
+        assert _summary(again) == printed[until]
 
 
 def test_second_up_redoes_nothing(pulumi_up):
@@ -63,7 +89,7 @@ def test_second_up_redoes_nothing(pulumi_up):
     for phase in ("convert", "train", "export"):
         again = pulumi_up.second[pulumi_up.phase(phase)]
         assert again.returncode == 0
-        assert f"{phase}: job {phase}-" in again.stdout and "on 127.0.0.1 (succeeded)" in again.stdout
+        assert f"{phase}: job {pulumi_up.run_job} on 127.0.0.1 (succeeded)" in again.stdout
         assert _summary(again) == _summary(pulumi_up.first[pulumi_up.phase(phase)])
         assert again.seconds < 30
     assert pulumi_up.job_dirs() == jobs_after_first  # no new job was started
@@ -71,16 +97,22 @@ def test_second_up_redoes_nothing(pulumi_up):
 
 def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
     first_export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    reason = f"the model kept in {first_export['kept_dir']} has these inputs and matches its manifest"
+    # Convert's task started the run, which found the kept model at once; train's and export's found it finished.
+    assert f"· convert skipped: {reason}" in pulumi_up.new_vm[pulumi_up.phase("convert")].stdout
+    log = pulumi_up.new_vm_host.state_dir / "jobs" / "run-1" / "log"
+    skipped = [e for e in map(json.loads, log.read_text().splitlines()) if e.get("status") == "skipped"]
+    assert [e["phase"] for e in skipped] == ["assets", *RUN_STEPS] and {e["reason"] for e in skipped} == {reason}
     for phase in ("convert", "train", "export"):
         run = pulumi_up.new_vm[pulumi_up.phase(phase)]
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]
-        reason = f"the model kept in {first_export['kept_dir']} has these inputs and matches its manifest"
-        assert f"skipped: {reason}" in run.stdout
+        assert f"{phase}: job run-1 on 127.0.0.1 (" in run.stdout
         summary = _summary(run)
         assert summary["reused_kept_model"] is True and summary["logs"] == []
         for fact in ("final_step", "final_loss"):  # train's facts, which the convert job does not report
             assert summary.get(fact) == (None if phase == "convert" else first_export[fact]), fact
     assert not (pulumi_up.new_vm_host.directory / "scratch" / "logs").exists()  # no MaxText process ran there
+    assert sorted(p.name for p in log.parent.parent.iterdir()) == ["run-1"]  # one run, followed by every phase
 
 
 def test_token_reaches_the_host_only_as_a_0600_file(pulumi_up):
@@ -90,7 +122,7 @@ def test_token_reaches_the_host_only_as_a_0600_file(pulumi_up):
 
 
 def test_token_appears_nowhere_else(pulumi_up):
-    outputs = [pulumi_up.interrupted_output] + [
+    outputs = [pulumi_up.closed_output] + [
         e.stdout + e.stderr for e in (*pulumi_up.first.values(), *pulumi_up.second.values(), *pulumi_up.new_vm.values())
     ]
     assert not [o for o in outputs if TOKEN in o], "a command printed the token"

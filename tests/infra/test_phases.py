@@ -7,6 +7,7 @@ import pytest
 
 from infra.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
+from remote.pipeline import run_settings
 from remote.pipeline.profile import VM
 from tests.fixtures.mock_engine import recorded_inputs
 from workload.core.config import SETTINGS, PipelineConfig
@@ -245,3 +246,19 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
 
 def test_every_pipeline_setting_is_in_the_change_table():
     assert set(PipelineConfig().to_mapping()) <= {key.split(":", 1)[1] for key, _ in KEY_CHANGES}
+
+
+def test_an_update_records_the_whole_runs_settings_for_the_first_task_and_a_preview_does_not(dev_config, monkeypatch):
+    """The first phase task starts the whole run on the host, but its own inputs stop at its phase: the program
+    hands the rest over in a file named by the convert settings (remote/pipeline/run_settings.py), written by an
+    update only, so that a preview of other settings never changes what a running `pulumi up` starts."""
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update of the full profile needs one
+    config = {**dev_config, "tpu-sft:steps": "1234"}
+    export = phases(run_program(config, preview=False))["export"]
+    whole = PipelineConfig.from_mapping(json.loads(plain(export.inputs["environment"])["TPU_SFT_PIPELINE"]))
+    path = run_settings.path_for(whole)
+    recorded = json.loads(path.read_text())
+    assert recorded == whole.phase_settings("export") and recorded["steps"] == 1234
+    path.unlink()
+    run_program({**config, "tpu-sft:steps": "99"}, preview=True)
+    assert not path.exists()

@@ -55,7 +55,14 @@ if [ "$(cat "$control/plan" 2>/dev/null)" = fail ]; then
 fi
 bill=""
 if [ -e "$control/bill" ]; then bill=", \\"bill\\": $(cat "$control/bill")"; fi
-echo "{\\"event\\": \\"summary\\", \\"phase\\": \\"train\\", \\"ok\\": true, \\"host\\": \\"$(hostname)\\"$bill}"
+# A summary as each phase's part ends (--phase-summaries), up to --until: what each phase task follows.
+until=; previous=; for arg in "$@"; do [ "$previous" = --until ] && until=$arg; previous=$arg; done
+for part in convert train keep; do
+  fields="\\"phase\\": \\"train\\", \\"until\\": \\"$part\\", \\"ok\\": true, \\"host\\": \\"$(hostname)\\"$bill"
+  echo "{\\"event\\": \\"summary\\", $fields}"
+  [ "$part" = "$until" ] && break
+done
+exit 0
 """
 
 
@@ -165,8 +172,8 @@ def interruptible():
     signal.signal(signal.SIGINT, previous)
 
 
-def start_phase(target: PipelineTarget, phase: str = "train") -> subprocess.Popen:
-    env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": PIPELINE, "HF_TOKEN": TOKEN}
+def start_phase(target: PipelineTarget, phase: str = "train", pipeline: str = PIPELINE) -> subprocess.Popen:
+    env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": pipeline, "HF_TOKEN": TOKEN}
     return subprocess.Popen(
         [sys.executable, "-m", "remote", "phase", phase],
         cwd=REPO,
@@ -200,16 +207,18 @@ def run_phase(target: PipelineTarget, phase: str = "train") -> tuple[int, list[s
 
 def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
     addresses = on_slice.hosts.addresses
-    for phase in ("convert", "train"):
+    # Without the run's recorded settings (remote/pipeline/run_settings.py), convert's run ends with convert, and
+    # train starts the next attempt.
+    for attempt, phase in enumerate(("convert", "train"), start=1):
         code, lines, summary = run_phase(on_slice.target(), phase)
         assert code == 0, lines
         assert summary["ok"] is True and summary["host"] == "worker-0"  # worker 0's own summary is the phase's
-        (job_id,) = {j for j in on_slice.jobs(0) if j.startswith(phase)}
-        assert job_id.endswith("-1")
+        job_id = f"run-{attempt}"
+        assert on_slice.jobs(0)[-1] == job_id
         assert any(line.startswith(f"{phase}: job {job_id} on 3 workers: 0 {addresses[0]} (") for line in lines)
         argvs = []
         for worker in range(3):
-            assert {j for j in on_slice.jobs(worker) if j.startswith(phase)} == {job_id}  # one job, the same name
+            assert on_slice.jobs(worker)[-1] == job_id  # one job, the same name
             assert on_slice.exit_code(worker, job_id) == "0"
             (argv,) = [a for a in on_slice.calls(worker) if a[a.index("--until") + 1] == PHASE_UNTIL[phase]]
             assert argv[-4:] == ["--worker-id", str(worker), "--worker-hostnames", ",".join(addresses)]
@@ -233,9 +242,9 @@ def test_the_workers_follow_the_hosts_tpu_env_not_the_targets_order(on_slice, tp
     assert code == 0, lines
     in_worker_order = [addresses[1], addresses[2], addresses[0]]
     assert summary["ok"] is True and summary["host"] == on_slice.hosts.hosts[1].hostname  # worker 0's own summary
-    assert any(
-        line.startswith("train: job train-") and f"on 3 workers: 0 {addresses[1]} (" in line for line in lines
-    ), lines
+    assert any(line.startswith("train: job run-") and f"on 3 workers: 0 {addresses[1]} (" in line for line in lines), (
+        lines
+    )
     for place, worker_id in ((0, 2), (1, 0), (2, 1)):
         (argv,) = on_slice.calls(place)
         assert argv[-4:] == ["--worker-id", str(worker_id), "--worker-hostnames", ",".join(in_worker_order)]
@@ -282,19 +291,19 @@ def test_the_phases_bill_adds_up_every_workers_own_reading(on_slice):
         {"vm_up_s": up, "chips": 4, "chip_hours": round(4 * up / 3600, 3), "usd_per_chip_hour": 2.7}
         for up in (7200, 7195, 1800)
     ]
-    for worker, bill in enumerate(bills):
+    for worker, bill in enumerate(bills[:2]):
         on_slice.control(worker, "bill", json.dumps({**bill, "cost_usd": round(bill["chip_hours"] * 2.7, 2)}))
-    code, lines, summary = run_phase(on_slice.target(), "export")
-    assert code == 0, lines
-    assert summary["bill"]["chip_hours"] == 8.0 + 7.994 + 2.0 and summary["bill"]["hosts"] == 3
-    assert lines[-2] == describe_bill(summary["bill"]) and lines[-2].startswith("bill: 3 hosts, the longest up 2 h")
-    on_slice.uncontrol(2, "bill")
     code, lines, summary = run_phase(on_slice.target(), "convert")
     assert code == 0, lines
     assert summary["bill"]["chip_hours"] == 8.0 + 7.994 and summary["bill"]["unread"] == [
         f"worker 2 ({on_slice.hosts.addresses[2]})"
     ]
     assert "not counted: worker 2" in lines[-2]
+    on_slice.control(2, "bill", json.dumps({**bills[2], "cost_usd": round(bills[2]["chip_hours"] * 2.7, 2)}))
+    code, lines, summary = run_phase(on_slice.target(), "export")  # the next attempt: convert's ended with convert
+    assert code == 0, lines
+    assert summary["bill"]["chip_hours"] == 8.0 + 7.994 + 2.0 and summary["bill"]["hosts"] == 3
+    assert lines[-2] == describe_bill(summary["bill"]) and lines[-2].startswith("bill: 3 hosts, the longest up 2 h")
 
 
 @pytest.mark.parametrize("failing", [1, 0])
@@ -347,7 +356,7 @@ def test_a_rerun_after_a_partial_success_runs_a_new_attempt_on_every_worker(on_s
     assert proc.stdout is not None
     # Workers 0 and 2 succeed first, and the phase has seen worker 0 end; only then does worker 1 fail.
     waiting = next(line for line in proc.stdout if "waiting for" in line)
-    assert waiting.startswith("train: worker 0's job succeeded; waiting for worker 1 (")
+    assert waiting.startswith("train: worker 0's part succeeded; waiting for worker 1 (")
     (job_id,) = on_slice.jobs(1)
     wait_until(lambda: on_slice.exit_code(2, job_id) == "0", 300, "worker 2's job to succeed")
     on_slice.control(1, "release")
@@ -388,6 +397,38 @@ def test_ctrl_c_leaves_every_job_running_and_a_rerun_reattaches_on_every_worker(
         assert on_slice.jobs(worker) == [job_id]  # re-attached: no second job anywhere
         assert len(on_slice.calls(worker)) == 1
         assert on_slice.exit_code(worker, job_id) == "0"
+
+
+def test_a_phase_whose_settings_the_running_run_lacks_cancels_it_everywhere_and_starts_the_next(
+    on_slice, interruptible
+):
+    """The changed-input rule: train's settings changed while the run trains with the old ones. A convert with the
+    same convert settings follows that run; train stops it on every worker and starts the next attempt with its own."""
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    first = start_phase(on_slice.target())
+    following(first)
+    first.send_signal(signal.SIGINT)
+    assert finish(first)[0] == 130
+    changed = json.dumps({**json.loads(PIPELINE), "steps": 3})
+    convert = start_phase(on_slice.target(), "convert", changed)
+    assert convert.stdout is not None
+    started = next(line for line in convert.stdout if line.startswith("convert: job "))
+    assert started.startswith("convert: job run-1 on 3 workers: ") and started.count("(running)") == 3
+    convert.kill()  # it follows run-1, which stays held
+    convert.wait()
+    for worker in range(3):
+        on_slice.uncontrol(worker, "hold")
+    code, lines, summary = finish(start_phase(on_slice.target(), "train", changed))
+    assert code == 0 and summary["ok"] is True, lines
+    assert any(line.startswith("train: job run-2 on 3 workers: ") for line in lines), lines
+    for worker in range(3):
+        assert on_slice.jobs(worker) == ["run-1", "run-2"]
+        host = on_slice.hosts.hosts[worker]
+        assert on_slice.path(host, "jobs/run-1/cancelled").exists() and on_slice.exit_code(worker, "run-1") is None
+        assert on_slice.exit_code(worker, "run-2") == "0"
+        assert json.loads(on_slice.path(host, "runs/run-2.json").read_text())["steps"] == 3
+        assert on_slice.standins_running(worker) == []
 
 
 def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, capsys):
@@ -500,7 +541,7 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
         assert code == EXIT_UNREACHABLE, out + err
         assert (
             summary["worker"] == 1
-            and summary["error"].startswith(f"worker 1 ({hosts.addresses[1]}): job train-")
+            and summary["error"].startswith(f"worker 1 ({hosts.addresses[1]}): job run-")
             and " unreachable for 1 s: " in summary["error"]
         )
         (job_id,) = on_two.jobs(0)

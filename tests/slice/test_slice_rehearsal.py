@@ -4,7 +4,9 @@ the tiny model training as ONE JAX job across them (one CPU process per host, gl
 gcp-storage-emulator behind the IAM stand-in (the hosts act as their service account, with the roles the program
 declared). The hosts' metadata numbers them in a shuffled order (the host the target lists first is worker 1 by its
 tpu-env): the workers, the JAX coordinator and the worker followed are the metadata's, and hosts whose tpu-env
-repeats or lacks an id are refused in one line. One worker's trainer is kill -9'd mid-run (what the kernel's OOM
+repeats or lacks an id are refused in one line. The user closes the laptop right after convert starts (the convert
+command's process group is SIGKILLed): the run goes on alone into train on both workers, and the commands run again
+re-attach to it. One worker's trainer is then kill -9'd mid-run (what the kernel's OOM
 killer does): every worker stops, the error names that worker, and the next `up` resumes from the bucket; export
 and keep run once, on worker 0, into the bucket; a further `up` redoes nothing.
 
@@ -13,10 +15,11 @@ Storage, CPUs for TPUs (the tiny profile runs on any number of workers; a real v
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +29,7 @@ import pytest
 from infra.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
 from rehearsal.metadata_standin import tpu_env
-from rehearsal.run import Executed
+from rehearsal.run import Executed, start
 from tests.procs import processes
 from tests.workload.tiny_run import TRAINER
 
@@ -61,6 +64,9 @@ class SliceUp:
     addresses: tuple[str, ...]  # the hosts', in the target's order (they are gone once the fixture ends)
     worker_addresses: tuple[str, ...]  # the hosts', in worker order: their tpu-env's TPU_WORKER_ID
     first: dict[str, Executed] = field(default_factory=dict)  # bootstrap, convert, and the train a worker broke
+    closed_output: str = ""  # what the convert command printed before the laptop closed
+    jobs_unattended: dict[int, list[str]] = field(default_factory=dict)  # each worker's jobs then
+    convert_printed_by_run: dict = field(default_factory=dict)  # the summary worker 0's run printed for convert
     killed: dict[int, int] = field(default_factory=dict)  # pid → worker id of the trainer killed
     trainers_at_kill: dict[int, Trainer] = field(default_factory=dict)  # every trainer, on either host
     checkpoint_at_kill: int | None = None
@@ -84,9 +90,52 @@ class SliceUp:
         }
 
 
-def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
+def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
+    """Start the convert command in a process group of its own and SIGKILL the whole group once the run says convert
+    started, as a laptop that sleeps takes its `pulumi up` with it; then, with nothing following, wait for the run
+    to go on through convert into train (worker 0's log says train started)."""
+    command = up.rehearsal.command("convert")
+    proc = start(command, up.rehearsal.environment(command), new_session=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    drained: list[str] = []
+    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("▶ convert"):
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    up.closed_output = "".join(seen) + "".join(drained)
+    assert proc.returncode == -signal.SIGKILL, up.closed_output
+    log = up.rehearsal.hosts.by_worker_id(0).home / ".tpu-sft" / "jobs" / "run-1" / "log"
+    train_started = '"phase": "train", "status": "start"'
+    deadline = time.monotonic() + 1800
+    while not (log.exists() and train_started in log.read_text()):
+        assert time.monotonic() < deadline, "the run did not go on to train with the laptop closed"
+        time.sleep(0.5)
+    up.jobs_unattended = up.jobs()
+    printed = (json.loads(line) for line in log.read_text().splitlines())
+    up.convert_printed_by_run = next(e for e in printed if e["event"] == "summary" and e["until"] == "convert")
+
+
+def follow_train_and_kill_worker_1(up: SliceUp) -> Executed:
+    """The laptop is back: the train command re-attaches to the run, which trains, and worker 1's trainer is
+    kill -9'd while it follows. Returns the train command's run."""
+    command = up.rehearsal.command("train")
+    proc = start(command, up.rehearsal.environment(command))
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    drained: list[str] = []
+    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("train: job "):  # every worker's job claimed: it is being followed from now on
+            break
     while up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix) is None:
-        assert not following.done(), "train ended before its first checkpoint reached the bucket"
+        assert proc.poll() is None, "train ended before its first checkpoint reached the bucket"
         time.sleep(0.5)
     up.checkpoint_at_kill = up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix)
     up.trainers_at_kill = trainers()
@@ -94,6 +143,9 @@ def kill_worker_1_after_a_checkpoint(up: SliceUp, following) -> None:
     assert up.killed, "no trainer of worker 1 is running"
     for pid in up.killed:
         os.kill(pid, signal.SIGKILL)
+    seen.extend(proc.stdout)
+    returncode = proc.wait()
+    return Executed(command.name, returncode, "".join(seen), "".join(drained), 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +158,12 @@ def up(tmp_path_factory) -> SliceUp:
         )
         hosts = rehearsal.hosts
         result = SliceUp(rehearsal, hosts.addresses, tuple(hosts.by_worker_id(w).address for w in range(hosts.count)))
-        for phase in ("bootstrap", "convert"):
-            result.first[phase] = rehearsal.run(phase)
-            assert result.first[phase].returncode == 0, result.first[phase].stdout[-3000:]
-        with ThreadPoolExecutor(1) as pool:
-            following = pool.submit(rehearsal.run, "train")
-            kill_worker_1_after_a_checkpoint(result, following)
-            result.first["train"] = following.result(timeout=900)
+        result.first["bootstrap"] = rehearsal.run("bootstrap")
+        assert result.first["bootstrap"].returncode == 0, result.first["bootstrap"].stdout[-3000:]
+        close_the_laptop_after_convert_starts(result)
+        result.first["convert"] = rehearsal.run("convert")  # the laptop is back, the run training
+        assert result.first["convert"].returncode == 0, result.first["convert"].stdout[-3000:]
+        result.first["train"] = follow_train_and_kill_worker_1(result)
         result.trainers_after_failure = trainers()
         for phase in ("train", "export"):  # the next `pulumi up`: bootstrap and convert are done
             result.resumed[phase] = rehearsal.run(phase)
@@ -148,11 +199,21 @@ def test_every_worker_ran_each_phase_as_its_own_jax_process(up):
     convert = last_json_line(up.first["convert"].stdout)
     assert convert["ok"] and convert["worker"] == 0  # worker 0 is followed
     jobs = up.jobs_before_again
-    assert jobs[0] == jobs[1] and {j.rsplit("-", 2)[0] for j in jobs[0]} == {"convert", "train", "export"}
-    assert sum(j.startswith("train-") for j in jobs[1]) == 2  # the broken attempt and the resumed one, on both
+    assert jobs[0] == jobs[1] == ["run-1", "run-2"]  # the run a worker broke, and the resumed one, on both
     train = last_json_line(up.resumed["train"].stdout)
     assert train["ok"] and train["final_step"] == STEPS
     assert train["devices"] == 2  # one JAX job over both hosts' CPU devices, not two jobs of one device each
+
+
+def test_a_closed_laptop_leaves_the_run_going_on_every_worker(up):
+    """Everything the rehearsal started was killed right after convert started, but the hosts: the run went on alone
+    on both workers through convert into train, and the convert command run again re-attached to it and printed the
+    summary the run printed for convert, starting nothing."""
+    assert "convert: job run-1 on 2 workers: " in up.closed_output and "▶ convert" in up.closed_output
+    assert up.jobs_unattended == {0: ["run-1"], 1: ["run-1"]}  # and the run was training, nothing following
+    convert = up.first["convert"].stdout
+    assert "convert: job run-1 on 2 workers: " in convert and convert.count("(running)") == 2
+    assert last_json_line(convert) == up.convert_printed_by_run
 
 
 def test_the_workers_follow_the_hosts_metadata_not_the_targets_order(up):
@@ -185,7 +246,7 @@ def test_a_killed_worker_stops_every_worker_and_is_named(up):
     host = up.worker_addresses[1]
     assert broken.returncode != 0 and summary["ok"] is False
     assert (summary["worker"], summary["host"]) == (1, host)
-    assert summary["error"].startswith(f"worker 1 ({host}): job train-")
+    assert summary["error"].startswith(f"worker 1 ({host}): job run-1 ")
     assert "failed: exited with code 1 (killed by signal 9 (SIGKILL" in summary["error"]  # its own reason
     assert f"✗ worker 1 ({host})" in broken.stdout
     assert up.trainers_after_failure == {}  # worker 0's trainer did not outlive the failure

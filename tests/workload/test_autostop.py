@@ -32,6 +32,7 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect
 from tests.ssh_testbed import wait_until
 from tests.workload.gce_standin import TOKEN, DeclaredAccess, GceStandin
+from workload.core.contract import run_job_id
 from workload.spend import autostop
 
 WATCHER = Path(autostop.__file__)
@@ -133,6 +134,9 @@ def start_watcher(cloud, private_host, state_dir, tmp_path):
             process.wait()
 
 
+RUN = run_job_id(1)
+
+
 def _start_job(target, job_id: str, command: str) -> None:
     with connect(target) as conn:
         jobs.start(conn, job_id, command)
@@ -141,19 +145,21 @@ def _start_job(target, job_id: str, command: str) -> None:
 def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
     host_target, state_dir, scratch, cloud, start_watcher
 ):
-    release = scratch / "release"  # the job runs until the test says so, however slow this machine is
-    _start_job(host_target, "export-0123456789abcdef-1", f"while [ ! -e {release} ]; do sleep 0.05; done; exit 0")
+    # The run: one job from convert to keep (remote/pipeline/claim.py), busy until its last step has ended, however
+    # long the laptop that started it is gone. It runs until the test says so, however slow this machine is.
+    release = scratch / "release"
+    _start_job(host_target, RUN, f"while [ ! -e {release} ]; do sleep 0.05; done; exit 0")
     try:
         watcher, log = start_watcher()
-        wait_until(lambda: "job export-0123456789abcdef-1 is running" in log.read_text(), 300, "the watcher to see it")
+        wait_until(lambda: f"job {RUN} is running" in log.read_text(), 300, "the watcher to see it")
         time.sleep(IDLE_S + 0.5)  # longer than the idle time, but the job still runs
-        assert (state_dir / "jobs/export-0123456789abcdef-1/exit").exists() is False
+        assert (state_dir / "jobs" / RUN / "exit").exists() is False
         assert cloud.api_calls() == []
         busy_at = cloud.mark()  # a poll after this saw the job running: idle time counts from no earlier
     finally:
         release.touch()
     wait_until(lambda: cloud.api_calls(), 300, "the delete request")
-    ended = (state_dir / "jobs/export-0123456789abcdef-1/exit").stat().st_mtime
+    ended = (state_dir / "jobs" / RUN / "exit").stat().st_mtime
     assert watcher.wait(10) == 0
     [(method, path, headers)] = cloud.api_calls()
     assert (method, path) == ("DELETE", "/compute/v1/projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev")
@@ -162,7 +168,7 @@ def test_fires_after_the_pipeline_ends_and_idle_minutes_pass_never_during_a_job(
     token_reads = [c for c in cloud.calls if c[1].endswith("/service-accounts/default/token")]
     assert token_reads and all(h["Metadata-Flavor"] == "Google" for _, _, h in token_reads)
     text = log.read_text()
-    assert "last job export-0123456789abcdef-1 succeeded: asking the API to delete this VM" in text
+    assert f"last job {RUN} succeeded: asking the API to delete this VM" in text
     assert "delete requested (operation operation-1234-stand-in)" in text
     assert TOKEN not in text
     assert cloud.api_times[0] > ended and cloud.api_times[0] - busy_at >= IDLE_S

@@ -18,7 +18,7 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect
 from tests.workload.gce_standin import GceStandin
 from workload.core.config import PipelineConfig
-from workload.core.contract import PRICE_KEY
+from workload.core.contract import PRICE_KEY, run_job_id
 from workload.run.progress import render
 from workload.spend.autostop import Cloud
 from workload.spend.bill import Meter, describe, total
@@ -103,12 +103,12 @@ def test_cost_so_far_in_the_train_progress_line():
 
 def test_the_phase_ends_with_the_bill_line_before_its_summary(target):
     bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.961, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
-    summary = json.dumps({"event": "summary", "ok": True, "bill": bill})
+    summary = json.dumps({"event": "summary", "ok": True, "until": "keep", "bill": bill})  # export's part's
     with connect(target) as conn:
-        state = jobs.start(conn, "export-0123456789abcdef-1", f"echo '{summary}'")
+        state = jobs.start(conn, run_job_id(1), f"echo '{summary}'")
         out = io.StringIO()
         request = PhaseRequest(phase="export", target=target, pipeline=PipelineConfig())
-        assert _follow(request, "export-0123456789abcdef-1", state, out, conn) == 0
+        assert _follow(request, run_job_id(1), state, out, conn) == 0
     lines = out.getvalue().splitlines()
     assert lines[-2] == describe(bill)
     assert json.loads(lines[-1])["bill"] == bill

@@ -13,7 +13,7 @@ from workload.core.config import PipelineConfig
 from workload.core.contract import PHASE_UNTIL
 from workload.launch.hf_token import REDACTED, TokenError, read_token, redactor
 from workload.launch.proc import StepFailed
-from workload.run import commands, kept, pipeline
+from workload.run import commands, kept, mount, pipeline
 from workload.run.events import Events
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
@@ -104,6 +104,44 @@ def test_until_stops_after_that_step_and_the_next_phase_continues(tmp_path, fake
     ctx, _ = make_context(tmp_path, PipelineConfig())
     pipeline.run(ctx, until="keep")
     assert fake_steps == ["convert", "train", "export", "verify", "keep"]
+
+
+def test_the_run_prints_each_phases_summary_as_its_part_ends(tmp_path, fake_steps):
+    """The one run on the VM: what each phase task prints, with what the steps up to its part's end found and the
+    logs since the part before; the whole run's summary is last, as ever."""
+    phase_ends = tuple(PHASE_UNTIL.values())
+    ctx, out = make_context(tmp_path, PipelineConfig(profile="tiny"))
+    ctx.log_paths.extend(["assets.log"])  # as if the assets step had logged one
+    assert pipeline.run(ctx, "keep", phase_ends) == 0
+    summaries = [e for e in events_of(out) if e["event"] == "summary"]
+    assert [s["until"] for s in summaries] == ["convert", "train", "keep"]
+    assert "train_facts" not in summaries[0] and summaries[0]["convert_facts"] == 2
+    assert summaries[1]["train_facts"] == 3 and "export_facts" not in summaries[1]
+    assert summaries[2]["keep_facts"] == 6 and summaries[2]["convert_facts"] == 2
+    assert [s["logs"] for s in summaries] == [["assets.log"], [], []]
+    assert events_of(out)[-1] == summaries[-1]
+
+    ctx, out = make_context(tmp_path, PipelineConfig(profile="tiny"))  # a later attempt: every step done
+    assert pipeline.run(ctx, "keep", phase_ends) == 0
+    again = [e for e in events_of(out) if e["event"] == "summary"]
+
+    def facts(summary: dict) -> dict:
+        return {k: v for k, v in summary.items() if k not in ("t", "logs")}
+
+    assert [facts(s) for s in again] == [facts(s) for s in summaries]
+    assert fake_steps == pipeline.plan("tiny", "keep")  # nothing ran again
+
+
+def test_a_failed_step_ends_the_run_with_no_summary_for_the_parts_after_it(tmp_path, fake_steps, monkeypatch):
+    def broken(ctx):
+        raise StepFailed("RuntimeError: out of memory", None, [])
+
+    monkeypatch.setitem(pipeline.STEPS, "train", broken)
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    assert pipeline.run(ctx, "keep", tuple(PHASE_UNTIL.values())) == 1
+    summaries = [e for e in events_of(out) if e["event"] == "summary"]
+    assert [(s["until"], s["ok"]) for s in summaries] == [("convert", True), ("keep", False)]
+    assert summaries[-1]["failed_step"] == "train"
 
 
 def test_tiny_profile_builds_its_assets_first(tmp_path, fake_steps):
@@ -263,3 +301,27 @@ def test_a_kept_model_from_other_convert_inputs_is_not_reused_by_convert(tmp_pat
     assert pipeline.run(convert_job, "convert") == 0
     assert fake_steps == ["convert"]
     assert "reused_kept_model" not in events_of(out)[-1]
+
+
+def test_the_run_on_a_new_host_with_this_runs_kept_model_prints_each_phases_summary(tmp_path, fake_steps):
+    config = PipelineConfig(steps=2000, learning_rate=1e-4)
+    keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25, "run_name": commands.run_name(config)})
+    run, out = phase_job(tmp_path, config, "export")  # the whole run's settings
+    assert pipeline.run(run, "keep", tuple(PHASE_UNTIL.values())) == 0
+    assert fake_steps == []
+    summaries = [e for e in events_of(out) if e["event"] == "summary"]
+    assert [s["until"] for s in summaries] == ["convert", "train", "keep"]
+    assert all(s["reused_kept_model"] and s["ok"] for s in summaries)
+    assert "final_step" not in summaries[0] and summaries[1]["final_step"] == summaries[2]["final_step"] == 2000
+
+
+def test_keep_waits_for_the_data_disk_and_fails_in_one_line_without_it(tmp_path, fake_steps, monkeypatch):
+    monkeypatch.setattr(mount, "MOUNT_WAIT_S", 0)
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    ctx.required_mount = str(tmp_path / "not-mounted")
+    assert pipeline.run(ctx) == 1
+    summary = events_of(out)[-1]
+    assert summary["failed_step"] == "keep" and summary["error"].startswith(f"nothing is mounted at {tmp_path}")
+    ctx, out = make_context(tmp_path, PipelineConfig())
+    ctx.required_mount = "/"  # a mount point
+    assert pipeline.run(ctx) == 0 and fake_steps[-1] == "keep"

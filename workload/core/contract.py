@@ -8,8 +8,15 @@ from __future__ import annotations
 
 # The post-deploy pipeline as `pulumi up` runs it: one pulumi-command task per phase, in this order.
 PHASES = ("bootstrap", "convert", "train", "export")
-# The workload step (workload/run/pipeline.py ORDER) each phase runs up to; bootstrap runs no workload step.
+# The workload's steps, in order (workload/run/pipeline.py).
+RUN_STEPS = ("convert", "train", "export", "verify", "keep")
+# The workload step each phase's part of the run ends with; bootstrap runs no
+# workload step.
 PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
+# One detached job on the host runs every workload step, convert to keep (remote/pipeline/claim.py): the run. Its
+# attempts are the jobs RUN_JOB_PREFIX-1, -2, … under JOBS_DIR, numbered on the host; the highest is the run (a
+# tool that looks for "the run" takes it). Each phase task follows its own part of it.
+RUN_JOB_PREFIX = "run"
 
 # Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
 MOUNT_POINT = "/mnt/tpu-sft-data"
@@ -51,6 +58,17 @@ PROJECT_PYTHON = ".venv/bin/python"
 EXIT_BAD_INPUT = 2
 # Exit status of an unexpected error (a bug) in every CLI: one line names the log holding its traceback.
 EXIT_UNEXPECTED = 76
+
+
+def run_job_id(attempt: int) -> str:
+    """The job of attempt `attempt` (1, 2, …) of the run on a host."""
+    return f"{RUN_JOB_PREFIX}-{attempt}"
+
+
+def run_attempt(job_id: str) -> int | None:
+    """The attempt number of a run's job id; None for any other job (bootstrap's, publish's)."""
+    prefix, _, number = job_id.rpartition("-")
+    return int(number) if prefix == RUN_JOB_PREFIX and number.isascii() and number.isdigit() else None
 
 
 def phase_command(phase: str) -> str:

@@ -19,6 +19,11 @@ The last stdout line is always the summary:
      "bill": {"vm_up_s", "chips", "chip_hours", "usd_per_chip_hour", "cost_usd"}
        (workload/spend/bill.py; when measured)}
 
+With `summaries_at` (the run on the VM: the last step of each phase before `until`, workload/core/contract.py
+PHASE_UNTIL), a summary is also printed as each of those steps ends, with `until` that step and what the steps up
+to it found, `logs` the logs since the summary before: what that phase's task prints, as when it ran alone. A failed
+step's summary is the last; the phases after it have none.
+
 Facts of steps not reached are absent; `chips` is 0 for the tiny profile (CPU); the throughput facts are
 workload/measure/throughput.py's, the HBM ones workload/measure/hbm_peak.py's, the logit figures
 workload/measure/logit_parity.py's.
@@ -31,14 +36,15 @@ import fcntl
 import os
 import time
 
+from workload.core.contract import RUN_STEPS
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import export_fix, kept, log_mirror, markers, storage
+from workload.run import export_fix, kept, log_mirror, markers, mount, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.steps import STEPS, Context
 from workload.tiny import assets as tiny
 
-ORDER = ("convert", "train", "export", "verify", "keep")
+ORDER = RUN_STEPS
 
 
 LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/launch/jax_process.py)
@@ -93,16 +99,16 @@ def _exclusive(work_dir: str):
         yield
 
 
-def run(ctx: Context, until: str = "keep") -> int:
-    """Runs the plan under the work dir's lock; emits phase events and the summary; returns the exit
-    status (0 done, 1 a step failed, 2 the work dir is busy)."""
+def run(ctx: Context, until: str = "keep", summaries_at: tuple[str, ...] = ()) -> int:
+    """Runs the plan under the work dir's lock; emits phase events, a summary after each step of `summaries_at`
+    and the summary; returns the exit status (0 done, 1 a step failed, 2 the work dir is busy)."""
     layout = ctx.layout
     try:
         with (
             _exclusive(layout.work_dir),
             log_mirror.mirrored(ctx.events, layout.runs_dir and layout.run_dir, ctx.scrub, ctx.worker.leader),
         ):
-            return _run(ctx, until)
+            return _run(ctx, until, [s for s in summaries_at if ORDER.index(s) < ORDER.index(until)])
     except StepFailed as busy:
         ctx.events.emit("error", phase="setup", cause=busy.cause, log=None, tail=[])
         ctx.events.emit(
@@ -122,7 +128,7 @@ def step_fingerprints(ctx: Context, until: str = "keep") -> dict[str, str]:
     return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until, ctx.worker.leader)}
 
 
-def _reuse_kept(ctx: Context, until: str) -> bool:
+def _reuse_kept(ctx: Context, until: str, summaries_at: list[str]) -> bool:
     """A model kept from these inputs (by another VM, before this one): verify it and report it. A job that ends
     before train does not know train's inputs: it converts nothing for a kept model, and train converts first
     if its own inputs turn out to differ."""
@@ -134,7 +140,15 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
     reason = f"the model kept in {kept_dir} has these inputs and matches its manifest"
     for step in steps:
         ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
-    # The kept run's name: a convert job's own is made from defaults for the train settings it is not given.
+        if step in summaries_at:
+            _emit_kept(ctx, kept_dir, manifest, steps[: steps.index(step) + 1], step)
+    _emit_kept(ctx, kept_dir, manifest, steps, until)
+    return True
+
+
+def _emit_kept(ctx: Context, kept_dir: str, manifest: dict, steps: list[str], until: str) -> None:
+    """The summary of a kept model's steps up to `until`, as the run that made it reported them."""
+    # The kept run's name: a run that ends before train makes its own from defaults for the settings it is not given.
     ctx.events.emit(
         "summary",
         **{
@@ -152,18 +166,18 @@ def _reuse_kept(ctx: Context, until: str) -> bool:
             "logs": [],
         },
     )
-    return True
 
 
-def _run(ctx: Context, until: str) -> int:
+def _run(ctx: Context, until: str, summaries_at: list[str]) -> int:
     ctx.step_fingerprints = step_fingerprints(ctx)
-    if _reuse_kept(ctx, until):
+    if _reuse_kept(ctx, until, summaries_at):
         return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
     if ctx.worker.multi_host:  # which worker's summary this is: only worker 0's runs up to `until`
         summary["worker"] = ctx.worker.id
     previous = ""
+    logged = 0  # how many of ctx.log_paths an earlier summary listed
     for step in plan(ctx.config.profile, until, ctx.worker.leader):
         current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
         marker_path = ctx.layout.marker(step)
@@ -175,11 +189,18 @@ def _run(ctx: Context, until: str) -> int:
                 "phase", phase=step, status="skipped", reason="done with the same inputs", **marker["facts"]
             )
             summary.update(marker["facts"])
+            if step in summaries_at:
+                logged = _emit_summary(ctx, {**summary, "until": step}, logged)
             continue
         ctx.events.emit("phase", phase=step, status="start", reason=reason)
         markers.clear(marker_path)
         started = time.monotonic()
         try:
+            if ctx.finish_install is not None and step not in ("assets", "convert"):
+                script, ctx.finish_install = ctx.finish_install, None
+                ctx.run("finish-install", ["sh", script])
+            if step == "keep" and ctx.required_mount is not None:
+                mount.require_mounted(ctx.required_mount)
             outcome = STEPS[step](ctx)
             marker = markers.write(
                 marker_path,
@@ -202,8 +223,16 @@ def _run(ctx: Context, until: str) -> int:
         seconds = round(time.monotonic() - started, 1)
         ctx.events.emit("phase", phase=step, status="done", seconds=seconds, **outcome.facts)
         summary.update(outcome.facts)
-    summary["logs"] = ctx.log_paths
+        if step in summaries_at:
+            logged = _emit_summary(ctx, {**summary, "until": step}, logged)
+    _emit_summary(ctx, summary, logged)
+    return 0 if summary["ok"] else 1
+
+
+def _emit_summary(ctx: Context, summary: dict, logged: int) -> int:
+    """Emit `summary` with the logs not listed before and the bill so far; returns how many logs are listed now."""
+    summary = {**summary, "logs": ctx.log_paths[logged:]}
     if ctx.meter is not None:
         summary["bill"] = ctx.meter.reading()
     ctx.events.emit("summary", **summary)
-    return 0 if summary["ok"] else 1
+    return len(ctx.log_paths)

@@ -44,6 +44,10 @@ class Context:
     meter: Meter | None = None  # the VM's bill so far (workload/spend/bill.py); None: not measured
     token: str | None = None  # masked out of MaxText's TensorBoard files, should a copy ever get there
     worker: JaxProcess = ONE_HOST  # this host's place in a slice (workload/launch/jax_process.py)
+    # A shell script of the install steps convert ran beside, which the steps after it need: run once, before the
+    # first of them that runs (remote/pipeline/claim.py writes it); None when the install is whole.
+    finish_install: str | None = None
+    required_mount: str | None = None  # where the kept dir's disk must be mounted before keep (the VM's data disk)
 
     def run(
         self,

@@ -23,7 +23,7 @@ from typing import TextIO, cast
 from invoke.runners import Result
 
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
-from remote.ssh.connection import Connection, connect, run
+from remote.ssh.connection import Connection, connect, env_prefix, run
 from remote.ssh.errors import CommandFailed, RemoteError, describe
 from remote.ssh.hosts import on_every_host
 from remote.ssh.secrets import write_secret
@@ -116,6 +116,15 @@ def step_script(spec: BootstrapSpec, step: Step, base: str) -> str:
         f"else ( {step.command} ) && : > {marker}.tmp && mv -- {marker}.tmp {marker}; fi"
     )
     return f"{locks} sh -c {shlex.quote(body)}"
+
+
+def finish_script(target: Target, spec: BootstrapSpec, steps: tuple[Step, ...]) -> str:
+    """A host script that does what `finish_detached` does, for a job to run later on the host itself: each of
+    `steps` waits for its detached run and is skipped, or runs again if that run failed (the script then fails)."""
+    base = _host_dir(target)
+    exports = env_prefix(spec.env)
+    lines = ['cd "$HOME" || exit 1', *([exports] if exports else []), "set -e"]
+    return "\n".join([*lines, *(step_script(spec, step, base) for step in steps)]) + "\n"
 
 
 def _marker(spec: BootstrapSpec, step: Step, base: str) -> str:

@@ -1,0 +1,55 @@
+"""A phase's part of the run: the workload steps after the previous phase's last one, up to its own
+(workload/core/contract.py PHASE_UNTIL). A phase task shows that part's progress lines and ends with its summary:
+the one the run prints as the part's last step ends (`python -m workload run --phase-summaries`), or the run's
+failure, whichever comes first. After its part the run goes on, and the task does not wait for it; after a failure
+the run ends, and the task follows it to its exit code."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from workload.core.contract import PHASE_UNTIL, RUN_STEPS
+from workload.run.progress import render
+
+# Events of no step of RUN_STEPS belong to the first part: the tiny profile's assets, and what fails before any step.
+BEFORE_STEPS = ("assets", "setup")
+
+
+class PartDone(Exception):
+    """Raised from `PartPrinter.line` once the part's summary is in and says it succeeded: the caller stops
+    following the run there."""
+
+
+def part_steps(phase: str) -> tuple[str, ...]:
+    phases = list(PHASE_UNTIL)
+    at = phases.index(phase)
+    first = 0 if at == 0 else RUN_STEPS.index(PHASE_UNTIL[phases[at - 1]]) + 1
+    steps = RUN_STEPS[first : RUN_STEPS.index(PHASE_UNTIL[phase]) + 1]
+    return (*BEFORE_STEPS, *steps) if at == 0 else steps
+
+
+class PartPrinter:
+    """Prints the part's events as lines (none when `quiet`) and keeps its summary."""
+
+    def __init__(self, phase: str, out: TextIO, *, quiet: bool = False):
+        self.until, self.steps = PHASE_UNTIL[phase], part_steps(phase)
+        self.out, self.quiet = out, quiet
+        self.summary: dict[str, Any] | None = None
+
+    def line(self, text: str) -> None:
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError:
+            return  # the job's stdout is only events; anything else stays in the job's log on the host
+        if not isinstance(event, dict) or "event" not in event:
+            return
+        if event["event"] == "summary":
+            if event.get("until") == self.until and event.get("ok"):
+                self.summary = event
+                raise PartDone
+            if not event.get("ok"):  # the run failed: it ends now, and the caller reads how
+                self.summary = event
+            return
+        if event.get("phase") in self.steps and not self.quiet and (rendered := render(event)):
+            print(rendered, file=self.out, flush=True)
