@@ -219,6 +219,10 @@ def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
         argvs = []
         for worker in range(3):
             assert on_slice.jobs(worker)[-1] == job_id  # one job, the same name
+            # Convert's part follows worker 0 alone: another worker's job may still be writing its exit code.
+            wait_until(
+                lambda w=worker, j=job_id: on_slice.exit_code(w, j) is not None, what=f"worker {worker}'s exit code"
+            )
             assert on_slice.exit_code(worker, job_id) == "0"
             (argv,) = [a for a in on_slice.calls(worker) if a[a.index("--until") + 1] == PHASE_UNTIL[phase]]
             assert argv[-4:] == ["--worker-id", str(worker), "--worker-hostnames", ",".join(addresses)]
