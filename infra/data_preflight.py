@@ -11,6 +11,10 @@ Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprin
 local files named by their content hash: `pulumi up` (and preview) refuse a stack whose exact data a preflight
 found a finding in (a split that does not exist, a gated model not granted), before anything is declared. A
 changed file or setting is other inputs, which nothing refuses until a preflight of them says so.
+
+With `public_only` (a pull request's test job, which holds no credentials) data that needs a credential is not
+read, and the answer says why (`not_checked`); such an answer is printed for the plan comment, not kept.
+Every answer printed carries `data_fingerprint`, for `python -m infra.plan --data` to show only the head's.
 """
 
 from __future__ import annotations
@@ -31,11 +35,15 @@ from workload.run.fingerprint import fingerprint
 CACHE = Path(".tpu-sft") / "preflight"  # beside the compile's records (infra/preflight.py)
 
 
+def data_fingerprint(resolved: PipelineConfig) -> str:
+    return fingerprint({"train": phase_inputs(resolved)["train"], "check": "data"})
+
+
 def record_path(resolved: PipelineConfig) -> Path:
-    return CACHE / f"data-{fingerprint({'train': phase_inputs(resolved)['train'], 'check': 'data'})}.json"
+    return CACHE / f"data-{data_fingerprint(resolved)}.json"
 
 
-def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str) -> int:
+def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str, public_only: bool = False) -> int:
     """workload.preflight.data's exit status (0: nothing stops the run, 1: a finding does); ConfigError first for
     what the preview refuses, before MaxText's Python is even looked for."""
     resolved = resolve(settings.pipeline, settings.checkpoint_bucket).pipeline
@@ -44,12 +52,17 @@ def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str) 
         json.dump(settings.pipeline.to_mapping(), file)
         file.flush()
         argv = [python, "-m", "workload.preflight.data", "--settings", file.name]
+        argv += ["--public-only"] if public_only else []
         # Its findings pass through on stderr as they come; its table and JSON line are printed once it ends.
         done = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, text=True)
-    sys.stdout.write(done.stdout)
     lines = done.stdout.splitlines()
-    if done.returncode in (0, 1) and lines:
-        keep(record_path(resolved), json.loads(lines[-1]))
+    if done.returncode not in (0, 1) or not lines:
+        sys.stdout.write(done.stdout)
+        return done.returncode
+    answer = {**json.loads(lines[-1]), "data_fingerprint": data_fingerprint(resolved)}
+    if not answer.get("not_checked"):
+        keep(record_path(resolved), answer)
+    sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]) + json.dumps(answer) + "\n")
     return done.returncode
 
 

@@ -1,13 +1,15 @@
 """Which pipeline phases a config change would re-run, and why — before anyone runs `pulumi up`.
 
-    python -m infra.plan --base BASE.yaml --head Pulumi.dev.yaml [--preflight RECORD.json] [--json]
+    python -m infra.plan --base BASE.yaml --head Pulumi.dev.yaml [--preflight RECORD.json] [--data RECORD.json] [--json]
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
 `__main__.py`, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
 contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
-bounds); `--json` prints the rows as JSON instead, for a workflow to test.
+bounds); `--data` what scripts/preflight --data found in the head's data: what stops the run first, above the
+rows, the table last, or the one line saying why the data was not checked. `--json` prints the rows as JSON instead,
+for a workflow to test.
 Exit status: 0 printed a plan, 2 (every CLI's bad input) a config file or setting is invalid.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.cost import estimate
+from infra.data_preflight import data_fingerprint
 from infra.flex_start import group_description
 from infra.local_data import resolve
 from infra.phases import phase_inputs
@@ -172,9 +175,44 @@ def preflight_lines(head: Settings, record: dict[str, Any] | None) -> list[str]:
     return ["", line]
 
 
-def render(base: Settings, head: Settings, preflight: dict[str, Any] | None = None) -> str:
+def _cell(value: Any) -> str:
+    text = "—" if value is None else ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text.replace("|", "\\|")  # a value of the data's (a path) must not end the table's cell
+
+
+def data_lines(head: Settings, record: dict[str, Any] | None) -> tuple[list[str], list[str]]:
+    """(above the plan, below it) from scripts/preflight --data's record of the head's data: what stops the run
+    goes first, where a reviewer cannot miss it; the table, or why the data was not checked, last."""
+    if record is None:
+        return [], []
+    if record.get("data_fingerprint") != data_fingerprint(head.pipeline):
+        return [], ["", "Data preflight: the record given is of other data than this change's; not shown."]
+    if record.get("not_checked"):
+        return [], ["", f"Data preflight: not checked (the check holds no credentials): {record['not_checked']}."]
+    findings = record["findings"]
+    top = ["**The data preflight found what stops the run** (scripts/preflight --data):", ""]
+    top += [f"- `{f['key']}`: {f['problem']}. Fix: {f['fix']}" for f in findings] + [""]
+    table = record["table"]
+    bottom = ["", "Data preflight (a sample, read with the model's tokenizer):", "", "| | |", "|---|---|"]
+    bottom += [f"| {name} | {_cell(value)} |" for name, value in table.items()]
+    return (top if findings else []), (bottom if table else [])
+
+
+def render(
+    base: Settings,
+    head: Settings,
+    preflight: dict[str, Any] | None = None,
+    data: dict[str, Any] | None = None,
+) -> str:
     rows = plan(base, head)
-    lines = ["### tpu-sft: pipeline tasks this change re-runs", "", "| task | re-runs | because |", "|---|---|---|"]
+    above, below = data_lines(head, data)
+    lines = [
+        *above,
+        "### tpu-sft: pipeline tasks this change re-runs",
+        "",
+        "| task | re-runs | because |",
+        "|---|---|---|",
+    ]
     lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
     costs = [
         estimate(s.accelerator.chips, s.price_per_chip_hour, s.pipeline.steps, s.pipeline.per_device_batch_size)
@@ -185,7 +223,7 @@ def render(base: Settings, head: Settings, preflight: dict[str, Any] | None = No
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
     ]
-    return "\n".join(lines + preflight_lines(head, preflight))
+    return "\n".join(lines + preflight_lines(head, preflight) + below)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,18 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head", type=Path, required=True, help="stack config after the change")
     parser.add_argument("--stack", default="dev", help="stack name, for its default labels (default: dev)")
     parser.add_argument("--preflight", type=Path, help="scripts/preflight's JSON record of the head's train inputs")
+    parser.add_argument("--data", type=Path, help="scripts/preflight --data's JSON record of the head's data")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON: [{task, reruns, why}]")
     args = parser.parse_args(argv)
     try:
         base, head = load(args.base, args.stack), load(args.head, args.stack)
         preflight = None if args.preflight is None else _record(args.preflight)
+        data = None if args.data is None else _data_record(args.data)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps([{"task": t, "reruns": r, "why": w} for t, r, w in plan(base, head)]))
     else:
-        print(render(base, head, preflight))
+        print(render(base, head, preflight, data))
     return 0
 
 
@@ -218,6 +258,19 @@ def _record(path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(record, dict) or "fits" not in record:
         raise ConfigError("--preflight", f"{path} is not a preflight record", "give scripts/preflight's JSON line")
+    return record
+
+
+def _data_record(path: Path) -> dict[str, Any]:
+    not_one = ConfigError(
+        "--data", f"{path} is not a data preflight's record", "give scripts/preflight --data's JSON line"
+    )
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise not_one from None
+    if not isinstance(record, dict) or not isinstance(record.get("findings"), list) or "table" not in record:
+        raise not_one
     return record
 
 

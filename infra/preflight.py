@@ -14,7 +14,8 @@ inputs (infra/phases.py), the accelerator type among them, so the same inputs ar
 `--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py), which a stack
 with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
 sweep's answer made elsewhere (the pull-request workflow's test job) after checking that it is this stack's.
-`--data` checks the dataset instead of compiling (infra/data_preflight.py): exit 1 when a finding stops the run.
+`--data` checks the dataset instead of compiling (infra/data_preflight.py): exit 1 when a finding stops the run;
+`--data --public-only` uses no credentials and says what it could not reach (the pull request's test job).
 Exit status: 0 fits, 1 does not fit (with --sweep: no batch does), 2 bad input; any other is
 workload.preflight's own (the compile failed).
 """
@@ -22,6 +23,7 @@ workload.preflight's own (the compile failed).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -250,6 +252,11 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read a sample of the dataset with the model's tokenizer and say what stops the run (docs/data.md)",
     )
+    top.add_argument(
+        "--public-only",
+        action="store_true",
+        help="with --data: use no credentials, and say which data that leaves unchecked (a pull request's check)",
+    )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
 
@@ -260,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
         if args.data:
-            return check_data(settings, maxtext_python, str(REPO))
+            with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto: named as `pulumi up` names it
+                settings = take_the_sweeps_batch(settings)
+            return check_data(settings, maxtext_python, str(REPO), args.public_only)
         if args.sweep:
             return sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))
         if args.take_sweep:

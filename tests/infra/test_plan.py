@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from infra.data_preflight import data_fingerprint
 from infra.plan import load
 from infra.preflight import train_fingerprint
 from rehearsal.engine import ROOT
+from tests.fixtures.datasets import good_rows, write_jsonl
 
 DEV = (ROOT / "Pulumi.dev.yaml").read_text()
 
@@ -140,3 +142,84 @@ def test_a_file_that_is_no_preflight_record_is_one_line_exit_2(tmp_path):
     done = _plan(tmp_path, DEV, "--preflight", str(tmp_path / "junk.json"))
     assert done.returncode == 2
     assert done.stderr.startswith("error: --preflight: ") and done.stderr.count("\n") == 1
+
+
+def _head_on_a_local_file(tmp_path: Path) -> tuple[str, Path]:
+    """The head stack training on a real JSON Lines file (tests/fixtures/datasets.py), 10 % held out."""
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows(40))
+    head = _changed(
+        **{
+            "tpu-sft:dataset: HuggingFaceH4/ultrachat_200k": f"tpu-sft:dataset: {data}",
+            "# tpu-sft:evalData: 5%": "tpu-sft:evalData: 10%",
+        }
+    )
+    return head, data
+
+
+def _data_record(tmp_path: Path, head_text: str, **fields) -> Path:
+    """A record as scripts/preflight --data prints it (tests/workload/test_data_preflight.py makes real ones)."""
+    (tmp_path / "for-fingerprint.yaml").write_text(head_text)
+    record = {
+        "ok": True,
+        "findings": [],
+        "table": {"rows read": 36, "tokens per conversation (median, p95, max)": [37, 37, 37], "epochs": None},
+        "not_checked": None,
+        "data_fingerprint": data_fingerprint(load(tmp_path / "for-fingerprint.yaml", "dev").pipeline),
+        **fields,
+    }
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(record))
+    return path
+
+
+def test_the_data_preflights_table_ends_the_plan(tmp_path):
+    head, _ = _head_on_a_local_file(tmp_path)
+    done = _plan(tmp_path, head, "--data", str(_data_record(tmp_path, head)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("### tpu-sft: pipeline tasks this change re-runs")  # nothing stops the run
+    assert done.stdout.rstrip().endswith(
+        "Data preflight (a sample, read with the model's tokenizer):\n\n| | |\n|---|---|\n| rows read | 36 |\n"
+        "| tokens per conversation (median, p95, max) | 37, 37, 37 |\n| epochs | — |"
+    )
+
+
+def test_a_finding_in_the_data_heads_the_plan(tmp_path):
+    head, data = _head_on_a_local_file(tmp_path)
+    finding = {"key": "tpu-sft:trainSplit", "problem": f"{data} has no split 'x|y'", "fix": "name another"}
+    record = _data_record(tmp_path, head, ok=False, findings=[finding], table={"model access": "a|b"})
+    done = _plan(tmp_path, head, "--data", str(record))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(
+        "**The data preflight found what stops the run** (scripts/preflight --data):\n\n"
+        f"- `tpu-sft:trainSplit`: {data} has no split 'x|y'. Fix: name another\n\n"
+        "### tpu-sft: pipeline tasks this change re-runs\n"
+    )
+    assert done.stdout.rstrip().endswith("| model access | a\\|b |")  # the data's `|` does not end the cell
+
+
+def test_data_not_checked_is_one_line_saying_why(tmp_path):
+    why = "gs://acme-chats/sft/*.jsonl is in Cloud Storage: reading it needs Google credentials"
+    done = _plan(tmp_path, DEV, "--data", str(_data_record(tmp_path, DEV, table={}, not_checked=why)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("### tpu-sft") and "|---|---|\n" not in done.stdout.split("Estimated cost")[1]
+    assert done.stdout.rstrip().endswith(f"Data preflight: not checked (the check holds no credentials): {why}.")
+
+
+def test_a_data_preflight_of_other_data_is_not_shown(tmp_path):
+    head, data = _head_on_a_local_file(tmp_path)
+    record = _data_record(tmp_path, head, ok=False, findings=[{"key": "k", "problem": "p", "fix": "f"}])
+    write_jsonl(data, good_rows(39))  # the file changed since it was checked: another content hash, other inputs
+    done = _plan(tmp_path, head, "--data", str(record))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("### tpu-sft") and "- `k`: p" not in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "Data preflight: the record given is of other data than this change's; not shown."
+    )
+
+
+@pytest.mark.parametrize("junk", ["[1, 2]", '{"findings": []}', "not json"])
+def test_a_file_that_is_no_data_record_is_one_line_exit_2(tmp_path, junk):
+    (tmp_path / "junk.json").write_text(junk)
+    done = _plan(tmp_path, DEV, "--data", str(tmp_path / "junk.json"))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --data: ") and done.stderr.count("\n") == 1

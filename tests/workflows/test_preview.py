@@ -154,6 +154,18 @@ class TestPhasePlan:
         assert called[-2:] == ["--preflight", "preflight.json"]
         assert (repo / "preflight.json").read_text() == '{"fits": true}\n'
 
+    def test_hands_the_test_jobs_data_record_to_the_plan(self, repo):
+        repo, git = repo
+        self.base_branch_with_a_stack(repo, git)
+        assert step("preview", "Plan which pipeline phases re-run")["env"]["DATA"] == "${{ needs.test.outputs.data }}"
+        assert JOBS["test"]["outputs"]["data"] == "${{ steps.data.outputs.record }}"
+        env = {**self.env(repo), "PREFLIGHT": '{"fits": true}', "DATA": '{"findings": []}'}
+        result = run_step(self.SCRIPT, repo, env)
+        assert result.returncode == 0, result.stderr
+        called = (repo / "args.txt").read_text().split()
+        assert called[-4:] == ["--preflight", "preflight.json", "--data", "data.json"]
+        assert (repo / "data.json").read_text() == '{"findings": []}\n'
+
 
 class TestPreflightStep:
     """The test job's preflight: only when train re-runs (infra.plan's JSON rows, read by the real jq), as root
@@ -227,6 +239,46 @@ class TestPreflightStep:
         result = self.run(repo, [{"task": "train", "reruns": True, "why": "steps"}])
         assert result.returncode == 1 and "does not fit" in result.stderr
         assert not (repo / "output").exists()
+
+
+class TestDataStep:
+    """The test job's data preflight: after a compile that fits (train re-runs), with no credentials; a finding
+    does not fail the check but goes to the plan comment, whose head it is (tests/infra/test_plan.py)."""
+
+    STEP = step("test", "Check the data when train re-runs")
+
+    @pytest.fixture
+    def repo(self, tmp_path):
+        executable(tmp_path / "bin" / "sudo", '#!/bin/sh\nexec "$@"\n')
+        return tmp_path
+
+    def run(self, repo, status: int):
+        preflight = f"#!/bin/sh\necho \"$@\" > args.txt\necho 'rows read  36'\necho '{{\"ok\": true}}'\nexit {status}\n"
+        executable(repo / "scripts" / "preflight", preflight)
+        env = {"PATH": f"{repo / 'bin'}:/usr/bin:/bin", "GITHUB_OUTPUT": str(repo / "output")}
+        return run_step(self.STEP["run"], repo, env)
+
+    def test_runs_after_the_compile_only_when_it_gave_a_record(self):
+        names = [s.get("name") for s in JOBS["test"]["steps"]]
+        assert names.index(self.STEP["name"]) == names.index("Preflight the training step when train re-runs") + 1
+        assert self.STEP["id"] == "data" and self.STEP["if"] == "steps.preflight.outputs.record != ''"
+
+    def test_holds_no_credentials_and_reads_only_what_needs_none(self, repo):
+        assert "env" not in self.STEP and "HF_TOKEN" not in PATH.read_text()
+        result = self.run(repo, 0)
+        assert result.returncode == 0, result.stderr
+        assert (repo / "args.txt").read_text().split() == ["--data", "--public-only", "Pulumi.dev.yaml"]
+        assert (repo / "output").read_text() == 'record={"ok": true}\n'
+        assert "rows read  36" in result.stdout  # the table is in the job's log too
+
+    def test_a_finding_goes_to_the_comment_rather_than_failing_the_check(self, repo):
+        result = self.run(repo, 1)
+        assert result.returncode == 0, result.stderr
+        assert (repo / "output").read_text() == 'record={"ok": true}\n'
+
+    def test_bad_input_fails_the_check(self, repo):
+        result = self.run(repo, 2)
+        assert result.returncode == 2 and not (repo / "output").exists()
 
 
 def test_the_preview_job_takes_the_sweep_as_data_checked_before_it_plans_or_previews(tmp_path):

@@ -132,3 +132,68 @@ def test_scripts_preflight_data_keeps_the_answer_that_pulumi_up_refuses_by(maxte
     assert preflight.main(["--data", str(REPO / "Pulumi.dev.yaml"), *overrides]) == 0
     (record,) = (tmp_path / "preflight").glob("data-*.json")
     assert json.loads(record.read_text())["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        ({"dataset": "gs://acme-chats/sft/*.jsonl", "evalInterval": 0}, "reading it needs an HF token"),
+        ({**TINY, "dataset": "gs://acme-chats/sft/*.jsonl", "evalInterval": 0}, "reading it needs Google credentials"),
+        ({**TINY, "dataset": "nobody/private-chats", "evalInterval": 0}, "cannot be read without an HF token"),
+    ],
+    ids=["gated tokenizer", "bucket", "private hub dataset"],
+)
+def test_public_only_says_what_it_could_not_check_and_uses_no_token(maxtext_python, tmp_path, settings, why):
+    """A pull request's check: what needs a credential is not checked, said in one line, and is no finding."""
+    (tmp_path / "settings.json").write_text(json.dumps(settings))
+    done = subprocess.run(
+        [maxtext_python, "-m", "workload.preflight.data", "--settings", "settings.json", "--public-only"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_TOKEN": UNGRANTED},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.splitlines()[-1])
+    assert answer["ok"] and answer["findings"] == [] and why in answer["not_checked"]
+    assert done.stderr.splitlines() == [f"preflight --data: not checked: {answer['not_checked']}"]
+    assert UNGRANTED not in done.stdout + done.stderr
+
+
+def _plan_comment(tmp_path: Path, capsys, head: dict[str, str]) -> str:
+    """scripts/preflight --data --public-only on the head stack, then the plan comment made with its JSON line,
+    as the pull request's two jobs make it (.github/workflows/preview.yml)."""
+    from infra import plan, preflight
+
+    dev = (REPO / "Pulumi.dev.yaml").read_text()
+    (tmp_path / "base.yaml").write_text(dev)
+    head_text = "".join(line for line in dev.splitlines(True) if not any(line.startswith(f"  {k}:") for k in head))
+    (tmp_path / "head.yaml").write_text(head_text + "".join(f"  {k}: '{v}'\n" for k, v in head.items()))
+    preflight.main(["--data", "--public-only", str(tmp_path / "head.yaml")])
+    (tmp_path / "data.json").write_text(capsys.readouterr().out.splitlines()[-1])
+    base, head_file = str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml")
+    assert plan.main(["--base", base, "--head", head_file, "--data", str(tmp_path / "data.json")]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_pull_requests_data_check_reaches_the_plan_comment(maxtext_python, tmp_path, monkeypatch, capsys):
+    from infra import data_preflight
+
+    monkeypatch.setenv("PREFLIGHT_PYTHON", maxtext_python)
+    monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
+    good = write_jsonl(tmp_path / "chats.jsonl", good_rows(40))
+    comment = _plan_comment(
+        tmp_path, capsys, {"tpu-sft:profile": "tiny", "tpu-sft:dataset": str(good), "tpu-sft:evalData": "10%"}
+    )
+    assert comment.startswith("### tpu-sft: pipeline tasks") and "| rows read | 36 |\n" in comment
+    assert "| held-out rows also in training | 0 |" in comment
+
+    bad = write_parquet(maxtext_python, tmp_path / "bad.parquet", [{"text": "hello"}] * 3)
+    comment = _plan_comment(
+        tmp_path, capsys, {"tpu-sft:profile": "tiny", "tpu-sft:dataset": str(bad), "tpu-sft:evalInterval": "0"}
+    )
+    assert comment.startswith(
+        "**The data preflight found what stops the run** (scripts/preflight --data):\n\n"
+        f"- `tpu-sft:dataset`: {bad}: row 1 has no column 'messages' (its columns: text). Fix: "
+    )

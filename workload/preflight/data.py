@@ -5,10 +5,12 @@ Reads the pipeline's settings JSON (as `python -m workload` takes it; the datase
 them), the dataset where this machine can (local files; `gs://` and the Hub with this machine's credentials), at
 most `--rows` rows of the training data and of the held-out data, through `datasets` as MaxText reads them, and
 the model's own tokenizer and chat template (the tiny profile's, built here). The Hugging Face token is
-`$HF_TOKEN`: never an argument, and never printed.
+`$HF_TOKEN`: never an argument, and never printed. `--public-only` is a pull request's check (its test job holds
+no credentials): it uses no token, and data it cannot reach without one (a bucket, a private Hub dataset, the full
+profile's gated tokenizer) is said to be not checked, with why, rather than found wrong.
 
 Each finding that would stop the run is one line on stderr naming the key and the fix (`ConfigError`'s); then a
-table on stdout, and a JSON line last (`ok`, the findings as key, problem and fix, the table), which
+table on stdout, and a JSON line last (`ok`, the findings as key, problem and fix, the table, `not_checked`), which
 `scripts/preflight --data` keeps for `pulumi up` to refuse by (infra/data_preflight.py).
 Exit 0: nothing stops the run; 1: a finding does; 2: bad input.
 Needs .maxtext-venv's Python (datasets, transformers).
@@ -46,6 +48,8 @@ MAXTEXT_MAX_TARGET_LENGTH = 2048  # base.yml's, which train_sft keeps unless tpu
 class Report:
     findings: list[ConfigError] = field(default_factory=list)  # each stops the run
     table: dict[str, Any] = field(default_factory=dict)
+    public_only: bool = False  # `--public-only`: what needs a credential is not checked, not a finding
+    not_checked: str | None = None  # why, when it was not
 
     def stop(self, key: str, problem: str, fix: str) -> None:
         self.findings.append(ConfigError(stack_key(key), problem, fix))
@@ -87,6 +91,9 @@ def read(report: Report, key: str, location: str, split: str, token: str | None,
                 f"{location} has no split {split!r} ({_first_line(error, token)})",
                 set_hint(split_key, "train"),
             )
+        elif report.public_only and not parse_source(location).is_file:
+            # Private, gated or absent: the Hub does not tell a request without a token which.
+            report.not_checked = f"{location} cannot be read without an HF token ({_first_line(error, token)})"
         else:
             report.stop(
                 key, f"{location} cannot be read ({_first_line(error, token)})", set_hint(key, "another location")
@@ -158,8 +165,20 @@ def _key(row: Any) -> str:
     return json.dumps(row, sort_keys=True, default=str)
 
 
-def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int) -> Report:
-    report = Report()
+def unreachable_without_credentials(config: PipelineConfig) -> str | None:
+    """Why a job with no credentials (a pull request's test job) cannot check this data, or None where it can
+    (local files, a public Hub dataset, the tiny profile's tokenizer, built here)."""
+    if config.profile == "full":
+        model = HUB_IDS[config.model]
+        return f"the full profile counts tokens with {model}'s tokenizer, which is gated: reading it needs an HF token"
+    in_a_bucket = [v for v in (config.dataset, config.eval_data, config.chat_template) if v and v.startswith("gs://")]
+    if in_a_bucket:
+        return f"{in_a_bucket[0]} is in Cloud Storage: reading it needs Google credentials"
+    return None
+
+
+def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int, public_only: bool = False) -> Report:
+    report = Report(public_only=public_only)
     columns = config.train_data_columns
     problem = columns_problem(columns)
     if problem:
@@ -169,7 +188,7 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int)
     share = parse_share(config.eval_data)
     # A share is cut from every row, as `pulumi up` cuts it: the whole (local) file is read.
     rows = read(report, "dataset", config.dataset, config.train_split, token, None if share else limit)
-    if rows is None:
+    if rows is None or report.not_checked:
         return report
     held_out: list | None = None
     if share is not None and rows:
@@ -190,6 +209,8 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int)
         key, where = ("evalData", config.eval_data or "") if source.is_file else ("evalSplit", config.dataset)
         if held_out is None:
             held_out = read(report, key, where, config.eval_split, token, limit)
+        if report.not_checked:
+            return report
         if held_out is not None and not held_out:
             hint = set_hint("evalData", "5%") if source.is_file else set_hint("evalSplit", "test")
             report.stop(key, "the held-out data has no rows", hint)
@@ -262,28 +283,39 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m workload.preflight.data", description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", required=True, help="the pipeline's settings JSON")
     parser.add_argument("--rows", type=int, default=SAMPLE_ROWS, help="read at most this many rows of each part")
+    parser.add_argument(
+        "--public-only", action="store_true", help="use no credentials; say what needs one is not checked"
+    )
     args = parser.parse_args(argv)
-    token = os.environ.get("HF_TOKEN") or None
+    token = None if args.public_only else os.environ.get("HF_TOKEN") or None
     try:
         config = load_config(args.settings)
     except ConfigError as error:
         print(f"preflight --data: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        report = preflight(config, token, args.rows)
+        report = preflight(config, token, args.rows, args.public_only)
     except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
         print(f"preflight --data: {last_resort.report('preflight-data', error, [token])}", file=sys.stderr)
         return EXIT_UNEXPECTED
     for finding in report.findings:
         print(f"preflight --data: {finding}", file=sys.stderr)
-    print(render(report.table))
+    if report.not_checked:
+        print(f"preflight --data: not checked: {report.not_checked}", file=sys.stderr)
+    elif report.table:
+        print(render(report.table))
     stops = [{"key": f.key, "problem": f.problem, "fix": f.fix} for f in report.findings]
-    print(json.dumps({"ok": not report.findings, "findings": stops, "table": report.table}), flush=True)
+    answer = {"ok": not report.findings, "findings": stops, "table": report.table, "not_checked": report.not_checked}
+    print(json.dumps(answer), flush=True)
     return EXIT_FINDING if report.findings else 0
 
 
-def preflight(config: PipelineConfig, token: str | None, rows: int) -> Report:
-    report = Report()
+def preflight(config: PipelineConfig, token: str | None, rows: int, public_only: bool = False) -> Report:
+    report = Report(public_only=public_only)
+    if public_only:
+        report.not_checked = unreachable_without_credentials(config)
+        if report.not_checked:
+            return report
     model_access(config, token, report)
     if not report.findings:
         with tempfile.TemporaryDirectory(prefix="tpu-sft-data-") as scratch:
@@ -294,9 +326,10 @@ def preflight(config: PipelineConfig, token: str | None, rows: int) -> Report:
                     "model", f"its tokenizer cannot be loaded ({_first_line(error, token)})", "see model access"
                 )
             else:
-                checked = check(config, tokenizer, token, rows)
+                checked = check(config, tokenizer, token, rows, public_only)
                 report.findings += checked.findings
                 report.table |= checked.table
+                report.not_checked = checked.not_checked
     return report
 
 
