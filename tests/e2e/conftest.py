@@ -29,6 +29,8 @@ def pulumi_up(tmp_path_factory) -> PulumiUp:
             assert done.returncode == 0, f"{command.name}:\n{done.stdout}\n{done.stderr[-4000:]}"
             up.first[command.name] = done
         up.second = {c.name: execute(c, up.env(c), echo=False) for c in commands}
+        host.sshd.stop()  # the VM gone: nothing answers at its address (the stack's key is still here)
+        up.ask("status gone", "status")
     finally:
         host.stop()
     # A new VM after the first was lost: another host, empty state and scratch, the same data disk.

@@ -4,14 +4,16 @@ the laptop right after convert starts: the convert command's whole process group
 sshd listener stops, and the run goes on alone on the host to the kept model; then the user comes back and runs
 the convert, train and export commands again (the same `pulumi up` again), which start nothing. Then every
 command is run a second time (a `pulumi up` with nothing changed), and a third time on a new host with the same
-data disk (the VM lost after the model was kept). A recognisable fake HF token is configured as a secret
-throughout, and every command line is sampled all along."""
+data disk (the VM lost after the model was kept). The user's own commands (`scripts/tpu-sft status` and `logs`) ask
+the stack about the run as it goes on alone, once it has finished, and once the host is gone. A recognisable fake HF
+token is configured as a secret throughout, and every command line is sampled all along."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
+from tests.remote.stack_commands import tpu_sft
 from tests.ssh_testbed import wait_until
 from workload.core.contract import TARGET_ENV
 
@@ -67,6 +70,9 @@ class PulumiUp:
     second: dict[str, Executed] = field(default_factory=dict)
     new_vm_host: LocalHost | None = None
     new_vm: dict[str, Executed] = field(default_factory=dict)  # every command again, on a new host
+    # `scripts/tpu-sft VERB` against the stack: "status running" while the run went on alone, "status finished" and
+    # "logs finished" once it had ended, "status gone" after the host stopped.
+    asked: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
     ps_samples: int = 0
     command_lines_holding_token: list[str] = field(default_factory=list)
 
@@ -84,6 +90,14 @@ class PulumiUp:
         target["profile"]["scratch_dir"] = str(self.new_vm_host.directory / "scratch")
         target["key_path"] = str(self.new_vm_host.sshd.user_key.private)  # the recording names the first host's
         return {TARGET_ENV: json.dumps(target)}
+
+    def ask(self, name: str, *verb: str) -> None:
+        """`scripts/tpu-sft VERB`, the `pulumi` CLI answering with the stack's outputs, its `target` the host's as the
+        rehearsal substitutes it (any task's: they all get the same)."""
+        target = self.env(self.commands[0])[TARGET_ENV]
+        asking = self.directory / "asking"
+        asking.mkdir(exist_ok=True)
+        self.asked[name] = tpu_sft(asking, {**self.stack.outputs, "target": target}, *verb)
 
     def job_dirs(self) -> list[str]:
         return sorted(p.name for p in (self.host.state_dir / "jobs").iterdir() if not p.name.startswith("."))
@@ -112,7 +126,12 @@ def close_the_laptop_after_convert_starts(up: PulumiUp, command: Recorded) -> No
     up.closed_output = "".join(seen) + "".join(drained)
     assert up.run_job and proc.returncode == -signal.SIGKILL, up.closed_output
     exit_file = up.host.state_dir / "jobs" / up.run_job / "exit"
+    # The host answers again (every session it had is gone): the user asks where the run stands, from elsewhere.
+    up.host.sshd.start()
+    if not exit_file.exists():
+        up.ask("status running", "status")
     wait_until(exit_file.exists, 3600, f"the run's job {up.run_job} to end on the host")
     up.run_exit = exit_file.read_text().strip()
     up.manifests_when_the_run_ended = sorted(str(p) for p in (up.directory / "disk").rglob("manifest.json"))
-    up.host.sshd.start()  # the laptop is back: the same host answers again
+    up.ask("status finished", "status")
+    up.ask("logs finished", "logs")

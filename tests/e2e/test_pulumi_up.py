@@ -14,6 +14,7 @@ import pytest
 from infra.tasks import last_json_line
 from rehearsal.engine import plain
 from remote.pipeline.part import PartDone, PartPrinter
+from remote.ssh.errors import EXIT_UNREACHABLE
 from tests.e2e.pulumi_up import TOKEN
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
 
@@ -80,6 +81,38 @@ def test_a_closed_laptop_leaves_the_run_going_to_a_kept_model(pulumi_up):
         again = pulumi_up.first[pulumi_up.phase(phase)]
         assert f"{phase}: job {job} on 127.0.0.1 (succeeded)" in again.stdout
         assert _summary(again) == printed[until]
+
+
+def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_gone(pulumi_up):
+    """`scripts/tpu-sft status` and `logs` against the rehearsal's host, from the stack's recorded outputs (the
+    `pulumi` CLI a stand-in, tests/remote/pulumi_standin.py): the run going on alone, the run finished, the host
+    gone. Cancelling a run: tests/remote/test_stack_commands.py."""
+    job, asked = pulumi_up.run_job, pulumi_up.asked
+    export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    running = asked["status running"]
+    assert running.returncode == 0, running.stderr
+    vm, run = running.stdout.splitlines()
+    assert vm == "VM tpu-sft-rehearsal: running (answers SSH at 127.0.0.1)"
+    assert run.startswith(f"run {job}: running · ") and " running" in run.removeprefix(f"run {job}: running · ")
+
+    finished = asked["status finished"]
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.splitlines()[-1] == (
+        f"run {job}: succeeded · finished: every step up to keep done (step 20, loss {export['final_loss']:.4f}, "
+        f"model kept in {export['kept_dir']})"
+    )
+    logs = asked["logs finished"].stdout.splitlines()
+    assert [line for line in logs if line.startswith("✓ ") and " done in " in line][-1].startswith("✓ keep done")
+    assert logs[-1].startswith("summary: ") and json.loads(logs[-1].removeprefix("summary: ")) == export
+
+    gone = asked["status gone"]
+    said = gone.stdout.splitlines()
+    assert gone.returncode == EXIT_UNREACHABLE and said[0].startswith("VM: 127.0.0.1 does not answer SSH (")
+    assert "VM tpu-sft-rehearsal: its state is unknown (" in said[0]  # no gcloud here to ask Compute Engine
+    # The one-host rehearsal keeps its checkpoints on the host: no copy of the log elsewhere (a lost VM's log from
+    # the bucket: tests/workload/test_run_log_bucket.py).
+    assert said[1:] == ["run: unknown (the run keeps no copy of its log off the VM (no checkpoint bucket))"]
+    assert all(TOKEN not in a.stdout + a.stderr for a in asked.values())
 
 
 def test_second_up_redoes_nothing(pulumi_up):
