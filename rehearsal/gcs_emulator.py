@@ -99,16 +99,19 @@ class GcsEmulator:
         """Every file under `source` as an object under `prefix`, named by its path below `source`. (The emulator
         fails a media upload of no bytes: an empty file is not for here.)"""
         for path in sorted(p for p in source.rglob("*") if p.is_file()):
-            name = "/".join([prefix, *path.relative_to(source).parts])
-            query = urllib.parse.urlencode({"uploadType": "media", "name": name})
-            request = urllib.request.Request(
-                f"{self.url}/upload/storage/v1/b/{self.bucket}/o?{query}",
-                data=path.read_bytes(),
-                headers={"Content-Type": "application/octet-stream"},
-                method="POST",
-            )
-            with urllib.request.urlopen(request, timeout=60):
-                pass
+            self.put("/".join([prefix, *path.relative_to(source).parts]), path.read_bytes())
+
+    def put(self, name: str, data: bytes) -> None:
+        """One object, `data` under `name` (not empty: see `upload`)."""
+        query = urllib.parse.urlencode({"uploadType": "media", "name": name})
+        request = urllib.request.Request(
+            f"{self.url}/upload/storage/v1/b/{self.bucket}/o?{query}",
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=60):
+            pass
 
     def stop(self) -> None:
         self.process.terminate()

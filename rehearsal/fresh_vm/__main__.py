@@ -1,6 +1,8 @@
 """python -m rehearsal.fresh_vm: the first `pulumi up` against a simulated new Compute Engine VM, no cloud.
 
-  1. evaluates the real Pulumi program (rehearsal/Pulumi.rehearsal.yaml, tiny profile) under the mock engine;
+  1. evaluates the real Pulumi program (rehearsal/Pulumi.rehearsal.yaml, tiny profile) under the mock engine, the
+     dataset a local JSON Lines file with a share held out (DIR/chats.jsonl), and writes the file's copies into
+     the stack's bucket as pulumi-gcp would;
   2. creates a VM from what it declared: a Debian bookworm boot disk (debootstrap, cached in
      ~/.cache/tpu-sft/rootfs), its own namespaces and loopback address, sshd answering late, the login user
      of the `ssh-keys` metadata made later still, the `startup-script` formatting and mounting the data disk
@@ -14,8 +16,9 @@
   5. prints how each first-boot hazard was met, and where the new VM's training resumed.
 
 Needs: root, debootstrap (scripts/rehearse --fresh-vm installs it), .venv, pyenv's Python 3.12.1, uv's cache
-for speed. Leaves: DIR/data-disk.img (the data disk, with the model), DIR/boot-*-console.log (each boot's
-console) and DIR/client (the throwaway SSH key); no VM, mount or loop device.
+for speed. Leaves: DIR/chats.jsonl (the user's conversations), DIR/data-disk.img (the data disk, with the
+model), DIR/boot-*-console.log (each boot's console) and DIR/client (the throwaway SSH key); no VM, mount or loop
+device.
 Exit status: 0 done, 1 a step failed (the message says which), 2 bad input.
 """
 

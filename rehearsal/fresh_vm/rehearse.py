@@ -1,11 +1,13 @@
 """The whole first `pulumi up` against a simulated new VM, which is lost mid-training; the next `up` on a new
 VM resumes; a further `up` finds everything done; then delete and recreate.
 
-1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile) and read
-   what it declared: the VM's `ssh-keys` and `startup-script` metadata, the data disk's device name, the
-   checkpoint bucket and the VM's grants on it (gcp-storage-emulator on this machine, behind the IAM stand-in,
-   rehearsal/storage_iam.py: the VM's clients reach it as the VM's service account, and get Google's 403 for
-   whatever its declared roles do not allow);
+1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile, training on
+   the user's own JSON Lines file with a share held out: own_data.py) and read what it declared: the VM's
+   `ssh-keys` and `startup-script` metadata, the data disk's device name, the checkpoint bucket and the VM's grants
+   on it (gcp-storage-emulator on this machine, behind the IAM stand-in, rehearsal/storage_iam.py: the VM's
+   clients reach it as the VM's service account, and get Google's 403 for whatever its declared roles do not
+   allow), and the file's copies in that bucket, which are written there as pulumi-gcp would
+   (rehearsal/bucket_objects.py);
 2. "create" the VM (it boots on its own) and at once run the recorded post-deploy commands as pulumi-command
    does, pointed at the VM's address, with the real bootstrap spec transformed by substitutions.py;
 3. once training has a checkpoint in the bucket, delete the VM (a preemption: its root filesystem and
@@ -31,7 +33,8 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from infra.tasks import last_json_line
-from rehearsal import storage_iam
+from rehearsal import bucket_objects, storage_iam
+from rehearsal.fresh_vm import own_data
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
@@ -79,6 +82,8 @@ class FreshVmRun:
     known_hosts: str = ""  # what the client pinned
     summary: dict = field(default_factory=dict)  # the export phase's JSON summary, after the resumed up
     bucket_objects: dict[str, int] = field(default_factory=dict)  # the checkpoint bucket at the end
+    data_objects: dict[str, int] = field(default_factory=dict)  # the declared copies of the user's file, written
+    train_argv: list[str] = field(default_factory=list)  # MaxText's training argv on the VM that finished it
     storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the VM's clients
     kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from the last boot
     kept_train_steps: list[dict] = field(default_factory=list)  # its metrics/train_steps.jsonl: the loss curve
@@ -97,13 +102,9 @@ def rehearse(
     directory: Path,
     *,
     steps: int | None = None,
-    held_out: bool = True,
     timeline: Timeline = GCE_LIKE,
     out: TextIO = sys.stdout,
 ) -> FreshVmRun:
-    """`held_out=False` trains without the held-out passes (tpu-sft:evalInterval 0): each starts a data worker
-    process of its own, and the test suite, which runs this beside four other trainings, proves them elsewhere."""
-
     def say(text: str) -> None:
         print(f"fresh-vm: {text}", file=out, flush=True)
 
@@ -112,11 +113,9 @@ def rehearse(
         _remove(directory / stale)  # a rehearsal starts from a new VM and a blank disk
     image = cached_image(say)
     key = keygen(_mkdir(directory / "client") / "id_ed25519")
-    overrides = identity_overrides(key)
+    overrides = {**identity_overrides(key), **own_data.overrides(own_data.write(directory))}
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
-    if not held_out:
-        overrides["tpu-sft:evalInterval"] = "0"
     stack, commands = record(CONFIG, overrides)
     declared = DeclaredVm.of(stack)
     spec, made = transform(real_spec(commands[0]))
@@ -164,6 +163,9 @@ def rehearse(
         following.terminate()  # the phase would wait for the VM to answer again until its deadline
 
     try:
+        written = bucket_objects.upload_declared(stack, emulator)  # before any task: they depend on the objects
+        result.data_objects = {o.name: len(o.data) for o in written}
+        say(f"pulumi-gcp's objects, written into gs://{emulator.bucket} as the owner: {sorted(result.data_objects)}")
         result.boots.append(vm.create(image))
         result.vm_created_at = result.boots[-1].created_at
         say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
@@ -181,6 +183,7 @@ def rehearse(
         result.boots.append(vm.create(image))
         up(commands, result.resumed_up)
         result.summary = last_json_line(result.resumed_up[-1].stdout)
+        result.train_argv = _train_argv(vm)
 
         say("a further `pulumi up`: the same program and settings again")
         _, again = record(CONFIG, overrides)
@@ -206,7 +209,7 @@ def rehearse(
             f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
             f"{len(result.kept_after_recreate)} entries"
         )
-        result.bucket_objects = emulator.objects(runs_prefix)
+        result.bucket_objects = emulator.objects()
     except RehearsalFailed:
         _keep_vm_logs(vm, directory / "vm-logs")
         raise
@@ -280,6 +283,16 @@ def execute_timestamped(
     elif done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
+
+
+def _train_argv(vm: FreshVm) -> list[str]:
+    """The argv of the VM's last training, the first line of its log (workload/launch/proc.py: `$ ARGV`), read
+    before /dev/shm goes with the VM."""
+    logs = sorted(Path(f"/proc/{vm.pid}/root{SCRATCH_DIR}/logs").glob("train-*.log"))
+    if not logs:
+        return []
+    with logs[-1].open() as log:
+        return log.readline().removeprefix("$ ").split()
 
 
 def _keep_vm_logs(vm: FreshVm, into: Path) -> None:
