@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from remote.exit_status import exit_status
 from remote.pipeline import capacity, outcome, phase, publish
 from remote.pipeline.bootstrap.scheduler import bootstrap_all
 from remote.pipeline.bootstrap.seed import spec_for
@@ -42,8 +43,7 @@ from remote.ssh.errors import (
 from remote.ssh.secrets import write_secret_everywhere
 from remote.ssh.sync import fetch, local_names
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from workload.core import last_resort
-from workload.core.config import ConfigError, PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.core.contract import (
     EXIT_UNEXPECTED,
     HF_TOKEN_SECRET,
@@ -91,20 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr, format="remote: %(message)s", level=logging.WARNING if args.quiet else logging.INFO
     )
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # its tracebacks would repeat our one-line errors
-    try:
-        return args.func(args)
-    except RemoteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("interrupted (remote jobs keep running; `follow` them again)", file=sys.stderr)
-        return 130
-    except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
-        print(f"error: {last_resort.report('remote', error, _secrets(args))}", file=sys.stderr)
-        return EXIT_UNEXPECTED
+    return exit_status(
+        lambda: args.func(args), interrupted="remote jobs keep running; `follow` them again", secrets=_secrets(args)
+    )
 
 
 def _secrets(args) -> list[str | None]:

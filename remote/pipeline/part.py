@@ -6,11 +6,10 @@ the run ends, and the task follows it to its exit code."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, TextIO
 
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
-from workload.run.progress import render
+from workload.run.progress import parse_event, render
 
 # Events of no step of RUN_STEPS belong to the first part: the tiny profile's assets, and what fails before any step.
 BEFORE_STEPS = ("assets", "setup")
@@ -38,12 +37,9 @@ class PartPrinter:
         self.summary: dict[str, Any] | None = None
 
     def line(self, text: str) -> None:
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError:
-            return  # the job's stdout is only events; anything else stays in the job's log on the host
-        if not isinstance(event, dict) or "event" not in event:
-            return
+        event = parse_event(text)
+        if event is None:
+            return  # it stays in the job's log on the host
         if event["event"] == "summary":
             if event.get("until") == self.until and event.get("ok"):
                 self.summary = event

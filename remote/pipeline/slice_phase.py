@@ -31,6 +31,7 @@ from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL, RUN_STEPS
 from workload.measure.learning import describe as describe_learning
+from workload.run.progress import parse_event
 from workload.spend.bill import describe as describe_bill
 from workload.spend.bill import total as total_bill
 
@@ -183,11 +184,8 @@ def _last_summary(conn: Connection, target: Target, job_id: str, until: str | No
     printed = run(conn, f'grep -F \'"event": "summary"\' -- {log_path} | tail -n 20', warn=True).stdout
     summaries = []
     for line in printed.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(event, dict) and event.get("event") == "summary":
+        event = parse_event(line)
+        if event is not None and event["event"] == "summary":
             summaries.append(event)
     for_part = [s for s in summaries if until is None or s.get("until") == until]
     return (for_part or summaries or [{}])[-1]

@@ -6,13 +6,13 @@ run's latest attempt on the VM (remote/stack/run_log.py).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 import time
 from pathlib import Path
 
+from remote.exit_status import exit_status
 from remote.ssh import flags, jobs
 from remote.ssh.errors import (
     EXIT_AUTH,
@@ -30,12 +30,10 @@ from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.reach import VmUnreachable, connect_vm, vm_name
 from remote.stack.run_log import bucket_log, job_log, latest_job
-from workload.core import last_resort
-from workload.core.config import ConfigError
 from workload.core.contract import EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
 from workload.run import run_state
-from workload.run.progress import render
+from workload.run.progress import parse_event, render
 
 log = logging.getLogger("remote")
 
@@ -64,20 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, format="tpu-sft: %(message)s", level=logging.INFO)
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    try:
-        return args.func(args)
-    except RemoteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("interrupted (the run on the VM goes on)", file=sys.stderr)
-        return 130
-    except Exception as error:  # noqa: BLE001  the last resort: one line and a log, never a traceback
-        print(f"error: {last_resort.report('remote', error, [os.environ.get('HF_TOKEN')])}", file=sys.stderr)
-        return EXIT_UNEXPECTED
+    return exit_status(
+        lambda: args.func(args), interrupted="the run on the VM goes on", secrets=[os.environ.get("HF_TOKEN")]
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,11 +130,8 @@ def _show(line: str, raw: bool) -> None:
     if raw:
         print(line, flush=True)
         return
-    try:
-        event = json.loads(line)
-    except json.JSONDecodeError:
-        event = None
-    if not isinstance(event, dict) or "event" not in event:
+    event = parse_event(line)
+    if event is None:
         print(line, flush=True)  # stderr the job's log caught
     elif event["event"] == "summary":
         print(f"summary: {line}", flush=True)

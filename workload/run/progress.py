@@ -7,6 +7,16 @@ import json
 from typing import Any, TextIO
 
 
+def parse_event(text: str) -> dict[str, Any] | None:
+    """One event of a job's log, or None for any other line: the job's stdout holds only events, but its log also
+    catches its stderr."""
+    try:
+        event = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
 class ProgressPrinter:
     """Prints each event as a line and keeps the summary event (the job's last line) for the caller."""
 
@@ -15,12 +25,9 @@ class ProgressPrinter:
         self.summary: dict[str, Any] | None = None
 
     def line(self, text: str) -> None:
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError:
-            event = None
-        if not isinstance(event, dict) or "event" not in event:
-            return  # the job's stdout is only events; anything else stays in the job's log on the host
+        event = parse_event(text)
+        if event is None:
+            return  # it stays in the job's log on the host
         if event["event"] == "summary":
             self.summary = event
             return

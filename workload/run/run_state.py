@@ -3,11 +3,10 @@ says. Beside the event format and its renderer (progress.py), so the three chang
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from workload.run.progress import duration
+from workload.run.progress import duration, parse_event
 
 
 @dataclass(frozen=True)
@@ -52,13 +51,10 @@ def read(lines: Iterable[str]) -> RunState:
     step = status = None
     training = summary = None
     for text in lines:
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError:
-            continue  # the job's log may hold a line of stderr
-        if not isinstance(event, dict):
+        event = parse_event(text)
+        if event is None:
             continue
-        kind = event.get("event")
+        kind = event["event"]
         if kind == "phase":
             step, status = event.get("phase"), event.get("status")
         elif kind == "step":
