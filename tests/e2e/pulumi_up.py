@@ -71,7 +71,8 @@ class PulumiUp:
     new_vm_host: LocalHost | None = None
     new_vm: dict[str, Executed] = field(default_factory=dict)  # every command again, on a new host
     # `scripts/tpu-sft VERB` against the stack: "status running" while the run went on alone, "status finished" and
-    # "logs finished" once it had ended, "status gone" after the host stopped.
+    # "logs finished" and "fetch-model" (into directory/fetched) once it had ended, "status gone" after the host
+    # stopped.
     asked: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
     ps_samples: int = 0
     command_lines_holding_token: list[str] = field(default_factory=list)
@@ -135,3 +136,4 @@ def close_the_laptop_after_convert_starts(up: PulumiUp, command: Recorded) -> No
     up.manifests_when_the_run_ended = sorted(str(p) for p in (up.directory / "disk").rglob("manifest.json"))
     up.ask("status finished", "status")
     up.ask("logs finished", "logs")
+    up.ask("fetch-model", "fetch-model", str(up.directory / "fetched"))

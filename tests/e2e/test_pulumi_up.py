@@ -17,6 +17,7 @@ from remote.pipeline.part import PartDone, PartPrinter
 from remote.ssh.errors import EXIT_UNREACHABLE
 from tests.e2e.pulumi_up import TOKEN
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
+from workload.run.fingerprint import manifest_mismatches
 
 
 def _summary(executed) -> dict:
@@ -113,6 +114,17 @@ def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_g
     # the bucket: tests/workload/test_run_log_bucket.py).
     assert said[1:] == ["run: unknown (the run keeps no copy of its log off the VM (no checkpoint bucket))"]
     assert all(TOKEN not in a.stdout + a.stderr for a in asked.values())
+
+
+def test_the_kept_model_is_fetched_from_the_data_disk_through_the_host(pulumi_up):
+    export = _summary(pulumi_up.first[pulumi_up.phase("export")])
+    fetched, into = pulumi_up.asked["fetch-model"], pulumi_up.directory / "fetched"
+    assert fetched.returncode == 0, fetched.stderr
+    assert fetched.stdout.startswith(f"the model from {export['kept_dir']} is in {into}: ")
+    assert (into / "manifest.json").read_bytes() == Path(export["manifest"]).read_bytes()
+    entries = json.loads((into / "manifest.json").read_text())["files"]
+    assert "hf-model/model.safetensors" in {e["path"] for e in entries}
+    assert manifest_mismatches(str(into), entries) == []
 
 
 def test_second_up_redoes_nothing(pulumi_up):

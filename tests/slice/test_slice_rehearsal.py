@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from contextlib import ExitStack
@@ -31,7 +32,10 @@ from rehearsal import slice as slice_rehearsal
 from rehearsal.metadata_standin import tpu_env
 from rehearsal.run import Executed, start
 from tests.procs import processes
+from tests.remote.stack_commands import tpu_sft
 from tests.workload.tiny_run import TRAINER
+from workload.core.contract import TARGET_ENV
+from workload.run.fingerprint import manifest_mismatches
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
 PHASES = ("bootstrap", "convert", "train", "export")
@@ -81,6 +85,8 @@ class SliceUp:
     local_train_steps: dict[int, list[str]] = field(default_factory=dict)  # worker → train steps in ~/jax_cache
     objects: dict[str, int] = field(default_factory=dict)
     storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the hosts
+    fetched: subprocess.CompletedProcess | None = None  # `scripts/tpu-sft fetch-model` from the bucket, at the end
+    fetched_dir: Path | None = None
     seconds: float = 0.0
 
     def jobs(self) -> dict[int, list[str]]:
@@ -190,6 +196,17 @@ def up(tmp_path_factory) -> SliceUp:
         }
         result.objects = rehearsal.emulator.objects()
         result.storage_refusals = list(rehearsal.storage.refusals)
+        # The user fetches the kept model with their own access (the bucket's owner), the hosts' target the stack's.
+        fetching = tmp_path_factory.mktemp("fetched")
+        result.fetched_dir = fetching / "model"
+        target = rehearsal.environment(rehearsal.command("export"))[TARGET_ENV]
+        result.fetched = tpu_sft(
+            fetching,
+            {"target": target},
+            "fetch-model",
+            str(result.fetched_dir),
+            env={"STORAGE_EMULATOR_HOST": rehearsal.emulator.url},
+        )
     result.seconds = time.monotonic() - started
     print(f"\nslice rehearsal on 2 hosts: {result.seconds:.0f} s", flush=True)
     return result
@@ -280,6 +297,15 @@ def test_export_and_keep_ran_once_into_the_bucket(up):
     assert f"kept/{export['run_name']}/hf-model/model.safetensors" in kept
     assert f"kept/{export['run_name']}/samples.md" in kept  # worker 0's before/after answers, once
     assert up.export_dirs == {0: True, 1: False}  # worker 1 ends after train
+
+
+def test_the_kept_model_is_fetched_from_the_bucket_every_file_as_its_manifest_says(up):
+    export = last_json_line(up.resumed["export"].stdout)
+    assert up.fetched is not None and up.fetched.returncode == 0, up.fetched.stderr
+    assert up.fetched.stdout.startswith(f"the model from {export['kept_dir']} is in {up.fetched_dir}: ")
+    entries = json.loads((up.fetched_dir / "manifest.json").read_text())["files"]
+    assert "hf-model/model.safetensors" in {e["path"] for e in entries}
+    assert manifest_mismatches(str(up.fetched_dir), entries) == []
 
 
 def test_a_further_up_redoes_nothing(up):
