@@ -120,7 +120,7 @@ def test_the_kept_model_is_fetched_from_the_data_disk_through_the_host(pulumi_up
     export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     fetched, into = pulumi_up.asked["fetch-model"], pulumi_up.directory / "fetched"
     assert fetched.returncode == 0, fetched.stderr
-    assert fetched.stdout.startswith(f"the model from {export['kept_dir']} is in {into}: ")
+    assert fetched.stdout.startswith(f"the model from 127.0.0.1:{export['kept_dir']} is in {into}: ")
     assert (into / "manifest.json").read_bytes() == Path(export["manifest"]).read_bytes()
     entries = json.loads((into / "manifest.json").read_text())["files"]
     assert "hf-model/model.safetensors" in {e["path"] for e in entries}
