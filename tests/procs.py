@@ -4,6 +4,8 @@ host" is here in /proc too."""
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 
@@ -34,3 +36,37 @@ def processes() -> list[dict]:
         if state != "Z":
             found.append({"pid": int(entry), "ppid": int(ppid), "session": int(session), "cmdline": cmdline})
     return found
+
+
+class Watched:
+    """A started command (rehearsal/run.py `start`) whose stdout the test reads line by line, up to the line it waits
+    for, while a thread reads its stderr, so that a full pipe never stalls it."""
+
+    def __init__(self, proc: subprocess.Popen):
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.seen: list[str] = []
+        self.drained: list[str] = []
+        stderr = proc.stderr
+        threading.Thread(target=lambda: self.drained.extend(stderr), daemon=True).start()
+
+    def read_until(self, prefix: str) -> None:
+        """Read stdout up to and including its first line starting with `prefix` (or to its end)."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return
+
+    def rest(self) -> None:
+        """Read stdout to its end."""
+        assert self.proc.stdout is not None
+        self.seen.extend(self.proc.stdout)
+
+    @property
+    def stdout(self) -> str:
+        return "".join(self.seen)
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.drained)

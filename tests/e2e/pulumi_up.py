@@ -21,6 +21,7 @@ from pathlib import Path
 from rehearsal.engine import Stack
 from rehearsal.local_host import LocalHost
 from rehearsal.run import Executed, Recorded, start
+from tests.procs import Watched
 from tests.remote.stack_commands import tpu_sft
 from tests.ssh_testbed import wait_until
 from workload.core.contract import TARGET_ENV
@@ -109,22 +110,13 @@ def close_the_laptop_after_convert_starts(up: PulumiUp, command: Recorded) -> No
     started, SIGKILL the whole group and stop the host's sshd listener (its sessions too), as a laptop that sleeps
     takes its `pulumi up` and every connection with it. Then wait, starting nothing, for the run's job to end on the
     host (its exit file: the job's own handshake), and note whether the kept model's manifest was there then."""
-    proc = start(command, up.env(command), new_session=True)
-    assert proc.stdout is not None and proc.stderr is not None
-    stderr = proc.stderr
-    drained: list[str] = []
-    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith("convert: job "):
-            up.run_job = line.split()[2]
-        if line.startswith("▶ convert"):
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
+    watched = Watched(proc := start(command, up.env(command), new_session=True))
+    watched.read_until("▶ convert")
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     up.host.sshd.stop()
-    up.closed_output = "".join(seen) + "".join(drained)
+    up.run_job = next((line.split()[2] for line in watched.seen if line.startswith("convert: job ")), "")
+    up.closed_output = watched.stdout + watched.stderr
     assert up.run_job and proc.returncode == -signal.SIGKILL, up.closed_output
     exit_file = up.host.state_dir / "jobs" / up.run_job / "exit"
     # The host answers again (every session it had is gone): the user asks where the run stands, from elsewhere.

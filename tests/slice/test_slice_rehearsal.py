@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from infra.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
 from rehearsal.metadata_standin import tpu_env
 from rehearsal.run import Executed, start
-from tests.procs import processes
+from tests.procs import Watched, processes
 from tests.remote.stack_commands import tpu_sft
 from tests.workload.tiny_run import TRAINER
 from workload.core.contract import TARGET_ENV
@@ -101,19 +100,11 @@ def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
     started, as a laptop that sleeps takes its `pulumi up` with it; then, with nothing following, wait for the run
     to go on through convert into train (worker 0's log says train started)."""
     command = up.rehearsal.command("convert")
-    proc = start(command, up.rehearsal.environment(command), new_session=True)
-    assert proc.stdout is not None and proc.stderr is not None
-    stderr = proc.stderr
-    drained: list[str] = []
-    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith("▶ convert"):
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
+    watched = Watched(proc := start(command, up.rehearsal.environment(command), new_session=True))
+    watched.read_until("▶ convert")
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    up.closed_output = "".join(seen) + "".join(drained)
+    up.closed_output = watched.stdout + watched.stderr
     assert proc.returncode == -signal.SIGKILL, up.closed_output
     log = up.rehearsal.hosts.by_worker_id(0).home / ".tpu-sft" / "jobs" / "run-1" / "log"
     train_started = '"phase": "train", "status": "start"'
@@ -130,16 +121,8 @@ def follow_train_and_kill_worker_1(up: SliceUp) -> Executed:
     """The laptop is back: the train command re-attaches to the run, which trains, and worker 1's trainer is
     kill -9'd while it follows. Returns the train command's run."""
     command = up.rehearsal.command("train")
-    proc = start(command, up.rehearsal.environment(command))
-    assert proc.stdout is not None and proc.stderr is not None
-    stderr = proc.stderr
-    drained: list[str] = []
-    threading.Thread(target=lambda: drained.extend(stderr), daemon=True).start()
-    seen = []
-    for line in proc.stdout:
-        seen.append(line)
-        if line.startswith("train: job "):  # every worker's job claimed: it is being followed from now on
-            break
+    watched = Watched(proc := start(command, up.rehearsal.environment(command)))
+    watched.read_until("train: job ")  # every worker's job claimed: it is being followed from now on
     while up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix) is None:
         assert proc.poll() is None, "train ended before its first checkpoint reached the bucket"
         time.sleep(0.5)
@@ -149,9 +132,9 @@ def follow_train_and_kill_worker_1(up: SliceUp) -> Executed:
     assert up.killed, "no trainer of worker 1 is running"
     for pid in up.killed:
         os.kill(pid, signal.SIGKILL)
-    seen.extend(proc.stdout)
+    watched.rest()
     returncode = proc.wait()
-    return Executed(command.name, returncode, "".join(seen), "".join(drained), 0.0)
+    return Executed(command.name, returncode, watched.stdout, watched.stderr, 0.0)
 
 
 @pytest.fixture(scope="module")
