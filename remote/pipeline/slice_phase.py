@@ -26,7 +26,7 @@ from remote.pipeline.slice_claim import claim_on_slice
 from remote.ssh import jobs
 from remote.ssh.connection import Connection, run
 from remote.ssh.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost, RemoteError, Unreachable
-from remote.ssh.hosts import WorkerHost, connect_all, on_all_or_raise, on_every, workers_of
+from remote.ssh.hosts import WorkerHost, connect_all, each_said, on_all_or_raise, on_every, workers_of
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL, RUN_STEPS
@@ -65,7 +65,7 @@ def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = N
         workers, conns = worker_order.by_metadata(placed, conns)
         has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
         job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
-        where = ", ".join(f"{w.id} {w.host} ({s.state})" for w, s in zip(workers, states, strict=True))
+        where = each_said(workers, [s.state for s in states])
         print(
             f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
             f"each: {_shown_log(request.target, job_id)}",

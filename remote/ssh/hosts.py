@@ -66,6 +66,11 @@ def on_every_host(target: Target, step: Callable[[str], T]) -> dict[str, T | Rem
     return {w.host: outcome for w, outcome in zip(workers, on_every(workers, lambda w: step(w.host)), strict=True)}
 
 
+def each_said(workers: Sequence[WorkerHost], said: Sequence[str]) -> str:
+    """`0 HOST (SAID), 1 HOST (SAID)`: every worker with what is said of it (`said[i]` of `workers[i]`), one line."""
+    return ", ".join(f"{w.id} {w.host} ({s})" for w, s in zip(workers, said, strict=True))
+
+
 def first_failure(workers: Sequence[WorkerHost], outcomes: Sequence[object]) -> WorkerError | None:
     """The failure of the lowest worker id among `outcomes` (from `on_every`), if any."""
     return next((WorkerError(w, o) for w, o in zip(workers, outcomes, strict=True) if isinstance(o, RemoteError)), None)
@@ -83,7 +88,13 @@ def on_all_or_raise(workers: Sequence[WorkerHost], step: Callable[[WorkerHost], 
 def connect_all(target: Target, workers: Sequence[WorkerHost], deadline_s: float) -> list[Connection]:
     """Wait for SSH on every worker at once (a new slice's hosts answer late). If one does not answer, the
     others' connections are closed and its failure raised: nothing is started on a slice that is not whole."""
-    outcomes = on_every(workers, lambda w: wait_for_ssh(target, deadline_s, w.host))
+    return open_all(workers, lambda w: wait_for_ssh(target, deadline_s, w.host))
+
+
+def open_all(workers: Sequence[WorkerHost], opener: Callable[[WorkerHost], Connection]) -> list[Connection]:
+    """`opener(worker)` for every worker at once: all their connections, or, if one fails, the others closed and
+    the first worker's failure raised."""
+    outcomes = on_every(workers, opener)
     failure = first_failure(workers, outcomes)
     if failure is not None:
         for conn in outcomes:

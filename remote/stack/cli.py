@@ -1,6 +1,7 @@
 """`python -m remote.stack VERB` (`scripts/tpu-sft VERB`): the user's commands against a deployed stack, run in the
 project directory. The stack's outputs say where its VM and bucket are (remote/stack/outputs.py); "the run" is the
-run's latest attempt on the VM (remote/stack/run_log.py).
+run's latest attempt on the VM (remote/stack/run_log.py), on a slice worker 0's, whose job (the same on every
+worker) runs every step (remote/stack/reach.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from remote.exit_status import exit_status
 from remote.ssh import flags, jobs
+from remote.ssh.connection import Connection
 from remote.ssh.errors import (
     EXIT_AUTH,
     EXIT_BAD_INPUT,
@@ -25,10 +27,11 @@ from remote.ssh.errors import (
     EXIT_VERIFY,
     RemoteError,
 )
+from remote.ssh.hosts import WorkerError, WorkerHost, each_said
 from remote.stack import outputs as stack_outputs
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
-from remote.stack.reach import VmUnreachable, connect_vm, vm_name
+from remote.stack.reach import Reached, VmUnreachable, reach, vm_name
 from remote.stack.run_log import bucket_log, job_log, latest_job
 from workload.core.contract import EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
@@ -36,6 +39,8 @@ from workload.run import run_state
 from workload.run.progress import parse_event, render
 
 log = logging.getLogger("remote")
+
+RESUMES = "done steps and saved checkpoints stay; the next `pulumi up` resumes it"
 
 
 EXIT_CODES = f"""exit codes:
@@ -52,6 +57,14 @@ EXIT_CODES = f"""exit codes:
 
 class NoRun(RemoteError):
     exit_code = EXIT_NOT_FOUND
+
+
+class CancelIncomplete(RemoteError):
+    """A slice's job left running on a worker that could not be reached; its exit code is that worker's error's."""
+
+    def __init__(self, message: str, exit_code: int):
+        self.exit_code = exit_code
+        super().__init__(message)
 
 
 class _Parser(OneLineParser):
@@ -84,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         "status",
         parents=[common],
         help="the run's step, step count, loss and ETA; the VM's state",
-        description="Reads the run's log on the VM; when the VM does not answer, what Compute Engine says of it and "
-        "the run's log as last copied to the bucket. Leaves nothing behind.",
+        description="Reads the run's log on the VM (on a slice, worker 0's, and every worker's state of the run's "
+        "job); when the VM does not answer, what Compute Engine says of it and the run's log as last copied to the "
+        "bucket. Leaves nothing behind.",
     )
     p.set_defaults(func=_status)
 
@@ -93,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         "logs",
         parents=[common],
         help="the run's log (from the bucket when the VM is gone)",
-        description="Prints the run's log, one line per event. With the VM gone, the copy the run kept beside its "
-        "checkpoints (at most 15 s of training steps behind). Leaves nothing behind.",
+        description="Prints the run's log, one line per event (on a slice, worker 0's, which runs every step). "
+        "With the VM gone, the copy the run kept beside its checkpoints (at most 15 s of training steps behind). "
+        "Leaves nothing behind.",
     )
     p.add_argument("-f", "--follow", action="store_true", help="keep printing until the run ends (Ctrl-C: stop)")
     p.add_argument("--json", action="store_true", help="the raw event lines (workload/run/events.py)")
@@ -103,10 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser(
         "cancel",
         parents=[common],
-        help="stop the run cleanly; the next `pulumi up` resumes it",
-        description="Stops the run's whole process session: SIGTERM, then SIGKILL after --grace. Finished steps and "
-        "saved checkpoints stay (a checkpoint being saved is not committed, and the resume takes the one before). "
-        "The job's directory on the VM stays, marked cancelled.",
+        help="stop the run cleanly (on a slice, on every worker); the next `pulumi up` resumes it",
+        description="Stops the run's whole process session: SIGTERM, then SIGKILL after --grace. On a slice, the "
+        "run's job is stopped on every worker at once (a worker left running would wait on the others); a worker "
+        "whose job has ended keeps its state. Finished steps and saved checkpoints stay (a checkpoint being saved "
+        "is not committed, and the resume takes the one before). The job's directory on each host stays, marked "
+        "cancelled.",
     )
     p.add_argument("--grace", type=flags.grace_seconds, default=30.0, metavar="S", help="before SIGKILL (default 30)")
     p.set_defaults(func=_cancel)
@@ -154,31 +171,40 @@ def _status(args) -> int:
     outputs = stack_outputs.read(args.stack)
     target = outputs.target()
     try:
-        conn = connect_vm(outputs, target)
+        reached = reach(outputs, target)
     except VmUnreachable as error:
-        print(f"VM: {error}")
+        print(f"{'slice' if len(target.hosts) > 1 else 'VM'}: {error}")
         found, why_not = _copied_log(target.profile.runs_dir)
         if found is None:
             print(f"run: unknown ({why_not})")
         else:
             print(f"run (its log as last copied to {found[0]}): {run_state.read(found[1]).line()}")
         return EXIT_UNREACHABLE
-    with conn:
-        print(f"VM {vm_name(outputs)}: running (answers SSH at {target.host})")
-        job = latest_job(conn)
+    with reached:
+        print(_answering(outputs, reached))
+        job = latest_job(reached.lead)
         if job is None:
             print("run: none started on the VM yet (`pulumi up` starts it)")
             return EXIT_OK
-        state = jobs.status(conn, job)
-        print(f"run {job}: {state.state} · {run_state.read(job_log(conn, job)).line()}")
+        states = reached.on_each(lambda _, conn: jobs.status(conn, job))
+        print(f"run {job}: {states[0].state} · {run_state.read(job_log(reached.lead, job)).line()}")
+        if reached.on_slice:
+            print(f"workers: {each_said(reached.workers, [s.state for s in states])}")
     return EXIT_OK
+
+
+def _answering(outputs: stack_outputs.StackOutputs, reached: Reached) -> str:
+    lead = reached.workers[0].host
+    if reached.on_slice:
+        return f"slice {vm_name(outputs)}: {len(reached.workers)} workers answer SSH (worker 0 at {lead})"
+    return f"VM {vm_name(outputs)}: running (answers SSH at {lead})"
 
 
 def _logs(args) -> int:
     outputs = stack_outputs.read(args.stack)
     target = outputs.target()
     try:
-        conn = connect_vm(outputs, target)
+        reached = reach(outputs, target)
     except VmUnreachable as error:
         found, why_not = _copied_log(target.profile.runs_dir)
         if found is None:
@@ -188,15 +214,15 @@ def _logs(args) -> int:
         for line in found[1]:
             _show(line, args.json)
         return EXIT_OK
-    with conn:
-        job = latest_job(conn)
+    with reached:
+        job = latest_job(reached.lead)
         if job is None:
-            raise NoRun(f"no run has started on {target.host} yet: `pulumi up` starts it")
+            raise NoRun(f"no run has started on {reached.workers[0].host} yet: `pulumi up` starts it")
         if not args.follow:
-            for line in job_log(conn, job):
+            for line in job_log(reached.lead, job):
                 _show(line, args.json)
             return EXIT_OK
-        code = jobs.follow(target, job, lambda line: _show(line, args.json), conn=conn)
+        code = jobs.follow(reached.target, job, lambda line: _show(line, args.json), conn=reached.lead)
     print(f"the run ended (exit code {code})", file=sys.stderr)
     return EXIT_OK
 
@@ -204,17 +230,43 @@ def _logs(args) -> int:
 def _cancel(args) -> int:
     outputs = stack_outputs.read(args.stack)
     target = outputs.target()
-    with connect_vm(outputs, target) as conn:
-        job = latest_job(conn)
+    with reach(outputs, target) as reached:
+        job = latest_job(reached.lead)
         if job is None:
-            raise NoRun(f"no run has started on {target.host}: nothing to cancel")
-        state = jobs.status(conn, job)
+            raise NoRun(f"no run has started on {reached.workers[0].host}: nothing to cancel")
+        if reached.on_slice:
+            print(_cancel_on_slice(reached, job, args.grace))
+            return EXIT_OK
+        state = jobs.status(reached.lead, job)
         if state.terminal:
             print(f"run {job} already {state.state}: nothing to cancel")
             return EXIT_OK
-        final = jobs.cancel(conn, job, grace_s=args.grace)
-    print(f"run {job} {final.state}: done steps and saved checkpoints stay; the next `pulumi up` resumes it")
+        final = jobs.cancel(reached.lead, job, grace_s=args.grace)
+    print(f"run {job} {final.state}: {RESUMES}")
     return EXIT_OK
+
+
+def _cancel_on_slice(reached: Reached, job: str, grace_s: float) -> str:
+    """The job stopped on every worker where it runs, all at once: a worker left running would wait on its
+    collectives for the others. One that has ended keeps its state (a cancel would mark a dead one cancelled)."""
+    states = reached.on_each(lambda _, conn: jobs.status(conn, job))
+    if all(s.state != "running" for s in states):
+        return f"run {job} already {states[0].state} on every worker: nothing to cancel"
+
+    def stop(worker: WorkerHost, conn: Connection) -> jobs.JobStatus:
+        said = states[worker.id]
+        return jobs.cancel(conn, job, grace_s=grace_s) if said.state == "running" else said
+
+    try:
+        finals = reached.on_each(stop)
+    except WorkerError as error:
+        raise CancelIncomplete(
+            f"run {job} is not cancelled on {error}; on the workers that answered it is: run `scripts/tpu-sft "
+            "cancel` again",
+            error.exit_code,
+        ) from None
+    where = each_said(reached.workers, [s.state for s in finals])
+    return f"run {job} cancelled on {len(finals)} workers: {where}; {RESUMES}"
 
 
 def _fetch_model(args) -> int:
