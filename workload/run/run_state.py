@@ -14,7 +14,7 @@ class RunState:
     step: str | None  # the step started last (None: none started yet)
     step_status: str | None  # start (running), done, skipped or failed
     training: dict[str, Any] | None  # the last training step event: step, steps, loss, eta_s, …
-    summary: dict[str, Any] | None  # the run's last line, once it has ended
+    summary: dict[str, Any] | None  # the run's last line, once it has ended (a part's, until the next step starts)
 
     def line(self) -> str:
         """One line: the step, and in training the step count, loss and ETA; the outcome once it has ended."""
@@ -57,6 +57,7 @@ def read(lines: Iterable[str]) -> RunState:
         kind = event["event"]
         if kind == "phase":
             step, status = event.get("phase"), event.get("status")
+            summary = None  # the summary of a phase task's part: the run goes on
         elif kind == "step":
             training = event
         elif kind == "summary":
