@@ -89,6 +89,15 @@ class NamespacedSshd(Sshd):
             *super().command(cfg),
         ]
 
+    def listener_pid(self) -> int | None:
+        """The sshd is the namespace's first process, unshare's child."""
+        return None if self.proc is None else _first_child(self.proc.pid)
+
+    def session_pids(self) -> list[int]:
+        """The per-connection sshds only: as the namespace's PID 1, the listener is also the parent of every
+        detached job of the host."""
+        return [pid for pid in super().session_pids() if _command_name(pid).startswith("sshd")]
+
     def stop(self) -> None:
         """Kill the namespace: its sshd, every session and every job on this host."""
         if self.proc is not None:
@@ -226,6 +235,13 @@ class SliceHosts:
     def by_worker_id(self, worker_id: int) -> SliceHost:
         """The host whose tpu-env says `worker_id`."""
         return next(host for host in self.hosts if host.worker_id == worker_id)
+
+
+def _command_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:  # ended
+        return ""
 
 
 def _first_child(pid: int) -> int | None:

@@ -142,9 +142,13 @@ class Sshd:
         self.proc.wait()
         return False
 
+    def listener_pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
     def session_pids(self) -> list[int]:
         """The per-connection sshd processes (children of the listener)."""
-        if self.proc is None:
+        listener = self.listener_pid()
+        if listener is None:
             return []
         pids = []
         for entry in os.listdir("/proc"):
@@ -153,7 +157,7 @@ class Sshd:
                     stat = Path(f"/proc/{entry}/stat").read_text()
                 except OSError:
                     continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.proc.pid:
+                if int(stat.rsplit(")", 1)[1].split()[1]) == listener:
                     pids.append(int(entry))
         return pids
 

@@ -88,7 +88,9 @@ def _follow(
     failure: WorkerFailure | None
     try:
         try:
-            code = jobs.follow(request.target, job_id, printer.line, conn=conns[0], on_status=watch.check)
+            # Led by worker 0: where a lost link reconnects (the target's first host may be another worker).
+            leader = request.target.led_by(workers[0].host)
+            code = jobs.follow(leader, job_id, printer.line, conn=conns[0], on_status=watch.check)
         except PartDone:
             code = 0
         failure = _ended(workers[0], request.target, job_id, code)

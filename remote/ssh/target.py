@@ -8,6 +8,7 @@ on the host (relative paths are relative to the user's home).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -108,6 +109,12 @@ class Target:
     @property
     def hosts(self) -> tuple[str, ...]:
         return (self.host, *self.workers)
+
+    def led_by(self, host: str) -> Self:
+        """The same hosts with `host` first: a slice's worker 0, where a follow that lost its link reconnects."""
+        if host not in self.hosts:
+            raise ValueError(f"{host} is not a host of this target")
+        return dataclasses.replace(self, host=host, workers=tuple(h for h in self.hosts if h != host))
 
     def host_id(self, host: str) -> str | None:
         """The instance id the target gives for `host`, if any."""

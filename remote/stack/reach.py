@@ -8,7 +8,6 @@ the run's log and state."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Callable, TypeVar
@@ -124,7 +123,7 @@ def _reach_slice(outputs: StackOutputs, target: PipelineTarget) -> Reached:
             opened.enter_context(conn)
         workers, ordered = worker_order.by_metadata(placed, conns)
         opened.pop_all()  # kept open: the caller's `with` closes them
-    return Reached(workers, ordered, _led_by(target, workers[0].host))
+    return Reached(workers, ordered, target.led_by(workers[0].host))
 
 
 def _connect_every(outputs: StackOutputs, target: PipelineTarget, placed: tuple[WorkerHost, ...]) -> list[Connection]:
@@ -145,8 +144,3 @@ def _not_answering(outputs: StackOutputs, error: Unreachable) -> str:
         f"{error.host} does not answer SSH ({error.reason}); a command on slice {group} needs every host: check "
         f"them with `{listing}`, then try again"
     )
-
-
-def _led_by(target: PipelineTarget, host: str) -> PipelineTarget:
-    """The target with `host` first: where `jobs.follow` reconnects when worker 0's connection drops."""
-    return dataclasses.replace(target, host=host, workers=tuple(h for h in target.hosts if h != host))

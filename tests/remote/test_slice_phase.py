@@ -255,6 +255,22 @@ def test_the_workers_follow_the_hosts_tpu_env_not_the_targets_order(on_slice, tp
     assert all(host.metadata.refused == 0 for host in on_slice.hosts.hosts)  # every read sent Metadata-Flavor
 
 
+def test_a_lost_link_to_worker_0_reconnects_to_worker_0_not_to_the_first_host_listed(on_slice, tpu_envs):
+    """The follow's link to worker 0 (the second host the target lists) dies mid-phase, its sshd sessions killed:
+    the follow reconnects there, and the phase prints worker 0's summary, not the first listed host's."""
+    tpu_envs(tpu_env(1, 3), tpu_env(0, 3), tpu_env(2, 3))
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    proc = start_phase(on_slice.target())
+    following(proc)
+    zero = on_slice.hosts.hosts[1]
+    assert zero.sshd.kill_sessions() >= 1
+    for worker in range(3):
+        on_slice.control(worker, "release")
+    code, lines, summary = finish(proc)
+    assert code == 0 and summary["ok"] is True and summary["host"] == zero.hostname, lines
+
+
 @pytest.mark.parametrize(
     ("texts", "said"),
     [
