@@ -30,6 +30,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from rehearsal import gcs_emulator, storage_iam
 from rehearsal.local_host import MAXTEXT_VENV, linked_venv_spec
@@ -55,6 +56,15 @@ class SliceRehearsal:
     storage: storage_iam.StorageIam  # the bucket as the hosts reach it
     commands: list[Recorded]
     runs_prefix: str  # the checkpoints' prefix in the bucket
+    settings: dict[str, str]  # the stack's config, over rehearsal/Pulumi.rehearsal.yaml
+    outputs: dict[str, Any]  # the stack's, as `pulumi stack output` gives them (their `target` the program's)
+
+    def with_settings(self, changed: dict[str, str]) -> SliceRehearsal:
+        """The same slice and bucket after `pulumi config set` of `changed`: the program evaluated again, its commands
+        recorded anew (the tasks whose inputs changed are the ones `pulumi up` would run)."""
+        settings = {**self.settings, **changed}
+        declared, commands = record(CONFIG, settings)
+        return dataclasses.replace(self, commands=commands, settings=settings, outputs=declared.outputs)
 
     def command(self, phase: str) -> Recorded:
         return next(c for c in self.commands if c.name.endswith(f"-{phase}"))
@@ -127,7 +137,9 @@ def start(
             directory, hosts, USER, key, session_env=storage.env(declared_storage.host), worker_ids=shuffled(hosts)
         )
     )
-    return SliceRehearsal(directory, slice_hosts, storage.emulator, storage, commands, runs_prefix)
+    return SliceRehearsal(
+        directory, slice_hosts, storage.emulator, storage, commands, runs_prefix, overrides, declared.outputs
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,11 +4,16 @@ the tiny model training as ONE JAX job across them (one CPU process per host, gl
 gcp-storage-emulator behind the IAM stand-in (the hosts act as their service account, with the roles the program
 declared). The hosts' metadata numbers them in a shuffled order (the host the target lists first is worker 1 by its
 tpu-env): the workers, the JAX coordinator and the worker followed are the metadata's, and hosts whose tpu-env
-repeats or lacks an id are refused in one line. The user closes the laptop right after convert starts (the convert
-command's process group is SIGKILLed): the run goes on alone into train on both workers, and the commands run again
-re-attach to it. One worker's trainer is then kill -9'd mid-run (what the kernel's OOM
-killer does): every worker stops, the error names that worker, and the next `up` resumes from the bucket; export
-and keep run once, on worker 0, into the bucket; a further `up` redoes nothing.
+repeats or lacks an id are refused in one line.
+
+The user closes the laptop right after convert starts (the convert command's process group is SIGKILLed): with
+nothing else started, the run goes on alone on both workers to the model kept in the bucket, and every command run
+again re-attaches to it, starts nothing and prints what it printed. Then a train setting changes (`pulumi config
+set`): the train command starts a new run at train, which the user cancels from the stack once it has a checkpoint
+(`scripts/tpu-sft cancel`, which stops it on every worker). The next `up` resumes it from the bucket, and one
+worker's trainer is kill -9'd (what the kernel's OOM killer does): every worker stops and the error names that
+worker. The user asks the stack (`scripts/tpu-sft status`) while the run goes on alone, once it has finished, while
+the next one trains, and once it is cancelled, and fetches the kept model from the bucket.
 
 Stand-ins, where nothing real exists here: namespaces on this machine for the slice's VMs, the emulator for Cloud
 Storage, CPUs for TPUs (the tiny profile runs on any number of workers; a real v6e-16 has four hosts)."""
@@ -32,12 +37,16 @@ from rehearsal.metadata_standin import tpu_env
 from rehearsal.run import Executed, start
 from tests.procs import Watched, processes
 from tests.remote.stack_commands import tpu_sft
+from tests.ssh_testbed import wait_until
 from tests.workload.tiny_run import TRAINER
-from workload.core.contract import TARGET_ENV
+from workload.core.config import PipelineConfig
+from workload.core.contract import PIPELINE_ENV, TARGET_ENV
+from workload.run.commands import run_name
 from workload.run.fingerprint import manifest_mismatches
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
 PHASES = ("bootstrap", "convert", "train", "export")
+CHANGED = {"tpu-sft:learningRate": "0.002"}  # a train setting: a new run, from train on
 
 
 @dataclass(frozen=True)
@@ -61,25 +70,39 @@ def trainers() -> dict[int, Trainer]:
     return found
 
 
+def checkpoints_prefix(rehearsal: slice_rehearsal.SliceRehearsal) -> str:
+    """Where the run that the rehearsal's settings name keeps its checkpoints in the bucket (workload/run/layout.py)."""
+    config = PipelineConfig.from_mapping(json.loads(rehearsal.command("train").environment[PIPELINE_ENV]))
+    return f"{rehearsal.runs_prefix}/{config.model}/post-train/{run_name(config)}/checkpoints"
+
+
 @dataclass
 class SliceUp:
-    rehearsal: slice_rehearsal.SliceRehearsal
+    rehearsal: slice_rehearsal.SliceRehearsal  # with the changed setting, from run-2 on
     addresses: tuple[str, ...]  # the hosts', in the target's order (they are gone once the fixture ends)
     worker_addresses: tuple[str, ...]  # the hosts', in worker order: their tpu-env's TPU_WORKER_ID
-    first: dict[str, Executed] = field(default_factory=dict)  # bootstrap, convert, and the train a worker broke
+    bootstrap: Executed | None = None
     closed_output: str = ""  # what the convert command printed before the laptop closed
+    exits_unattended: dict[int, str] = field(default_factory=dict)  # worker → run-1's exit code, read once it ended
     jobs_unattended: dict[int, list[str]] = field(default_factory=dict)  # each worker's jobs then
-    convert_printed_by_run: dict = field(default_factory=dict)  # the summary worker 0's run printed for convert
+    kept_unattended: list[str] = field(default_factory=list)  # the bucket's kept manifests then
+    printed_by_run: dict[str, dict] = field(default_factory=dict)  # until → the summary run-1 printed
+    checkpoint_unattended: int | None = None  # run-1's last checkpoint in the bucket
+    again: dict[str, Executed] = field(default_factory=dict)  # every command again, the laptop back
+    jobs_after_again: dict[int, list[str]] = field(default_factory=dict)
+    # `scripts/tpu-sft VERB` against the stack: "status alone" while run-1 went on with nobody following, "status
+    # finished" once it had ended; "status training", "cancel", "status cancelled", "logs cancelled" and "cancel
+    # again" on run-2; "fetch-model" at the end.
+    asked: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
+    cancelled: Executed | None = None  # the changed setting's train (run-2), which the user cancelled
+    checkpoint_at_cancel: int | None = None
+    trainers_after_cancel: dict[int, Trainer] = field(default_factory=dict)
+    broken: Executed | None = None  # the next train (run-3), resumed, in which a worker was killed
     killed: dict[int, int] = field(default_factory=dict)  # pid → worker id of the trainer killed
     trainers_at_kill: dict[int, Trainer] = field(default_factory=dict)  # every trainer, on either host
-    checkpoint_at_kill: int | None = None
-    checkpoint_at_end: int | None = None
     trainers_after_failure: dict[int, Trainer] = field(default_factory=dict)
     refused: dict[str, Executed] = field(default_factory=dict)  # train on hosts whose tpu-env has no whole order
-    resumed: dict[str, Executed] = field(default_factory=dict)
-    again: dict[str, Executed] = field(default_factory=dict)
-    jobs_before_again: dict[int, list[str]] = field(default_factory=dict)
-    jobs_after_again: dict[int, list[str]] = field(default_factory=dict)
+    jobs_at_end: dict[int, list[str]] = field(default_factory=dict)
     export_dirs: dict[int, bool] = field(default_factory=dict)  # worker → has an export in its own /dev/shm
     local_train_steps: dict[int, list[str]] = field(default_factory=dict)  # worker → train steps in ~/jax_cache
     objects: dict[str, int] = field(default_factory=dict)
@@ -94,11 +117,23 @@ class SliceUp:
             for h in self.rehearsal.hosts.hosts
         }
 
+    def exit_file(self, worker: int, job: str) -> Path:
+        return self.rehearsal.hosts.by_worker_id(worker).home / ".tpu-sft" / "jobs" / job / "exit"
+
+    def ask(self, name: str, *verb: str, **env: str) -> subprocess.CompletedProcess:
+        """`scripts/tpu-sft VERB`, the `pulumi` CLI answering with the stack's outputs, their `target` as the rehearsal
+        substitutes it (every task's is the same), the user's own access to the bucket its owner's."""
+        target = self.rehearsal.environment(self.rehearsal.command("train"))[TARGET_ENV]
+        asking = self.rehearsal.directory / "asking"
+        asking.mkdir(exist_ok=True)
+        self.asked[name] = tpu_sft(asking, {**self.rehearsal.outputs, "target": target}, *verb, env=env)
+        return self.asked[name]
+
 
 def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
     """Start the convert command in a process group of its own and SIGKILL the whole group once the run says convert
-    started, as a laptop that sleeps takes its `pulumi up` with it; then, with nothing following, wait for the run
-    to go on through convert into train (worker 0's log says train started)."""
+    started, as a laptop that sleeps takes its `pulumi up` with it; then, starting nothing, wait for the run's job
+    to end on every worker (their exit files: the job's own handshake), asking where it stands once it trains."""
     command = up.rehearsal.command("convert")
     watched = Watched(proc := start(command, up.rehearsal.environment(command), new_session=True))
     watched.read_until("▶ convert")
@@ -108,33 +143,54 @@ def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
     assert proc.returncode == -signal.SIGKILL, up.closed_output
     log = up.rehearsal.hosts.by_worker_id(0).home / ".tpu-sft" / "jobs" / "run-1" / "log"
     train_started = '"phase": "train", "status": "start"'
-    deadline = time.monotonic() + 1800
-    while not (log.exists() and train_started in log.read_text()):
-        assert time.monotonic() < deadline, "the run did not go on to train with the laptop closed"
-        time.sleep(0.5)
+    wait_until(lambda: log.exists() and train_started in log.read_text(), 1800, "run-1 to go on to train alone")
+    up.ask("status alone", "status")
+    for worker in (0, 1):
+        wait_until(up.exit_file(worker, "run-1").exists, 3600, f"run-1 to end on worker {worker}")
+        up.exits_unattended[worker] = up.exit_file(worker, "run-1").read_text().strip()
     up.jobs_unattended = up.jobs()
+    up.checkpoint_unattended = up.rehearsal.emulator.latest_checkpoint(checkpoints_prefix(up.rehearsal))
+    up.kept_unattended = sorted(n for n in up.rehearsal.emulator.objects("kept/") if n.endswith("/manifest.json"))
     printed = (json.loads(line) for line in log.read_text().splitlines())
-    up.convert_printed_by_run = next(e for e in printed if e["event"] == "summary" and e["until"] == "convert")
+    up.printed_by_run = {e["until"]: e for e in printed if e["event"] == "summary"}
 
 
-def follow_train_and_kill_worker_1(up: SliceUp) -> Executed:
-    """The laptop is back: the train command re-attaches to the run, which trains, and worker 1's trainer is
-    kill -9'd while it follows. Returns the train command's run."""
+def follow_train_and_cancel_it_from_the_stack(up: SliceUp) -> None:
+    """The changed setting's train command starts a new run at train; once a checkpoint of it is in the bucket, the
+    user cancels it from another terminal (`scripts/tpu-sft cancel`), and the command following it says so."""
     command = up.rehearsal.command("train")
+    checkpoints = checkpoints_prefix(up.rehearsal)
     watched = Watched(proc := start(command, up.rehearsal.environment(command)))
     watched.read_until("train: job ")  # every worker's job claimed: it is being followed from now on
-    while up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix) is None:
+    while up.rehearsal.emulator.latest_checkpoint(checkpoints) is None:
         assert proc.poll() is None, "train ended before its first checkpoint reached the bucket"
         time.sleep(0.5)
-    up.checkpoint_at_kill = up.rehearsal.emulator.latest_checkpoint(up.rehearsal.runs_prefix)
-    up.trainers_at_kill = trainers()
+    up.ask("status training", "status")
+    up.ask("cancel", "cancel")
+    up.checkpoint_at_cancel = up.rehearsal.emulator.latest_checkpoint(checkpoints)  # the last: every worker stopped
+    watched.rest()
+    up.cancelled = Executed(command.name, proc.wait(), watched.stdout, watched.stderr, 0.0)
+    up.trainers_after_cancel = trainers()
+    up.ask("status cancelled", "status")
+    up.ask("logs cancelled", "logs")
+    up.ask("cancel again", "cancel")
+
+
+def follow_train_and_kill_worker_1(up: SliceUp) -> None:
+    """The next `up`'s train command resumes the run from the bucket; once both trainers run, worker 1's is kill -9'd
+    while the command follows."""
+    command = up.rehearsal.command("train")
+    watched = Watched(proc := start(command, up.rehearsal.environment(command)))
+    watched.read_until("↻ train resumes from checkpoint ")
+    while len(up.trainers_at_kill) < 2:  # a scan of /proc: not 50 times a second
+        assert proc.poll() is None, "train ended before both trainers ran"
+        time.sleep(0.5)
+        up.trainers_at_kill = trainers()
     up.killed = {pid: trainer.worker for pid, trainer in up.trainers_at_kill.items() if trainer.worker == 1}
-    assert up.killed, "no trainer of worker 1 is running"
     for pid in up.killed:
         os.kill(pid, signal.SIGKILL)
     watched.rest()
-    returncode = proc.wait()
-    return Executed(command.name, returncode, watched.stdout, watched.stderr, 0.0)
+    up.broken = Executed(command.name, proc.wait(), watched.stdout, watched.stderr, 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -147,19 +203,17 @@ def up(tmp_path_factory) -> SliceUp:
         )
         hosts = rehearsal.hosts
         result = SliceUp(rehearsal, hosts.addresses, tuple(hosts.by_worker_id(w).address for w in range(hosts.count)))
-        result.first["bootstrap"] = rehearsal.run("bootstrap")
-        assert result.first["bootstrap"].returncode == 0, result.first["bootstrap"].stdout[-3000:]
+        result.bootstrap = rehearsal.run("bootstrap")
+        assert result.bootstrap.returncode == 0, result.bootstrap.stdout[-3000:]
         close_the_laptop_after_convert_starts(result)
-        result.first["convert"] = rehearsal.run("convert")  # the laptop is back, the run training
-        assert result.first["convert"].returncode == 0, result.first["convert"].stdout[-3000:]
-        result.first["train"] = follow_train_and_kill_worker_1(result)
-        result.trainers_after_failure = trainers()
-        for phase in ("train", "export"):  # the next `pulumi up`: bootstrap and convert are done
-            result.resumed[phase] = rehearsal.run(phase)
-        result.checkpoint_at_end = rehearsal.emulator.latest_checkpoint(rehearsal.runs_prefix)
-        result.jobs_before_again = result.jobs()
-        result.again = {phase: rehearsal.run(phase) for phase in PHASES}
+        result.ask("status finished", "status")
+        result.again = {phase: rehearsal.run(phase) for phase in PHASES}  # the laptop back: the same `pulumi up`
         result.jobs_after_again = result.jobs()
+        result.rehearsal = rehearsal = rehearsal.with_settings(CHANGED)
+        follow_train_and_cancel_it_from_the_stack(result)
+        follow_train_and_kill_worker_1(result)
+        result.trainers_after_failure = trainers()
+        result.jobs_at_end = result.jobs()
         first, second = hosts.hosts  # in the target's order: workers 1 and 0
         for case, text in (
             ("repeated", tpu_env(first.worker_id, 2)),
@@ -168,7 +222,7 @@ def up(tmp_path_factory) -> SliceUp:
             second.metadata.set("tpu-env", text)
             result.refused[case] = rehearsal.run("train")
         second.metadata.set("tpu-env", tpu_env(second.worker_id, 2))
-        assert result.jobs() == result.jobs_after_again  # nothing started on a slice without a whole order
+        assert result.jobs() == result.jobs_at_end  # nothing started on a slice without a whole order
         result.export_dirs = {
             h.worker_id: h.path("/dev/shm/tpu-sft/gemma3-4b/hf-trained/config.json").is_file()
             for h in rehearsal.hosts.hosts
@@ -180,40 +234,68 @@ def up(tmp_path_factory) -> SliceUp:
         result.objects = rehearsal.emulator.objects()
         result.storage_refusals = list(rehearsal.storage.refusals)
         # The user fetches the kept model with their own access (the bucket's owner), the hosts' target the stack's.
-        fetching = tmp_path_factory.mktemp("fetched")
-        result.fetched_dir = fetching / "model"
-        target = rehearsal.environment(rehearsal.command("export"))[TARGET_ENV]
-        result.fetched = tpu_sft(
-            fetching,
-            {"target": target},
-            "fetch-model",
-            str(result.fetched_dir),
-            env={"STORAGE_EMULATOR_HOST": rehearsal.emulator.url},
+        result.fetched_dir = tmp_path_factory.mktemp("fetched") / "model"
+        result.fetched = result.ask(
+            "fetch-model", "fetch-model", str(result.fetched_dir), STORAGE_EMULATOR_HOST=rehearsal.emulator.url
         )
     result.seconds = time.monotonic() - started
     print(f"\nslice rehearsal on 2 hosts: {result.seconds:.0f} s", flush=True)
     return result
 
 
+def _worker_0_and_1(up: SliceUp) -> tuple[str, str]:
+    """How the commands name workers 0 and 1 before their state: "0 ADDRESS ("."""
+    return f"0 {up.worker_addresses[0]} (", f"1 {up.worker_addresses[1]} ("
+
+
 def test_every_worker_ran_each_phase_as_its_own_jax_process(up):
-    convert = last_json_line(up.first["convert"].stdout)
+    convert = last_json_line(up.again["convert"].stdout)
     assert convert["ok"] and convert["worker"] == 0  # worker 0 is followed
-    jobs = up.jobs_before_again
-    assert jobs[0] == jobs[1] == ["run-1", "run-2"]  # the run a worker broke, and the resumed one, on both
-    train = last_json_line(up.resumed["train"].stdout)
-    assert train["ok"] and train["final_step"] == STEPS
+    # The run the laptop left, then the changed setting's, cancelled, and its resume, which a worker broke.
+    assert up.jobs_at_end == {0: ["run-1", "run-2", "run-3"], 1: ["run-1", "run-2", "run-3"]}
+    train = up.printed_by_run["train"]
+    assert train["ok"] and train["final_step"] == STEPS == up.checkpoint_unattended
     assert train["devices"] == 2  # one JAX job over both hosts' CPU devices, not two jobs of one device each
 
 
-def test_a_closed_laptop_leaves_the_run_going_on_every_worker(up):
+def test_a_closed_laptop_leaves_the_run_going_on_every_worker_to_the_kept_model(up):
     """Everything the rehearsal started was killed right after convert started, but the hosts: the run went on alone
-    on both workers through convert into train, and the convert command run again re-attached to it and printed the
-    summary the run printed for convert, starting nothing."""
+    on both workers to the model kept in the bucket with its manifest, and every command run again after it
+    re-attaches to it on both workers, starts nothing, and prints what the run printed for its part."""
     assert "convert: job run-1 on 2 workers: " in up.closed_output and "▶ convert" in up.closed_output
-    assert up.jobs_unattended == {0: ["run-1"], 1: ["run-1"]}  # and the run was training, nothing following
-    convert = up.first["convert"].stdout
-    assert "convert: job run-1 on 2 workers: " in convert and convert.count("(running)") == 2
-    assert last_json_line(convert) == up.convert_printed_by_run
+    assert up.exits_unattended == {0: "0", 1: "0"}
+    assert up.jobs_unattended == {0: ["run-1"], 1: ["run-1"]}
+    run_name = up.printed_by_run["keep"]["run_name"]
+    assert up.kept_unattended == [f"kept/{run_name}/manifest.json"]
+    assert up.printed_by_run["keep"]["kept_dir"].endswith(f"/kept/{run_name}")
+    assert "already done" in up.again["bootstrap"].stdout + up.again["bootstrap"].stderr
+    for phase, until in (("convert", "convert"), ("train", "train"), ("export", "keep")):
+        again = up.again[phase]
+        assert again.returncode == 0, again.stdout[-2000:]
+        assert f"{phase}: job run-1 on 2 workers: " in again.stdout and again.stdout.count("(succeeded)") == 2
+        assert last_json_line(again.stdout) == up.printed_by_run[until]
+    assert up.jobs_after_again == up.jobs_unattended
+
+
+def test_the_user_asks_the_slice_where_its_run_stands_alone_and_finished(up):
+    """`scripts/tpu-sft status` reads worker 0's run (by the metadata, not the first host the target lists), and
+    says each worker's state of it."""
+    zero, one = _worker_0_and_1(up)
+    alone = up.asked["status alone"]
+    assert alone.returncode == 0, alone.stderr
+    vm, run, workers = alone.stdout.splitlines()
+    group = up.rehearsal.outputs["instanceGroupName"]
+    assert vm == f"slice {group}: 2 workers answer SSH (worker 0 at {up.worker_addresses[0]})"
+    assert run.startswith("run run-1: running · ")
+    assert workers == f"workers: {zero}running), {one}running)"
+    finished = up.asked["status finished"]
+    assert finished.returncode == 0, finished.stderr
+    keep = up.printed_by_run["keep"]
+    assert finished.stdout.splitlines()[1:] == [
+        f"run run-1: succeeded · finished: every step up to keep done (step {STEPS}, loss {keep['final_loss']:.4f}, "
+        f"model kept in {keep['kept_dir']})",
+        f"workers: {zero}succeeded), {one}succeeded)",
+    ]
 
 
 def test_the_workers_follow_the_hosts_metadata_not_the_targets_order(up):
@@ -221,7 +303,7 @@ def test_the_workers_follow_the_hosts_metadata_not_the_targets_order(up):
     0, here the second: it is followed, it is JAX's coordinator for every trainer, and it alone exports."""
     assert up.worker_addresses == (up.addresses[1], up.addresses[0])  # shuffled: the first listed is worker 1
     coordinator = up.worker_addresses[0]
-    convert = up.first["convert"].stdout
+    convert = up.again["convert"].stdout
     assert f"on 2 workers: 0 {coordinator} (" in convert and f", 1 {up.addresses[0]} (" in convert
     assert sorted(t.worker for t in up.trainers_at_kill.values()) == [0, 1]
     assert {t.coordinator for t in up.trainers_at_kill.values()} == {coordinator}
@@ -240,23 +322,59 @@ def test_hosts_whose_tpu_env_repeats_or_lacks_an_id_are_refused_in_one_line(up):
         assert summary["error"].startswith(said) and "\n" not in summary["error"], summary
 
 
+def test_a_changed_train_setting_starts_a_new_run_at_train(up):
+    cancelled = up.cancelled
+    assert cancelled is not None
+    assert "run-1 is not whole on every worker, or runs with other train settings" in cancelled.stderr
+    assert "train: job run-2 on 2 workers: " in cancelled.stdout
+    assert "▶ convert" not in cancelled.stdout and "▶ train" in cancelled.stdout  # convert's output is reused
+    assert up.checkpoint_at_cancel is not None  # the new run's own, under its own name
+    assert up.printed_by_run["keep"]["run_name"] not in checkpoints_prefix(up.rehearsal)
+
+
+def test_a_run_cancelled_from_the_stack_stops_on_every_worker(up):
+    zero, one = _worker_0_and_1(up)
+    training = up.asked["status training"].stdout.splitlines()
+    assert training[1].startswith("run run-2: running · train running"), training
+    cancel = up.asked["cancel"]
+    assert cancel.returncode == 0, cancel.stderr
+    assert cancel.stdout == (
+        f"run run-2 cancelled on 2 workers: {zero}cancelled), {one}cancelled); done steps and saved checkpoints "
+        "stay; the next `pulumi up` resumes it\n"
+    )
+    cancelled = up.cancelled
+    assert cancelled is not None
+    summary = last_json_line(cancelled.stdout)
+    assert cancelled.returncode != 0 and summary["ok"] is False and "cancelled" in summary["error"], summary
+    assert up.trainers_after_cancel == {}
+    status = up.asked["status cancelled"].stdout.splitlines()
+    assert status[1].startswith("run run-2: cancelled · ")
+    assert status[2] == f"workers: {zero}cancelled), {one}cancelled)"
+    logs = up.asked["logs cancelled"].stdout.splitlines()  # worker 0's: the one that runs every step
+    assert "▶ train" in logs and "▶ convert" not in logs and not logs[-1].startswith("summary: "), logs
+    assert up.asked["cancel again"].stdout == "run run-2 already cancelled on every worker: nothing to cancel\n"
+
+
+def test_the_next_up_resumes_the_cancelled_run_from_the_bucket(up):
+    broken = up.broken
+    assert broken is not None
+    assert "train: job run-3 on 2 workers: " in broken.stdout
+    assert up.checkpoint_at_cancel is not None
+    assert f"↻ train resumes from checkpoint {up.checkpoint_at_cancel} in gs://" in broken.stdout
+
+
 def test_a_killed_worker_stops_every_worker_and_is_named(up):
-    broken = up.first["train"]
+    broken = up.broken
+    assert broken is not None
     summary = last_json_line(broken.stdout)
     host = up.worker_addresses[1]
+    assert up.killed and set(up.killed.values()) == {1}
     assert broken.returncode != 0 and summary["ok"] is False
     assert (summary["worker"], summary["host"]) == (1, host)
-    assert summary["error"].startswith(f"worker 1 ({host}): job run-1 ")
+    assert summary["error"].startswith(f"worker 1 ({host}): job run-3 ")
     assert "failed: exited with code 1 (killed by signal 9 (SIGKILL" in summary["error"]  # its own reason
     assert f"✗ worker 1 ({host})" in broken.stdout
     assert up.trainers_after_failure == {}  # worker 0's trainer did not outlive the failure
-
-
-def test_the_next_up_resumes_from_the_bucket(up):
-    train = up.resumed["train"]
-    assert train.returncode == 0, train.stdout[-3000:]
-    assert f"↻ train resumes from checkpoint {up.checkpoint_at_kill} in gs://" in train.stdout
-    assert up.checkpoint_at_end == STEPS
 
 
 def test_every_worker_shares_one_compile_cache_in_the_bucket(up):
@@ -272,7 +390,7 @@ def test_the_hosts_declared_grant_covered_every_request_they_made(up):
 
 
 def test_export_and_keep_ran_once_into_the_bucket(up):
-    export = last_json_line(up.resumed["export"].stdout)
+    export = up.printed_by_run["keep"]
     assert export["ok"] and export["verify"]["ok"]
     assert export["kept_dir"].startswith("gs://") and export["kept_dir"].endswith(export["run_name"])
     kept = {name for name in up.objects if name.startswith(f"kept/{export['run_name']}/")}
@@ -283,15 +401,9 @@ def test_export_and_keep_ran_once_into_the_bucket(up):
 
 
 def test_the_kept_model_is_fetched_from_the_bucket_every_file_as_its_manifest_says(up):
-    export = last_json_line(up.resumed["export"].stdout)
+    export = up.printed_by_run["keep"]
     assert up.fetched is not None and up.fetched.returncode == 0, up.fetched.stderr
     assert up.fetched.stdout.startswith(f"the model from {export['kept_dir']} is in {up.fetched_dir}: ")
     entries = json.loads((up.fetched_dir / "manifest.json").read_text())["files"]
     assert "hf-model/model.safetensors" in {e["path"] for e in entries}
     assert manifest_mismatches(str(up.fetched_dir), entries) == []
-
-
-def test_a_further_up_redoes_nothing(up):
-    for phase, done in up.again.items():
-        assert done.returncode == 0, f"{phase}: {done.stdout[-2000:]}"
-    assert up.jobs_after_again == up.jobs_before_again  # no new job on any worker: each re-attached
