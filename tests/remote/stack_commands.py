@@ -8,12 +8,13 @@ import json
 import os
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
 from rehearsal.run import record
 from rehearsal.sshd import keygen
 from tests.remote.pulumi_standin import DEFAULT, install
+from tests.ssh_testbed import wait_until
 from workload.run.fingerprint import manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,6 +46,25 @@ def tpu_sft(
         env={"PATH": str(bin_dir), "HOME": os.environ.get("HOME", "/root"), **(env or {})},
         timeout=timeout,
     )
+
+
+def follow_logs(tmp: Path, outputs: dict[str, Any], seen: str, release: Callable[[], None]) -> tuple[int, str, str]:
+    """`scripts/tpu-sft logs -f` in the background until its output shows `seen`, then `release()` (the run goes on
+    to its end): its exit code, stdout and stderr once it has ended."""
+    out = tmp / "follow.out"
+    with open(out, "w") as stdout:
+        follow = subprocess.Popen(
+            [str(SCRIPT), "logs", "-f"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env={"PATH": str(install(tmp / "bin", {DEFAULT: outputs})), "HOME": os.environ.get("HOME", "/root")},
+        )
+        wait_until(lambda: seen in out.read_text(), what=f"{seen!r} followed")
+        release()
+        _, err = follow.communicate(timeout=60)
+    return follow.returncode, out.read_text(), err
 
 
 def event(kind: str, **fields: Any) -> str:

@@ -16,8 +16,7 @@ from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect
 from remote.ssh.errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_UNREACHABLE
-from tests.remote.pulumi_standin import DEFAULT, install
-from tests.remote.stack_commands import FINISHED, RUNNING, SCRIPT, recorded_outputs, standing_at, tpu_sft
+from tests.remote.stack_commands import FINISHED, RUNNING, SCRIPT, follow_logs, recorded_outputs, standing_at, tpu_sft
 from tests.ssh_testbed import free_port, wait_until
 from tests.standin_http import reply_json
 
@@ -185,21 +184,9 @@ def test_logs_follow_a_run_to_its_end_then_status_says_finished(tmp_path, target
     first.write_text("".join(f"{line}\n" for line in RUNNING))
     rest.write_text("".join(f"{line}\n" for line in FINISHED))
     started(target, "run-1", f"cat {first}; while [ ! -e {go} ]; do sleep 0.05; done; cat {rest}")
-    out = tmp_path / "follow.out"
-    with open(out, "w") as stdout:
-        follow = subprocess.Popen(
-            [str(SCRIPT), "logs", "-f"],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=SCRIPT.parent.parent,
-            env=dict(tpu_sft_env(tmp_path, outputs)),
-        )
-        wait_until(lambda: "train step 3/10" in out.read_text(), what="the followed step line")
-        go.touch()
-        _, err = follow.communicate(timeout=60)
-    assert follow.returncode == 0, err
-    shown = out.read_text().splitlines()
+    code, shown_text, err = follow_logs(tmp_path, outputs, "train step 3/10", go.touch)
+    assert code == 0, err
+    shown = shown_text.splitlines()
     assert shown[-3:] == ["✓ train done in 30 s", "✓ keep done in 1 s", f"summary: {FINISHED[-1]}"]
     assert err.strip() == "the run ended (exit code 0)"
     status = tpu_sft(tmp_path, outputs, "status").stdout.splitlines()[-1]
@@ -220,11 +207,6 @@ def test_a_vm_without_a_run_yet(tmp_path, target, recorded):
 
 def jobs_dir(target) -> Path:
     return Path(jobs.jobs_root(target))
-
-
-def tpu_sft_env(tmp_path, outputs) -> dict[str, str]:
-    """The environment `tpu_sft` gives the command, for one run in the background."""
-    return {"PATH": str(install(tmp_path / "bin", {DEFAULT: outputs})), "HOME": "/root"}
 
 
 def test_the_target_in_the_outputs_round_trips(recorded, target):

@@ -23,8 +23,15 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect
 from remote.ssh.errors import EXIT_FAILED, EXIT_UNREACHABLE
 from tests.fixtures.sshd import FAST
-from tests.remote.pulumi_standin import DEFAULT, install
-from tests.remote.stack_commands import FINISHED, RUNNING, SCRIPT, event, recorded_outputs, standing_at, tpu_sft
+from tests.remote.stack_commands import (
+    FINISHED,
+    RUNNING,
+    event,
+    follow_logs,
+    recorded_outputs,
+    standing_at,
+    tpu_sft,
+)
 from tests.ssh_testbed import REMOTE_USER, wait_until
 
 GROUP = "tpu-sft-slice"  # the stack's instanceGroupName: a slice's outputs name no single instance
@@ -184,21 +191,9 @@ def test_logs_follow_worker_0_to_its_end(tmp_path, on_slice):
     # The job's directory is <state>/jobs/run-1: it goes on once the test makes <state>/go.
     on_slice.start(w0, "run-1", RUNNING, then=f"while [ ! -e ../../go ]; do sleep 0.05; done; {rest}; exit 0")
     on_slice.start(w1, "run-1", WORKER_1)
-    out = tmp_path / "follow.out"
-    with open(out, "w") as stdout:
-        follow = subprocess.Popen(
-            [str(SCRIPT), "logs", "-f"],
-            stdout=stdout,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=SCRIPT.parent.parent,
-            env={"PATH": str(install(tmp_path / "bin", {DEFAULT: on_slice.outputs()})), "HOME": "/root"},
-        )
-        wait_until(lambda: "train step 3/10" in out.read_text(), what="worker 0's step line, followed")
-        on_slice.path(w0, "go").touch()
-        _, err = follow.communicate(timeout=60)
-    assert follow.returncode == 0, err
-    assert out.read_text().splitlines() == [
+    code, shown, err = follow_logs(tmp_path, on_slice.outputs(), "train step 3/10", on_slice.path(w0, "go").touch)
+    assert code == 0, err
+    assert shown.splitlines() == [
         "✓ convert done in 12 s",
         "▶ train",
         "train step 3/10 · loss 1.2345 · 1.00 s/step · ETA 1 min 10 s",
