@@ -2,7 +2,6 @@
 mid-file, then the same command again continues the partial file and leaves the verified ones; a file that differs
 from the manifest is refused and not kept."""
 
-import dataclasses
 import json
 
 import pytest
@@ -11,6 +10,7 @@ from remote.ssh.errors import EXIT_VERIFY, Unreachable
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.outputs import StackOutputs
+from tests.fixtures.sshd import relayed
 from tests.remote.stack_commands import kept_model, recorded_outputs, standing_at, tpu_sft
 
 
@@ -27,9 +27,7 @@ def same_files(model, dest) -> bool:
 def test_a_fetch_cut_mid_file_continues_where_it_stopped(sshd_host, target, scratch, tmp_path, make_proxy, recorded):
     model = kept_model(scratch / "kept", size=16 << 20)  # more than SSH's window buffers before the cut
     proxy = make_proxy((sshd_host.sshd.address, sshd_host.sshd.port))
-    relayed = dataclasses.replace(
-        target, host=proxy.address, port=proxy.port, known_hosts=str(tmp_path / "kh"), trust_on_first_use=True
-    )
+    through = relayed(target, proxy, tmp_path / "kh")
     dest = tmp_path / "model"
     cut_at: list[int] = []
 
@@ -38,7 +36,7 @@ def test_a_fetch_cut_mid_file_continues_where_it_stopped(sshd_host, target, scra
             cut_at.append(done)
             proxy.close()
 
-    outputs = StackOutputs("", standing_at(recorded, relayed, modelDir=str(model)))
+    outputs = StackOutputs("", standing_at(recorded, through, modelDir=str(model)))
     with pytest.raises(Unreachable, match="run it again to continue"):
         fetch_model(outputs, dest, Gcs("http://127.0.0.1:9", None), progress=cut_in_the_weights)
     assert not (dest / "manifest.json").exists()  # written last: this folder does not hold a model yet

@@ -33,7 +33,7 @@ from remote.ssh import jobs
 from remote.ssh.connection import connect, run
 from remote.ssh.errors import EXIT_FAILED, EXIT_UNREACHABLE, CommandFailed
 from remote.ssh.hosts import workers_of
-from tests.fixtures.sshd import FAST
+from tests.fixtures.sshd import slice_target
 from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL
 from workload.spend.bill import describe as describe_bill
@@ -92,23 +92,11 @@ class Slice:
         return host.home / self.state / relative
 
     def target(self, workers: tuple[str, ...] | None = None) -> PipelineTarget:
-        addresses = self.hosts.addresses
         home = os.path.expanduser(f"~{REMOTE_USER}")
         profile = HostProfile(
             name="slice-test", scratch_dir=f"{home}/scratch", kept_dir=f"{home}/kept", required_mount=None
         )
-        return PipelineTarget(
-            host=addresses[0],
-            workers=addresses[1:] if workers is None else workers,
-            port=22,
-            user=REMOTE_USER,
-            key_path=str(self.hosts.user_key.private),
-            known_hosts=str(self.hosts.known_hosts),
-            state_dir=self.state,
-            connect_timeout=FAST["connect_timeout"],
-            command_timeout=FAST["command_timeout"],
-            profile=profile,
-        )
+        return slice_target(self.hosts, self.state, workers, profile=profile)
 
     def control(self, worker: int, name: str, text: str = "") -> None:
         self.path(self.hosts.hosts[worker], f"standin/{name}").write_text(text)

@@ -22,7 +22,7 @@ from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect
 from remote.ssh.errors import EXIT_FAILED, EXIT_UNREACHABLE
-from tests.fixtures.sshd import FAST
+from tests.fixtures.sshd import slice_target
 from tests.remote.stack_commands import (
     FINISHED,
     RUNNING,
@@ -61,17 +61,7 @@ class OnSlice:
         self.worker_0, self.worker_1 = hosts.by_worker_id(0), hosts.by_worker_id(1)
 
     def target(self, workers: tuple[str, ...] | None = None) -> PipelineTarget:
-        addresses = self.hosts.addresses
-        return PipelineTarget(
-            host=addresses[0],
-            workers=addresses[1:] if workers is None else workers,
-            user=REMOTE_USER,
-            key_path=str(self.hosts.user_key.private),
-            known_hosts=str(self.hosts.known_hosts),
-            state_dir=self.state,
-            connect_timeout=FAST["connect_timeout"],
-            command_timeout=FAST["command_timeout"],
-        )
+        return slice_target(self.hosts, self.state, workers)
 
     def outputs(self, target: PipelineTarget | None = None) -> dict:
         outputs = standing_at(self.recorded, target or self.target(), instanceGroupName=GROUP)

@@ -1,6 +1,5 @@
 """push_tree ships a package and skips what is already there; fetch verifies what it brings back."""
 
-import dataclasses
 import hashlib
 import os
 
@@ -9,6 +8,7 @@ import pytest
 from remote.ssh.connection import connect
 from remote.ssh.errors import BadInput, FetchError, RemoteFileMissing, Unreachable
 from remote.ssh.sync import fetch, push_tree
+from tests.fixtures.sshd import relayed
 
 
 @pytest.fixture
@@ -114,9 +114,7 @@ def test_a_download_cut_mid_file_continues_where_it_stopped(sshd_host, target, s
     artifact = scratch / "model.bin"
     artifact.write_bytes(os.urandom(16 << 20))
     proxy = make_proxy((sshd_host.sshd.address, sshd_host.sshd.port))
-    relayed = dataclasses.replace(
-        target, host=proxy.address, port=proxy.port, known_hosts=str(tmp_path / "kh"), trust_on_first_use=True
-    )
+    through = relayed(target, proxy, tmp_path / "kh")
     local = tmp_path / "local"
     cut_at: list[int] = []
 
@@ -125,7 +123,7 @@ def test_a_download_cut_mid_file_continues_where_it_stopped(sshd_host, target, s
             cut_at.append(done)
             proxy.close()
 
-    with connect(relayed) as conn, pytest.raises(Unreachable, match="run it again to continue"):
+    with connect(through) as conn, pytest.raises(Unreachable, match="run it again to continue"):
         fetch(conn, [str(artifact)], local, cut_once)
     partial = local / ".model.bin.partial"
     left = partial.stat().st_size
