@@ -22,9 +22,11 @@ class Accelerator:
     topology: str  # TPU_TOPOLOGY
     chips_per_host_bounds: tuple[int, int, int]
     host_bounds: tuple[int, int, int]
-    # Google's published peak dense bf16 compute per chip (Cloud TPU v6e docs: 918 TFLOP/s). A v6e chip
-    # has one TensorCore, so it is one JAX device: MaxText's TFLOP/s/device is per chip.
-    peak_bf16_tflops_per_chip: float
+    device_kind: str  # what JAX calls its chips (`jax.Device.device_kind`), a key of PEAK_BF16_TFLOPS
+
+    @property
+    def peak_bf16_tflops_per_chip(self) -> float:
+        return PEAK_BF16_TFLOPS[self.device_kind]
 
     @property
     def hosts(self) -> int:
@@ -38,16 +40,27 @@ class Accelerator:
         return self.hosts > 1
 
 
+# Google's published peak dense bf16 compute per chip, by the device kind JAX reports for it ("Peak compute per chip
+# (bf16)" on cloud.google.com/tpu/docs/v4, /v5e, /v5p and /v6e, read 2026-12-05). Each of these chips is one JAX
+# device (one TensorCore, or v4's and v5p's two as one megacore), so MaxText's TFLOP/s/device is per chip. The kind
+# is read from the device that ran (workload/measure/devices.py), so the lent v5e and a v6e both report an MFU.
+PEAK_BF16_TFLOPS: dict[str, float] = {
+    "TPU v4": 275.0,
+    "TPU v5 lite": 197.0,  # v5e
+    "TPU v5": 459.0,  # v5p
+    "TPU v6 lite": 918.0,  # v6e (Trillium)
+}
+
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in (
-        Accelerator("v6e-1", "ct6e-standard-1t", 1, "1x1", (1, 1, 1), (1, 1, 1), 918.0),
-        Accelerator("v6e-4", "ct6e-standard-4t", 4, "2x2", (2, 2, 1), (1, 1, 1), 918.0),
-        Accelerator("v6e-8", "ct6e-standard-8t", 8, "2x4", (2, 4, 1), (1, 1, 1), 918.0),
-        Accelerator("v6e-16", "ct6e-standard-4t", 16, "4x4", (2, 2, 1), (2, 2, 1), 918.0),
-        Accelerator("v6e-32", "ct6e-standard-4t", 32, "4x8", (2, 2, 1), (2, 4, 1), 918.0),
-        Accelerator("v6e-64", "ct6e-standard-4t", 64, "8x8", (2, 2, 1), (4, 4, 1), 918.0),
-        Accelerator("v6e-128", "ct6e-standard-4t", 128, "8x16", (2, 2, 1), (4, 8, 1), 918.0),
-        Accelerator("v6e-256", "ct6e-standard-4t", 256, "16x16", (2, 2, 1), (8, 8, 1), 918.0),
+        Accelerator("v6e-1", "ct6e-standard-1t", 1, "1x1", (1, 1, 1), (1, 1, 1), "TPU v6 lite"),
+        Accelerator("v6e-4", "ct6e-standard-4t", 4, "2x2", (2, 2, 1), (1, 1, 1), "TPU v6 lite"),
+        Accelerator("v6e-8", "ct6e-standard-8t", 8, "2x4", (2, 4, 1), (1, 1, 1), "TPU v6 lite"),
+        Accelerator("v6e-16", "ct6e-standard-4t", 16, "4x4", (2, 2, 1), (2, 2, 1), "TPU v6 lite"),
+        Accelerator("v6e-32", "ct6e-standard-4t", 32, "4x8", (2, 2, 1), (2, 4, 1), "TPU v6 lite"),
+        Accelerator("v6e-64", "ct6e-standard-4t", 64, "8x8", (2, 2, 1), (4, 4, 1), "TPU v6 lite"),
+        Accelerator("v6e-128", "ct6e-standard-4t", 128, "8x16", (2, 2, 1), (4, 8, 1), "TPU v6 lite"),
+        Accelerator("v6e-256", "ct6e-standard-4t", 256, "16x16", (2, 2, 1), (8, 8, 1), "TPU v6 lite"),
     )
 }

@@ -8,8 +8,12 @@ worker imports this module instead, and of MaxText only what unpickling its pipe
 
 In the tiny profile the data is read in the trainer's own process instead (workload/launch/data_in_process.py).
 
-It also keeps the trainer's steps from returning the logits nobody reads (workload/launch/unread_logits.py), and as the
-trainer ends prints the HBM its chips held at their peak (workload/measure/hbm_peak.py).
+It also mends what MaxText's and Tunix's pinned code does wrong for this project, each patch guarded to the code it
+was written for (workload/launch/pinned_code.py): Tunix's steps return no logits that nobody reads
+(unread_logits.py), Tunix places the optimizer's state without holding it twice (optimizer_placement.py), and a run
+that asks for no checkpoints writes none (checkpoints_as_asked.py). It prints which chips the trainer runs on as
+soon as MaxText has started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at their
+peak (workload/measure/hbm_peak.py).
 
     python -m workload.launch.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
@@ -24,17 +28,17 @@ import sys
 from workload.launch import data_in_process
 
 
-def main() -> None:
+def main(place_optimizer_per_array: bool = True) -> None:
+    """`place_optimizer_per_array` False keeps Tunix's own placement: only the TPU bench asks for that, to show
+    what it does (bench/tpu/unpatched_launcher.py)."""
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m workload.launch.trainer_launcher MODULE [ARGS...]")
     module, args = sys.argv[1], sys.argv[2:]
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise SystemExit(f"{module} is not installed here. Fix: run this with the MaxText venv's Python")
-    if importlib.util.find_spec("tunix") is not None:  # the trainer is Tunix's: its steps keep no logits
-        from workload.launch import unread_logits
-
-        unread_logits.drop_from_every_trainer()
+    if importlib.util.find_spec("maxtext") is not None:
+        _patch_maxtext(place_optimizer_per_array)
     if os.environ.get(data_in_process.ENV) == "1":
         data_in_process.read_data_in_the_trainers_process()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
@@ -44,6 +48,28 @@ def main() -> None:
         runpy.run_module(module, run_name="__main__", alter_sys=False)
     finally:
         _print_hbm_peak()
+
+
+def _patch_maxtext(place_optimizer_per_array: bool) -> None:
+    from maxtext.utils import max_utils
+
+    from workload.launch import checkpoints_as_asked, optimizer_placement, unread_logits
+
+    unread_logits.drop_from_every_trainer()
+    if place_optimizer_per_array:
+        optimizer_placement.patch_tunix()
+    checkpoints_as_asked.patch()
+    print_system_information = max_utils.print_system_information
+
+    def print_system_information_and_devices() -> None:
+        print_system_information()  # starts JAX's backend: the devices are known from here on
+        import jax
+
+        from workload.measure import devices
+
+        print(devices.line(jax.local_devices()), flush=True)
+
+    max_utils.print_system_information = print_system_information_and_devices
 
 
 def _print_hbm_peak() -> None:

@@ -2,9 +2,10 @@
 
 MaxText's MetricLogger logs per step `TFLOP/s/device` (the model FLOPs of one step, from
 `maxtext_utils.calculate_tflops_training_per_device`, over the step's time) and `Tokens/s/device`; at start it
-logs the JAX backend and the device count; orbax logs how long each checkpoint save held training up. MFU is
-TFLOP/s/device over the device's peak: Google's bf16 figure per v6e chip (one device per chip), only when
-MaxText ran on a TPU — there is no published peak for a CPU, so there the MFU is null with the reason.
+logs the device count; orbax logs how long each checkpoint save held training up. MFU is TFLOP/s/device over
+the peak of the chips that ran, by the device kind the trainer's launcher prints (workload/measure/devices.py):
+Google's bf16 figure per chip (workload/core/accelerators.py PEAK_BF16_TFLOPS), on whichever TPU it was — the
+lent v5e as much as a v6e. A CPU has no published peak, so there the MFU is null with the reason.
 
 Goodput is the share of the train phase's wall time spent in training steps: the steps' own time (MaxText
 measures step end to step end, so loading the next batch counts as step time), less checkpoint saves, and
@@ -24,11 +25,10 @@ import re
 import statistics
 from typing import Any
 
-from workload.core.accelerators import ACCELERATORS
-from workload.core.config import PipelineConfig
+from workload.core.accelerators import PEAK_BF16_TFLOPS
+from workload.measure import devices as devices_line
 from workload.measure import hbm_peak
 
-_BACKEND = re.compile(r"System Information: Jax Backend: (\w+)")
 _DEVICES = re.compile(r"Num_devices: (\d+)")
 # Marks in MaxText's log, in the order they appear: the first line after pyconfig (imports done), the
 # parameter count logged by the training hooks' on_train_start (model and data ready, step 1 compiles next).
@@ -44,17 +44,17 @@ _EVAL_END = re.compile(r"eval metrics after step: (\d+)")
 _SAVE_BLOCKED = re.compile(r"\[sync\] Finished save in ([\d.]+) seconds|\[async\] Finished blocking save in ([\d.]+) s")
 
 
-def peak_tflops_per_device(config: PipelineConfig, backend: str | None) -> tuple[float | None, str | None]:
+def peak_tflops_per_device(device_kind: str | None) -> tuple[float | None, str | None]:
     """The peak to measure MFU against, or None and why there is none."""
-    if backend == "tpu" and config.accelerator_type in ACCELERATORS:
-        return ACCELERATORS[config.accelerator_type].peak_bf16_tflops_per_chip, None
-    return None, f"no peak FLOP/s known for {backend or 'an unknown backend'}"
+    if device_kind in PEAK_BF16_TFLOPS:
+        return PEAK_BF16_TFLOPS[device_kind], None
+    return None, f"no peak FLOP/s known for {device_kind or 'devices the trainer did not name'}"
 
 
 class AttemptTimeline:
     """Where one training attempt's time went, read from MaxText's output line by line: seconds from the
     attempt's start to each mark, the blocking seconds of checkpoint saves, the backend and device count, and the
-    chips' HBM peak as the trainer's launcher printed it (workload/measure/hbm_peak.py)."""
+    chips' kind and HBM peak as the trainer's launcher printed them (workload/measure/devices.py, hbm_peak.py)."""
 
     def __init__(self, started: float):
         self.started = started
@@ -63,8 +63,8 @@ class AttemptTimeline:
         self._eval_started: float | None = None
 
     @property
-    def backend(self) -> str | None:
-        return self.facts.get("backend")
+    def device_kind(self) -> str | None:
+        return self.facts.get("device_kind")
 
     def observe(self, line: str, now: float) -> None:
         if found := _SAVE_BLOCKED.search(line):
@@ -81,8 +81,8 @@ class AttemptTimeline:
         for mark, pattern in _MARKS.items():
             if f"{mark}_s" not in self.facts and pattern.search(line):
                 self.facts[f"{mark}_s"] = round(now - self.started, 3)
-        if "backend" not in self.facts and (found := _BACKEND.search(line)):
-            self.facts["backend"] = found.group(1)
+        if "device_kind" not in self.facts and (found := devices_line.parse(line)):
+            self.facts.update(backend=found["platform"], device_kind=found["device_kind"])
         if "devices" not in self.facts and (found := _DEVICES.search(line)):
             self.facts["devices"] = int(found.group(1))
         if (hbm := hbm_peak.parse(line)) is not None:
@@ -105,21 +105,22 @@ def _kept_steps(metrics: list[dict]) -> tuple[list[dict], list[dict]]:
     return [r for r in kept if r not in steady], steady
 
 
-def train_figures(config: PipelineConfig, attempts: list[dict], metrics: list[dict], wall_s: float) -> dict[str, Any]:
+def train_figures(attempts: list[dict], metrics: list[dict], wall_s: float) -> dict[str, Any]:
     """The train summary's throughput facts. Rates are medians over the steady steps (not the first step
     of an attempt); tokens/s is per device times MaxText's device count."""
     ended = [a for a in attempts if "seconds" in a]
     latest: dict[str, Any] = next((a for a in reversed(ended) if a.get("backend")), {})
-    backend, devices = latest.get("backend"), latest.get("devices")
+    backend, kind, devices = latest.get("backend"), latest.get("device_kind"), latest.get("devices")
     metrics = [r for r in metrics if "eval_loss" not in r]  # held-out passes' records: not steps
     first, steady = _kept_steps(metrics)
     tflops = _finite(steady, "tflops_per_device")
     tokens = _finite(steady, "tokens_per_s_per_device")
     tflops_per_device = round(statistics.median(tflops), 3) if tflops else None
     tokens_per_device = round(statistics.median(tokens), 1) if tokens else None
-    peak, no_peak = peak_tflops_per_device(config, backend)
+    peak, no_peak = peak_tflops_per_device(kind)
     figures: dict[str, Any] = {
         "backend": backend,
+        "device_kind": kind,
         "devices": devices,
         "tflops_per_device": tflops_per_device,
         "peak_tflops_per_device": peak,

@@ -179,7 +179,7 @@ def train(ctx: Context) -> Outcome:
             "train_wall_s": round(wall, 1),
             "chips": chips,
             "chip_hours": round(wall * chips / 3600, 3),
-            **throughput.train_figures(ctx.config, attempts, metrics, wall),
+            **throughput.train_figures(attempts, metrics, wall),
             **hbm_peak.summary(attempts),
             **held_out,
         },
@@ -218,8 +218,8 @@ def _train_attempt(ctx: Context) -> None:
 
     def on_line(line: str) -> None:
         timeline.observe(line, time.time())
-        if progress.peak_tflops_per_device is None and timeline.backend:
-            progress.peak_tflops_per_device = throughput.peak_tflops_per_device(ctx.config, timeline.backend)[0]
+        if progress.peak_tflops_per_device is None and timeline.device_kind:
+            progress.peak_tflops_per_device = throughput.peak_tflops_per_device(timeline.device_kind)[0]
         held_out = parse_eval(line)
         if held_out is not None:
             _append_jsonl(ctx.layout.metrics_file, {**held_out, "attempt": attempt, "t": round(time.time(), 3)})

@@ -1,0 +1,105 @@
+"""The TPU bench's configurations, and the MaxText arguments each trains with: the pipeline's own train argv
+(workload/run/commands.py `train_sft`, as a VM's train step builds it), then what a chip without the model's
+weights, the network or a slice needs, then the case's levers.
+
+A case file is JSON, `{"cases": [{"name": …, "batch": 2, …}, …]}`, each key a field of `Case`; bench/tpu/cases/
+holds the ones that ran, named for their issue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workload.core.config import ConfigError, PipelineConfig
+from workload.run import commands
+from workload.run.layout import Layout
+
+LOOPS = {
+    "tunix": commands.TRAIN_SFT,  # the seed's: Tunix's PeftTrainer
+    "native": "maxtext.trainers.post_train.sft.train_sft_deprecated",  # MaxText's own loop (train_sft_native ≥ 0.2.3)
+}
+PLACEMENTS = ("patched", "unpatched")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    loop: str = "tunix"
+    layers: int = 4  # of gemma3-4b's 34 decoder layers, random weights
+    batch: int = 1  # per device
+    seq: int = 2048  # max_target_length
+    steps: int = 12
+    weight_dtype: str = "bfloat16"  # float32 (MaxText's default) does not fit one v5e chip at 4 layers
+    remat: str | None = None  # remat_policy; None: MaxText's default
+    attention: str | None = None  # None: MaxText's default (autoselected: the TPU's flash kernel)
+    vocab_tiling: int | None = None  # num_vocab_tiling
+    placement: str = "patched"  # Tunix's optimizer placement: the launcher's (patched) or Tunix's own
+    resume: bool = False  # train `steps` with a checkpoint at the end, then 2 × `steps` from it
+    maxtext: tuple[str, ...] = ()  # further MaxText key=value options
+
+    def __post_init__(self) -> None:
+        if self.loop not in LOOPS:
+            raise ConfigError(f"case {self.name}: loop", f"is {self.loop!r}", f"use one of {', '.join(LOOPS)}")
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"case {self.name}: placement", f"is {self.placement!r}", "use patched or unpatched")
+        if self.placement == "unpatched" and self.loop != "tunix":
+            raise ConfigError(f"case {self.name}: placement", "is Tunix's", "use loop tunix or placement patched")
+        if min(self.layers, self.batch, self.seq, self.steps) < 1:
+            raise ConfigError(f"case {self.name}", "needs layers, batch, seq and steps of at least 1", "set them")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch * self.seq
+
+
+def load(path: Path) -> list[Case]:
+    try:
+        raw = json.loads(path.read_text())["cases"]
+        cases = [Case(**{**c, "maxtext": tuple(c.get("maxtext", ()))}) for c in raw]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ConfigError(str(path), f"is not a case file ({error})", 'write {"cases": [{"name": …}, …]}') from None
+    names = [c.name for c in cases]
+    if len(set(names)) != len(names):
+        raise ConfigError(str(path), "names a case twice", "give every case its own name")
+    return cases
+
+
+def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str, steps: int | None = None) -> list[str]:
+    """The trainer's MaxText arguments, after its module: the pipeline's, without the converted checkpoint (random
+    weights) and the profiler, on one process, with the bench's data and tokenizer, then the case's levers."""
+    config = PipelineConfig(
+        dataset=data_file,
+        steps=steps or case.steps,
+        per_device_batch_size=case.batch,
+        max_target_length=case.seq,
+        eval_interval=0,
+        checkpoint_period=(steps or case.steps) if case.resume else None,
+    )
+    layout = Layout(work, work, config.model, case.name)
+    argv = list(commands.train_sft(config, layout).argv)
+    argv = argv[argv.index(commands.TRAIN_SFT) + 1 :]
+    argv = [a for a in argv if not a.startswith(("load_parameters_path=", "profiler="))]
+    argv += [
+        "override_model_config=True",
+        f"base_num_decoder_layers={case.layers}",
+        f"weight_dtype={case.weight_dtype}",
+        "skip_jax_distributed_system=true",  # one process, and a host without sockets
+        f"tokenizer_path={tokenizer_dir}",
+        f"enable_checkpointing={case.resume}",
+    ]
+    levers = {"remat_policy": case.remat, "attention": case.attention, "num_vocab_tiling": case.vocab_tiling}
+    argv += [f"{key}={value}" for key, value in levers.items() if value is not None]
+    return argv + list(case.maxtext)
+
+
+def run_dir(work: str, case: Case) -> str:
+    """Where the case's run writes (MaxText's base_output_directory/run_name)."""
+    return Layout(work, work, PipelineConfig.model, case.name).run_dir
+
+
+def as_record(case: Case) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(case).items()}

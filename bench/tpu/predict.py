@@ -1,0 +1,72 @@
+"""python -m bench.tpu.predict CASES.json --out FILE: the preflight's verdict on each case, for the chip it ran on.
+
+Compiles each Tunix case's step as `scripts/preflight` does (workload/preflight/aot_step.py: Tunix's train step with
+MaxText's loss, what the loop holds beside it counted: workload/preflight/fit.py `Live`), with the case's own MaxText
+arguments (bench/tpu/cases.py), for a TPU topology with libtpu's compile-only devices: no TPU needed. Cases of
+MaxText's own loop are left out (the preflight compiles Tunix's step). `python -m bench.tpu.run --predictions FILE`
+sets each verdict beside what the chip did. Runs in .maxtext-venv; ~1 min a case on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.tpu import cases as case_file
+
+
+def predict(case: case_file.Case, topology: str, work: str) -> dict[str, Any]:
+    from workload.preflight import aot_step
+    from workload.preflight.__main__ import train_sft_file
+
+    argv = case_file.maxtext_arguments(case, work, os.path.join(work, "data.parquet"), work)
+    argv += [f"compile_topology={topology}", "compile_topology_num_slices=1"]
+    try:
+        step = aot_step.compile_step([train_sft_file(), *argv])
+    except aot_step.HbmOom as oom:
+        return {"fits": False, "hbm_bytes_per_chip": oom.used, "hbm_limit_bytes_per_chip": oom.limit}
+    return {
+        "fits": step.live.total <= step.hbm_limit,
+        "hbm_bytes_per_chip": step.live.total,
+        "hbm_limit_bytes_per_chip": step.hbm_limit,
+        "train_step_peak_bytes": step.live.train.total,
+        "compile_seconds": round(step.seconds, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tpu.predict", description=__doc__.split("\n\n")[0])
+    parser.add_argument("cases", type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--topology", default="v5e-1", help="MaxText's compile_topology (default v5e-1: the lent chip)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    import jax
+
+    result: dict[str, Any] = {
+        "environment": {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "topology": args.topology,
+            "jax": jax.__version__,
+        },
+        "cases": {},
+    }
+    for case in case_file.load(args.cases):
+        if case.loop != "tunix" or case.name in result["cases"]:
+            continue
+        with tempfile.TemporaryDirectory(prefix="tpu-bench-predict-") as work:
+            result["cases"][case.name] = predict(case, args.topology, work)
+        print(case.name, json.dumps(result["cases"][case.name]), flush=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""python -m bench.tpu.prepare: on a machine with network, what a TPU host without one needs to run the bench.
+
+Writes into an ignored folder (default .tpu-bench/, which `run` of the device tool carries):
+- wheels/: the wheels the host lacks (bench/tpu/carried-wheels.txt) for CPython 3.11 on manylinux x86_64, each at
+  workload/maxtext-requirements.txt's version; the two PyPI has only as sources are built with `pip wheel`;
+- src/: MaxText 0.2.2's package and its dist-info, unpacked from PyPI's wheel, which pip refuses to install on
+  Python 3.11 (it requires 3.12): the bench puts it on PYTHONPATH. Its tokenizers but Gemma 3's and its notebooks are
+  left out (11 MB instead of ~120).
+
+Runs with any Python that has pip; ~15 s with a warm pip cache. Run it again to refresh: each folder is made anew.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from workload.core import lock
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_DIR = Path(".tpu-bench")
+MAXTEXT = "maxtext"
+# pip matches a manylinux tag exactly: these are the ones the carried wheels are published under.
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+_KEPT_TOKENIZER = "tokenizer.gemma3"
+
+
+def carried() -> list[tuple[str, bool]]:
+    """(name==version, built from source) for each wheel the host lacks."""
+    pins = lock.versions()
+    wanted = []
+    for line in (HERE / "carried-wheels.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, *build = line.split()
+            wanted.append((f"{name}=={pins[name]}", build == ["build"]))
+    return wanted
+
+
+def _pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args], check=True)
+
+
+def wheels(into: Path) -> None:
+    binary = [pin for pin, build in carried() if not build]
+    platforms = [arg for platform in PLATFORMS for arg in ("--platform", platform)]
+    _pip(
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.11",
+        "--implementation",
+        "cp",
+        *platforms,
+        "-d",
+        str(into),
+        *binary,
+    )
+    for pin, build in carried():
+        if build:
+            _pip("wheel", "--no-deps", "-w", str(into), pin)
+
+
+def maxtext_source(into: Path) -> None:
+    version = lock.versions()[MAXTEXT]
+    with tempfile.TemporaryDirectory() as download:
+        # Its wheel is pure Python; only its metadata asks for 3.12.
+        _pip(
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "-d",
+            download,
+            f"{MAXTEXT}=={version}",
+        )
+        [wheel] = Path(download).glob(f"{MAXTEXT}-{version}-*.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            for member in archive.namelist():
+                if _kept(member):
+                    archive.extract(member, into)
+
+
+def _kept(member: str) -> bool:
+    parts = member.split("/")
+    if "notebooks" in parts:
+        return False
+    if parts[1:3] == ["assets", "tokenizers"] and len(parts) > 3:
+        return parts[3] == _KEPT_TOKENIZER
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tpu.prepare", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to write (default {DEFAULT_DIR})")
+    target = parser.parse_args(argv).dir
+    for name, make in (("wheels", wheels), ("src", maxtext_source)):
+        folder = target / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        make(folder)
+        size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        print(f"{folder}: {size / 2**20:.1f} MiB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

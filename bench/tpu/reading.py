@@ -1,0 +1,74 @@
+"""What one trainer's log says, read line by line: its steps, the chips it ran on, their HBM, MaxText's own memory
+figures, and an out-of-memory error with the bytes it asked for. Standard library only."""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+from workload.core.accelerators import PEAK_BF16_TFLOPS
+from workload.measure import devices, hbm_peak
+from workload.run.events import failure_cause, parse_step
+
+# Steps 1 (the compile) and 2 (still slow on the chip: 0.72-0.75 s against 0.15) are not steady.
+FIRST_STEADY_STEP = 3
+_COMPILED = re.compile(
+    r"Total memory size: ([\d.]+) GB, Output size: ([\d.]+) GB, Temp size: ([\d.]+) GB, "
+    r"Argument size: ([\d.]+) GB"
+)
+_IN_USE = re.compile(r"Using \(GB\) ([\d.]+) / ([\d.]+)")
+_OOM = re.compile(r"RESOURCE_EXHAUSTED|[Oo]ut of memory|OutOfMemory")
+_ASKED = re.compile(r"Attempting to allocate ([\d.]+)([KMG])|HLO temporaries \(([\d.]+)([KMG])\)")
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+TAIL = 40
+
+
+class Reading:
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.facts: dict[str, Any] = {}
+        self.tail: list[str] = []
+
+    def observe(self, line: str) -> None:
+        self.tail = [*self.tail[-(TAIL - 1) :], line]
+        if (step := parse_step(line)) is not None:
+            self.steps.append(step)
+        elif (found := devices.parse(line)) is not None:
+            self.facts.update(found)
+        elif (found := hbm_peak.parse(line)) is not None:
+            self.facts.update(found)
+        elif (compiled := _COMPILED.search(line)) is not None:
+            total, _, temp, arguments = map(float, compiled.groups())
+            self.facts["maxtext_compiled_gb"] = {"total": total, "temp": temp, "arguments": arguments}
+        elif (in_use := _IN_USE.search(line)) is not None and "in_use_after_setup_gb" not in self.facts:
+            self.facts["in_use_after_setup_gb"] = float(in_use[1])
+        if "oom" not in self.facts and _OOM.search(line):
+            self.facts["oom"] = line.strip()[:400]
+        if "oom" in self.facts and "oom_asked_bytes" not in self.facts and (asked := _ASKED.search(line)):
+            number, unit = (asked[1], asked[2]) if asked[1] else (asked[3], asked[4])
+            self.facts["oom_asked_bytes"] = round(float(number) * _UNITS[unit])
+
+    def summary(self, returncode: int, wanted_steps: int) -> dict[str, Any]:
+        steady = [s for s in self.steps if s["step"] >= FIRST_STEADY_STEP]
+        figures: dict[str, Any] = {"returncode": returncode, **self.facts}
+        figures["steps_logged"] = [self.steps[0]["step"], self.steps[-1]["step"]] if self.steps else None
+        last_loss = self.steps[-1].get("loss") if self.steps else None
+        figures["last_loss"] = last_loss
+        if returncode == 0 and self.steps and self.steps[-1]["step"] == wanted_steps:
+            figures["outcome"] = "trained"
+        elif "oom" in self.facts:
+            figures["outcome"] = "out of memory"
+        else:
+            figures["outcome"] = "failed: " + failure_cause(self.tail, returncode)
+        if steady:
+            seconds = statistics.median(s["step_seconds"] for s in steady)
+            tflops = statistics.median(s["tflops_per_device"] for s in steady)
+            peak = PEAK_BF16_TFLOPS.get(self.facts.get("device_kind", ""))
+            figures |= {
+                "median_step_ms": round(seconds * 1000, 1),
+                "tokens_per_s_per_chip": round(statistics.median(s["tokens_per_s_per_device"] for s in steady)),
+                "tflops_per_chip": round(tflops, 1),
+                "mfu": round(tflops / peak, 4) if peak else None,
+            }
+        return figures

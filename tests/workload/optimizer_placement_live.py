@@ -1,0 +1,88 @@
+"""Run by the MaxText venv's Python (Tunix lives there): how many bytes a chip's worth of device memory holds while a
+real Tunix 0.1.7 PeftTrainer places its optimizer's state, with Tunix's own `_shard_optimizer` (`tunix`) or the
+launcher's per-array placement (`patched`). Two CPU devices stand for a slice's chips; the state starts on one
+device, as nnx.Optimizer creates it, and is placed sharded over both. Prints JSON: the live bytes before, at the
+largest moment and after, the optimizer state's bytes and its largest array, and whether the state placed is the
+state it was. `python optimizer_placement_live.py tunix|patched`."""
+
+import os
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import gc  # noqa: E402
+import json  # noqa: E402
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+from flax import nnx  # noqa: E402
+from jax.sharding import Mesh  # noqa: E402
+from tunix.sft import peft_trainer  # noqa: E402
+
+from workload.launch import optimizer_placement  # noqa: E402
+
+
+class Model(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        init = nnx.initializers.lecun_normal()
+        self.wide = nnx.Param(init(rngs.params(), (256, 512)), sharding_names=("fsdp", None), eager_sharding=False)
+        self.narrow = nnx.Param(init(rngs.params(), (512, 64)), sharding_names=("fsdp", None), eager_sharding=False)
+
+
+def live_bytes() -> int:
+    return sum(shard.data.nbytes for array in jax.live_arrays() for shard in array.addressable_shards)
+
+
+def main(placement: str) -> None:
+    mesh = Mesh(np.array(jax.devices()), ("fsdp",))
+    trainer = peft_trainer.PeftTrainer(
+        Model(nnx.Rngs(0)), optax.adamw(1e-3), peft_trainer.TrainingConfig(eval_every_n_steps=0, max_steps=1)
+    )
+    state = nnx.state(trainer.optimizer, nnx.optimizer.OptState)
+    arrays = [a for a in jax.tree.leaves(state) if isinstance(a, jax.Array)]
+    before_values = [np.asarray(a) for a in arrays]
+    state_bytes = sum(a.nbytes for a in arrays)
+    largest = max(a.nbytes for a in arrays)
+    del state, arrays  # the optimizer alone holds its state, as in a trainer
+    seen = {"largest": live_bytes()}
+
+    def watching(function):
+        def watched(*args, **kwargs):
+            result = function(*args, **kwargs)
+            seen["largest"] = max(seen["largest"], live_bytes())
+            return result
+
+        return watched
+
+    before = live_bytes()
+    jax.device_put = watching(jax.device_put)
+    jax.lax.with_sharding_constraint = watching(jax.lax.with_sharding_constraint)
+    with mesh:
+        if placement == "patched":
+            optimizer_placement.patch_tunix()
+        trainer._shard_optimizer(mesh)
+    gc.collect()
+    placed = [
+        a for a in jax.tree.leaves(nnx.state(trainer.optimizer, nnx.optimizer.OptState)) if isinstance(a, jax.Array)
+    ]
+    print(
+        json.dumps(
+            {
+                "before": before,
+                "largest": seen["largest"],
+                "after": live_bytes(),
+                "state_bytes": state_bytes,
+                "largest_array_bytes": largest,
+                "same_values": all(
+                    np.array_equal(a, np.asarray(b)) for a, b in zip(before_values, placed, strict=True)
+                ),
+                "shardings": sorted({str(a.sharding.spec) for a in placed if a.ndim == 2}),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,76 @@
+"""Tunix's optimizer state placed one array at a time, so that a chip never holds it twice.
+
+Tunix 0.1.7 places the optimizer's state on the mesh before it jits the step (`PeftTrainer._shard_optimizer`,
+tunix/sft/peft_trainer.py 382-397) with `jax.lax.with_sharding_constraint` over the whole state, outside `jit`:
+every array is copied while its original lives, so for a moment a chip holds the optimizer's state twice. On a TPU
+v5e chip every configuration of the seed's run failed so, before step 1 (`RESOURCE_EXHAUSTED … Attempting to
+allocate 50.00M … 25.07M free` in `_shard_optimizer`; bench/tpu/RESULTS, ../shared/tpu/README.md), where the
+preflight, which compiles the step and not this copy, had said it fits.
+
+Here each array is put in its place on its own, donating the original (`jax.device_put(…, donate=True)`): the
+runtime reuses or frees it as the copy is made, so the most a chip holds beyond the state is one array of it.
+Where a backend does not honour the donation (a CPU's), the original is deleted once its copy exists and shares
+no buffer with it: nothing else refers to it, the optimizer alone holds its state. An array already placed as
+asked is left as it is. Tunix's main branch replaced the constraint with per-array `device_put` in July 2026
+(commit cbc5b383), in no release on PyPI yet.
+
+Runs in the MaxText venv: the trainer's launcher applies it (workload/launch/trainer_launcher.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workload.launch import pinned_code
+
+# sha256 of tunix 0.1.7's PeftTrainer._shard_optimizer source (workload/launch/pinned_code.py).
+TUNIX_SHARD_OPTIMIZER_SHA256 = "f9cfa709ff552af064be8e8ae896b2c189060efcb79be570d68763eb4c935273"
+
+
+def _shares_a_buffer(a: Any, b: Any) -> bool:
+    pointers = {shard.data.unsafe_buffer_pointer() for shard in a.addressable_shards}
+    return any(shard.data.unsafe_buffer_pointer() in pointers for shard in b.addressable_shards)
+
+
+def place(array: Any, sharding: Any) -> Any:
+    """`array` placed with `sharding`, its original gone: donated, or deleted where the backend kept it."""
+    import jax
+
+    if array.sharding.is_equivalent_to(sharding, array.ndim):
+        return array
+    placed = jax.device_put(array, sharding, donate=True)
+    if not array.is_deleted() and not _shares_a_buffer(array, placed):
+        array.delete()
+    return placed
+
+
+def shard_optimizer(trainer: Any, mesh: Any) -> None:
+    """PeftTrainer._shard_optimizer's job, one array at a time: the same arrays with the same shardings."""
+    import jax
+    from flax import nnx
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    if mesh.empty:
+        return
+    state = nnx.state(trainer.optimizer, nnx.optimizer.OptState)
+    specs = nnx.get_partition_spec(state)
+
+    def one(array: Any, spec: Any) -> Any:
+        if not isinstance(array, jax.Array):
+            return array
+        return place(array, NamedSharding(mesh, spec if spec is not None else PartitionSpec()))
+
+    nnx.update(trainer.optimizer, jax.tree.map(one, state, specs))
+
+
+def patch_tunix() -> None:
+    """Every PeftTrainer places its optimizer's state with `shard_optimizer`; only Tunix's pinned code is patched."""
+    from tunix.sft import peft_trainer
+
+    pinned_code.check(
+        peft_trainer.PeftTrainer._shard_optimizer,
+        "google-tunix",
+        TUNIX_SHARD_OPTIMIZER_SHA256,
+        "workload/launch/optimizer_placement.py",
+    )
+    peft_trainer.PeftTrainer._shard_optimizer = shard_optimizer
