@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tpu.predict", description=__doc__.split("\n\n")[0])
     parser.add_argument("cases", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--only", action="append", help="predict only this case (repeatable)")
     parser.add_argument("--topology", default="v5e-1", help="MaxText's compile_topology (default v5e-1: the lent chip)")
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         "cases": {},
     }
     for case in case_file.load(args.cases):
-        if case.loop != "tunix" or case.name in result["cases"]:
+        if case.loop != "tunix" or (args.only and case.name not in args.only):
             continue
         with tempfile.TemporaryDirectory(prefix="tpu-bench-predict-") as work:
             result["cases"][case.name] = predict(case, args.topology, work)

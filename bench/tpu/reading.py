@@ -11,8 +11,8 @@ from workload.core.accelerators import PEAK_BF16_TFLOPS
 from workload.measure import devices, hbm_peak
 from workload.run.events import failure_cause, parse_step
 
-# Steps 1 (the compile) and 2 (still slow on the chip: 0.72-0.75 s against 0.15) are not steady.
-FIRST_STEADY_STEP = 3
+# A run's first step compiles, and its second is still slow on the chip (0.68-0.72 s against 0.15): neither is steady.
+UNSTEADY_STEPS = 2
 _COMPILED = re.compile(
     r"Total memory size: ([\d.]+) GB, Output size: ([\d.]+) GB, Temp size: ([\d.]+) GB, "
     r"Argument size: ([\d.]+) GB"
@@ -49,13 +49,14 @@ class Reading:
             number, unit = (asked[1], asked[2]) if asked[1] else (asked[3], asked[4])
             self.facts["oom_asked_bytes"] = round(float(number) * _UNITS[unit])
 
-    def summary(self, returncode: int, wanted_steps: int) -> dict[str, Any]:
-        steady = [s for s in self.steps if s["step"] >= FIRST_STEADY_STEP]
+    def summary(self, returncode: int, last_step: int) -> dict[str, Any]:
+        """`last_step`: the step the run logs last when it trained to its end."""
+        steady = self.steps[UNSTEADY_STEPS:]
         figures: dict[str, Any] = {"returncode": returncode, **self.facts}
         figures["steps_logged"] = [self.steps[0]["step"], self.steps[-1]["step"]] if self.steps else None
         last_loss = self.steps[-1].get("loss") if self.steps else None
         figures["last_loss"] = last_loss
-        if returncode == 0 and self.steps and self.steps[-1]["step"] == wanted_steps:
+        if returncode == 0 and self.steps and self.steps[-1]["step"] == last_step:
             figures["outcome"] = "trained"
         elif "oom" in self.facts:
             figures["outcome"] = "out of memory"

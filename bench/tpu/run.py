@@ -60,7 +60,7 @@ def prepare_data(folder: Path) -> tuple[str, str]:
 def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) -> dict[str, Any]:
     launcher = "bench.tpu.unpatched_launcher" if case.placement == "unpatched" else commands.TRAINER_LAUNCHER
     env = {**os.environ, data_in_process.ENV: "1", "PYTHONUNBUFFERED": "1"}
-    reading, started = Reading(), time.monotonic()
+    started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", launcher, LOOPS[case.loop], *argv],
@@ -76,16 +76,29 @@ def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) ->
         assert process.stdout is not None
         for line in process.stdout:
             out.write(line)
-            reading.observe(line)
             if "completed step:" in line or "tpu-sft " in line:
                 print(f"  {case.name}: {line.strip()[-160:]}", flush=True)
         returncode = process.wait()
         killer.cancel()
-    summary = reading.summary(returncode, steps)
+    summary = summarize(case, log, returncode, steps)
     summary["wall_s"] = round(time.monotonic() - started)
     if returncode == -signal.SIGKILL:
         summary["outcome"] = f"killed after {timeout_s} s"
     return summary
+
+
+def summarize(case: Case, log: Path, returncode: int, steps: int) -> dict[str, Any]:
+    """What a trainer's log says (bench/tpu/reading.py), for a run of `steps` steps that exited with `returncode`."""
+    reading = Reading()
+    with log.open() as lines:
+        for line in lines:
+            reading.observe(line)
+    return reading.summary(returncode, last_step(case, steps))
+
+
+def last_step(case: Case, steps: int) -> int:
+    """MaxText's own loop numbers its steps from 0, Tunix's from 1."""
+    return steps - 1 if case.loop == "native" else steps
 
 
 def counters(checkpoint: str) -> dict[str, int] | str:
@@ -122,8 +135,13 @@ def run_case(case: Case, data: tuple[str, str], work: Path, logs: Path, timeout_
     )
     checkpoint = os.path.join(case_file.run_dir(str(work), case), "checkpoints", str(twice), "optimizer_state")
     record |= {"save": first, "resume": second, "optimizer_counters_at_end": counters(checkpoint)}
-    record["outcome"] = "resumed" if second.get("steps_logged", [0])[0] == case.steps + 1 else "did not resume"
-    return record
+    return record | {"outcome": resumed(case, second)}
+
+
+def resumed(case: Case, second: dict[str, Any]) -> str:
+    """The second run went on from the first's last step, to its own end."""
+    went_on = (second.get("steps_logged") or [None])[0] == last_step(case, case.steps) + 1
+    return "resumed" if went_on and second["outcome"] == "trained" else "did not resume"
 
 
 def with_prediction(record: dict[str, Any], predictions: dict[str, Any]) -> dict[str, Any]:
@@ -142,10 +160,11 @@ def environment() -> dict[str, Any]:
 
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "commit": subprocess.run(
+        # A copy of the working tree may carry another commit's .git: the caller can name the one it copied.
+        "commit": os.environ.get("TPU_BENCH_COMMIT")
+        or subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO
-        ).stdout.strip()
-        or os.environ.get("TPU_BENCH_COMMIT", "unknown"),
+        ).stdout.strip(),
         "jax": jax.__version__,
         "python": sys.version.split()[0],
     }
