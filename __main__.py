@@ -52,7 +52,7 @@ labels = dict(settings.labels)
 network_tag = settings.instance_name
 cost = estimate(
     settings.accelerator.chips,
-    settings.price_per_chip_hour,
+    settings.tpu_price.usd_per_chip_hour,
     settings.pipeline.steps,
     settings.pipeline.per_device_batch_size,
 )
@@ -108,6 +108,7 @@ def export_cost() -> None:
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
+    pulumi.export("tpuPrice", settings.tpu_price.output())  # which price model the estimate used, and its basis
     for name, value in billing.outputs(settings).items():
         pulumi.export(name, value)
 
@@ -147,7 +148,11 @@ def export_run(tasks: PostDeployTasks) -> None:
     pulumi.export(
         "costUsd",
         bill.apply(
-            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+            lambda b: (
+                None
+                if b.get("chip_hours") is None
+                else round(b["chip_hours"] * settings.tpu_price.usd_per_chip_hour, 2)
+            )
         ),
     )
 

@@ -1,10 +1,10 @@
 """What a stack costs, before anything is spent: documented price tables, a run-time estimate, and what Google bills
 each part for.
 
-Prices: Cloud TPU on-demand list price per chip-hour, as published for us-east5 in 2024 (source:
-cloud.google.com/tpu/pricing); disks' and Cloud Storage's per GB-month (below). They change, differ by region and
-ignore committed-use discounts: override with `tpu-sft:pricePerChipHour`, `diskPricePerGbMonth`,
-`storagePricePerGbMonth`.
+Prices: a v6e chip-hour per provisioning model (`V6E_CHIP_HOUR`, each with its source and date, or why it is
+missing); disks' and Cloud Storage's per GB-month, and the data disk's provisioned performance (below). They change,
+differ by region and ignore committed-use discounts: override with `tpu-sft:pricePerChipHour`,
+`diskPricePerGbMonth`, `storagePricePerGbMonth`. Every estimate names the price it used (`chip_price`).
 
 What the TPU is billed for depends on how it was provisioned. A reservation is billed for its whole period whether
 VMs use it or not, and a VM that consumes it adds nothing ("reservation-bound VMs incur no additional charge for the
@@ -19,7 +19,71 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-PRICE_TABLE: dict[str, dict[str, Any]] = {"v6e": {"usd_per_chip_hour": 2.70, "region": "us-east5", "as_of": "2024"}}
+
+@dataclass(frozen=True)
+class ListedPrice:
+    """Google's price of one v6e chip-hour under one provisioning model, or None where Google's figure was not found,
+    and where it comes from (or where it was looked for)."""
+
+    usd_per_chip_hour: float | None
+    source: str
+
+
+# Looked for on 2026-12-05 in the stored copies of Google's pages (search: "Cloud TPU pricing v6e", "TPU v6e spot
+# flex-start pricing"): the stored cloud.google.com/tpu/pricing lists v2, v3 and v4 only, so no v6e figure was re-read.
+# Google's own words on the others, without a figure: Spot VMs are "heavily discounted" (Compute API reference,
+# Scheduling.ProvisioningModel); flex-start and calendar-mode reservations "benefit from DWS discounts"
+# (cloud.google.com/compute/docs/instances/about-flex-start-vms). So a missing figure is never made up: the estimate
+# uses the on-demand price in its place, an upper bound by those words, and says so (`chip_price`).
+ON_DEMAND = "STANDARD"
+V6E_CHIP_HOUR: dict[str, ListedPrice] = {
+    ON_DEMAND: ListedPrice(
+        2.70,
+        "on-demand list price, us-east5, cloud.google.com/tpu/pricing as published in 2024 (DESIGN.md); not re-read "
+        "on 2026-12-05: the stored page predates v6e",
+    ),
+    "SPOT": ListedPrice(None, "Google's v6e Spot price not found (searched 2026-12-05)"),
+    "FLEX_START": ListedPrice(None, "Google's v6e flex-start (DWS) price not found (searched 2026-12-05)"),
+    # The reservation is billed for its whole period, used or not (tpu_billed_for): this is the run's share of it.
+    "RESERVATION_BOUND": ListedPrice(
+        None, "Google's v6e calendar-mode reservation price not found (searched 2026-12-05)"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ChipPrice:
+    """The price an estimate uses: for which provisioning model, how much, and on what basis (one line)."""
+
+    provisioning_model: str
+    usd_per_chip_hour: float
+    basis: str
+
+    def output(self) -> dict[str, Any]:
+        """What the preview shows (the `tpuPrice` output)."""
+        return {
+            "provisioningModel": self.provisioning_model,
+            "usdPerChipHour": self.usd_per_chip_hour,
+            "basis": self.basis,
+        }
+
+
+def chip_price(provisioning_model: str, override: float | None) -> ChipPrice:
+    """The stack's own price (tpu-sft:pricePerChipHour), or the table's for its provisioning model, or, where Google's
+    figure was not found, the on-demand one as an upper bound, saying so."""
+    if override is not None:
+        return ChipPrice(provisioning_model, override, "tpu-sft:pricePerChipHour, set in the stack")
+    listed = V6E_CHIP_HOUR[provisioning_model]
+    if listed.usd_per_chip_hour is not None:
+        return ChipPrice(provisioning_model, listed.usd_per_chip_hour, listed.source)
+    on_demand = V6E_CHIP_HOUR[ON_DEMAND]
+    return ChipPrice(
+        provisioning_model,
+        on_demand.usd_per_chip_hour or 0.0,
+        f"{listed.source}: the on-demand price stands in, an upper bound; set yours with tpu-sft:pricePerChipHour",
+    )
+
+
 # USD per GB-month of capacity, the list prices of Google's pricing pages (cloud.google.com/compute/disks-image-pricing,
 # cloud.google.com/storage/pricing: Standard storage in one region) as last read for us-central1 in 2025, not re-read
 # here (no pricing page is stored on this machine). Hyperdisk Balanced includes 3,000 IOPS and 140 MiB/s (its page);

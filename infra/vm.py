@@ -72,7 +72,7 @@ def metadata(s: Settings, *, data_disk: bool = True) -> dict[str, str]:
         **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
         "startup-script": startup_script(s, data_disk=data_disk),
         **autostop_metadata(s),
-        PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/spend/bill.py)
+        PRICE_KEY: str(s.tpu_price.usd_per_chip_hour),  # the VM's own bill so far (workload/spend/bill.py)
     }
 
 
