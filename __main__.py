@@ -14,7 +14,7 @@ from infra import billing
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
-from infra.cost import estimate
+from infra.cost import data_disk_performance, estimate
 from infra.data_access import DataAccess, DataAccessArgs, other_buckets
 from infra.data_preflight import refuse_known_bad_data
 from infra.disk import DataDisk, DataDiskArgs
@@ -249,6 +249,8 @@ else:
             disk_type=settings.data_disk_type,
             labels=labels,
             keep_on_destroy=settings.keep_data_disk,
+            provisioned_iops=data_disk_performance(settings.data_disk_type).iops,
+            provisioned_throughput=data_disk_performance(settings.data_disk_type).mib_per_s,
         ),
     )
     firewall = SshFirewall(
