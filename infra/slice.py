@@ -112,7 +112,7 @@ def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingAr
 
 
 def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateReservationAffinityArgs | None:
-    if flex_start.is_flex_start(s):
+    if flex_start.takes_no_reservation(s):
         return gcp.compute.InstanceTemplateReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
         return None

@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import flex_start
 from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
 from infra.ssh_key_trust import ssh_metadata
@@ -54,7 +55,10 @@ def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
 
 
 def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation."""
+    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation; none
+    for FLEX_START, as a slice's flex-start hosts (infra/flex_start.py `takes_no_reservation`)."""
+    if flex_start.takes_no_reservation(s):
+        return gcp.compute.InstanceReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
