@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pulumi
 
-from infra import billing
+from infra import apis, billing
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
@@ -40,6 +40,9 @@ try:
     refuse_known_bad_data(settings.pipeline)  # what scripts/preflight --data found in this very data
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
+
+# The APIs the stack calls, enabled by the stack itself, before anything that calls them (infra/apis.py).
+services = apis.declare(settings)
 
 # `pulumi destroy` runs no program, so the preview and update before it are where a model it would take with it is
 # named; the output keeps the same line readable until then (infra/on_destroy.py).
@@ -193,7 +196,10 @@ if settings.is_slice:
         f"{settings.instance_name}-slice", SliceFirewallArgs(network=settings.network, tag=network_tag)
     )
     access_key = os_login_key()
-    hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
+    hosts = TpuSlice(
+        settings.instance_name,
+        TpuSliceArgs(settings=settings, network_tag=network_tag, compute_api=services[apis.COMPUTE]),
+    )
     checkpoints = checkpoint_bucket(hosts.service_account_email)
     dataset = data_access(checkpoints, hosts.service_account_email)
     if settings.autostop != "off":

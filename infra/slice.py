@@ -98,6 +98,8 @@ def instance_ids(names: list[str], s: Settings) -> dict[str, str]:
 class TpuSliceArgs:
     settings: Settings
     network_tag: str
+    # What the default service account's look-up waits for (an invoke takes no stack transformation: infra/apis.py).
+    compute_api: pulumi.Resource | None = None
 
 
 def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingArgs:
@@ -254,6 +256,9 @@ class TpuSlice(pulumi.ComponentResource):
         self.service_account_email: pulumi.Output[str] = (
             pulumi.Output.from_input(s.service_account)
             if s.service_account
-            else gcp.compute.get_default_service_account_output(project=s.project).email
+            else gcp.compute.get_default_service_account_output(
+                project=s.project,
+                opts=pulumi.InvokeOutputOptions(depends_on=[args.compute_api] if args.compute_api else None),
+            ).email
         )
         self.register_outputs({"name": self.name, "hosts": self.hosts, "hostNames": self.host_names})
