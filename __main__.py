@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import pulumi
 
-from infra import billing
+from infra import apis, billing
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
-from infra.cost import estimate
+from infra.cost import data_disk_performance, estimate
 from infra.data_access import DataAccess, DataAccessArgs, other_buckets
 from infra.data_preflight import refuse_known_bad_data
 from infra.disk import DataDisk, DataDiskArgs
@@ -41,6 +41,9 @@ try:
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None
 
+# The APIs the stack calls, enabled by the stack itself, before anything that calls them (infra/apis.py).
+services = apis.declare(settings)
+
 # `pulumi destroy` runs no program, so the preview and update before it are where a model it would take with it is
 # named; the output keeps the same line readable until then (infra/on_destroy.py).
 lost = model_lost_on_destroy(settings)
@@ -52,7 +55,7 @@ labels = dict(settings.labels)
 network_tag = settings.instance_name
 cost = estimate(
     settings.accelerator.chips,
-    settings.price_per_chip_hour,
+    settings.tpu_price.usd_per_chip_hour,
     settings.pipeline.steps,
     settings.pipeline.per_device_batch_size,
 )
@@ -108,6 +111,7 @@ def export_cost() -> None:
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
+    pulumi.export("tpuPrice", settings.tpu_price.output())  # which price model the estimate used, and its basis
     for name, value in billing.outputs(settings).items():
         pulumi.export(name, value)
 
@@ -147,7 +151,11 @@ def export_run(tasks: PostDeployTasks) -> None:
     pulumi.export(
         "costUsd",
         bill.apply(
-            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * settings.price_per_chip_hour, 2)
+            lambda b: (
+                None
+                if b.get("chip_hours") is None
+                else round(b["chip_hours"] * settings.tpu_price.usd_per_chip_hour, 2)
+            )
         ),
     )
 
@@ -188,7 +196,10 @@ if settings.is_slice:
         f"{settings.instance_name}-slice", SliceFirewallArgs(network=settings.network, tag=network_tag)
     )
     access_key = os_login_key()
-    hosts = TpuSlice(settings.instance_name, TpuSliceArgs(settings=settings, network_tag=network_tag))
+    hosts = TpuSlice(
+        settings.instance_name,
+        TpuSliceArgs(settings=settings, network_tag=network_tag, compute_api=services[apis.COMPUTE]),
+    )
     checkpoints = checkpoint_bucket(hosts.service_account_email)
     dataset = data_access(checkpoints, hosts.service_account_email)
     if settings.autostop != "off":
@@ -244,6 +255,8 @@ else:
             disk_type=settings.data_disk_type,
             labels=labels,
             keep_on_destroy=settings.keep_data_disk,
+            provisioned_iops=data_disk_performance(settings.data_disk_type).iops,
+            provisioned_throughput=data_disk_performance(settings.data_disk_type).mib_per_s,
         ),
     )
     firewall = SshFirewall(

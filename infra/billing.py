@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.cost import checkpoint_cost, disk_cost, tpu_billed_for
+from infra.cost import checkpoint_cost, data_disk_performance, disk_cost, tpu_billed_for
 from infra.settings import Settings
 from infra.vm import BOOT_DISK_TYPE
 
@@ -16,7 +16,11 @@ def disks(s: Settings) -> list[dict[str, Any]]:
     boot = {"disk": "boot", "count": s.accelerator.hosts, "gb": s.boot_disk_size_gb, "type": BOOT_DISK_TYPE}
     if s.is_slice:
         return [boot]
-    return [boot, {"disk": "data", "count": 1, "gb": s.data_disk_size_gb, "type": s.data_disk_type}]
+    performance = data_disk_performance(s.data_disk_type).output(s.pipeline.model)
+    return [
+        boot,
+        {"disk": "data", "count": 1, "gb": s.data_disk_size_gb, "type": s.data_disk_type, "performance": performance},
+    ]
 
 
 def outputs(s: Settings) -> dict[str, Any]:

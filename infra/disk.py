@@ -19,6 +19,10 @@ class DataDiskArgs:
     disk_type: str
     labels: dict[str, str]
     keep_on_destroy: bool
+    # Asked for explicitly, never left to Google's defaults, which Hyperdisk Balanced bills above its included
+    # baseline (infra/cost.py data_disk_performance); None where the type takes none (Hyperdisk ML takes no IOPS).
+    provisioned_iops: int | None = None
+    provisioned_throughput: int | None = None  # MiB/s
 
 
 class DataDisk(pulumi.ComponentResource):
@@ -29,6 +33,8 @@ class DataDisk(pulumi.ComponentResource):
             zone=args.zone,
             size=args.size_gb,
             type=args.disk_type,
+            provisioned_iops=args.provisioned_iops,
+            provisioned_throughput=args.provisioned_throughput,
             labels={**args.labels, "tpu-sft-role": "data"},
             # With keep on, `pulumi destroy` (or a replace) forgets the disk instead of deleting it.
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_on_destroy),

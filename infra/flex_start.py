@@ -35,7 +35,19 @@ NO_RESERVATION = "NO_RESERVATION"
 
 
 def is_flex_start(s: Settings) -> bool:
+    """A flex-start slice: its group starts empty and its first task fills it."""
     return s.is_slice and s.provisioning_model == MODEL
+
+
+def takes_no_reservation(s: Settings) -> bool:
+    """Any flex-start host, the single VM's (infra/vm.py) or a slice's template's (infra/slice.py): its capacity comes
+    from DWS's pool, so it names no reservation (rehearsal/flex_start_rules.py says where each rule was read).
+    Nothing else of a flex-start VM differs from the others' here: its run cap, DELETE at the cap, TERMINATE on host
+    maintenance and no automatic restart are infra/vm.py `scheduling_fields`, the cap required and at most seven days
+    by infra/settings.py. The window its request waits for capacity (`--request-valid-for-duration`) cannot be sent:
+    pulumi-gcp 10.2.0's Instance has no such field, so Google's default applies (not found), and `pulumi up` waits for
+    the VM at most the provider's create timeout."""
+    return s.provisioning_model == MODEL
 
 
 def group_description(s: Settings) -> str | None:

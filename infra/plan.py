@@ -215,13 +215,15 @@ def render(
     ]
     lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
     costs = [
-        estimate(s.accelerator.chips, s.price_per_chip_hour, s.pipeline.steps, s.pipeline.per_device_batch_size)
+        estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, s.pipeline.per_device_batch_size)
         for s in (base, head)
     ]
+    price = head.tpu_price
     lines += [
         "",
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
+        f"Price model: {price.provisioning_model} at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis}).",
     ]
     return "\n".join(lines + preflight_lines(head, preflight) + below)
 

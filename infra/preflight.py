@@ -271,17 +271,19 @@ def main(argv: list[str] | None = None) -> int:
                 settings = take_the_sweeps_batch(settings)
             return check_data(settings, maxtext_python, str(REPO), args.public_only)
         if args.sweep:
-            return sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))
+            return sweep(settings.pipeline, settings.tpu_price.usd_per_chip_hour, tuple(args.maxtext))
         if args.take_sweep:
             take_sweep(args.take_sweep, settings.pipeline)
             return 0
         if settings.batch_auto and not sweep_path(settings.pipeline).exists():
-            status = sweep(settings.pipeline, settings.price_per_chip_hour, tuple(args.maxtext))  # what auto takes
+            status = sweep(
+                settings.pipeline, settings.tpu_price.usd_per_chip_hour, tuple(args.maxtext)
+            )  # what auto takes
             if status:
                 return status
         settings = take_the_sweeps_batch(settings)
         status, record, from_cache = compile_once(
-            settings.pipeline, settings.price_per_chip_hour, maxtext_overrides=tuple(args.maxtext)
+            settings.pipeline, settings.tpu_price.usd_per_chip_hour, maxtext_overrides=tuple(args.maxtext)
         )
     except ConfigError as error:
         print(f"preflight: {error}", file=sys.stderr)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from infra.cost import PRICE_TABLE, STORAGE_USD_PER_GB_MONTH
+from infra.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
 from infra.setting_table import (
     BY_KEY,
     DEFAULT_INSTANCE_NAME,
@@ -65,7 +65,7 @@ class Settings:
     ssh_public_key_path: str = DEFAULT_PUBLIC_KEY
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
-    price_per_chip_hour: float = PRICE_TABLE["v6e"]["usd_per_chip_hour"]
+    price_per_chip_hour: float | None = None  # None: infra/cost.py's price for the provisioning model (tpu_price)
     disk_price_per_gb_month: float | None = None  # None: each disk type's list price (infra/cost.py)
     storage_price_per_gb_month: float = STORAGE_USD_PER_GB_MONTH
     max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
@@ -91,6 +91,11 @@ class Settings:
     def is_slice(self) -> bool:
         """A multi-host slice (tpu-sft:acceleratorType v6e-16 and up): a managed instance group, not one VM."""
         return self.accelerator.is_slice
+
+    @property
+    def tpu_price(self) -> ChipPrice:
+        """The chip-hour price every estimate and the VM's own bill use, and the basis each names."""
+        return chip_price(self.provisioning_model, self.price_per_chip_hour)
 
     @property
     def keeps_bucket(self) -> bool:

@@ -98,6 +98,8 @@ def instance_ids(names: list[str], s: Settings) -> dict[str, str]:
 class TpuSliceArgs:
     settings: Settings
     network_tag: str
+    # What the default service account's look-up waits for (an invoke takes no stack transformation: infra/apis.py).
+    compute_api: pulumi.Resource | None = None
 
 
 def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingArgs:
@@ -112,7 +114,7 @@ def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingAr
 
 
 def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateReservationAffinityArgs | None:
-    if flex_start.is_flex_start(s):
+    if flex_start.takes_no_reservation(s):
         return gcp.compute.InstanceTemplateReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
         return None
@@ -254,6 +256,9 @@ class TpuSlice(pulumi.ComponentResource):
         self.service_account_email: pulumi.Output[str] = (
             pulumi.Output.from_input(s.service_account)
             if s.service_account
-            else gcp.compute.get_default_service_account_output(project=s.project).email
+            else gcp.compute.get_default_service_account_output(
+                project=s.project,
+                opts=pulumi.InvokeOutputOptions(depends_on=[args.compute_api] if args.compute_api else None),
+            ).email
         )
         self.register_outputs({"name": self.name, "hosts": self.hosts, "hostNames": self.host_names})

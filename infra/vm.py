@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from infra import flex_start
 from infra.disk import DEVICE_NAME
 from infra.settings import IMAGE, Settings
 from infra.ssh_key_trust import ssh_metadata
@@ -54,7 +55,10 @@ def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
 
 
 def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
-    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation."""
+    """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation; none
+    for FLEX_START, as a slice's flex-start hosts (infra/flex_start.py `takes_no_reservation`)."""
+    if flex_start.takes_no_reservation(s):
+        return gcp.compute.InstanceReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
         return None
     return gcp.compute.InstanceReservationAffinityArgs(
@@ -72,7 +76,7 @@ def metadata(s: Settings, *, data_disk: bool = True) -> dict[str, str]:
         **ssh_metadata(s.ssh_access, s.ssh_user, s.ssh_public_key),
         "startup-script": startup_script(s, data_disk=data_disk),
         **autostop_metadata(s),
-        PRICE_KEY: str(s.price_per_chip_hour),  # the VM's own bill so far (workload/spend/bill.py)
+        PRICE_KEY: str(s.tpu_price.usd_per_chip_hour),  # the VM's own bill so far (workload/spend/bill.py)
     }
 
 

@@ -22,7 +22,7 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
-from rehearsal import group_rules
+from rehearsal import flex_start_rules, group_rules, project_apis
 from rehearsal.autonaming import auto_named
 from rehearsal.name_rules import refuse_invalid_labels, refuse_invalid_names
 
@@ -90,6 +90,7 @@ def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, An
     state = auto_named(args.typ, args.name, dict(args.inputs))
     refuse_invalid_names(args.typ, state)
     refuse_invalid_labels(args.typ, state)
+    flex_start_rules.refuse_an_incomplete_flex_start_vm(args.typ, state)
     return state
 
 
@@ -151,6 +152,10 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
         self.stack = stack
 
     def RegisterResource(self, request):
+        inputs = json_format.MessageToDict(request.object)
+        project_apis.refuse_a_call_to_a_disabled_api(
+            request.type, inputs.get("project", "<gcp:project>"), request.dependencies, self.stack.resources
+        )
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.stack.resources.append(

@@ -48,7 +48,20 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
     assert vm["diskCost"] == {
         "disks": [
             {"disk": "boot", "count": 1, "gb": 200, "type": "hyperdisk-balanced", "usdPerMonth": 20.0},
-            {"disk": "data", "count": 1, "gb": 300, "type": "hyperdisk-balanced", "usdPerMonth": 30.0},
+            {
+                "disk": "data",
+                "count": 1,
+                "gb": 300,
+                "type": "hyperdisk-balanced",
+                "performance": {
+                    "provisionedIops": 3000,
+                    "provisionedThroughputMiBps": 140,
+                    "performanceUsdPerMonth": 0.0,
+                    "keptModelWriteSeconds": 52.9,
+                    "basis": "hyperdisk-balanced: the 3,000 IOPS and 140 MiB/s included",
+                },
+                "usdPerMonth": 30.0,
+            },
         ],
         "usdPerMonth": 50.0,
     }

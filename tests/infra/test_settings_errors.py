@@ -281,7 +281,7 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "ssh_public_key_path": "~/.ssh/google_compute_engine.pub",
         "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
         "labels": (("app", "tpu-sft"), ("stack", "dev")),
-        "price_per_chip_hour": 2.70,
+        "price_per_chip_hour": None,
         "max_run_hours": 4,
         "hf_token": None,
         "service_account": None,
