@@ -75,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, format="tpu-sft: %(message)s", level=logging.INFO)
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    return exit_status(
-        lambda: args.func(args), interrupted="the run on the VM goes on", secrets=[os.environ.get("HF_TOKEN")]
-    )
+    secrets = [os.environ.get(name) for name in ("HF_TOKEN", "PULUMI_CONFIG_PASSPHRASE")]  # kept out of the last resort
+    return exit_status(lambda: args.func(args), interrupted="the run on the VM goes on", secrets=secrets)
 
 
 def build_parser() -> argparse.ArgumentParser:
