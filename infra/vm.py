@@ -88,7 +88,7 @@ STOP_TO_UPDATE = (
 
 # A VM left TERMINATED (host maintenance, a stop from the console or gcloud, a spot VM's STOP) cannot run again:
 # Compute Engine cannot restart an instance with TPUs attached; once stopped it can only be deleted ("Stop or restart
-# a Compute Engine instance", Limitations, read 2026-12-05: docs/google-cloud.md). The provider's Read sets
+# a Compute Engine instance", Limitations, read 2026-12-05: docs/checkpoints.md). The provider's Read sets
 # `desired_status` to the instance's status whenever the program declares one, and its Update answers a change back to
 # RUNNING by starting the VM, which Google refuses (terraform-provider-google, resource_compute_instance.go,
 # resourceComputeInstanceRead and resourceComputeInstanceUpdate). Named here, the change is a replacement instead
