@@ -90,6 +90,16 @@ STOP_TO_UPDATE = (
     "networkInterfaces[*].subnetwork",
 )
 
+# A VM left TERMINATED (host maintenance, a stop from the console or gcloud, a spot VM's STOP) cannot run again:
+# Compute Engine cannot restart an instance with TPUs attached; once stopped it can only be deleted ("Stop or restart
+# a Compute Engine instance", Limitations, read 2026-12-05: docs/checkpoints.md). The provider's Read sets
+# `desired_status` to the instance's status whenever the program declares one, and its Update answers a change back to
+# RUNNING by starting the VM, which Google refuses (terraform-provider-google, resource_compute_instance.go,
+# resourceComputeInstanceRead and resourceComputeInstanceUpdate). Named here, the change is a replacement instead
+# (the engine's applyReplaceOnChanges, pulumi/pulumi pkg/resource/deploy/step_generator.go): the next `pulumi up`
+# makes a new VM with the same data disk, and every phase resumes there, as after autostop deleted one.
+REPLACED_WHEN_STOPPED = "desiredStatus"
+
 
 class TpuVm(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuVmArgs, opts: pulumi.ResourceOptions | None = None):
@@ -127,16 +137,17 @@ class TpuVm(pulumi.ComponentResource):
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
             metadata=metadata(s),
-            # Every refresh reads the VM's real status into this (docs/costs.md), so a VM stopped by hand (autostop
-            # deletes, never stops: Google cannot restart a stopped TPU VM) shows in the preview as a change rather
-            # than passing for a running one.
+            # Every refresh (Pulumi.yaml: `refresh: always`) reads the VM's real status into this field, so a VM
+            # that Google or a person stopped differs from "RUNNING" (see REPLACED_WHEN_STOPPED).
             desired_status="RUNNING",
             # The provider applies these changes by stopping the VM, updating it and starting it again, which a TPU
             # VM does not survive (docs/checkpoints.md: a stopped TPU VM cannot be restarted). They replace it
             # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
             # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan.py).
             opts=pulumi.ResourceOptions(
-                parent=self, replace_on_changes=list(STOP_TO_UPDATE), delete_before_replace=True
+                parent=self,
+                replace_on_changes=[*STOP_TO_UPDATE, REPLACED_WHEN_STOPPED],
+                delete_before_replace=True,
             ),
         )
         self.name = self.instance.name

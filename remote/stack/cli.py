@@ -75,9 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(stream=sys.stderr, format="tpu-sft: %(message)s", level=logging.INFO)
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)
-    return exit_status(
-        lambda: args.func(args), interrupted="the run on the VM goes on", secrets=[os.environ.get("HF_TOKEN")]
-    )
+    secrets = [os.environ.get(name) for name in ("HF_TOKEN", "PULUMI_CONFIG_PASSPHRASE")]  # kept out of the last resort
+    return exit_status(lambda: args.func(args), interrupted="the run on the VM goes on", secrets=secrets)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +137,6 @@ def build_parser() -> argparse.ArgumentParser:
         "kept layout; its manifest.json is written last.",
     )
     p.add_argument("dir", nargs="?", type=Path, metavar="DIR")
-    p.add_argument("--start-vm", action="store_true", help="start the VM if it is stopped (billed while it runs)")
     p.set_defaults(func=_fetch_model)
     return parser
 
@@ -278,7 +276,7 @@ def _fetch_model(args) -> int:
             last["at"] = time.monotonic()
             log.info("%s: %.1f of %.1f MB", name, done / 1e6, size / 1e6)
 
-    fetched = fetch_model(outputs, args.dir, Gcs.from_env(), start_vm=args.start_vm, progress=progress)
+    fetched = fetch_model(outputs, args.dir, Gcs.from_env(), progress=progress)
     print(
         f"the model from {fetched.source} is in {fetched.local_dir}: {fetched.files} files match its manifest "
         f"({fetched.transferred} fetched now, {fetched.resumed} of them resumed; the rest were here already)"

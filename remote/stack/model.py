@@ -26,8 +26,6 @@ from typing import Any, Callable
 from remote.ssh.connection import Connection, run
 from remote.ssh.errors import EXIT_NOT_FOUND, FetchError, RemoteError
 from remote.ssh.sync import fetch, sha256_file
-from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from remote.stack import vm_state
 from remote.stack.gcs import Gcs
 from remote.stack.outputs import StackOutputs
 from remote.stack.reach import VmUnreachable, connect_vm, vm_name
@@ -55,7 +53,6 @@ def fetch_model(
     dest: Path | None,
     gcs: Gcs,
     *,
-    start_vm: bool = False,
     progress: Progress = lambda name, done, size: None,
 ) -> FetchedModel:
     target = outputs.target()
@@ -69,31 +66,29 @@ def fetch_model(
     published = _published_to_gcs(outputs)
     if published is not None:
         return _from_bucket(gcs, published, dest, progress)
-    conn = _vm(outputs, start_vm)
+    conn = _vm(outputs)
     with conn:
         model_dir = model_dir or _latest_on_vm(conn, kept_root)
         return _from_vm(conn, model_dir, dest, progress)
 
 
-def _vm(outputs: StackOutputs, start_vm: bool) -> Connection:
-    target = outputs.target()
+def _vm(outputs: StackOutputs) -> Connection:
+    """The VM holding the model on its data disk (a model in the bucket, kept or published, was fetched from there
+    before this). One that was stopped is never started (Compute Engine cannot restart a TPU VM): `pulumi up` replaces
+    it, with the same data disk, and verifies the kept model there."""
     try:
-        return connect_vm(outputs, target)
+        return connect_vm(outputs, outputs.target())
     except VmUnreachable as error:
         state = error.state
-        stopped = state is not None and state.state in ("TERMINATED", "STOPPED", "SUSPENDED")
-        if not stopped:
+        if state is None or not state.stopped:
             said = f"the model is on the VM's data disk, and {error}; then fetch-model again"
             raise VmUnreachable(said, state) from None
-        if not start_vm:
-            raise VmUnreachable(
-                f"the model is on the data disk of VM {vm_name(outputs)}, which is stopped: add --start-vm to start "
-                "it (billed while it runs; it stays up for autostop to end), or run `pulumi up`",
-                state,
-            ) from None
-        project, zone, name = (outputs.text(k) or "" for k in ("project", "zone", "instanceName"))
-        vm_state.start(project, zone, name)
-        return wait_for_ssh(target, NEW_VM_DEADLINE_S)
+        raise VmUnreachable(
+            f"the model is on the data disk of VM {vm_name(outputs)}, which was stopped ({state.state}) and cannot be "
+            "restarted (a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model "
+            "again",
+            state,
+        ) from None
 
 
 def _manifest(data: bytes | str, where: str) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """A stand-in for the `pulumi` CLI, for the tests of `scripts/tpu-sft` (remote/stack/): there is no Pulumi CLI on this
-machine. `install` puts an executable `pulumi` on a PATH folder that answers one command the way Pulumi's does:
+machine (PyPI has no packaged CLI; npm's `pulumi` package downloads it from get.pulumi.com when run, which this
+machine cannot reach). `install` puts an executable `pulumi` on a PATH folder that answers one command the way
+Pulumi's does:
 
     pulumi stack output --json [--stack NAME]
 
@@ -7,27 +9,54 @@ with the outputs a test gives it, per stack: those the mock engine recorded for 
 (rehearsal/run.py `record`), secret ones shown as "[secret]" as Pulumi shows them without --show-secrets. A stack it
 was not given fails as Pulumi does ("no stack named …", exit 255), and so does any other command.
 
+A stack given a passphrase keeps its secrets with the passphrase secrets provider, and the stand-in asks for the
+passphrase as the CLI's source does (pulumi/pulumi pkg/secrets/passphrase/manager.go, read 2026-12-05:
+`readPassphrase`, `NewPromptingPassphraseSecretsManagerFromState`, `errorCrypter`), before any output:
+- PULUMI_CONFIG_PASSPHRASE, when set at all (an empty one is a passphrase), else the file PULUMI_CONFIG_PASSPHRASE_FILE
+  names (its content stripped; "unable to read PULUMI_CONFIG_PASSPHRASE_FILE: …" if it cannot be read);
+- neither, on a terminal (stdin and stdout both): the prompt; neither, off one: "constructing secrets manager:
+  passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE environment variables";
+- a wrong one: the manager is made "locked", and reading the stack's state, whose secrets (the token task's outputs)
+  it must decrypt, fails: "… failed to decrypt: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE to the
+  correct passphrase or set PULUMI_CONFIG_PASSPHRASE_FILE to a file containing the passphrase".
+Each is printed as the CLI prints an error ("error: …" on stderr), with exit code 1: pkg/cmd/pulumi/cmd/exit_codes.go
+maps an error of no special type to ExitCodeError (1; releases before that taxonomy exited 255). The wrapping in front
+of the manager's own text differs between releases and backends; scripts/tpu-sft matches only the manager's text.
+The passphrase itself is never printed.
+
 What it does not do: no state, backend, login or project lookup; no selected-stack logic beyond a default stack
-name; no other flag (`--show-secrets`, `--shell`, an output's name) and no other command.
+name; no other flag (`--show-secrets`, `--shell`, an output's name) and no other command; no real encryption (the
+passphrase is compared, and kept in the test's own folder).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 OUTPUTS_FILE = "pulumi-standin-outputs.json"
 DEFAULT = "(selected)"  # the stack `pulumi` uses without --stack
+MISSING = "passphrase must be set with PULUMI_CONFIG_PASSPHRASE or PULUMI_CONFIG_PASSPHRASE_FILE environment variables"
+INCORRECT = (
+    "failed to decrypt: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE to the correct passphrase or set "
+    "PULUMI_CONFIG_PASSPHRASE_FILE to a file containing the passphrase"
+)
+EXIT_ERROR = 1  # ExitCodeError
 
 
-def install(bin_dir: Path, outputs: dict[str, dict[str, Any]]) -> Path:
-    """Writes `pulumi` into `bin_dir`, answering with `outputs` (stack name, or DEFAULT → outputs)."""
+def install(bin_dir: Path, outputs: dict[str, dict[str, Any]], passphrases: dict[str, str] | None = None) -> Path:
+    """Writes `pulumi` into `bin_dir`, answering with `outputs` (stack name, or DEFAULT → outputs); a stack named in
+    `passphrases` keeps its secrets under that passphrase."""
     from rehearsal.engine import plain  # here: each `pulumi` call would import Pulumi's SDK for nothing
 
     bin_dir.mkdir(parents=True, exist_ok=True)
-    (bin_dir / OUTPUTS_FILE).write_text(json.dumps({name: plain(values) for name, values in outputs.items()}))
+    stacks = {name: {"outputs": plain(values)} for name, values in outputs.items()}
+    for name, phrase in (passphrases or {}).items():
+        stacks[name]["passphrase"] = phrase
+    (bin_dir / OUTPUTS_FILE).write_text(json.dumps(stacks))
     shim = bin_dir / "pulumi"
     root = Path(__file__).resolve().parents[2]
     shim.write_text(
@@ -36,6 +65,22 @@ def install(bin_dir: Path, outputs: dict[str, dict[str, Any]]) -> Path:
     )
     shim.chmod(0o755)
     return bin_dir
+
+
+def _passphrase() -> str:
+    """The passphrase as `readPassphrase` finds it; ValueError with the manager's message where it finds none."""
+    if "PULUMI_CONFIG_PASSPHRASE" in os.environ:
+        return os.environ["PULUMI_CONFIG_PASSPHRASE"]
+    if phrase_file := os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+        path = os.path.abspath(phrase_file)
+        try:
+            return Path(path).read_text().strip()
+        except OSError as error:
+            raise ValueError(f"unable to read PULUMI_CONFIG_PASSPHRASE_FILE: open {path}: {error.strerror}") from None
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        print("Enter your passphrase to unlock config/secrets", file=sys.stderr)
+        return sys.stdin.readline().rstrip("\n")
+    raise ValueError(MISSING)
 
 
 def main(argv: list[str]) -> int:
@@ -53,7 +98,16 @@ def main(argv: list[str]) -> int:
     if stack not in stacks:
         print(f"error: no stack named '{stack}' found", file=sys.stderr)
         return 255
-    print(json.dumps(stacks[stack], indent=4))
+    if "passphrase" in stacks[stack]:
+        try:
+            given = _passphrase()
+        except ValueError as error:
+            print(f"error: constructing secrets manager: {error}", file=sys.stderr)
+            return EXIT_ERROR
+        if given != stacks[stack]["passphrase"]:
+            print(f"error: could not deserialize deployment: decrypting secret value: {INCORRECT}", file=sys.stderr)
+            return EXIT_ERROR
+    print(json.dumps(stacks[stack]["outputs"], indent=4))
     return 0
 
 

@@ -33,11 +33,18 @@ def standing_at(outputs: dict[str, Any], target, **more: Any) -> dict[str, Any]:
 
 
 def tpu_sft(
-    tmp: Path, outputs: dict[str, Any] | None, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    tmp: Path,
+    outputs: dict[str, Any] | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    passphrase: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """`scripts/tpu-sft ARGS` with `pulumi` answering `outputs` for the selected stack (None: no stack at all). PATH
-    holds the stand-ins only: this machine's gcloud (not logged in) is not asked."""
-    bin_dir = install(tmp / "bin", {} if outputs is None else {DEFAULT: outputs})
+    """`scripts/tpu-sft ARGS` with `pulumi` answering `outputs` for the selected stack (None: no stack at all), whose
+    secrets are under `passphrase` if one is given. PATH holds the stand-ins only: this machine's gcloud (not logged
+    in) is not asked."""
+    stacks = {} if outputs is None else {DEFAULT: outputs}
+    bin_dir = install(tmp / "bin", stacks, {DEFAULT: passphrase} if passphrase is not None else None)
     return subprocess.run(
         [str(SCRIPT), *args],
         capture_output=True,

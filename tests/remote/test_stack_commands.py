@@ -90,7 +90,8 @@ def test_a_vm_that_does_not_answer_is_said_in_one_line(tmp_path, nobody_there, v
 
 class ComputeStandin:
     """Compute Engine's instances.get for the stack's VM, answering `status` (None: 404, the VM is gone), and a
-    `gcloud` that prints a token: a stand-in for Google's API, which this machine cannot reach."""
+    `gcloud` that prints a token: a stand-in for Google's API, which this machine cannot reach. A POST (a start) is
+    recorded and refused, as Google refuses a stopped TPU VM's start (tests/workload/gce_standin.py)."""
 
     def __init__(self, bin_dir, status: str | None):
         self.status = status
@@ -108,6 +109,10 @@ class ComputeStandin:
                 else:
                     reply_json(self, 200, {"status": outer.status})
 
+            def do_POST(self):
+                outer.asked.append((self.path, self.headers.get("Authorization")))
+                reply_json(self, 400, {"error": {"code": 400, "message": "TPU instances cannot be restarted"}})
+
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         bin_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +125,12 @@ class ComputeStandin:
     ("status", "says"),
     [
         (None, "VM tpu-sft-rehearsal is gone (autostop deletes an idle VM; the data disk and bucket stay)"),
-        ("TERMINATED", "VM tpu-sft-rehearsal is stopped (TERMINATED): `pulumi up` brings a VM back"),
+        (
+            "TERMINATED",
+            "VM tpu-sft-rehearsal was stopped (TERMINATED) by a person (the console, gcloud) or by Google (host "
+            "maintenance, a spot VM's STOP); a TPU VM cannot be restarted: run `pulumi up` to replace it, and the run "
+            "resumes from its checkpoint",
+        ),
     ],
 )
 def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobody_there, status, says):
@@ -136,11 +146,17 @@ def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobod
     ]
     fetched = tpu_sft(tmp_path, nobody_there, "fetch-model", str(tmp_path / "model"), env=google.env)
     assert fetched.returncode == EXIT_UNREACHABLE
-    if status == "TERMINATED":  # the VM is started only on the user's word
-        assert "which is stopped: add --start-vm to start it (billed while it runs" in one_line(fetched)
+    if status == "TERMINATED":  # never started: Compute Engine cannot restart a TPU VM; `pulumi up` replaces it
+        assert one_line(fetched).endswith(
+            "the model is on the data disk of VM tpu-sft-rehearsal, which was stopped (TERMINATED) and cannot be "
+            "restarted (a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model again"
+        )
     else:
         assert "the model is on the VM's data disk, and" in one_line(fetched) and "is gone" in fetched.stderr
     assert not (tmp_path / "model").exists()
+    assert all(path.endswith("/instances/tpu-sft-rehearsal") for path, _ in google.asked)  # gets only, no start
+    flag = tpu_sft(tmp_path, nobody_there, "fetch-model", "--start-vm", env=google.env)
+    assert flag.returncode == EXIT_BAD_INPUT and "unrecognized arguments: --start-vm" in flag.stderr  # not offered
 
 
 def started(target, job_id: str, command: str) -> None:

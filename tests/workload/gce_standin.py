@@ -1,13 +1,17 @@
 """A local stand-in for the two Google endpoints a VM's autostop talks to: the metadata server and the Compute
 Engine API's instances.delete (and instances.stop, which it refuses for a TPU VM as Google does) and, for a slice's
-host, instanceGroupManagers.resize. Neither exists off Google Cloud, so this is a stand-in, not the real thing: it
-answers only the paths autostop uses, with the real paths, headers and JSON shapes, and records every request so a
-test can check what the VM asked for.
+host, instanceGroupManagers.resize; and for the account that runs `pulumi up` (the provider), instances.get and
+instances.start, which it refuses for a TPU VM as Google does. Neither exists off Google Cloud, so this is a
+stand-in, not the real thing: it answers only the paths autostop and the provider use, with the real paths, headers
+and JSON shapes, and records every request so a test can check what was asked for.
 
 What the VM may do is what the program declared (`DeclaredAccess.of`, `DeclaredGroupAccess.of`, from the mock
 engine's record), evaluated as IAM evaluates it. Rules enforced:
 - metadata needs `Metadata-Flavor: Google` (403 without it);
-- an API call needs the bearer token the metadata server issued to the VM's service account (401 without it);
+- an API call needs the bearer token the metadata server issued to the VM's service account, or OWNER_TOKEN, the
+  credentials of the project's owner who runs `pulumi up`, which may do anything to the instance (401 without either);
+- `GET …/instances/I` (`compute.instances.get`) answers the instance's name, machine type and `status` (the field
+  a test sets: RUNNING, TERMINATED, …), as the provider's Read on every refresh reads it;
 - `POST …/instances/I/stop` needs `compute.instances.stop`, `DELETE …/instances/I` needs `compute.instances.delete`,
   granted on that very instance: an InstanceIAMMember on I for `serviceAccount:<the VM's account>` whose role is a
   declared custom role holding the permission. Anything else is 403 with Google's "Required '<permission>'
@@ -26,18 +30,25 @@ engine's record), evaluated as IAM evaluates it. Rules enforced:
   Compute Engine's stop/start page (cloud.google.com/compute/docs/instances/stop-start-instance, as its Italian
   and Traditional-Chinese versions were read) says an instance with TPUs attached cannot be restarted once stopped;
 - a FLEX_START VM cannot be stopped either, whatever its machine type (the same guide; the MIG resize-request docs
-  say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it.
+  say the same of flex-start VMs in a group): its stop is refused with 400 even when the grant allows it;
+- a stopped TPU VM cannot be started: `POST …/instances/I/start` (`compute.instances.start`) of a VM whose machine type
+  is a `ct6e-*` is refused with 400, whoever asks. Compute Engine's "Stop or restart a Compute Engine instance"
+  (docs.cloud.google.com/compute/docs/instances/stop-start-instance), its Limitations, read 2026-12-05 in its
+  Italian ("Non puoi riavviare le istanze TPU"), Hebrew and Traditional-Chinese versions (the stored English copy
+  ends before that section): TPU instances cannot be restarted; once stopped, one can only be deleted. A start of
+  any other machine type makes it RUNNING.
 
 Not enforced: predefined roles, and bindings at folder or organization level (the program declares none for
 autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions other than the
 one above, and deny policies; what Google does with an unrecognised attribute beyond not granting (the page does not
 say whether the refusal tells why); the exact status and wording of Google's refusal of a TPU VM's or a flex-start
-VM's stop (not published; 400 stands for it), and whether Google refuses the stop itself or only the start after it
-(either way a stopped TPU VM never runs again; the program never asks for a stop, so nothing relies on which);
+VM's stop, or of a stopped TPU VM's start (not published; 400 and the page's own sentence stand for it), and whether
+Google refuses the stop itself or only the start after it (either way a stopped TPU VM never runs again; the program
+never asks for a stop, so nothing relies on which);
 whether deleting an instance also checks `compute.disks.delete` on its auto-delete boot disk (not settled from a
 source reachable here; the data disk is attached without auto-delete, so it is never deleted with the VM);
 operations, their polling, and the instance's or group's state afterwards (the VM is not actually deleted, the
-group's hosts not deleted: the test tears them down).
+group's hosts not deleted: the test tears them down; only a start changes the status instances.get answers).
 """
 
 from __future__ import annotations
@@ -57,10 +68,20 @@ from tests.standin_http import reply
 from workload.spend.autostop import ACTION_KEY
 
 TOKEN = "ya29.standin-access-token-0123456789"
+OWNER_TOKEN = "ya29.standin-owner-token-9876543210"  # the project owner's, who runs `pulumi up`: every permission
 INSTANCE = "gcp:compute/instance:Instance"
 ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 BINDING = "gcp:compute/instanceIAMMember:InstanceIAMMember"
-PERMISSION = {"POST": "compute.instances.stop", "DELETE": "compute.instances.delete"}
+PERMISSION = {  # (method, what follows the instance's path) → the permission Google checks
+    ("GET", ""): "compute.instances.get",
+    ("POST", "/stop"): "compute.instances.stop",
+    ("POST", "/start"): "compute.instances.start",
+    ("DELETE", ""): "compute.instances.delete",
+}
+START_REFUSED = (  # the page's own sentence: Google's exact refusal is not published
+    "Instance {name} ({machine_type}) has TPUs attached and cannot be restarted: "
+    "TPU instances can only be deleted once stopped."
+)
 TPU_MACHINE_TYPE_PREFIX = "ct6e-"  # v6e, every TPU machine type the program declares (workload/core/accelerators.py)
 INSTANCE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/?]+)")
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
@@ -182,6 +203,8 @@ class GceStandin:
     project: str = "my-tpu-project"
     zone: str = "us-east5-b"
     instance: str = "tpu-sft-dev"
+    machine_type: str = "ct6e-standard-8t"
+    status: str = "RUNNING"  # the instance's, as instances.get answers it (a stop by Google or a person: TERMINATED)
     attributes: dict[str, str] = field(default_factory=dict)
     access: DeclaredAccess | None = None  # None: nothing is granted, so every stop or delete is refused
     group_access: DeclaredGroupAccess | None = None  # a slice host's: None grants no resize
@@ -192,6 +215,7 @@ class GceStandin:
     def __post_init__(self) -> None:
         if self.access:
             self.project, self.zone, self.instance = self.access.project, self.access.zone, self.access.instance
+            self.machine_type = self.access.machine_type
         if self.group_access:
             self.project, self.zone = self.group_access.project, self.group_access.zone
 
@@ -209,6 +233,8 @@ class GceStandin:
                 self._answer(code, json.dumps({"error": {"code": code, "message": message}}), "application/json")
 
             def do_GET(self) -> None:
+                if INSTANCE_PATH.fullmatch(self.path.split("?", 1)[0]):
+                    return self._instance_call("")
                 standin.calls.append(("GET", self.path, dict(self.headers)))
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._answer(403, "Missing Metadata-Flavor:Google header.")
@@ -227,16 +253,19 @@ class GceStandin:
 
             def _instance_call(self, suffix: str) -> None:
                 standin.calls.append((self.command, self.path, dict(self.headers)))
-                standin.api_times.append(time.time())
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+                if self.command != "GET":
+                    standin.api_times.append(time.time())
+                owner = self.headers.get("Authorization") == f"Bearer {OWNER_TOKEN}"
+                if not owner and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                     return self._error(401, "Request is missing required authentication credential.")
                 path = self.path.split("?", 1)[0]
                 target = INSTANCE_PATH.fullmatch(path.removesuffix(suffix)) if path.endswith(suffix) else None
                 if target is None:
                     return self._error(404, f"The requested URL {path} was not found on this server.")
                 project, zone, name = target.groups()
-                permission = PERMISSION[self.command]
-                if not (standin.access and standin.access.granted(permission, project, zone, name)):
+                permission = PERMISSION[(self.command, suffix)]
+                granted = owner or (standin.access and standin.access.granted(permission, project, zone, name))
+                if not granted:
                     return self._error(
                         403,
                         f"Required '{permission}' permission for 'projects/{project}/zones/{zone}/instances/{name}'",
@@ -245,12 +274,19 @@ class GceStandin:
                     return self._error(
                         404, f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"
                     )
-                if suffix == "/stop" and standin.access.provisioning_model == "FLEX_START":
+                if self.command == "GET":
+                    instance = {"name": name, "machineType": standin.machine_type, "status": standin.status}
+                    return self._answer(200, json.dumps(instance), "application/json")
+                if suffix == "/start" and standin.machine_type.startswith(TPU_MACHINE_TYPE_PREFIX):
+                    return self._error(400, START_REFUSED.format(name=name, machine_type=standin.machine_type))
+                if suffix == "/start":
+                    standin.status = "RUNNING"
+                elif suffix == "/stop" and standin.access and standin.access.provisioning_model == "FLEX_START":
                     return self._error(400, "A FLEX_START instance cannot be stopped; delete it instead.")
-                if suffix == "/stop" and standin.access.machine_type.startswith(TPU_MACHINE_TYPE_PREFIX):
+                elif suffix == "/stop" and standin.machine_type.startswith(TPU_MACHINE_TYPE_PREFIX):
                     return self._error(
                         400,
-                        f"An instance with TPUs attached ({standin.access.machine_type}) cannot be stopped and "
+                        f"An instance with TPUs attached ({standin.machine_type}) cannot be stopped and "
                         "restarted; delete it instead.",
                     )
                 self._answer(
@@ -281,7 +317,7 @@ class GceStandin:
             def do_POST(self) -> None:
                 target = RESIZE_PATH.fullmatch(self.path.split("?", 1)[0])
                 if target is None:
-                    return self._instance_call("/stop")
+                    return self._instance_call("/start" if self.path.split("?", 1)[0].endswith("/start") else "/stop")
                 standin.calls.append((self.command, self.path, dict(self.headers)))
                 standin.api_times.append(time.time())
                 if self.headers.get("Authorization") != f"Bearer {TOKEN}":
