@@ -434,3 +434,41 @@ def test_the_published_tiny_model_loads_from_the_hub_by_its_repo_id_alone(maxtex
     assert anonymous.returncode != 0 and "team/gemma-sft" in anonymous.stderr
     assert WRITE_TOKEN not in loaded.stderr + anonymous.stderr
 
+
+FILE_DATA = "gs://acme-private-stack-bucket/data/5f0c1e/chats.jsonl"  # a local file, as `pulumi up` copies it
+REFUSED_CARD = """
+import sys
+from huggingface_hub import CommitOperationAdd, HfApi
+card = b"---\\nlicense: gemma\\ndatasets:\\n- " + sys.argv[1].encode() + b"\\n---\\n\\n# a card\\n"
+api = HfApi(token=open(sys.argv[2]).read().strip())
+api.create_repo("team/old-card", exist_ok=True)
+try:
+    api.create_commit("team/old-card", [CommitOperationAdd("README.md", card)], commit_message="old card")
+except ValueError as error:
+    print(str(error).replace("\\n", " | "))
+"""
+
+
+def test_a_model_trained_on_its_own_files_publishes_with_no_bucket_path_in_its_card(
+    maxtext_python, hub, kept, token_file
+):
+    """The Hub refuses `datasets: [gs://…]` (the stand-in as the Hub answers; tests/workload/hub_upload_standin.py):
+    huggingface_hub's own create_commit is refused such a card before anything is uploaded, and the card tpu-sft
+    writes names the files by name, rows and sha256 instead, and passes."""
+    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "PYTHONPATH": str(REPO), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    refused = subprocess.run(
+        [maxtext_python, "-c", REFUSED_CARD, FILE_DATA, str(token_file)], env=env, capture_output=True, text=True
+    )
+    assert refused.stdout.strip() == (
+        f'Invalid metadata in README.md. | - "datasets[0]" with value "{FILE_DATA}" is not valid. '
+        "If possible, use a dataset id from https://hf.co/datasets."
+    ), refused.stderr[-2000:]
+    assert "team/old-card" in hub.repos and hub.commits == []  # nothing committed
+
+    data = {"files": [{"name": "chats.jsonl", "rows": 1234, "sha256": "ab" * 32, "bytes": 5678}]}
+    write_manifest(kept, {**SETTINGS, "dataset": FILE_DATA}, data=data)
+    code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
+    assert code == 0, summary
+    card = hub.content("team/gemma-sft", "README.md").decode()
+    assert "acme-private-stack-bucket" not in card and "datasets:" not in card
+    assert f"| `chats.jsonl` | 1234 | `{'ab' * 32}` |" in card
