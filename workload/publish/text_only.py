@@ -7,8 +7,8 @@ MaxText 0.2.2's `to_huggingface` (use_multimodal=False, as the export runs it) w
 and initialises them at random, with a missing-weights warning, and `AutoModelForCausalLM` picks the image-text
 class. Carrying the base model's vision weights through instead would publish a tower that SFT on text never saw
 run with the fine-tuned language model, and would need the base model's weights on the VM at publish time. So the
-export is published text-only, the way Google publishes its own text-only Gemma 3 (google/gemma-3-1b-it is a
-`gemma3_text` model):
+export is published text-only, the way Google publishes its own text-only Gemma 3 (google/gemma-3-1b-it loads as
+`Gemma3ForCausalLM`):
 
 - `config.json` becomes the export's `text_config` (model_type `gemma3_text`), architecture `Gemma3ForCausalLM`,
   with the whole model's `dtype`, `eos_token_id` and `transformers_version`;
