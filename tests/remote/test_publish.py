@@ -11,7 +11,6 @@ upload API (tests/workload/hub_upload_standin.py), since neither Google Cloud no
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
 
 import pytest
@@ -22,6 +21,7 @@ from rehearsal.local_host import LocalHost
 from rehearsal.run import execute, record
 from rehearsal.storage_iam import StorageIam, host_identity
 from rehearsal.storage_roles import PREDEFINED_ROLES
+from tests.workload import gemma3_export
 from tests.workload.hub_upload_standin import HubStandin
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV
@@ -77,8 +77,9 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     pipeline = PipelineConfig.from_mapping(json.loads(by_name["publish"].environment[PIPELINE_ENV]))
     kept = run_dir / "disk" / run_name(pipeline)
     (kept / "hf-model").mkdir(parents=True)
-    (kept / "hf-model" / "model.safetensors").write_bytes(os.urandom(50_000))
-    (kept / "hf-model" / "config.json").write_text('{"model_type": "gemma3"}')
+    # An export as to_huggingface writes it (the publish step lays it out as the text-only model).
+    gemma3_export.write(kept / "hf-model" / "model.safetensors", gemma3_export.export_tensors(16_000))
+    (kept / "hf-model" / "config.json").write_text(json.dumps(gemma3_export.EXPORT_CONFIG))
     files = manifest(str(kept), hashes=True)
     (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
 
@@ -93,7 +94,7 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     paths = ("tpu-sft/manifest.json", "config.json", "model.safetensors", "README.md")
     assert stored == {f"team/gemma-sft/{p}" for p in paths}
     assert hub.repos["team/gemma-sft"]["private"] is True
-    assert hub.content("team/gemma-sft", "tpu-sft/manifest.json") == (kept / "manifest.json").read_bytes()
+    assert json.loads(hub.content("team/gemma-sft", "tpu-sft/manifest.json"))["run_name"] == kept.name
 
     again = execute(by_name["publish"], env, echo=False)  # a `pulumi up` that re-runs it: the same model
     assert again.returncode == 0

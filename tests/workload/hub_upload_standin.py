@@ -14,8 +14,27 @@ Rules it enforces as the Hub does: a wrong token is refused on every call (401);
 (401); a private repo's files are served only with the token (401 `RepoNotFound` without one, as the Hub answers
 an anonymous caller); each LFS object's sha256 is checked, a commit naming an LFS object never uploaded is
 refused, and presigned URLs are checked by their signature, not a token; a README.md's YAML front matter must
-parse, name a license id the Hub knows (a few, LICENSES) and give `base_model` and `datasets` as repo ids (the
-Hub checks many more fields). Rules it does not enforce: one token
+parse, name a license id the Hub knows (a few, LICENSES) and give each `base_model` and `datasets` entry as a repo
+id (the Hub checks many more fields), answered as the Hub answers `/api/validate-yaml`: 400 with
+`{"errors": [{"message"}]}`, which huggingface_hub's `create_commit` posts README.md to before any upload and
+turns into "ValueError: Invalid metadata in README.md." (huggingface_hub 1.14.0, the pinned one:
+`hf_api.py` `create_commit` → `_validate_yaml`).
+
+The metadata rule, and where it was read (2026-12-05):
+- the Hub's model card spec (https://huggingface.co/docs/hub/model-cards, "Model card metadata"; the annotated
+  template in huggingface/hub-docs `modelcard.md`): `datasets` lists the datasets that trained the model, by
+  "dataset id from https://hf.co/datasets"; `base_model` is a model id;
+- huggingface_hub 1.14.0 `repocard_data.py` `ModelCardData`: `datasets` "Should be a dataset ID found on
+  https://hf.co/datasets"; `base_model` "must be the ID of a model on the Hub";
+- what the Hub itself answers is a field report, not Hugging Face's text (the validator is in the Hub's private
+  server): huggingface/autotrain-advanced#648 (2024-05-22) quotes its 400 for a local path in `datasets`,
+  `"datasets[0]" with value "/Users/…/flowers" is not valid. If possible, use a dataset id from
+  https://hf.co/datasets.` The stand-in answers that message, and decides "a repo id" by huggingface_hub's own
+  client-side rule (`utils/_validators.py` `validate_repo_id`: `name` or `namespace/name`, letters, digits, `-_.`,
+  at most 96 characters, no `--` or `..`, not ending in `.git`), so `gs://…` and paths are refused. Whether the Hub
+  also requires the dataset to exist is not known; the stand-in does not.
+
+Rules it does not enforce: one token
 for everything (no read-only tokens, users, organisations or repo permissions; an authenticated caller sees
 every repo), no gated repos, no .gitattributes (a file is LFS when it is at least LFS_FROM bytes, not by the
 Hub's patterns), no Xet storage (it offers the "basic" LFS transfer only), no rate limits, no revisions other
@@ -27,6 +46,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +59,17 @@ from workload.publish.hub import git_blob_id
 
 LICENSES = {"gemma", "apache-2.0", "mit", "other"}  # a few of the Hub's license ids, gemma among them
 LFS_FROM = 10_000  # bytes: smaller files are committed as regular git blobs, as the Hub decides for small text
+
+
+# huggingface_hub 1.14.0 utils/_validators.py REPO_ID_REGEX, with validate_repo_id's further rules below.
+REPO_ID = re.compile(r"^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$")
+
+
+def is_repo_id(value: object) -> bool:
+    """A Hub repo id as huggingface_hub's validate_repo_id accepts one: `name` or `namespace/name`."""
+    if not isinstance(value, str) or value.count("/") > 1 or not REPO_ID.match(value):
+        return False
+    return "--" not in value and ".." not in value and not value.endswith(".git")
 
 
 def _signature(purpose: str, oid: str) -> str:
@@ -220,10 +251,14 @@ class HubStandin:
                 problems = []
                 if metadata.get("license", "other") not in LICENSES:
                     problems.append(f"license {metadata['license']!r} is not a license id the Hub knows")
-                for key in ("base_model", "datasets"):
+                for key, kind in (("base_model", "model"), ("datasets", "dataset")):
                     value = metadata.get(key, [])
-                    if not all(isinstance(v, str) for v in (value if isinstance(value, list) else [value])):
-                        problems.append(f"{key} must be a repo id or a list of them")
+                    for n, entry in enumerate(value if isinstance(value, list) else [value]):
+                        if not is_repo_id(entry):
+                            problems.append(
+                                f'"{key}[{n}]" with value "{entry}" is not valid. '
+                                f"If possible, use a {kind} id from https://hf.co/{kind}s."
+                            )
                 if problems:
                     return reply_json(self, 400, {"errors": [{"message": p} for p in problems]})
                 reply_json(self, 200, {"warnings": []})

@@ -2,9 +2,11 @@
 file's size and sha256) to a Cloud Storage path and/or a Hugging Face Hub repo.
 
 Each file is checked against the manifest first: what is published is what was verified and kept. It is laid
-out as a model repo (workload/publish/layout.py): the Hugging Face export at the root, so
-`AutoModelForCausalLM.from_pretrained("OWNER/NAME")` loads it, a model card as README.md written from what the
-run recorded (workload/publish/model_card.py), and the run's other files and the manifest under tpu-sft/. Per
+out as a model repo (workload/publish/layout.py): the Hugging Face export at the root as a text-only model, so
+`AutoModelForCausalLM.from_pretrained("OWNER/NAME")` loads it with every weight in place (workload/publish/
+text_only.py: the config becomes the export's text_config, the weights keep their bytes under new names, written
+to a copy under --staging-dir), a model card as README.md written from what the run recorded
+(workload/publish/model_card.py), and the run's other files and the manifest under tpu-sft/. Per
 destination: when the destination's tpu-sft/manifest.json is byte-for-byte this one, the model is already there
 and nothing is sent; otherwise each file already there with the same content is skipped and the others are sent
 (the Hub: in one commit; Cloud Storage: one object each, an interrupted upload resuming from what arrived), the
@@ -30,7 +32,7 @@ from typing import Any, Protocol
 
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.launch.hf_token import TokenError, read_token, redactor
-from workload.publish import layout, model_card
+from workload.publish import layout, model_card, text_only
 from workload.publish.gcs import split_uri
 from workload.publish.layout import Item
 from workload.run import storage
@@ -38,6 +40,7 @@ from workload.run.fingerprint import manifest_mismatches
 
 MANIFEST = "manifest.json"
 STAGING_DIR = "/dev/shm/tpu-sft/publish"  # a v6e host's memory holds a 4B model's ~8 GB many times over
+CARD_REFUSED = "Invalid metadata in README.md"  # huggingface_hub's create_commit, when /api/validate-yaml refuses
 HUB_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 
 
@@ -65,16 +68,35 @@ def load_manifest(model_dir: str) -> tuple[bytes, list[dict[str, Any]]]:
     return data, files
 
 
-def plan(model_dir: str, data: bytes, files: list[dict[str, Any]], load_as: str) -> tuple[list[Item], Item]:
-    """The kept files where the repo layout puts them, then the model card; and the manifest."""
-    items = [
+def published_model(model_dir: str, data: bytes, files: list[dict[str, Any]], staging: str) -> tuple[list[Item], bytes]:
+    """The kept files where the repo layout puts them, the export as the text-only model (workload/publish/
+    text_only.py: its rewritten weights are written under `staging`); and the manifest as published, which lists
+    those files as published, so that a copy fetched back (`scripts/tpu-sft fetch-model`) matches it."""
+    kept = [
         Item(layout.destination_path(e["path"]), os.path.join(model_dir, e["path"]), e["size"], e["sha256"])
         for e in files
     ]
-    if any(item.path == layout.CARD for item in items):
+    if any(item.path == layout.CARD for item in kept):
         raise PublishError(f"the export has its own {layout.CARD}, where the model card goes; remove it and keep again")
+    try:
+        items = text_only.published(kept, staging)
+    except text_only.NotGemma3 as error:
+        raise PublishError(str(error)) from None
+    return items, text_only.published_manifest(data, kept, items)
+
+
+def with_card(items: list[Item], model_dir: str, data: bytes, load_as: str) -> tuple[list[Item], Item]:
+    """The files then the model card for a destination loaded by `load_as`; and the manifest (`data`)."""
     card = model_card.card(json.loads(data), model_dir, load_as).encode()
     return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
+
+
+def plan(
+    model_dir: str, data: bytes, files: list[dict[str, Any]], load_as: str, staging: str
+) -> tuple[list[Item], Item]:
+    """What one destination gets: the kept files laid out, the card, the manifest."""
+    items, published = published_model(model_dir, data, files, staging)
+    return with_card(items, model_dir, published, load_as)
 
 
 def publish(destination: Destination, items: list[Item], manifest: Item) -> dict[str, Any]:
@@ -96,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--public", action="store_true", help="create the Hub repo public (default: private)")
     parser.add_argument("--hf-token-file", help="file holding a Hub write token, mode 0600 (default: $HF_TOKEN)")
     parser.add_argument(
-        "--staging-dir", default=STAGING_DIR, help=f"where a gs:// model is copied first (default: {STAGING_DIR})"
+        "--staging-dir",
+        default=STAGING_DIR,
+        help=f"where a gs:// model is copied first, and the text-only weights are written (default: {STAGING_DIR})",
     )
     args = parser.parse_args(argv)
     try:
@@ -151,6 +175,16 @@ def _failed(error: str, code: int, published: dict[str, Any] | None = None) -> i
     return code
 
 
+def _one_line(error: Exception) -> str:
+    """The error's first line; for the Hub's refusal of the card's metadata (huggingface_hub's ValueError, the Hub's
+    reasons on the lines below its first), the reasons too, since they say what was refused."""
+    lines = [line.strip() for line in f"{type(error).__name__}: {error}".splitlines() if line.strip()]
+    if isinstance(error, ValueError) and str(error).startswith(CARD_REFUSED):
+        reasons = " ".join(lines[1:]) or "no reason given"
+        return f"the Hub refused the model card's metadata ({reasons}); report it with the kept manifest.json"
+    return lines[0] if lines else type(error).__name__
+
+
 def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int:
     try:
         data, files = load_manifest(model_dir)
@@ -158,20 +192,25 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
         return _failed(str(error), EXIT_BAD_INPUT)
     scrub = redactor(token)
     results: dict[str, Any] = {}
+    os.makedirs(args.staging_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix="text-only-", dir=args.staging_dir)
     try:
+        items, published = published_model(model_dir, data, files, staging)
         if args.gcs:
             from workload.publish.gcs import GcsDestination
 
-            results[args.gcs] = publish(GcsDestination(args.gcs), *plan(model_dir, data, files, args.gcs))
+            results[args.gcs] = publish(GcsDestination(args.gcs), *with_card(items, model_dir, published, args.gcs))
         if args.hub:
             from workload.publish.hub import HubDestination
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
-            results[f"hf://{args.hub}"] = publish(hub, *plan(model_dir, data, files, args.hub))
+            results[f"hf://{args.hub}"] = publish(hub, *with_card(items, model_dir, published, args.hub))
     except PublishError as error:
         return _failed(str(error), EXIT_BAD_INPUT, results)
     except Exception as error:  # noqa: BLE001  one line, whatever the client library raised
-        return _failed(scrub(f"{type(error).__name__}: {error}".splitlines()[0]), 1, results)
+        return _failed(scrub(_one_line(error)), 1, results)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     print(json.dumps({"event": "summary", "ok": True, "published": results}))
     return 0
 

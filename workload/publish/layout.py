@@ -1,8 +1,9 @@
 """Where a kept model's files go when published: the Hugging Face export (`hf-model/` in the kept directory) at
 the destination's root, so `AutoModelForCausalLM.from_pretrained("OWNER/NAME")` finds config.json, the weights and
-the tokenizer without `subfolder=`; the model card beside it as README.md (the Hub shows it as the repo's card);
-everything else the run kept (loss curve, verify.json, samples, metrics, TensorBoard files, the manifest) under
-`tpu-sft/`, where a later publish reads the manifest to tell an unchanged model."""
+the tokenizer without `subfolder=` (the config and weights as the text-only model's: workload/publish/text_only.py);
+the model card beside it as README.md (the Hub shows it as the repo's card); everything else the run kept (loss
+curve, verify.json, samples, metrics, TensorBoard files, the manifest) under `tpu-sft/`, where a later publish
+reads the manifest to tell an unchanged model."""
 
 from __future__ import annotations
 

@@ -1,7 +1,18 @@
 """The model card (README.md) published with a kept model, written only from what the run recorded: the kept
-manifest (the settings that name the run, each step's facts) and the kept samples.md. What a run did not record
-(an older manifest without settings, a training without held-out passes) is said to be "not recorded", never
-guessed. The YAML front matter is the Hub's model card metadata (`license`, `base_model`, `datasets`, ...).
+manifest (the settings that name the run, each step's facts, a file dataset's files) and the kept samples.md. What a
+run did not record (an older manifest without settings, a training without held-out passes) is said to be "not
+recorded", never guessed.
+
+The YAML front matter is the Hub's model card metadata, built with the pinned huggingface_hub's `ModelCardData` and
+rendered by its `ModelCard` (the MaxText venv's, which runs `python -m workload.publish`), not by hand. The Hub
+validates it when the card is committed (huggingface_hub's `create_commit` posts README.md to `/api/validate-yaml`
+first) and refuses a `datasets:` entry that is not a Hub dataset id (docs/publishing.md cites the rule and where it
+was read). So `datasets:` names a Hub dataset only; a dataset of files (`gs://…`, or local files `pulumi up`
+copied into the stack's bucket) is described in the card's text by each file's name, row count and sha256, as keep
+recorded them (workload/run/data_files.py), and its bucket path is not published: neither in the text nor in the
+settings table, which shows a file setting's file name only.
+
+The model is text-only (workload/publish/text_only.py): the card says so, and that it takes no images.
 
 Gemma is under the Gemma Terms of Use, which require a model derivative to be distributed with their notice and
 its use restrictions passed on (section 3): the card carries the notice and links both.
@@ -11,9 +22,11 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 from typing import Any
 
 from workload.core.config import HUB_IDS
+from workload.core.data_source import parse_source
 from workload.publish import layout
 
 TERMS = "https://ai.google.dev/gemma/terms"
@@ -21,25 +34,52 @@ PROHIBITED_USE = "https://ai.google.dev/gemma/prohibited_use_policy"
 NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
 SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
 NOT_RECORDED = "not recorded"
+FILES_SHOWN = 20  # a dataset of many files (a pattern) lists this many, then their totals
+TEXT_ONLY = (
+    "It is text-only: the language model of Gemma 3 (`Gemma3ForCausalLM`, model type `gemma3_text`) without Gemma "
+    "3's vision tower, so it takes no images."
+)
 
 
 def card(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
     """The card of the model kept in `model_dir` (its manifest parsed), loaded by `load_as`: a Hub repo id, or the
     gs:// URL it was published to."""
+    from huggingface_hub import ModelCard, ModelCardData  # the MaxText venv's (pinned): the Hub's own fields
+
+    data = ModelCardData(**metadata(manifest))
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body(manifest, model_dir, load_as)}"))
+
+
+def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The Hub's metadata fields of the card, as ModelCardData's arguments (None: left out)."""
+    settings = manifest.get("settings") or {}
+    base, dataset = _base_and_hub_dataset(settings)
+    return {
+        "license": "gemma",
+        "license_link": TERMS,
+        "library_name": "transformers",
+        "pipeline_tag": "text-generation",
+        "base_model": base,
+        "base_model_relation": "finetune" if base else None,
+        "datasets": [dataset] if dataset else None,  # Hub dataset ids only: the Hub refuses anything else
+        "tags": ["tpu-sft", "maxtext", "gemma3", "text-only"],
+    }
+
+
+def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
+    """The card's Markdown under its metadata."""
     settings = manifest.get("settings") or {}
     steps = manifest.get("steps") or {}
     train = (steps.get("train") or {}).get("facts") or {}
     verify = ((steps.get("verify") or {}).get("facts") or {}).get("verify") or {}
     kept = {entry["path"] for entry in manifest.get("files", [])}
-    tiny = settings.get("profile") == "tiny"
-    base = None if tiny else HUB_IDS.get(settings.get("model", ""))
-    dataset = None if tiny else settings.get("dataset")
+    base, dataset = _base_and_hub_dataset(settings)
     parts = [
-        _front_matter(base, dataset),
         f"# {manifest.get('run_name') or NOT_RECORDED}",
-        _summary(settings, base, dataset, tiny),
+        _summary(settings, base, dataset),
         _licence(),
         _how_to_load(load_as),
+        _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
         _samples(model_dir if "samples.md" in kept else None),
@@ -48,28 +88,58 @@ def card(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _front_matter(base: str | None, dataset: str | None) -> str:
-    # JSON strings are YAML scalars: a value with ':' or '#' stays one string.
-    lines = ["---", "license: gemma", f"license_link: {TERMS}", "library_name: transformers"]
-    lines += ["pipeline_tag: text-generation"]
-    if base:
-        lines += [f"base_model: {json.dumps(base)}", "base_model_relation: finetune"]
-    if dataset:
-        lines += ["datasets:", f"- {json.dumps(dataset)}"]
-    lines += ["tags:", "- tpu-sft", "- maxtext", "- gemma3", "---"]
-    return "\n".join(lines)
+def _base_and_hub_dataset(settings: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The Google base model and the Hub dataset, where the run names them (a tiny-profile run names neither)."""
+    if settings.get("profile") == "tiny":
+        return None, None
+    base = HUB_IDS.get(settings.get("model", ""))
+    dataset = settings.get("dataset")
+    return base, dataset if _is_hub_id(dataset) else None
 
 
-def _summary(settings: dict[str, Any], base: str | None, dataset: str | None, tiny: bool) -> str:
-    if tiny:
+def _is_hub_id(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and not parse_source(value).is_file
+    except ValueError:
+        return False
+
+
+def _summary(settings: dict[str, Any], base: str | None, dataset: str | None) -> str:
+    if settings.get("profile") == "tiny":
         return (
             "A fine-tune by tpu-sft's tiny profile: a randomly initialised 6-layer Gemma 3 trained on generated "
-            "conversations, for tests only. It has learned nothing useful."
+            f"conversations, for tests only. It has learned nothing useful. {TEXT_ONLY}"
         )
     base_text = f"[{base}](https://huggingface.co/{base})" if base else f"a base model {NOT_RECORDED}"
-    data_text = f"[{dataset}](https://huggingface.co/datasets/{dataset})" if dataset else f"a dataset {NOT_RECORDED}"
-    split = settings.get("trainSplit")
-    return f"A supervised fine-tune of {base_text} on {data_text}" + (f" (split `{split}`)." if split else ".")
+    if dataset:
+        data_text = f"[{dataset}](https://huggingface.co/datasets/{dataset})"
+        split = settings.get("trainSplit")
+        data_text += f" (split `{split}`)" if split else ""
+    elif settings.get("dataset"):
+        data_text = "its maker's own data (the files under Data below)"
+    else:
+        data_text = f"a dataset {NOT_RECORDED}"
+    return f"A supervised fine-tune of {base_text} on {data_text}. {TEXT_ONLY}"
+
+
+def _data(settings: dict[str, Any], hub_dataset: str | None, recorded: dict[str, Any] | None) -> str:
+    lines = ["## Data", ""]
+    if hub_dataset:
+        return "\n".join(lines + [f"The Hub dataset [{hub_dataset}](https://huggingface.co/datasets/{hub_dataset})."])
+    if not settings.get("dataset"):
+        return "\n".join(lines + [f"Data: {NOT_RECORDED}."])
+    if not recorded or "files" not in recorded:
+        why = f" ({recorded['error']})" if recorded and recorded.get("error") else ""
+        return "\n".join(lines + [f"Files, whose names, rows and sha256 were {NOT_RECORDED}{why}."])
+    files = recorded["files"]
+    lines += ["Files the run trained on (their location is not published):", ""]
+    lines += ["| file | rows | sha256 |", "|---|---|---|"]
+    lines += [f"| `{f['name']}` | {f['rows']} | `{f['sha256']}` |" for f in files[:FILES_SHOWN]]
+    if len(files) > FILES_SHOWN:
+        lines += [f"| {len(files) - FILES_SHOWN} more | | |"]
+    if len(files) > 1:
+        lines += ["", f"{len(files)} files, {sum(f['rows'] for f in files)} rows in all."]
+    return "\n".join(lines)
 
 
 def _licence() -> str:
@@ -109,7 +179,7 @@ def _training(settings: dict[str, Any], train: dict[str, Any]) -> str:
     if settings:
         lines += ["The settings that name the run (`tpu-sft:KEY` in the Pulumi stack):", ""]
         lines += ["| setting | value |", "|---|---|"]
-        lines += [f"| `{key}` | `{_value(value)}` |" for key, value in settings.items()]
+        lines += [f"| `{key}` | `{_shown(key, value)}` |" for key, value in settings.items()]
     else:
         lines += [f"Settings: {NOT_RECORDED}."]
     figures = [
@@ -169,13 +239,16 @@ def _how_made(settings: dict[str, Any], verify: dict[str, Any]) -> str:
             f"fine-tuned it with `train_sft` on {accelerator} and exported it to Hugging Face format with "
             f"`to_huggingface`. Verification (the export loaded with transformers, its logits compared with "
             f"MaxText's): {checked}. The run's own files are in `{layout.RUN_DIR}`: the loss curve, verify.json, "
-            f"samples.md, the training metrics and `manifest.json` (every kept file's size and sha256, the settings "
-            f"and each step's facts).",
+            f"samples.md, the training metrics and `manifest.json` (every file's size and sha256 as published, with "
+            f"what keep recorded of the export's rewritten config and weights; the settings and each step's facts).",
         ]
     )
 
 
-def _value(value: Any) -> str:
+def _shown(key: str, value: Any) -> str:
+    """A setting's value as the card shows it: a file's name, never the bucket or directory it is in."""
+    if isinstance(value, str) and (key == "chatTemplate" or (key == "dataset" and not _is_hub_id(value))):
+        return posixpath.basename(value)
     return value if isinstance(value, str) else json.dumps(value)
 
 

@@ -19,7 +19,7 @@ from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.proc import StepFailed, run_logged
 from workload.launch.tensorboard_redact import redact_event_files
 from workload.measure import hbm_peak, learning, throughput
-from workload.run import commands, export_fix, kept, markers, storage, train_metrics
+from workload.run import commands, data_files, export_fix, kept, markers, storage, train_metrics
 from workload.run.events import Events, StepProgress, parse_eval, parse_step
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
@@ -331,6 +331,9 @@ def keep(ctx: Context) -> Outcome:
     }
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
         record = {"run_name": layout.run_name, "settings": ctx.config.run_settings(), "steps": steps, "files": files}
+        # A file dataset's names, rows and sha256: what the card says of it, where a bucket path may not go.
+        data = data_files.describe(ctx.config.dataset)
+        record |= {} if data is None else {"data": data}
         json.dump(record, f, indent=1)
     # Swap in whole: a reader of the output dir never sees a half-copied model (in a bucket: the manifest, which
     # kept.find requires, is written last).
