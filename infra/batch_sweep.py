@@ -1,6 +1,7 @@
 """The largest per-device batch that fits: `scripts/preflight --sweep` compiles the stack's training step at the
-stack's per-device batch, then doubles it while the step leaves at least HEADROOM of a chip's HBM free (or halves
-it until it does), and names the largest batch that leaves that much. Each compile is an ordinary preflight
+stack's per-device batch, then doubles it while the verdict says it fits, the chip's margin and a resumed attempt
+counted (workload/preflight/fit.py `Live.needed`; or halves it until it does), and names the largest that fits.
+Each compile is an ordinary preflight
 (infra/preflight.py), remembered by its train inputs, so a sweep run again, or a preflight of one of its batches,
 compiles nothing.
 
@@ -14,11 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
+from workload.core.accelerators import CHIP_MARGIN
 from workload.core.config import PipelineConfig
 
-# A chip's HBM left free beyond the verdict (which counts the steps in flight and the eval step:
-# workload/preflight/fit.py `Live`): for the runtime's own allocations and fragmentation, which no compiler sees.
-HEADROOM = 0.10
 LARGEST_BATCH = 2**20  # where the doubling stops even if every batch left room
 EXIT_NONE_FITS = 1
 
@@ -29,13 +28,9 @@ def headroom(record: dict[str, Any]) -> float:
     return 1 - record["hbm_bytes_per_chip"] / record["hbm_limit_bytes_per_chip"]
 
 
-def roomy(record: dict[str, Any]) -> bool:
-    return bool(record["fits"]) and headroom(record) >= HEADROOM
-
-
 def sweep(pipeline: PipelineConfig, compile_one: Compile) -> tuple[int, list[dict[str, Any]]]:
     """(0 or the failed compile's exit status, one record per batch compiled, smallest batch first). HBM grows with
-    the batch, so the first batch on the other side of HEADROOM ends the search."""
+    the batch, so the first batch on the other side of the verdict ends the search."""
     records: list[dict[str, Any]] = []
     batch, going_up = pipeline.per_device_batch_size, None
     while 1 <= batch <= LARGEST_BATCH:
@@ -44,15 +39,15 @@ def sweep(pipeline: PipelineConfig, compile_one: Compile) -> tuple[int, list[dic
             return status, records
         records.append(record)
         if going_up is None:
-            going_up = roomy(record)
-        elif roomy(record) != going_up:
+            going_up = bool(record["fits"])
+        elif record["fits"] != going_up:
             break
         batch = batch * 2 if going_up else batch // 2
     return 0, sorted(records, key=lambda r: r["settings"]["per_device_batch_size"])
 
 
 def largest(records: list[dict[str, Any]]) -> int | None:
-    batches = [r["settings"]["per_device_batch_size"] for r in records if roomy(r)]
+    batches = [r["settings"]["per_device_batch_size"] for r in records if r["fits"]]
     return max(batches, default=None)
 
 
@@ -60,7 +55,7 @@ def answer(pipeline: PipelineConfig, records: list[dict[str, Any]]) -> dict[str,
     return {
         "accelerator": pipeline.accelerator_type,
         "model": pipeline.model,
-        "headroom_at_least": HEADROOM,
+        "chip_margin": CHIP_MARGIN,
         "largest_per_device_batch_size": largest(records),
         "compile_seconds": round(sum(r["compile_seconds"] for r in records), 1),
         "batches": [_row(r) for r in records],
@@ -98,9 +93,9 @@ def table(result: dict[str, Any]) -> str:
     best = result["largest_per_device_batch_size"]
     lines.append("")
     lines.append(
-        f"Largest with at least {HEADROOM:.0%} of HBM free: tpu-sft:perDeviceBatchSize {best}"
+        f"Largest that fits with the chip's margin (× {CHIP_MARGIN}): tpu-sft:perDeviceBatchSize {best}"
         if best is not None
-        else f"No batch leaves {HEADROOM:.0%} of HBM free on a {result['accelerator']}: "
+        else f"No batch fits with the chip's margin (× {CHIP_MARGIN}) on a {result['accelerator']}: "
         "pulumi config set tpu-sft:acceleratorType with more chips, or a shorter tpu-sft:maxTargetLength"
     )
     return "\n".join(lines)

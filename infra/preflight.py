@@ -48,8 +48,8 @@ CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pu
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
 # One more whenever what a record says changes, so that none is reused: 2, HBM is the compiler's peak; 3, a step over
 # the chip's HBM does not fit even where the compiler accepted it; 4, Tunix 0.1.7's step, without the logits; 5, the
-# verdict counts the eval step and what the loop holds beside the step.
-RECORD_FORMAT = 5
+# verdict counts the eval step and what the loop holds beside the step; 6, the verdict holds the chip's margin.
+RECORD_FORMAT = 6
 
 
 def _named(train_inputs: dict[str, Any], maxtext_overrides: tuple[str, ...]) -> str:
@@ -89,7 +89,7 @@ def take_the_sweeps_batch(settings: Settings) -> Settings:
     if largest is None:
         raise ConfigError(
             f"tpu-sft:{AUTO_BATCH_KEY}",
-            f"is {AUTO}, and the sweep ({path}) found no batch that leaves {batch_sweep.HEADROOM:.0%} of HBM free",
+            f"is {AUTO}, and the sweep ({path}) found no batch that fits with the chip's margin",
             "set a shorter tpu-sft:maxTargetLength or a larger tpu-sft:acceleratorType",
         )
     return replace(settings, pipeline=replace(settings.pipeline, per_device_batch_size=largest), batch_auto=False)

@@ -31,11 +31,14 @@ def predict(case: case_file.Case, topology: str, work: str) -> dict[str, Any]:
         step = aot_step.compile_step([train_sft_file(), *argv])
     except aot_step.HbmOom as oom:
         return {"fits": False, "hbm_bytes_per_chip": oom.used, "hbm_limit_bytes_per_chip": oom.limit}
+    live = step.live
     return {
-        "fits": step.live.total <= step.hbm_limit,
-        "hbm_bytes_per_chip": step.live.total,
+        "fits": live.needed <= step.hbm_limit,  # the preflight's verdict: with the chip's margin, or a resumed attempt
+        "hbm_bytes_per_chip": live.total,  # what the compiled steps and the loop add up to, as the chip is measured
+        "needed_bytes_per_chip": live.needed,
+        "resumed_bytes_per_chip": live.resumed,
         "hbm_limit_bytes_per_chip": step.hbm_limit,
-        "train_step_peak_bytes": step.live.train.total,
+        "state_bytes": live.state,
         "compile_seconds": round(step.seconds, 1),
     }
 

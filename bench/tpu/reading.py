@@ -11,8 +11,9 @@ from workload.core.accelerators import PEAK_BF16_TFLOPS
 from workload.measure import devices, hbm_peak
 from workload.run.events import failure_cause, parse_step
 
-# A run's first step compiles, and its second is still slow on the chip (0.68-0.72 s against 0.15): neither is steady.
-UNSTEADY_STEPS = 2
+# Not steady: a run's first step compiles; its second is still slow on the chip (0.68-0.72 s against 0.15); in
+# MaxText's own loop the third reads 0.020 s, the second having waited for it (its steps are timed as dispatched).
+UNSTEADY_STEPS = 3
 _COMPILED = re.compile(
     r"Total memory size: ([\d.]+) GB, Output size: ([\d.]+) GB, Temp size: ([\d.]+) GB, "
     r"Argument size: ([\d.]+) GB"

@@ -30,7 +30,7 @@ def reread(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.tpu.reread", description=__doc__.split("\\n\\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.tpu.reread", description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path, help="bench run folders (results.json, logs/), oldest first")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--predictions", type=Path)
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         "cases": list(by_name.values()),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(merged, indent=1) + "\\n")
-    (args.out / "results.md").write_text(table.markdown(merged) + "\\n")
+    (args.out / "results.json").write_text(json.dumps(merged, indent=1) + "\n")
+    (args.out / "results.md").write_text(table.markdown(merged) + "\n")
     return 0
 
 

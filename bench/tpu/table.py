@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from workload.core.accelerators import CHIP_MARGIN
+
 GB = 1e9
 
 
@@ -12,16 +14,32 @@ def _gb(n: float | None) -> str:
 
 
 def _preflight(record: dict[str, Any]) -> str:
+    """The compiled figure, with the chip's margin, and a resumed attempt's, each against the chip's HBM."""
     predicted = record.get("preflight")
     if predicted is None:
         return ""
-    if "error" in predicted:
-        return predicted["error"]
-    verdict = "fits" if predicted["fits"] else "does not fit"
-    return f"{_gb(predicted['hbm_bytes_per_chip'])} ({verdict})"
+    limit, compiled = predicted["hbm_limit_bytes_per_chip"], predicted["hbm_bytes_per_chip"]
+    if "resumed_bytes_per_chip" not in predicted:  # the compiler refused it
+        return f"≥ {_gb(compiled)}: does not fit"
+    fresh, resumed = round(compiled * CHIP_MARGIN), predicted["resumed_bytes_per_chip"]
+    return (
+        f"{_gb(compiled)}; × {CHIP_MARGIN} {_gb(fresh)}: {_verdict(fresh, limit)}; "
+        f"resumed {_gb(resumed)}: {_verdict(resumed, limit)}"
+    )
 
 
-def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str, Any]) -> str:
+def _verdict(needed: int, limit: int) -> str:
+    return "fits" if needed <= limit else "does not fit"
+
+
+def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str, Any], rates: bool = True) -> str:
+    """`rates`: False for a resume case's runs, whose few steps each end in a checkpoint's save."""
+    if not rates:
+        run = {
+            k: v
+            for k, v in run.items()
+            if k not in ("median_step_ms", "tokens_per_s_per_chip", "tflops_per_chip", "mfu")
+        }
     outcome = run.get("outcome", "")
     if run.get("oom_asked_bytes"):
         outcome += f" (asked {run['oom_asked_bytes'] / 2**20:,.0f} MiB)"
@@ -55,7 +73,7 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "| case | loop | layers | batch | weights | remat | attention | vocab tiling, more | outcome | step ms "
         "| tokens/s per chip | TFLOP/s per chip | MFU | peak HBM, memory_stats (GB) | compiled step, MaxText: args + "
-        "temp (GB) | preflight (GB) | measured / predicted |",
+        "temp (GB) | preflight (GB): compiled; with the chip's margin; a resumed attempt | memory_stats / compiled |",
         "|" + "---|" * 17,
     ]
     resumed = []
@@ -64,8 +82,8 @@ def markdown(results: dict[str, Any]) -> str:
         if not case["resume"]:
             lines.append(_row(case["name"], case, record, record))
             continue
-        lines.append(_row(case["name"] + " (save)", case, record["save"], record))
-        lines.append(_row(case["name"] + " (resume)", case, record["resume"], record))
+        lines.append(_row(case["name"] + " (save)", case, record["save"], record, rates=False))
+        lines.append(_row(case["name"] + " (resume)", case, record["resume"], record, rates=False))
         resumed.append(
             f"- {case['name']}: {record['outcome']}: the first run logged steps {record['save'].get('steps_logged')}, "
             f"the second {record['resume'].get('steps_logged')}; optimizer counters in the last checkpoint: "

@@ -68,7 +68,7 @@ def test_auto_without_a_sweep_declares_nothing_and_says_how_to_make_one(dev_conf
 def test_auto_when_no_batch_left_room_says_what_to_change(dev_config, cache):
     config = {**dev_config, **AUTO}
     swept(config, None, cache)
-    with pytest.raises(ConfigError, match="found no batch that leaves 10% of HBM free. Fix: set a shorter"):
+    with pytest.raises(ConfigError, match="found no batch that fits with the chip.s margin. Fix: set a shorter"):
         preflight.take_the_sweeps_batch(settings_of(config))
 
 

@@ -3,10 +3,9 @@ real Tunix 0.1.7 PeftTrainer places its optimizer's state, with Tunix's own `_sh
 launcher's per-array placement (`patched`). Two CPU devices stand for a slice's chips; the state starts on one
 device, as nnx.Optimizer creates it, and is placed sharded over both. Prints JSON: the live bytes before, at the
 largest moment and after, the optimizer state's bytes and its largest array, and whether the state placed is the
-state it was. `python optimizer_placement_live.py tunix|patched`."""
+state it was: {"tunix": …, "patched": …}, each on a trainer of its own. `python optimizer_placement_live.py`."""
 
 import os
-import sys
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
 os.environ["JAX_PLATFORMS"] = "cpu"
@@ -35,7 +34,7 @@ def live_bytes() -> int:
     return sum(shard.data.nbytes for array in jax.live_arrays() for shard in array.addressable_shards)
 
 
-def main(placement: str) -> None:
+def placed(placement: str) -> dict:
     mesh = Mesh(np.array(jax.devices()), ("fsdp",))
     trainer = peft_trainer.PeftTrainer(
         Model(nnx.Rngs(0)), optax.adamw(1e-3), peft_trainer.TrainingConfig(eval_every_n_steps=0, max_steps=1)
@@ -57,32 +56,26 @@ def main(placement: str) -> None:
         return watched
 
     before = live_bytes()
-    jax.device_put = watching(jax.device_put)
-    jax.lax.with_sharding_constraint = watching(jax.lax.with_sharding_constraint)
+    device_put, constrain = jax.device_put, jax.lax.with_sharding_constraint
+    jax.device_put, jax.lax.with_sharding_constraint = watching(device_put), watching(constrain)
     with mesh:
         if placement == "patched":
             optimizer_placement.patch_tunix()
         trainer._shard_optimizer(mesh)
+    jax.device_put, jax.lax.with_sharding_constraint = device_put, constrain
     gc.collect()
-    placed = [
-        a for a in jax.tree.leaves(nnx.state(trainer.optimizer, nnx.optimizer.OptState)) if isinstance(a, jax.Array)
-    ]
-    print(
-        json.dumps(
-            {
-                "before": before,
-                "largest": seen["largest"],
-                "after": live_bytes(),
-                "state_bytes": state_bytes,
-                "largest_array_bytes": largest,
-                "same_values": all(
-                    np.array_equal(a, np.asarray(b)) for a, b in zip(before_values, placed, strict=True)
-                ),
-                "shardings": sorted({str(a.sharding.spec) for a in placed if a.ndim == 2}),
-            }
-        )
-    )
+    now = [a for a in jax.tree.leaves(nnx.state(trainer.optimizer, nnx.optimizer.OptState)) if isinstance(a, jax.Array)]
+    return {
+        "before": before,
+        "largest": seen["largest"],
+        "after": live_bytes(),
+        "state_bytes": state_bytes,
+        "largest_array_bytes": largest,
+        "same_values": all(np.array_equal(a, np.asarray(b)) for a, b in zip(before_values, now, strict=True)),
+        "shardings": sorted({str(a.sharding.spec) for a in now if a.ndim == 2}),
+    }
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    tunix = placed("tunix")  # first: the patch, once made, replaces Tunix's method for every trainer
+    print(json.dumps({"tunix": tunix, "patched": placed("patched")}))

@@ -1,8 +1,9 @@
 """TFLOP/s, MFU, tokens/s and goodput from MaxText's own output, and how a progress line shows them."""
 
+from pathlib import Path
+
 import pytest
 
-from workload.core.config import PipelineConfig
 from workload.measure.throughput import AttemptTimeline, peak_tflops_per_device, train_figures
 from workload.run.events import StepProgress, parse_step
 from workload.run.progress import render
@@ -11,6 +12,7 @@ from workload.run.progress import render
 MAXTEXT_LINES = [
     "I1130 20:49:16.127862 139991025519488 max_utils.py:804] System Information: Jax Version: 0.9.2\n",
     "I1130 20:49:16.127965 139991025519488 max_utils.py:806] System Information: Jax Backend: cpu\n",
+    "tpu-sft devices: 1 x cpu (cpu)\n",  # the trainer's launcher's (workload/measure/devices.py)
     "I1130 20:49:16.131558 139991025519488 maxtext_utils.py:1655] Num_devices: 1, shape (1, 1, 1, 1, 1, 1)\n",
     "I1130 20:49:24.041876 139991025519488 event_tracking.py:138] [process=0] [sync] Finished load in 0.39 seconds"
     " @ /w/gemma3-4b/mt-format/0/items\n",
@@ -22,21 +24,22 @@ MAXTEXT_LINES = [
     "I1130 20:51:19.164945 139991025519488 event_tracking.py:138] [process=0] [sync] Finished save in 0.48 seconds"
     " @ /w/checkpoints/10\n",
 ]
-TINY = PipelineConfig.from_mapping({"profile": "tiny", "steps": 30})
-FULL = PipelineConfig.from_mapping({"profile": "full", "acceleratorType": "v6e-8", "steps": 1000})
+# What the lent TPU v5e chip printed (bench/tpu/runs/2026-12-05-1/logs/tunix-b1.log), only the lines read here.
+CHIP_LINES = (Path(__file__).parent / "fixtures" / "tpu_v5e_train_sft.log").read_text().splitlines(keepends=True)[2:]
 
 
 def test_the_timeline_reads_backend_devices_marks_and_checkpoint_saves():
     timeline = AttemptTimeline(started=100.0)
     for second, line in enumerate(MAXTEXT_LINES):
         timeline.observe(line, now=110.0 + second)
-    assert timeline.backend == "cpu"
+    assert timeline.device_kind == "cpu"
     assert timeline.facts == {
         "backend": "cpu",
+        "device_kind": "cpu",
         "devices": 1,
         "imported_s": 10.0,
-        "training_started_s": 14.0,
-        "first_step_s": 16.0,
+        "training_started_s": 15.0,
+        "first_step_s": 17.0,
         # the save inside step 1 is kept apart from the later ones; the checkpoint *load* is not a save
         "first_step_checkpoint_s": 0.9,
         "checkpoint_s": 0.48,
@@ -52,11 +55,29 @@ def test_an_async_save_counts_only_its_blocking_part():
     assert timeline.facts["checkpoint_s"] == 1.25 and timeline.facts["saves"] == 1
 
 
-def test_the_peak_is_the_v6e_chip_on_a_tpu_and_unknown_elsewhere():
-    assert peak_tflops_per_device(FULL, "tpu") == (918.0, None)
-    assert peak_tflops_per_device(TINY, "cpu") == (None, "no peak FLOP/s known for cpu")
+def test_the_peak_is_that_of_the_chip_that_ran_and_unknown_elsewhere():
+    assert peak_tflops_per_device("TPU v6 lite") == (918.0, None)
+    assert peak_tflops_per_device("TPU v5 lite") == (197.0, None)
     # a TPU VM whose JAX fell back to the CPU must not be measured against the TPU's peak
-    assert peak_tflops_per_device(FULL, "cpu") == (None, "no peak FLOP/s known for cpu")
+    assert peak_tflops_per_device("cpu") == (None, "no peak FLOP/s known for cpu")
+    assert peak_tflops_per_device(None) == (None, "no peak FLOP/s known for devices the trainer did not name")
+
+
+def test_on_the_chip_the_mfu_is_against_the_v5e_peak_though_maxtext_names_no_generation():
+    """MaxText's backend line on a TPU reads "PJRT C API"; the launcher's own line names the chip."""
+    timeline = AttemptTimeline(started=0.0)
+    for second, line in enumerate(CHIP_LINES):
+        timeline.observe(line, now=float(second))
+    assert (timeline.facts["backend"], timeline.device_kind, timeline.facts["devices"]) == ("tpu", "TPU v5 lite", 1)
+    assert timeline.facts["hbm_peak_bytes_per_chip"] == 12636644352
+    metrics = [{**record, "attempt": 1.0} for line in CHIP_LINES if (record := parse_step(line)) is not None]
+    attempt = {"attempt": 1.0, "seconds": 100.0, **timeline.facts}
+    figures = train_figures([{"attempt": 1.0}, attempt], metrics, wall_s=100.0)
+    # steps 2-10 (step 1 compiles): median 87.231 TFLOP/s/device of the v5e's 197
+    assert figures["device_kind"] == "TPU v5 lite" and figures["peak_tflops_per_device"] == 197.0
+    assert figures["mfu"] == pytest.approx(87.231 / 197.0, abs=1e-4) and "mfu_reason" not in figures
+    progress = StepProgress(10, peak_tflops_per_device=197.0).fields(metrics[-1])
+    assert progress["mfu"] == pytest.approx(89.905 / 197.0, abs=1e-4)
 
 
 def test_step_events_carry_tflops_and_mfu_only_with_a_peak():
@@ -110,6 +131,7 @@ def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
             "attempt": 2.0,
             "seconds": 100.0,
             "backend": "tpu",
+            "device_kind": "TPU v6 lite",
             "devices": 8,
             "imported_s": 20.0,
             "training_started_s": 30.0,
@@ -119,7 +141,7 @@ def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
             "saves": 1,
         },
     ]
-    figures = train_figures(FULL, attempts, metrics, wall_s=200.0)
+    figures = train_figures(attempts, metrics, wall_s=200.0)
     # steady, kept: 2, 3, 4 (attempt 1: 1 s each) and 6, 7 (attempt 2: 2 s each); medians
     assert figures["tflops_per_device"] == 400.0 and figures["tokens_per_s_per_device"] == 8000.0
     assert figures["mfu"] == pytest.approx(400.0 / 918.0, abs=1e-4) and "mfu_reason" not in figures
@@ -139,8 +161,11 @@ def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
 
 def test_on_a_cpu_mfu_is_null_with_the_reason_and_the_rates_are_still_real():
     metrics = [_step(1, 1.0, 90.0, 0.0, 1.3), _step(2, 1.0, 0.5, 0.026, 256.0), _step(3, 1.0, 0.6, 0.021, 208.0)]
-    attempts = [{"attempt": 1.0}, {"attempt": 1.0, "seconds": 120.0, "backend": "cpu", "devices": 1}]
-    figures = train_figures(TINY, attempts, metrics, wall_s=120.0)
+    attempts = [
+        {"attempt": 1.0},
+        {"attempt": 1.0, "seconds": 120.0, "backend": "cpu", "device_kind": "cpu", "devices": 1},
+    ]
+    figures = train_figures(attempts, metrics, wall_s=120.0)
     assert figures["mfu"] is None and figures["mfu_reason"] == "no peak FLOP/s known for cpu"
     assert figures["tflops_per_device"] == 0.024 and figures["tokens_per_s"] == 232.0
     assert figures["goodput"] == pytest.approx(1.1 / 120.0, abs=1e-4)
@@ -179,7 +204,7 @@ def test_held_out_passes_are_their_own_share_of_the_time_and_leave_the_step_rate
     ]:
         timeline.observe(line, now)
     assert timeline.facts["eval_passes"] == [[0, 6.0, False], [2, 4.0, True]]
-    attempt = {"attempt": 1.0, "seconds": 50.0, "backend": "cpu", "devices": 1, **timeline.facts}
+    attempt = {"attempt": 1.0, "seconds": 50.0, "backend": "cpu", "device_kind": "cpu", "devices": 1, **timeline.facts}
     metrics = [
         {"step": 1, "attempt": 1.0, "step_seconds": 10.0, "tokens_per_s_per_device": 1.0},
         {"step": 0, "attempt": 1.0, "eval_loss": 12.014},
@@ -187,7 +212,7 @@ def test_held_out_passes_are_their_own_share_of_the_time_and_leave_the_step_rate
         {"step": 2, "attempt": 1.0, "step_seconds": 5.0, "tokens_per_s_per_device": 20.0},
         {"step": 3, "attempt": 1.0, "step_seconds": 1.0, "tokens_per_s_per_device": 100.0},
     ]
-    figures = train_figures(TINY, [{"attempt": 1.0}, attempt], metrics, wall_s=50.0)
+    figures = train_figures([{"attempt": 1.0}, attempt], metrics, wall_s=50.0)
     split = figures["time_split_s"]
     # setup: 10 → 30 s less the 6 s pass before training; steps: 5 + 1 s less the 4 s pass inside step 2's time
     assert (split["eval"], split["setup"], split["steps"]) == (10.0, 14.0, 2.0)

@@ -51,6 +51,15 @@ PEAK_BF16_TFLOPS: dict[str, float] = {
     "TPU v6 lite": 918.0,  # v6e (Trillium)
 }
 
+# What a chip needs beyond what the compiled steps and the loop's figures add up to (workload/preflight/fit.py
+# `Live.total`): the runtime's own allocations, fragmentation, and a chip's compiler, which is not the preflight's.
+# Calibrated on the lent TPU v5e (bench/RESULTS.md, "The TPU bench on a v5e chip"): Tunix's step on 4 of gemma3-4b's
+# layers ran at batch 3, predicted 14.31 GB of the chip's 16.91, and ran out of memory at batch 4, predicted 15.50 GB,
+# where the chip's compiler asked 16.45 GiB of temporaries alone: the chip needs at least 1.14 and at most 1.18 times
+# the prediction there, and 1.15 separates them. It is the v5e's, with its own JAX 0.10.2 and libtpu: on a v6e it is
+# unproven (docs/preflight.md).
+CHIP_MARGIN = 1.15
+
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in (

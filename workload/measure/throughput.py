@@ -81,8 +81,8 @@ class AttemptTimeline:
         for mark, pattern in _MARKS.items():
             if f"{mark}_s" not in self.facts and pattern.search(line):
                 self.facts[f"{mark}_s"] = round(now - self.started, 3)
-        if "device_kind" not in self.facts and (found := devices_line.parse(line)):
-            self.facts.update(backend=found["platform"], device_kind=found["device_kind"])
+        if "device_kind" not in self.facts and (named := devices_line.parse(line)):
+            self.facts.update(backend=named["platform"], device_kind=named["device_kind"])
         if "devices" not in self.facts and (found := _DEVICES.search(line)):
             self.facts["devices"] = int(found.group(1))
         if (hbm := hbm_peak.parse(line)) is not None:

@@ -99,10 +99,12 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
                 "settings": settings,
             }
             return line, record
-    # The steps' peaks and what the loop holds beside them (fit.Live): the verdict is on all of it.
-    used, limit = step.live.total, step.hbm_limit
+    # The steps' peaks and what the loop holds beside them (fit.Live), with the chip's margin or a resumed attempt's
+    # restored state: the verdict is on all of it.
+    used, limit = step.live.needed, step.hbm_limit
     # The compiler refuses most steps that do not fit (aot_step.HbmOom), but not every one: gemma3-4b on a v6e-16 at
-    # batch 8 compiled with a peak of 37.34 GiB a chip of 31.25. Its own memory analysis has the last word.
+    # batch 8 compiled with a peak of 37.34 GiB a chip of 31.25. Its own memory analysis, with the margin a chip
+    # showed (fit.CHIP_MARGIN), has the last word.
     fits = used <= limit
     tokens_per_step = step.config.global_batch_size_to_train_on * step.config.max_target_length
     # Two counts of the same step's work, each short of it in its own way: XLA's cost analysis counts a loop's

@@ -1,0 +1,88 @@
+"""The TPU bench's reading of a trainer's log, on the logs the lent TPU v5e chip printed (bench/tpu/runs/), and its
+cases' MaxText arguments. No TPU: the bench itself runs on one (bench/tpu/README.md)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.tpu import cases, reread, table
+from bench.tpu.run import summarize
+from workload.core.config import ConfigError
+from workload.run import commands
+
+RUNS = Path(__file__).resolve().parents[2] / "bench" / "tpu" / "runs"
+
+
+def chip(run: str, name: str, **levers) -> tuple[cases.Case, Path]:
+    return cases.Case(name=name, steps=10, **levers), RUNS / run / "logs" / f"{name}.log"
+
+
+def test_a_trained_case_reads_as_its_steady_steps_against_the_chips_own_peak():
+    case, log = chip("2026-12-05-1", "tunix-b1")
+    read = summarize(case, log, 0, case.steps)
+    assert read["outcome"] == "trained" and read["steps_logged"] == [1, 10]
+    assert (read["device_kind"], read["hbm_peak_bytes_per_chip"]) == ("TPU v5 lite", 12636644352)
+    # steps 4-10: the first compiles, the second is still slow (0.708 s)
+    assert read["median_step_ms"] == 149.0 and read["tokens_per_s_per_chip"] == 13721
+    assert read["mfu"] == pytest.approx(read["tflops_per_chip"] / 197.0, abs=1e-3)
+
+
+def test_an_out_of_memory_error_is_a_result_with_the_bytes_asked_for():
+    case, log = chip("2026-12-05-1", "tunix-b1-unpatched", placement="unpatched")
+    read = summarize(case, log, 1, case.steps)
+    assert read["outcome"] == "out of memory" and read["steps_logged"] is None
+    assert "RESOURCE_EXHAUSTED" in read["oom"] and read["oom_asked_bytes"] == 50 * 2**20
+    case, log = chip("2026-12-05-3", "tunix-b4", batch=4)
+    compiled = summarize(case, log, 1, case.steps)
+    assert compiled["outcome"] == "out of memory" and "HLO temporaries (16.45G)" in compiled["oom"]
+
+
+def test_maxtexts_own_loop_counts_from_step_0_and_prints_its_compiled_memory():
+    case, log = chip("2026-12-05-1", "native-b1", loop="native")
+    read = summarize(case, log, 0, case.steps)
+    assert read["outcome"] == "trained" and read["steps_logged"] == [0, 9]
+    assert read["maxtext_compiled_gb"] == {"total": 9.2, "temp": 3.3, "arguments": 5.9}
+    assert read["median_step_ms"] == 106.0
+
+
+def test_the_resumed_run_goes_on_from_the_saved_step():
+    run = json.loads((RUNS / "2026-12-05-3" / "results.json").read_text())
+    [record] = [r for r in run["cases"] if r["case"]["name"] == "tunix-resume"]
+    again = reread.reread(RUNS / "2026-12-05-3", record)
+    assert again["outcome"] == "resumed"
+    assert (again["save"]["steps_logged"], again["resume"]["steps_logged"]) == ([1, 5], [6, 10])
+    assert set(again["optimizer_counters_at_end"].values()) == {0, 10}  # MultiSteps' mini step is 0 between updates
+    assert "tunix-resume (resume)" in table.markdown({"environment": run["environment"], "cases": [again]})
+
+
+def test_a_case_is_the_pipelines_train_argv_with_the_benchs_levers():
+    case = cases.Case(name="x", batch=3, remat="full", attention="dot_product", vocab_tiling=4, maxtext=("a=b",))
+    argv = cases.maxtext_arguments(case, "/w", "/d/c.parquet", "/tok")
+    config_argv = commands.train_sft(
+        cases.PipelineConfig(dataset="/d/c.parquet"), cases.Layout("/w", "/w", "gemma3-4b", "x")
+    )
+    assert not any(a.startswith(("load_parameters_path=", "profiler=")) for a in argv)
+    assert "per_device_batch_size=3" in argv and "hf_train_files=/d/c.parquet" in argv and "tokenizer_path=/tok" in argv
+    assert argv[-5:] == [
+        "enable_checkpointing=False",
+        "remat_policy=full",
+        "attention=dot_product",
+        "num_vocab_tiling=4",
+        "a=b",
+    ]
+    assert config_argv.argv[config_argv.argv.index(commands.TRAIN_SFT) + 1] == argv[0] == "run_name=x"
+
+
+@pytest.mark.parametrize(
+    ("levers", "said"),
+    [
+        ({"loop": "pytorch"}, "case x: loop: is 'pytorch'"),
+        ({"loop": "native", "placement": "unpatched"}, "case x: placement: is Tunix's"),
+        ({"batch": 0}, "case x: needs layers, batch, seq and steps of at least 1"),
+    ],
+)
+def test_a_bad_case_is_one_line(levers, said):
+    with pytest.raises(ConfigError) as error:
+        cases.Case(name="x", **levers)
+    assert str(error.value).startswith(said) and "\n" not in str(error.value)
