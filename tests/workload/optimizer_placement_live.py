@@ -3,7 +3,8 @@ real Tunix 0.1.7 PeftTrainer places its optimizer's state, with Tunix's own `_sh
 launcher's per-array placement (`patched`). Two CPU devices stand for a slice's chips; the state starts on one
 device, as nnx.Optimizer creates it, and is placed sharded over both. Prints JSON: the live bytes before, at the
 largest moment and after, the optimizer state's bytes and its largest array, and whether the state placed is the
-state it was: {"tunix": …, "patched": …}, each on a trainer of its own. `python optimizer_placement_live.py`."""
+state it was: {"tunix": …, "patched": …}, each on a trainer of its own; and "guard", what the patch says to code it was
+not written for (another source, another version). `python optimizer_placement_live.py`."""
 
 import os
 
@@ -20,7 +21,8 @@ from flax import nnx  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 from tunix.sft import peft_trainer  # noqa: E402
 
-from workload.launch import optimizer_placement  # noqa: E402
+from workload.core import lock  # noqa: E402
+from workload.launch import optimizer_placement, pinned_code  # noqa: E402
 
 
 class Model(nnx.Module):
@@ -76,6 +78,25 @@ def placed(placement: str) -> dict:
     }
 
 
+def refusals() -> dict:
+    """What patch_tunix says where the digest or the version is not the one it was written for; whether it patched."""
+    said: dict[str, object] = {}
+    digest = optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256
+    for case, version, source in (("changed code", None, "0" * 64), ("another version", "0.0.1", digest)):
+        optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256 = source
+        if version:
+            lock.versions()["google-tunix"] = version
+        try:
+            optimizer_placement.patch_tunix()
+        except pinned_code.PatchedCodeChanged as error:
+            said[case] = str(error)
+    said["patched"] = peft_trainer.PeftTrainer._shard_optimizer is optimizer_placement.shard_optimizer
+    optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256 = digest
+    lock.versions.cache_clear()
+    return said
+
+
 if __name__ == "__main__":
-    tunix = placed("tunix")  # first: the patch, once made, replaces Tunix's method for every trainer
-    print(json.dumps({"tunix": tunix, "patched": placed("patched")}))
+    guard = refusals()  # first: neither refusal may have patched Tunix
+    tunix = placed("tunix")  # then Tunix's own, before the patch replaces its method for every trainer
+    print(json.dumps({"guard": guard, "tunix": tunix, "patched": placed("patched")}))
