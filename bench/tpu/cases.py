@@ -8,7 +8,6 @@ holds the ones that ran, named for their issue.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,15 +50,16 @@ class Case:
         if min(self.layers, self.batch, self.seq, self.steps) < 1:
             raise ConfigError(f"case {self.name}", "needs layers, batch, seq and steps of at least 1", "set them")
 
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch * self.seq
+    @classmethod
+    def from_mapping(cls, fields: dict[str, Any]) -> Case:
+        """A case as a case file, or a results file's record of it, writes it (JSON has lists, not tuples)."""
+        return cls(**{**fields, "maxtext": tuple(fields.get("maxtext", ()))})
 
 
 def load(path: Path) -> list[Case]:
     try:
         raw = json.loads(path.read_text())["cases"]
-        cases = [Case(**{**c, "maxtext": tuple(c.get("maxtext", ()))}) for c in raw]
+        cases = [Case.from_mapping(c) for c in raw]
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ConfigError(str(path), f"is not a case file ({error})", 'write {"cases": [{"name": …}, …]}') from None
     names = [c.name for c in cases]
@@ -99,7 +99,3 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
 def run_dir(work: str, case: Case) -> str:
     """Where the case's run writes (MaxText's base_output_directory/run_name)."""
     return Layout(work, work, PipelineConfig.model, case.name).run_dir
-
-
-def as_record(case: Case) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(case).items()}

@@ -17,7 +17,7 @@ from bench.tpu.run import resumed, summarize, with_prediction
 
 
 def reread(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
-    case = Case(**{**record["case"], "maxtext": tuple(record["case"]["maxtext"])})
+    case = Case.from_mapping(record["case"])
     logs = run_dir / "logs"
     if not case.resume:
         kept = {k: record[k] for k in ("wall_s", "checkpoints_written") if k in record}

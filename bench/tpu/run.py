@@ -18,6 +18,7 @@ Needs MaxText, Tunix and this host's JAX importable, and DECOUPLE_GCLOUD=TRUE: b
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -114,7 +115,7 @@ def written(case: Case, work: Path) -> list[str]:
 
 def run_case(case: Case, data: tuple[str, str], work: Path, logs: Path, timeout_s: int) -> dict[str, Any]:
     shutil.rmtree(work, ignore_errors=True)
-    record: dict[str, Any] = {"case": case_file.as_record(case)}
+    record: dict[str, Any] = {"case": dataclasses.asdict(case)}
     if not case.resume:
         argv = case_file.maxtext_arguments(case, str(work), *data)
         record |= train(case, argv, logs / f"{case.name}.log", timeout_s, case.steps)
