@@ -190,6 +190,7 @@ KEY_CHANGES = [
     ("tpu-sft:model", "gemma3-12b"),
     ("tpu-sft:profile", "tiny"),
     ("tpu-sft:steps", "2000"),
+    ("tpu-sft:trainer", "tunix"),
     ("tpu-sft:perDeviceBatchSize", "4"),
     ("tpu-sft:dataset", "someone/chats"),
     ("tpu-sft:trainSplit", "train_gen"),

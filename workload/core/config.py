@@ -30,6 +30,9 @@ HUB_IDS = {
 }
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
 TORCH_BACKENDS = ("cpu", "auto")
+# The SFT loop: MaxText's own (linen `train_step`, its own checkpoints; 1.41x Tunix's tokens/s at the seed's flags
+# on a v5e chip, bench/RESULTS.md) or the seed's, Tunix's PeftTrainer (MaxText's `train_sft`).
+TRAINERS = ("native", "tunix")
 
 # Full-string patterns (re.fullmatch) of ASCII classes only: these values reach MaxText's argv, a pip
 # requirement and shell lines, and `\d`, `\w` and `$` would let other scripts' digits and letters or a trailing
@@ -155,6 +158,7 @@ class PipelineConfig:
     install_post_train_extras: bool = False
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
+    trainer: str = "native"
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
@@ -333,6 +337,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),
     Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
     Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
+    Setting("trainer", "trainer", _choice(TRAINERS), "tunix", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
     # A Hub id, gs:// files or local files (workload/core/data_source.py); `pulumi up` puts a local one's
     # content-hashed copy here (infra/local_data.py), so a changed file is a changed value.
