@@ -63,6 +63,44 @@ def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_
     assert "per_device_batch_size=4" in compiled and "max_target_length=1024" in compiled
 
 
+@pytest.mark.parametrize(
+    ("trainer", "compiler"), [("native", "workload.preflight.native_step"), ("tunix", "workload.preflight.aot_step")]
+)
+def test_each_loop_is_compiled_by_its_own_step_compiler_with_the_levers_argv_and_xla_flags(
+    monkeypatch, tmp_path, trainer, compiler
+):
+    """A stand-in compile that records what it was given: the loop's compiler, the train step's argv with the levers,
+    and libtpu's flags in the environment before libtpu loads."""
+    from workload.preflight import __main__ as preflight
+
+    given = {}
+
+    class Refused(Exception):
+        def __init__(self) -> None:
+            self.used, self.limit, self.seconds = 2 * GIB, GIB, 1.0
+            sizes = {"per_device_batch_size": 2, "max_target_length": 2048}
+            self.config = types.SimpleNamespace(**{**dict.fromkeys(preflight.COMPILED_SETTINGS, "x"), **sizes})
+
+    def compile_step(argv):
+        given["argv"], given["flags"] = argv, os.environ.get("LIBTPU_INIT_ARGS")
+        raise Refused()
+
+    monkeypatch.setitem(sys.modules, compiler, types.SimpleNamespace(compile_step=compile_step, HbmOom=Refused))
+    monkeypatch.setattr(preflight, "module_file", lambda module: f"/{module}.py")
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "")  # restored after the test, which sets it
+    flags = "--xla_tpu_enable_async_collective_fusion=true"
+    config = PipelineConfig(
+        trainer=trainer, per_device_batch_size=2, remat_policy="minimal", attention="flash", xla_flags=flags
+    )
+    line, record = preflight.preflight(config, None, [])
+    assert given["flags"] == flags
+    module = next(a for a in preflight.train_command(config, str(tmp_path)).argv if a.startswith("maxtext."))
+    assert given["argv"][0] == f"/{module}.py"  # pyconfig picks the loop's config from it
+    assert {"remat_policy=minimal", "attention=flash", "compile_topology=v6e-8"} <= set(given["argv"])
+    assert record["trainer"] == trainer and record["fits"] is False
+    assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 1")
+
+
 def test_the_compilers_oom_reads_back_as_bytes_per_chip():
     assert fit.parse_hbm_oom(OOM) == (round(44.53 * GIB), round(31.25 * GIB))
     one_buffer = (
@@ -116,9 +154,10 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
     )
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
     monkeypatch.setitem(sys.modules, "workload.preflight.aot_step", compiler)
-    monkeypatch.setattr("workload.preflight.aot_step", compiler, raising=False)
-    monkeypatch.setattr(preflight, "train_sft_file", lambda: "train_sft.py")
-    line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
+    monkeypatch.setattr(preflight, "module_file", lambda module: "train_sft.py")
+    config = PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8, trainer="tunix")
+    line, record = preflight.preflight(config, None, [])
+    assert record["trainer"] == "tunix"
     assert record["fits"] is False and record["hbm_bytes_per_chip"] == live.needed > live.total > 40_091_646_624
     assert live.total - memory.peak > 2 * 16 * GIB
     assert live.needed == round(live.total * 1.15)  # 69.34 GiB: the chip's margin binds, not a resume
@@ -225,7 +264,7 @@ def _ended(process: subprocess.Popen) -> subprocess.CompletedProcess:
 
 @dataclass
 class TwoPreflights:
-    fits: subprocess.CompletedProcess  # workload.preflight on the small gemma3
+    fits: dict[str, subprocess.CompletedProcess]  # workload.preflight on the small gemma3, by trainer
     cannot_fit: list[subprocess.CompletedProcess]  # infra.preflight on the dev stack, twice
     started: Path  # one line per start of the MaxText Python
     directory: Path  # where infra.preflight ran: its cache is there
@@ -233,16 +272,14 @@ class TwoPreflights:
 
 @pytest.fixture(scope="module")
 def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
-    """A preflight that fits and one that cannot, compiled at the same time (libtpu lets one process per machine
-    hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
+    """A preflight that fits, for each loop, and one that cannot, compiled at the same time (libtpu lets one process
+    per machine hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
 
     The one that cannot goes through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it:
     the dev stack with the small gemma3 of one layer, a batch whose logits alone are 32 GiB a chip (65,536
     sequences x 128 tokens x 1,024 words x 4 bytes). (A sweep compiles such batches for minutes each: its search is
     tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
     directory = tmp_path_factory.mktemp("preflight")
-    settings = directory / "settings.json"
-    settings.write_text(json.dumps(SMALL_SETTINGS))
     started = directory / "started"
     python = directory / "python"
     python.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {maxtext_python} "$@"\n')
@@ -255,15 +292,20 @@ def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
     def cannot_fit() -> subprocess.Popen:
         return subprocess.Popen(argv, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    def fits(trainer: str) -> subprocess.Popen:
+        settings = directory / f"{trainer}.json"
+        settings.write_text(json.dumps({**SMALL_SETTINGS, "trainer": trainer}))
+        argv = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), "--usd-per-chip-hour", "2.7"]
+        return subprocess.Popen(argv + SMALL_GEMMA3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     beside = cannot_fit()
-    fits = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), "--usd-per-chip-hour", "2.7"]
-    done = _ended(subprocess.Popen(fits + SMALL_GEMMA3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    running = {trainer: fits(trainer) for trainer in ("native", "tunix")}
+    done = {trainer: _ended(process) for trainer, process in running.items()}
     first = _ended(beside)
     return TwoPreflights(done, [first, _ended(cannot_fit())], started, directory)
 
 
-def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflights):
-    done = two_preflights.fits
+def _fitting_record(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     record = json.loads(lines[-1])
@@ -273,22 +315,43 @@ def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflight
     assert record["flops_per_step_per_chip"] > 0 and record["bounds"]["usd_at_least"] > 0
     assert record["settings"]["max_target_length"] == 128 and record["settings"]["per_device_batch_size"] == 1
     # The run evaluates (evalInterval's default): its step is compiled too, and the verdict counts what the loop
-    # holds beside the steps. The optimizer's state the eval leaves in HBM is the train step's donated argument.
-    live, train = record["live_per_chip"], record["memory_per_chip"]
+    # holds beside the steps.
+    live = record["live_per_chip"]
     assert record["eval_memory_per_chip"]["peak"] == live["eval_step_peak"] > 0
-    assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
     larger = max(live["train_with_eval_code"], live["eval_with_optimizer_and_train_code"])
     assert live["total"] == larger + live["beside_the_step"]
-    # the verdict: that total with the chip's margin, or a resumed attempt's restored state beside the step
-    resumed = live["train_with_eval_code"] + train["arguments"] - live["batch"] + live["beside_the_step"]
-    assert live["resumed"] == resumed and live["chip_margin"] == 1.15
-    assert record["hbm_bytes_per_chip"] == live["needed"] == max(round(live["total"] * 1.15), resumed)
-    assert live["in_flight_steps"] == 2 and live["batch"] == 6 * 128 * 4  # six int32 arrays, one sequence a chip
+    assert live["chip_margin"] == 1.15 and live["batch"] == 6 * 128 * 4  # six int32 arrays, one sequence a chip
+    assert record["hbm_bytes_per_chip"] == live["needed"] == max(round(live["total"] * 1.15), live["resumed"])
     logits = 128 * 1024 * 4  # one sequence's, float32: the step returns none
     assert 0 < live["returned_per_step"] < logits
     # ~7 s here on an idle machine; the full-size step takes 7 minutes or more. No wall-clock bound: the suite
     # shares the CPUs.
     assert record["compile_seconds"] < 300
+    return record
+
+
+def test_a_small_gemma3_fits_a_v6e_8_in_tunixs_loop_even_beside_another_preflight(two_preflights):
+    record = _fitting_record(two_preflights.fits["tunix"])
+    live, train = record["live_per_chip"], record["memory_per_chip"]
+    assert record["trainer"] == "tunix" and live["in_flight_steps"] == 2  # max_inflight_computations
+    # The optimizer's state the eval leaves in HBM is the train step's donated argument.
+    assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
+    # a resumed attempt holds its restored state again beside the step, as it did on the chip
+    state = train["arguments"] - live["batch"]
+    assert live["resumed"] == live["train_with_eval_code"] + state + live["beside_the_step"]
+
+
+def test_a_small_gemma3_fits_a_v6e_8_in_maxtexts_own_loop_compiled_by_train_compile(two_preflights):
+    record = _fitting_record(two_preflights.fits["native"])
+    live, train = record["live_per_chip"], record["memory_per_chip"]
+    assert record["trainer"] == "native" and live["in_flight_steps"] == 1  # its metric logger reads the step before
+    # The whole state is the train step's donated argument, and the eval step reads its weights only: Adam's two
+    # moments, float32 like the weights, stay beside it, two thirds of the state.
+    state = train["arguments"] - live["batch"]
+    assert train["aliased"] >= state > 0
+    assert live["optimizer_state_beside_eval"] == pytest.approx(state * 2 / 3, rel=0.01)
+    # MaxText restores the state in place of the one it would initialise: no copy beside the step
+    assert live["resumed"] == live["train_with_eval_code"] + live["beside_the_step"]
 
 
 def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_twice(two_preflights):
