@@ -6,8 +6,8 @@ Each compile is an ordinary preflight
 compiles nothing.
 
 The answer is kept beside the compiles' records, named by the train inputs but the batch (infra/preflight.py
-`sweep_path`). Only the batch is swept: the remat policy is MaxText's SFT default (the seed's), which no setting
-changes, so a sweep over it would name a configuration that no stack can run.
+`sweep_path`). This is the search for one configuration; `scripts/preflight --sweep` runs it for each candidate
+configuration of levers (infra/candidates.py) and ranks what fits.
 """
 
 from __future__ import annotations

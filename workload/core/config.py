@@ -33,7 +33,7 @@ TORCH_BACKENDS = ("cpu", "auto")
 # The SFT loop: MaxText's own (linen `train_step`, its own checkpoints; 1.41x Tunix's tokens/s at the seed's flags
 # on a v5e chip, bench/RESULTS.md) or the seed's, Tunix's PeftTrainer (MaxText's `train_sft`).
 TRAINERS = ("native", "tunix")
-# The step's levers (docs/throughput.md): MaxText's own values for each, as its configs/types.py and
+# The step's levers (docs/preflight.md, "The levers"): MaxText's own values for each, as its configs/types.py and
 # layers/decoders.py `get_remat_policy` name them. Not "custom", which reads a dozen per-tensor keys of its own.
 REMAT_POLICIES = (
     "full",
@@ -182,8 +182,8 @@ class PipelineConfig:
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
     trainer: str = "native"
-    # The step's levers (docs/throughput.md); None: MaxText's own default (remat "full", attention "autoselected",
-    # no vocabulary tiling, float32 weights, no XLA flags added).
+    # The step's levers (docs/preflight.md, "The levers"); None: MaxText's own default (remat "full", attention
+    # "autoselected", no vocabulary tiling, float32 weights, no XLA flags added).
     remat_policy: str | None = None
     attention: str | None = None
     flash_block_size: int | None = None  # every sa_block_* of the flash kernel

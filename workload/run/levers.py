@@ -2,8 +2,8 @@
 train step takes them: key=value options after the pipeline's own, and libtpu's flags in its environment. Pure.
 
 A lever left unset adds nothing, so MaxText's own default applies. The preflight compiles the step from the same
-argv and environment (workload/preflight/__main__.py), so what it says is what the VM runs. docs/throughput.md says
-what each lever trades.
+argv and environment (workload/preflight/__main__.py), so what it says is what the VM runs. docs/preflight.md ("The
+levers") says what each lever trades.
 """
 
 from __future__ import annotations
