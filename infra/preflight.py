@@ -97,6 +97,20 @@ def take_the_sweeps_batch(settings: Settings) -> Settings:
     return replace(settings, pipeline=_with(settings.pipeline, chosen, path), batch_auto=False)
 
 
+def sweep_choice(settings: Settings) -> dict[str, str | None] | None:
+    """What the preview shows of an auto stack's sweep: the configuration chosen and the runner-up, in words, each
+    with its predicted tokens/s per chip and MFU; None for a stack that sets its batch. Call it after
+    take_the_sweeps_batch, which has read the same answer."""
+    if not settings.batch_auto:
+        return None
+    answer = json.loads(sweep_path(settings.pipeline).read_text())
+    runner_up = answer["runner_up"]
+    return {
+        "chosen": candidates.describe(answer["chosen"]),
+        "runnerUp": None if runner_up is None else candidates.describe(runner_up),
+    }
+
+
 def _with(pipeline: PipelineConfig, chosen: dict[str, Any], answer: Path) -> PipelineConfig:
     """The settings with the chosen row's, each validated as the stack's own (a sweep's answer may come from
     elsewhere: take_sweep)."""

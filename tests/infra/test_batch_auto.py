@@ -38,8 +38,11 @@ def swept(config, batch, cache, levers=None) -> dict:
     """What `scripts/preflight --sweep` keeps for `config`'s train inputs: the configuration it chose (a row of
     infra/candidates.py `ranked`), or none."""
     path = preflight.sweep_path(settings_of(config).pipeline)
-    chosen = None if batch is None else {"levers": levers or {"trainer": "native"}, "per_device_batch_size": batch}
-    answer = {"chosen": chosen, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
+    chosen = (
+        None if batch is None else {**row, "levers": levers or {"trainer": "native"}, "per_device_batch_size": batch}
+    )
+    answer = {"chosen": chosen, "runner_up": None, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(answer))
     return answer
@@ -52,9 +55,31 @@ def test_auto_takes_the_sweeps_batch_as_if_set_by_hand(dev_config, cache):
     by_hand = settings_of({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
     assert auto.pipeline == by_hand.pipeline and auto.batch_auto is False
     assert run_name(auto.pipeline) == run_name(by_hand.pipeline)  # the same run, and so the same re-runs
-    declared = recorded_inputs(run_program(config))
+    stack = run_program(config)
+    declared = recorded_inputs(stack)
     assert json.loads(declared["train"]["environment"][PIPELINE_ENV])["perDeviceBatchSize"] == 8
-    assert declared == recorded_inputs(run_program({**dev_config, "tpu-sft:perDeviceBatchSize": "8"}))
+    by_hand_stack = run_program({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
+    assert declared == recorded_inputs(by_hand_stack)
+    assert "sweepChoice" not in by_hand_stack.outputs  # None: a batch set by hand chooses nothing
+
+
+def test_auto_takes_the_chosen_levers_and_the_preview_names_the_choice_and_the_runner_up(dev_config, cache):
+    config = {**dev_config, **AUTO}
+    path = preflight.sweep_path(settings_of(config).pipeline)
+    row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
+    chosen = {**row, "levers": {"trainer": "native", "vocabTiling": 4}, "per_device_batch_size": 8}
+    runner_up = {**row, "levers": {"trainer": "native"}, "per_device_batch_size": 4, "tokens_per_s_per_chip": 8000.0}
+    answer = {"chosen": chosen, "runner_up": runner_up, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answer))
+    auto = preflight.take_the_sweeps_batch(settings_of(config)).pipeline
+    assert (auto.per_device_batch_size, auto.vocab_tiling, auto.remat_policy) == (8, 4, None)
+    assert run_program(config).outputs["sweepChoice"] == {
+        "chosen": "trainer native, vocabTiling 4, perDeviceBatchSize 8: 9,000 tokens/s per chip, 52.0% MFU predicted "
+        "(1820 ms a step, compute-bound)",
+        "runnerUp": "trainer native, perDeviceBatchSize 4: 8,000 tokens/s per chip, 52.0% MFU predicted "
+        "(1820 ms a step, compute-bound)",
+    }
 
 
 def test_auto_without_a_sweep_declares_nothing_and_says_how_to_make_one(dev_config, cache):
