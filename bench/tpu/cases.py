@@ -39,6 +39,7 @@ class Case:
     placement: str = "patched"  # Tunix's optimizer placement: the launcher's (patched) or Tunix's own
     resume: bool = False  # train `steps` with a checkpoint at the end, then 2 × `steps` from it
     maxtext: tuple[str, ...] = ()  # further MaxText key=value options
+    xla_flags: tuple[str, ...] = ()  # LIBTPU_INIT_ARGS for the trainer, e.g. tpu-recipes' flags for v6e
 
     def __post_init__(self) -> None:
         if self.loop not in LOOPS:
@@ -53,7 +54,8 @@ class Case:
     @classmethod
     def from_mapping(cls, fields: dict[str, Any]) -> Case:
         """A case as a case file, or a results file's record of it, writes it (JSON has lists, not tuples)."""
-        return cls(**{**fields, "maxtext": tuple(fields.get("maxtext", ()))})
+        lists = {key: tuple(fields.get(key, ())) for key in ("maxtext", "xla_flags")}
+        return cls(**{**fields, **lists})
 
 
 def load(path: Path) -> list[Case]:
