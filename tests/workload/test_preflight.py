@@ -23,6 +23,7 @@ from workload.core.config import PipelineConfig
 from workload.launch.jax_process import JaxProcess
 from workload.preflight import fit
 from workload.preflight.__main__ import maxtext_arguments
+from workload.preflight.step_time import CompiledCost
 from workload.run import commands
 from workload.run.layout import Layout
 from workload.tiny import assets as tiny
@@ -149,8 +150,9 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
         peak=40_091_646_624,
     )
     live = fit.Live(train=memory, eval=None, batch=6 * 8 * 2048 * 4, eval_batch=6 * 8 * 2048 * 4, in_flight=2)
+    cost = CompiledCost(flops=1e14, hbm_bytes=1e11, collective_bytes={"all-gather": 1e9})
     step = types.SimpleNamespace(
-        live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
+        live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config, cost=cost
     )
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
     monkeypatch.setitem(sys.modules, "workload.preflight.aot_step", compiler)
@@ -158,6 +160,8 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
     config = PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8, trainer="tunix")
     line, record = preflight.preflight(config, None, [])
     assert record["trainer"] == "tunix"
+    # its cost and its time on paper are recorded, what a sweep ranks by (workload/preflight/step_time.py)
+    assert record["cost"]["flops"] == 1e14 and record["step_time"]["step_s"] > 0
     assert record["fits"] is False and record["hbm_bytes_per_chip"] == live.needed > live.total > 40_091_646_624
     assert live.total - memory.peak > 2 * 16 * GIB
     assert live.needed == round(live.total * 1.15)  # 69.34 GiB: the chip's margin binds, not a resume
@@ -327,13 +331,23 @@ def _fitting_record(done: subprocess.CompletedProcess) -> dict:
     # ~7 s here on an idle machine; the full-size step takes 7 minutes or more. No wall-clock bound: the suite
     # shares the CPUs.
     assert record["compile_seconds"] < 300
+    # the step's cost and its time on paper (workload/preflight/step_time.py): what a sweep ranks configurations by
+    assert record["cost"]["flops"] == record["compiled_flops_per_step_per_chip"] > 0
+    step_time = record["step_time"]
+    tokens_per_chip = record["tokens_per_step"] / 8
+    assert step_time["tokens_per_s_per_chip"] == pytest.approx(tokens_per_chip / step_time["step_s"])
+    assert 0 < step_time["mfu"] < 1
     return record
 
 
 def test_a_small_gemma3_fits_a_v6e_8_in_tunixs_loop_even_beside_another_preflight(two_preflights):
     record = _fitting_record(two_preflights.fits["tunix"])
     live, train = record["live_per_chip"], record["memory_per_chip"]
-    assert record["trainer"] == "tunix" and live["in_flight_steps"] == 2  # max_inflight_computations
+    assert record["trainer"] == "tunix"
+    # its cost and its time on paper are recorded, what a sweep ranks by (workload/preflight/step_time.py)
+    assert (
+        record["cost"]["flops"] == 1e14 and record["step_time"]["step_s"] > 0 and live["in_flight_steps"] == 2
+    )  # max_inflight_computations
     # The optimizer's state the eval leaves in HBM is the train step's donated argument.
     assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
     # a resumed attempt holds its restored state again beside the step, as it did on the chip

@@ -33,6 +33,7 @@ from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
 from workload.launch.jax_process import JaxProcess
 from workload.preflight import fit
+from workload.preflight.step_time import predict
 from workload.run import commands, levers
 from workload.run.layout import Layout
 
@@ -136,6 +137,8 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     # showed (fit.CHIP_MARGIN), has the last word.
     fits = used <= limit
     tokens_per_step = step.config.global_batch_size_to_train_on * step.config.max_target_length
+    # The step's time on paper (workload/preflight/step_time.py), what a sweep ranks configurations by.
+    step_time = predict(step.cost, accelerator, tokens_per_step // accelerator.chips, step.maxtext_flops)
     # Two counts of the same step's work, each short of it in its own way: XLA's cost analysis counts a loop's
     # body once (the scanned layers), MaxText's counts no rematerialisation. The larger is the better lower bound.
     bound_flops = max(step.flops, step.maxtext_flops)
@@ -159,6 +162,8 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
         "maxtext_flops_per_step_per_chip": step.maxtext_flops,
         "compile_seconds": round(step.seconds, 1),
         "settings": _compiled_settings(step.config),
+        "cost": asdict(step.cost),
+        "step_time": step_time.as_dict(),
         "steps": config.steps,
         "tokens_per_step": tokens_per_step,
         "peak_bf16_tflops_per_chip": accelerator.peak_bf16_tflops_per_chip,

@@ -17,6 +17,7 @@ from jax.sharding import SingleDeviceSharding
 from maxtext.utils import maxtext_utils
 
 from workload.preflight.fit import Live, Memory, parse_hbm_oom
+from workload.preflight.step_time import CompiledCost, compiled_cost
 
 # Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
 _PROBE_ARGUMENTS, _PROBE_ARGUMENT_BYTES = 16, 4 * 2**30
@@ -31,6 +32,7 @@ class CompiledStep:
     seconds: float  # building the abstract state, tracing, lowering and compiling
     hbm_limit: int  # bytes per chip the compiler allows (hbm_limit below)
     config: Any  # MaxText's config, as the trainer would parse it
+    cost: CompiledCost  # the train step's work per chip, as the step-time model reads it (step_time.py)
 
 
 class HbmOom(Exception):
@@ -54,8 +56,8 @@ def compile_step(config: Any, mesh: Any, compile_loop: Callable[[], tuple[Any, L
     seconds = time.monotonic() - start
     limit = hbm_limit(mesh.devices.flat[0])
     maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
-    flops = float(compiled.cost_analysis()["flops"])
-    return CompiledStep(live, flops, maxtext_tflops * 1e12, seconds, limit, config)
+    cost = compiled_cost(compiled)
+    return CompiledStep(live, cost.flops, maxtext_tflops * 1e12, seconds, limit, config, cost)
 
 
 def memory(compiled: Any) -> Memory:
