@@ -227,6 +227,14 @@ def test_a_resumed_attempt_counts_its_restored_state_beside_the_train_steps_peak
     )
 
 
+def test_maxtexts_own_loop_resumes_into_its_state_and_runs_one_step_ahead():
+    """MaxText restores the checkpoint in place of the state it would initialise (maxtext_utils.setup_initial_state):
+    a resumed attempt holds no second copy, and the chip's margin binds."""
+    live = fit.Live(train=TRAIN_STEP, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=1, resume_keeps_a_copy=False)
+    assert live.resumed == live.train_peak + live.beside < live.needed == round(live.total * 1.15)
+    assert live.counted() == "the train step's peak + 0.00 GiB for 1 step in flight"
+
+
 def test_the_line_that_fits_says_what_it_counted():
     # a step whose state is small beside its peak: the chip's margin binds
     small = fit.Memory(
