@@ -142,7 +142,7 @@ def test_the_plan_says_train_waits_on_the_sweep_then_compares_the_batch_it_found
 
 COMPILER_STANDIN = """#!{python}
 # Stands in for `python -m workload.preflight` (no MaxText): HBM per chip = 6 GiB + 1.8 GiB a sequence, 1.2 GiB with
-# the loss's vocabulary in tiles; 1,000 tokens/s per chip a sequence, 10 % less with the projections kept.
+# the loss's vocabulary in tiles; 1,000 tokens/s per chip a sequence, 10 % less with remat minimal (a stand-in).
 import json, sys
 settings = json.load(open(sys.argv[sys.argv.index("--settings") + 1]))
 batch, tiled = int(settings["perDeviceBatchSize"]), settings["vocabTiling"] is not None
@@ -173,15 +173,18 @@ def test_preflight_of_an_auto_stack_sweeps_first_then_answers_for_the_batch_it_f
     # each candidate's batch search (infra/candidates.py): the stack's own levers' 8 is 20.4 GiB, 16 does not fit;
     # in tiles, 16 is 25.2 GiB and 32 does not fit
     own, tiled = ["1", "2", "4", "8", "16"], ["1t", "2t", "4t", "8t", "16t", "32t"]
-    kept = [f"{batch}k" for batch in tiled]
-    assert calls.read_text().split() == own + tiled + kept
+    kept = [f"{batch}k" for batch in own]  # remat minimal: as much memory here, 10 % slower
+    assert calls.read_text().split() == own + kept + tiled
     out = capsys.readouterr().out.splitlines()  # the sweep's table, choice and answer, then the chosen's record
     assert out[-4] == (
         "Chosen: trainer native, vocabTiling 4, perDeviceBatchSize 16: 16,000 tokens/s per chip, 50.0% MFU predicted "
         "(1000 ms a step, compute-bound)"
     )
-    assert out[-3].startswith("Runner-up: trainer native, rematPolicy save_dot_except_mlp, vocabTiling 4, ")
-    assert json.loads(out[-2])["runner_up"]["tokens_per_s_per_chip"] == 14_400
+    assert out[-3] == (
+        "Runner-up: trainer native, perDeviceBatchSize 8: 8,000 tokens/s per chip, 50.0% MFU predicted "
+        "(1000 ms a step, compute-bound)"
+    )
+    assert json.loads(out[-2])["runner_up"]["tokens_per_s_per_chip"] == 8_000
     last = json.loads(out[-1])
     assert last["settings"]["per_device_batch_size"] == 16 and last["fits"] and last["levers"]["vocabTiling"] == 4
-    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 17  # all remembered: nothing compiled
+    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 16  # all remembered: nothing compiled
