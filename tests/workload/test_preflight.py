@@ -289,8 +289,9 @@ def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
 
     The one that cannot goes through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it:
     the dev stack with the small gemma3 of one layer, a batch whose logits alone are 32 GiB a chip (65,536
-    sequences x 128 tokens x 1,024 words x 4 bytes). (A sweep compiles such batches for minutes each: its search is
-    tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
+    sequences x 128 tokens x 1,024 words x 4 bytes), in the dev stack's loop, MaxText's own: its compiler accepts the
+    step, at 78.66 GiB a chip, and the verdict refuses it. (A sweep compiles such batches for minutes each: its search
+    is tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
     directory = tmp_path_factory.mktemp("preflight")
     started = directory / "started"
     python = directory / "python"
