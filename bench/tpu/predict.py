@@ -43,6 +43,7 @@ def predict(case: case_file.Case, topology: str, work: str) -> dict[str, Any]:
         "fits": live.needed <= step.hbm_limit,  # the preflight's verdict: with the chip's margin, or a resumed attempt
         "hbm_bytes_per_chip": live.total,  # what the compiled steps and the loop add up to, as the chip is measured
         "needed_bytes_per_chip": live.needed,
+        "chip_margin": live.margin,  # the loop's (workload/core/accelerators.py CHIP_MARGINS)
         "resumed_bytes_per_chip": live.resumed,
         "hbm_limit_bytes_per_chip": step.hbm_limit,
         "state_bytes": live.state,

@@ -134,7 +134,7 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     used, limit = step.live.needed, step.hbm_limit
     # The compiler refuses most steps that do not fit (HbmOom), but not every one: gemma3-4b on a v6e-16 at
     # batch 8 compiled with a peak of 37.34 GiB a chip of 31.25. Its own memory analysis, with the margin a chip
-    # showed (fit.CHIP_MARGIN), has the last word.
+    # showed (accelerators.CHIP_MARGINS), has the last word.
     fits = used <= limit
     tokens_per_step = step.config.global_batch_size_to_train_on * step.config.max_target_length
     # The step's time on paper (workload/preflight/step_time.py), what a sweep ranks configurations by.

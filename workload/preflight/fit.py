@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workload.core.accelerators import ACCELERATORS, CHIP_MARGIN
+from workload.core.accelerators import ACCELERATORS, CHIP_MARGINS
 from workload.core.config import set_hint, stack_key
 
 GIB = 2**30
@@ -86,6 +86,7 @@ class Live:
     # Whether a resumed attempt holds its restored state again beside the step (`resumed`): Tunix's loop did, on the
     # chip; MaxText's own restores into the state it trains (maxtext_utils.setup_initial_state), not yet measured.
     resume_keeps_a_copy: bool = True
+    margin: float = CHIP_MARGINS["tunix"]  # what the chip needs beyond the total, the loop's (CHIP_MARGINS)
 
     @property
     def returned(self) -> int:
@@ -145,7 +146,7 @@ class Live:
     def needed(self) -> int:
         """What the verdict holds against the chip's HBM: the total with the chip's margin, or a resumed attempt's
         peak where that is larger (a run on a VM resumes after a lost VM or a cancel)."""
-        return max(round(self.total * CHIP_MARGIN), self.resumed)
+        return max(round(self.total * self.margin), self.resumed)
 
     def parts(self) -> dict[str, float | str | None]:
         """As the record shows them."""
@@ -161,7 +162,7 @@ class Live:
             "returned_per_step": self.returned,
             "beside_the_step": self.beside,
             "total": self.total,
-            "chip_margin": CHIP_MARGIN,
+            "chip_margin": self.margin,
             "resumed": self.resumed,
             "needed": self.needed,
         }
@@ -204,7 +205,7 @@ def fits_line(accelerator: str, live: Live, limit: int) -> str:
     """The line a person reads when the step fits: the verdict, then what it counts."""
     used = live.needed
     counted = (
-        f"{live.counted()}, × {CHIP_MARGIN} the chip's margin"
+        f"{live.counted()}, × {live.margin} the chip's margin"
         if used > live.resumed
         else f"a resumed attempt: the train step's peak, its restored state and {gib(live.beside)} in flight"
     )

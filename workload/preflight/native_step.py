@@ -25,6 +25,7 @@ from maxtext.configs import pyconfig
 from maxtext.trainers.pre_train import train, train_compile
 from maxtext.utils import maxtext_utils, sharding
 
+from workload.core.accelerators import CHIP_MARGINS
 from workload.preflight import compiled
 from workload.preflight.compiled import CompiledStep
 from workload.preflight.fit import Live
@@ -92,6 +93,7 @@ def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Live]:
         eval_batch=compiled.bytes_per_chip(_placed(eval_batch, data_sharding)),
         in_flight=IN_FLIGHT,
         resume_keeps_a_copy=False,
+        margin=CHIP_MARGINS["native"],
     )
     return train_step, live
 
