@@ -356,11 +356,7 @@ def _fitting_record(done: subprocess.CompletedProcess) -> dict:
 def test_a_small_gemma3_fits_a_v6e_8_in_tunixs_loop_even_beside_another_preflight(two_preflights):
     record = _fitting_record(two_preflights.fits["tunix"])
     live, train = record["live_per_chip"], record["memory_per_chip"]
-    assert record["trainer"] == "tunix"
-    # its cost and its time on paper are recorded, what a sweep ranks by (workload/preflight/step_time.py)
-    assert (
-        record["cost"]["flops"] == 1e14 and record["step_time"]["step_s"] > 0 and live["in_flight_steps"] == 2
-    )  # max_inflight_computations
+    assert record["trainer"] == "tunix" and live["in_flight_steps"] == 2  # max_inflight_computations
     # The optimizer's state the eval leaves in HBM is the train step's donated argument.
     assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
     # a resumed attempt holds its restored state again beside the step, as it did on the chip
