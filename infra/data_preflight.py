@@ -7,8 +7,9 @@ as the user gave them (local paths, a share), which reads a bounded sample with 
 Hub whether the token may download the model. The token is `$HF_TOKEN` of this process, handed on in the
 environment only.
 
-Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprint of the train phase's inputs with
-local files named by their content hash: `pulumi up` (and preview) refuse a stack whose exact data a preflight
+Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprint of the train phase's inputs but
+the run's length, with local files named by their content hash (and the data's size in tokens apart, by the data
+alone: infra/data_size.py): `pulumi up` (and preview) refuse a stack whose exact data a preflight
 found a finding in (a split that does not exist, a gated model not granted), before anything is declared. A
 changed file or setting is other inputs, which nothing refuses until a preflight of them says so.
 
