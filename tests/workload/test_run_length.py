@@ -25,6 +25,7 @@ def test_no_length_is_the_seeds_tokens_per_chip_on_the_stacks_accelerator():
     assert PipelineConfig().tokens_per_step == 8 * 2048 and steps() == 1000
     assert steps(acceleratorType="v6e-16") == 1000 and steps(acceleratorType="v6e-1") == 1000
     assert steps(tokens=1000 * 8 * 2048) == 1000
+    assert steps(profile="tiny") == 1000  # of its 128-position sequences, the seed's 1,000 steps too
 
 
 def test_a_larger_batch_trains_the_same_tokens_in_fewer_steps_a_partial_last_step_whole():

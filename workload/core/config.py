@@ -216,7 +216,7 @@ class PipelineConfig:
                 f"run this through `pulumi up`, or {set_hint('tokens', '16384000')}",
             )
         chips = ACCELERATORS[self.accelerator_type].chips
-        return steps_for(self.tokens or default_tokens(chips), self.tokens_per_step)
+        return steps_for(self.tokens or default_tokens(chips, self.profile), self.tokens_per_step)
 
     def to_mapping(self) -> dict[str, Any]:
         """The stack-keyed JSON form; `from_mapping(to_mapping())` gives back an equal object."""

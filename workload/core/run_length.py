@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 # The seed's run: 1,000 steps of one sequence of 2,048 positions on every chip; a run given no length trains as many
-# tokens per chip on the stack's accelerator.
+# tokens per chip on the stack's accelerator (the tiny profile: of its own shorter sequences).
 SEED_STEPS = 1000
 SEED_BATCH = 1
 MAXTEXT_MAX_TARGET_LENGTH = 2048  # base.yml's, which train_sft keeps unless tpu-sft:maxTargetLength is set
@@ -29,9 +29,10 @@ def sequence_length(max_target_length: int | None, profile: str) -> int:
     return TINY_MAX_TARGET_LENGTH if profile == "tiny" else MAXTEXT_MAX_TARGET_LENGTH
 
 
-def default_tokens(chips: int) -> int:
-    """The seed's 1,000 x 1 x 2,048 tokens on each of the accelerator's chips."""
-    return SEED_STEPS * SEED_BATCH * MAXTEXT_MAX_TARGET_LENGTH * chips
+def default_tokens(chips: int, profile: str) -> int:
+    """The seed's 1,000 x 1 x 2,048 tokens on each of the accelerator's chips; the tiny profile's shrunk sequences
+    shrink it alike, so that its default stays the seed's 1,000 steps too."""
+    return SEED_STEPS * SEED_BATCH * sequence_length(None, profile) * chips
 
 
 def steps_for(tokens: int, tokens_per_step: int) -> int:
