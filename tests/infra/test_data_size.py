@@ -10,6 +10,7 @@ import pytest
 from pulumi import RunError
 
 from infra import data_preflight, data_size
+from infra.settings import parse
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.fixtures.mock_engine import recorded_inputs
 from workload.core.config import ConfigError, PipelineConfig
@@ -71,6 +72,17 @@ def test_the_size_is_the_datas_whatever_the_length_batch_or_accelerator(dev_conf
     assert data_size.size_key(data_size.data_settings({**raw, "tpu-sft:maxTargetLength": "1024"})) != key
     write_jsonl(data, good_rows(21))  # the same path, other content
     assert data_size.size_key(data_size.data_settings(raw)) != key
+
+
+def test_the_size_a_data_preflight_keeps_is_the_one_pulumi_up_looks_up(dev_config, tmp_path):
+    """scripts/preflight --data keeps it by the settings it parsed without the length (infra/data_preflight.py);
+    `pulumi up` looks it up by the stack's config with epochs in it."""
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows(20))
+    (tmp_path / "chat.jinja").write_text("{{ messages }}")
+    raw = {**dev_config, "tpu-sft:dataset": str(data), "tpu-sft:evalData": "10%"}
+    raw |= {"tpu-sft:chatTemplate": str(tmp_path / "chat.jinja"), "tpu-sft:maxTargetLength": "1024"}
+    checked = parse(raw, stack="dev").pipeline
+    assert data_size.size_key(checked) == data_size.size_key(data_size.data_settings({**raw, "tpu-sft:epochs": "2"}))
 
 
 def test_two_forms_of_the_length_are_refused_before_any_size_is_read(dev_config, kept):
