@@ -75,7 +75,7 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     weights) and the profiler, on one process, with the bench's data and tokenizer, then the case's levers."""
     config = PipelineConfig(
         dataset=data_file,
-        steps=steps or case.steps,
+        step_count=steps or case.steps,
         per_device_batch_size=case.batch,
         max_target_length=case.seq,
         eval_interval=0,
