@@ -183,7 +183,7 @@ def chip_runs(results: Path) -> dict[str, dict[str, Any]]:
 
 
 def _row(label: str, values: list[str], width: int = 52) -> str:
-    return f"{label:<{width}}" + "".join(f"{v:>14}" for v in values)
+    return f"{label:<{width}}" + "".join(f"{v:>17}" for v in values)
 
 
 def report(steps: list[Step], chip: dict[str, dict[str, Any]]) -> list[str]:
