@@ -11,7 +11,9 @@ pipeline's argv, 4 of gemma3-4b's 34 layers, bf16 weights, batch 1 × 2,048 toke
 It prints, side by side: each loop's state array by array in aggregate (weights, moments, accumulators, counters,
 their dtypes), the compiled steps' memory (arguments, outputs, what the outputs alias, temporaries), XLA's cost
 analysis (FLOPs, bytes accessed) and the TPU compiler's own estimate of each instruction's cycles, by the part of
-the step it comes from (bench/hlo_profile.py). Runs in .maxtext-venv; ~5 min a loop on 2 busy cores, 4 GB of RAM.
+the step it comes from (bench/hlo_profile.py). A third column compiles Tunix's step without its two differences
+from MaxText's (no `optax.MultiSteps`, the weights donated): what those cost. Runs in .maxtext-venv; 6-8 min a
+compile on 2 shared cores, 4 GB of RAM.
 
     JAX_PLATFORMS=cpu DECOUPLE_GCLOUD=TRUE HF_HUB_OFFLINE=1 PYTHONPATH=. .maxtext-venv/bin/python -m bench.tunix_gap
 """
@@ -19,6 +21,7 @@ the step it comes from (bench/hlo_profile.py). Runs in .maxtext-venv; ~5 min a l
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import math
@@ -113,7 +116,7 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
     started = time.monotonic()
     donated = ("optimizer",) if as_released else ("model", "optimizer")
     with (
-        mock.patch.object(aot_step, "_optimizer", optimizer_as_released if as_released else unaccumulated),
+        contextlib.nullcontext() if as_released else mock.patch.object(aot_step, "_optimizer", unaccumulated),
         mesh,
         nn_partitioning.axis_rules(config.logical_axis_rules),
     ):
