@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pulumi
 
-from infra import apis, billing
+from infra import apis, billing, run_length
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
@@ -108,6 +108,7 @@ def os_login_key() -> list[OsLoginKey]:
 
 
 def export_cost() -> None:
+    pulumi.export("runLength", run_length.output(settings))  # what the estimates below are of
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)

@@ -100,7 +100,11 @@ def main() -> int:
         work, out = Path(scratch) / "work", Path(scratch) / "out"
         for batch in args.batches:
             config = PipelineConfig(
-                profile="tiny", steps=STEPS, per_device_batch_size=batch, max_target_length=args.length, eval_interval=0
+                profile="tiny",
+                step_count=STEPS,
+                per_device_batch_size=batch,
+                max_target_length=args.length,
+                eval_interval=0,
             )
             settings = Path(scratch) / "settings.json"
             settings.write_text(json.dumps(config.to_mapping()))

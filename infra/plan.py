@@ -25,6 +25,7 @@ from typing import Any
 
 from infra.cost import estimate
 from infra.data_preflight import data_fingerprint
+from infra.data_size import epochs_as_tokens
 from infra.flex_start import group_description
 from infra.local_data import resolve
 from infra.phases import phase_inputs
@@ -36,9 +37,9 @@ from workload.core.contract import EXIT_BAD_INPUT, PHASES
 
 
 def load(path: Path, stack: str) -> Settings:
-    """The settings as `pulumi up` hands them to the phases: a local dataset named by its copies (infra/local_data.py),
-    read relative to the project directory, as the program reads it."""
-    settings = parse(read_stack_config(path), stack=stack)
+    """The settings as `pulumi up` hands them to the phases: the length in tokens (infra/data_size.py), a local dataset
+    named by its copies (infra/local_data.py), read relative to the project directory, as the program reads it."""
+    settings = parse(epochs_as_tokens(read_stack_config(path))[0], stack=stack)  # epochs: as `pulumi up` counts them
     with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
         settings = take_the_sweeps_batch(settings)
     return replace(settings, pipeline=resolve(settings.pipeline, settings.checkpoint_bucket).pipeline)

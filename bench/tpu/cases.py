@@ -36,6 +36,7 @@ class Case:
     placement: str = "patched"  # Tunix's optimizer placement: the launcher's (patched) or Tunix's own
     resume: bool = False  # train `steps` with a checkpoint at the end, then 2 × `steps` from it
     maxtext: tuple[str, ...] = ()  # further MaxText key=value options
+    xla_flags: tuple[str, ...] = ()  # LIBTPU_INIT_ARGS for the trainer, e.g. tpu-recipes' flags for v6e
 
     def __post_init__(self) -> None:
         if self.loop not in LOOPS:
@@ -50,7 +51,8 @@ class Case:
     @classmethod
     def from_mapping(cls, fields: dict[str, Any]) -> Case:
         """A case as a case file, or a results file's record of it, writes it (JSON has lists, not tuples)."""
-        return cls(**{**fields, "maxtext": tuple(fields.get("maxtext", ()))})
+        lists = {key: tuple(fields.get(key, ())) for key in ("maxtext", "xla_flags")}
+        return cls(**{**fields, **lists})
 
 
 def load(path: Path) -> list[Case]:
@@ -70,7 +72,7 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     weights) and the profiler, on one process, with the bench's data and tokenizer, then the case's levers."""
     config = PipelineConfig(
         dataset=data_file,
-        steps=steps or case.steps,
+        step_count=steps or case.steps,
         per_device_batch_size=case.batch,
         max_target_length=case.seq,
         eval_interval=0,

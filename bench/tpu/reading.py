@@ -20,6 +20,8 @@ _COMPILED = re.compile(
 )
 _IN_USE = re.compile(r"Using \(GB\) ([\d.]+) / ([\d.]+)")
 _OOM = re.compile(r"RESOURCE_EXHAUSTED|[Oo]ut of memory|OutOfMemory")
+# The flash kernel's blocks outgrow the core's scoped vector memory (VMEM), not the chip's HBM.
+_VMEM = re.compile(r"CompileTimeScopedVmemOom")
 _ASKED = re.compile(r"Attempting to allocate ([\d.]+)([KMG])|HLO temporaries \(([\d.]+)([KMG])\)")
 _UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
 TAIL = 40
@@ -60,7 +62,7 @@ class Reading:
         if returncode == 0 and self.steps and self.steps[-1]["step"] == last_step:
             figures["outcome"] = "trained"
         elif "oom" in self.facts:
-            figures["outcome"] = "out of memory"
+            figures["outcome"] = "out of memory" + (": VMEM, at compile" if _VMEM.search(self.facts["oom"]) else "")
         else:
             figures["outcome"] = "failed: " + failure_cause(self.tail, returncode)
         if steady:

@@ -21,6 +21,8 @@ def reread(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     logs = run_dir / "logs"
     if not case.resume:
         kept = {k: record[k] for k in ("wall_s", "checkpoints_written") if k in record}
+        if record.get("outcome", "").startswith("killed after"):  # the bench's own timer, which no log records
+            kept["outcome"] = record["outcome"]
         return record | summarize(case, logs / f"{case.name}.log", record["returncode"], case.steps) | kept
     save, resume = (
         record[part] | summarize(case, logs / f"{case.name}-{part}.log", record[part]["returncode"], steps)

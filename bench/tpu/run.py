@@ -61,6 +61,8 @@ def prepare_data(folder: Path) -> tuple[str, str]:
 def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) -> dict[str, Any]:
     launcher = "bench.tpu.unpatched_launcher" if case.placement == "unpatched" else commands.TRAINER_LAUNCHER
     env = {**os.environ, data_in_process.ENV: "1", "PYTHONUNBUFFERED": "1"}
+    if case.xla_flags:
+        env["LIBTPU_INIT_ARGS"] = " ".join(case.xla_flags)
     started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(

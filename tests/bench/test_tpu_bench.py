@@ -38,6 +38,17 @@ def test_an_out_of_memory_error_is_a_result_with_the_bytes_asked_for():
     assert compiled["outcome"] == "out of memory" and "HLO temporaries (16.45G)" in compiled["oom"]
 
 
+def test_the_flash_kernels_blocks_outgrowing_vector_memory_are_told_from_hbm():
+    case, log = chip("2026-12-05-5", "native-b3-sa2048-fused", loop="native", batch=3)
+    read = summarize(case, log, 1, case.steps)
+    assert read["outcome"] == "out of memory: VMEM, at compile" and "CompileTimeScopedVmemOom" in read["oom"]
+
+
+def test_a_case_the_bench_killed_stays_killed_when_its_log_is_read_again():
+    read = reread.reread(RUNS / "2026-12-05-5", _record("2026-12-05-5", "native-b3-vmem"))
+    assert read["outcome"] == "killed after 170 s"
+
+
 def test_maxtexts_own_loop_counts_from_step_0_and_prints_its_compiled_memory():
     case, log = chip("2026-12-05-1", "native-b1", loop="native")
     read = summarize(case, log, 0, case.steps)
@@ -48,8 +59,7 @@ def test_maxtexts_own_loop_counts_from_step_0_and_prints_its_compiled_memory():
 
 def test_the_resumed_run_goes_on_from_the_saved_step():
     run = json.loads((RUNS / "2026-12-05-3" / "results.json").read_text())
-    [record] = [r for r in run["cases"] if r["case"]["name"] == "tunix-resume"]
-    again = reread.reread(RUNS / "2026-12-05-3", record)
+    again = reread.reread(RUNS / "2026-12-05-3", _record("2026-12-05-3", "tunix-resume"))
     assert again["outcome"] == "resumed"
     assert (again["save"]["steps_logged"], again["resume"]["steps_logged"]) == ([1, 5], [6, 10])
     assert set(again["optimizer_counters_at_end"].values()) == {0, 10}  # MultiSteps' mini step is 0 between updates
@@ -86,3 +96,8 @@ def test_a_bad_case_is_one_line(levers, said):
     with pytest.raises(ConfigError) as error:
         cases.Case(name="x", **levers)
     assert str(error.value).startswith(said) and "\n" not in str(error.value)
+
+
+def _record(run: str, name: str) -> dict:
+    results = json.loads((RUNS / run / "results.json").read_text())
+    return next(r for r in results["cases"] if r["case"]["name"] == name)

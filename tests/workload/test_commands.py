@@ -92,7 +92,7 @@ def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_ou
 
 
 def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_training_columns():
-    _, (_, short, _) = build(PipelineConfig(steps=30))  # the default interval, 250, is longer than the run
+    _, (_, short, _) = build(PipelineConfig(step_count=30))  # the default interval, 250, is longer than the run
     assert "eval_interval=30" in short.argv
     config = PipelineConfig(eval_interval=7, eval_steps=3, eval_split="test_gen", train_data_columns=("prompt",))
     _, (_, train, _) = build(config)
@@ -167,7 +167,7 @@ def test_optional_settings_appear_only_when_set():
         learning_rate=1e-3,
         max_target_length=512,
         checkpoint_period=50,
-        steps=200,
+        step_count=200,
         per_device_batch_size=2,
         train_data_columns=("prompt", "messages"),
     )
@@ -179,7 +179,7 @@ def test_optional_settings_appear_only_when_set():
 
 
 def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_local_data():
-    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", steps=20), work="/w")
+    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", step_count=20), work="/w")
     assert convert.argv[:6] == (
         "python3",
         "-m",
@@ -209,7 +209,7 @@ def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them()
     base = PipelineConfig()
     assert commands.run_name(base) == commands.run_name(PipelineConfig())
     assert re.fullmatch(r"gemma3-4b-sft-[0-9a-f]{12}", commands.run_name(base))
-    assert commands.run_name(PipelineConfig(steps=10)) != commands.run_name(base)
+    assert commands.run_name(PipelineConfig(step_count=10)) != commands.run_name(base)
     assert commands.run_name(PipelineConfig(learning_rate=1e-4)) != commands.run_name(base)
     # Where checkpoints go does not change what is trained: same run, so a resume finds it.
     assert commands.run_name(PipelineConfig(checkpoint_period=5)) == commands.run_name(base)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from workload.core.config import HUB_IDS, PipelineConfig
 from workload.core.data_source import parse_source
+from workload.core.run_length import TINY_MAX_TARGET_LENGTH
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
 from workload.measure.logit_parity import KL_BOUND
@@ -38,8 +39,6 @@ TRAINER_LAUNCHER = "workload.launch.trainer_launcher"
 
 # Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
 _USE_PATHWAYS = 0
-# The tiny model's sequences: the recipe known to fit the CPU here.
-TINY_MAX_TARGET_LENGTH = 128
 _TINY_TRAIN_CPU_OPTIONS = [
     "hardware=cpu",
     "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
