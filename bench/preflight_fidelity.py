@@ -83,7 +83,7 @@ def real_peak(argv: list[str], env: dict[str, str], cwd: Path) -> int:
 
 
 def compiled_memory(train_argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> dict:
-    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, *train_argv[train_argv.index(commands.TRAIN_SFT) + 1 :]]
+    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, *commands.trainer_arguments(train_argv)]
     done = subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.splitlines()[-1])
 

@@ -60,7 +60,7 @@ def maxtext_arguments(config: PipelineConfig, scratch: str, overrides: list[str]
     worker = JaxProcess(0, tuple(f"worker-{i}" for i in range(hosts)))
     argv = commands.train_sft(config, layout, worker=worker).argv
     topology = [f"compile_topology={config.accelerator_type}", "compile_topology_num_slices=1"]
-    return [*argv[argv.index(commands.TRAIN_SFT) + 1 :], *topology, *overrides]
+    return [*commands.trainer_arguments(argv), *topology, *overrides]
 
 
 def train_sft_file() -> str:
