@@ -56,6 +56,9 @@ _COMPUTATION = re.compile(r"^(ENTRY )?%?([\w.\-]+) .*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = (.*?) ([a-z][a-z\-]*)\(")
 _CALLED = re.compile(r"\b(?:calls|body|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
 _BODY = re.compile(r"\bbody=%?([\w.\-]+)")
+_CONDITION = re.compile(r"\bcondition=%?([\w.\-]+)")
+_CONSTANT = re.compile(r"^\s*%?([\w.\-]+) = [su](?:32|64)\[\]\S* constant\(([0-9]+)\)")
+_BELOW = re.compile(r"^\s*ROOT %?[\w.\-]+ = pred\[\]\S* compare\(%?[\w.\-]+, %?([\w.\-]+)\), direction=LT")
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"([0-9]+)"\}')
 _LISTED_GROUPS = re.compile(r"replica_groups=\{\{([0-9,]*)\}")
@@ -158,21 +161,34 @@ def _callees(line: str) -> list[str]:
 
 
 def _runs(computations: dict[str, list[str]], entry: str) -> dict[str, int]:
-    """How many times each computation runs per run of `entry`: a loop's body its known trip count times per run
-    of the loop (a loop without one: once, a floor), a branch as if it were taken every time."""
+    """How many times each computation runs per run of `entry`: a loop's body its trip count times per run of the
+    loop (`_trip_count`), a branch as if it were taken every time."""
     runs: dict[str, int] = defaultdict(int)
 
     def visit(name: str, times: int) -> None:
         runs[name] += times
         for line in computations.get(name, []):
-            trip = _TRIP_COUNT.search(line)
             body = _BODY.search(line)
             for callee in _callees(line):
-                is_body = trip is not None and body is not None and body[1] == callee
-                visit(callee, times * int(trip[1]) if is_body and trip else times)
+                is_body = body is not None and body[1] == callee
+                visit(callee, times * _trip_count(line, computations) if is_body else times)
 
     visit(entry, 1)
     return runs
+
+
+def _trip_count(loop: str, computations: dict[str, list[str]]) -> int:
+    """A loop's iterations: the count XLA annotated, else the constant its condition compares the counter below
+    (XLA:TPU's own loops, such as a matrix multiply split around collective-permutes, count from 0 by 1 and carry
+    no annotation), else 1: a floor."""
+    known = _TRIP_COUNT.search(loop)
+    if known:
+        return int(known[1])
+    condition = _CONDITION.search(loop)
+    lines = computations.get(condition[1], []) if condition else []
+    constants = {m[1]: int(m[2]) for m in map(_CONSTANT.match, lines) if m}
+    below = [m[1] for m in map(_BELOW.match, lines) if m]
+    return constants.get(below[0], 1) if below else 1
 
 
 def _collective(line: str) -> tuple[str, str] | None:
