@@ -86,12 +86,14 @@ def compile_case(entry: dict[str, Any], hlo_dir: Path | None) -> dict[str, Any]:
         start = time.monotonic()
         compiled = _native_step(config) if case.loop == "native" else _tunix_step(config)
         seconds = time.monotonic() - start
+    hlo, analysis = compiled.as_text(), step_time.cost_analysis(compiled)
     if hlo_dir is not None:
-        (hlo_dir / f"{case.name}.hlo.txt").write_text(compiled.as_text())
+        (hlo_dir / f"{case.name}.hlo.txt").write_text(hlo)
     model_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
     return {
         **entry,
-        "cost": asdict(step_time.compiled_cost(compiled)),
+        "cost_analysis": analysis,  # XLA's own, each loop's body once: `report --hlo-dir` reads the cost again from it
+        "cost": asdict(step_time.cost_of(analysis, hlo)),
         "model_flops": model_tflops * 1e12,
         "tokens_per_step_per_chip": config.per_device_batch_size * config.max_target_length,
         "compile_seconds": round(seconds, 1),
@@ -123,13 +125,14 @@ def prediction(record: dict[str, Any]) -> step_time.StepPrediction:
 
 def load(costs: list[Path], hlo_dir: Path | None = None) -> dict[str, Any]:
     """Several compile runs' records as one (compiles run in parallel write a file each), the latest date kept; with
-    `hlo_dir`, each case's collectives read again from its kept HLO text, where there is one."""
+    `hlo_dir`, each case's cost read again from XLA's analysis and its kept HLO text, where there is one (the
+    reading may have improved since the compile)."""
     files = [json.loads(path.read_text()) for path in costs]
     cases = {name: record for f in files for name, record in f["cases"].items()}
     for name, record in cases.items():
         hlo = None if hlo_dir is None else hlo_dir / f"{name}.hlo.txt"
-        if hlo is not None and hlo.exists():
-            record["cost"]["collective_bytes"] = step_time.collective_bytes(hlo.read_text())
+        if hlo is not None and hlo.exists() and "cost_analysis" in record:
+            record["cost"] = asdict(step_time.cost_of(record["cost_analysis"], hlo.read_text()))
     return {"environment": max((f["environment"] for f in files), key=lambda e: e["date"]), "cases": cases}
 
 
@@ -194,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     reporting = verbs.add_parser("report")
     reporting.add_argument("costs", type=Path, nargs="+")
     reporting.add_argument("--table", type=Path, help="write the preview's table of predictions there")
-    reporting.add_argument("--hlo-dir", type=Path, help="read each case's collectives again from its HLO text there")
+    reporting.add_argument("--hlo-dir", type=Path, help="read each case's cost again from its HLO text there")
     reporting.add_argument("--commit", default="", help="the commit the costs were compiled at, for the table")
     args = parser.parse_args(argv)
     if args.verb == "compile":

@@ -117,14 +117,24 @@ class StepPrediction:
 
 def compiled_cost(compiled: Any) -> CompiledCost:
     """What `compiled` (a `jax.stages.Compiled` for one chip of a topology) costs each chip per call."""
+    return cost_of(cost_analysis(compiled), compiled.as_text())
+
+
+def cost_analysis(compiled: Any) -> dict[str, float]:
+    """XLA's own FLOPs and bytes accessed for `compiled`, each loop's body counted once."""
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):  # older JAX: one dict per device program, all the same under SPMD
         analysis = analysis[0]
-    hlo = compiled.as_text()
+    return {"flops": float(analysis["flops"]), "bytes accessed": float(analysis["bytes accessed"])}
+
+
+def cost_of(analysis: dict[str, float], hlo: str) -> CompiledCost:
+    """The step's cost from XLA's cost analysis of it and its HLO text: the analysis scaled to every loop iteration
+    (`loop_factors`), the collectives read from the text."""
     flops_factor, bytes_factor = loop_factors(hlo)
     return CompiledCost(
-        flops=float(analysis["flops"]) * flops_factor,
-        hbm_bytes=float(analysis["bytes accessed"]) * bytes_factor,
+        flops=analysis["flops"] * flops_factor,
+        hbm_bytes=analysis["bytes accessed"] * bytes_factor,
         collective_bytes=collective_bytes(hlo),
     )
 
