@@ -75,13 +75,15 @@ def test_the_preflights_record_of_the_same_train_inputs_comes_first(mock_stack, 
     assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 1000 * 0.5 / 3600, abs=2e-3)
 
 
-def test_without_a_prediction_the_seeds_figure_stands_in_and_the_preview_says_how_to_get_one(mock_stack):
-    out = mock_stack({"tpu-sft:perDeviceBatchSize": "3", "tpu-sft:maxTargetLength": "1024"}).outputs
+def test_without_a_prediction_the_seeds_figure_stands_in_and_the_preview_says_how_to_get_one(mock_stack, dev_config):
+    unknown = {"tpu-sft:perDeviceBatchSize": "3", "tpu-sft:maxTargetLength": "1024"}
+    steps = parse({**dev_config, **unknown}, stack="dev").pipeline.steps  # the seed's tokens at this batch
+    out = mock_stack(unknown).outputs
     shown = out["throughput"]
     assert shown["source"].startswith("no prediction for these train inputs: the seed's 1.8 s a step stands in")
     assert shown["source"].endswith("run scripts/preflight for one")
     assert shown["tokensPerSecondPerChip"] is None and shown["mfu"] is None and shown["stepSeconds"] == 1.8
-    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 1000 * 1.8 / 3600, abs=2e-3)
+    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + steps * 1.8 / 3600, abs=2e-3)
 
 
 def test_the_committed_table_is_what_the_bench_writes():
