@@ -29,6 +29,14 @@ class Accelerator:
         return PEAK_BF16_TFLOPS[self.device_kind]
 
     @property
+    def hbm_bytes_per_s_per_chip(self) -> float:
+        return HBM_BYTES_PER_S[self.device_kind]
+
+    @property
+    def ici_bytes_sent_per_s_per_chip(self) -> float:
+        return ICI_BYTES_SENT_PER_S[self.device_kind]
+
+    @property
     def hosts(self) -> int:
         """How many VMs carry the slice: 1 for a single-host type."""
         x, y, z = self.host_bounds
@@ -49,6 +57,23 @@ PEAK_BF16_TFLOPS: dict[str, float] = {
     "TPU v5 lite": 197.0,  # v5e
     "TPU v5": 459.0,  # v5p
     "TPU v6 lite": 918.0,  # v6e (Trillium)
+}
+
+# Google's published HBM bandwidth per chip, in bytes a second ("HBM bandwidth per chip" on
+# cloud.google.com/tpu/docs/v5e and /v6e, read 2026-12-05: 819 GBps and 1638 GBps; one stored copy of the v5e page
+# says "800 GiBps", 859 GB/s, and the lower is kept). What workload/preflight/step_time.py divides HBM traffic by.
+HBM_BYTES_PER_S: dict[str, float] = {
+    "TPU v5 lite": 819e9,
+    "TPU v6 lite": 1638e9,
+}
+
+# What one chip can send to the others a second over its inter-chip links (ICI): half of Google's "Bidirectional
+# inter-chip interconnect (ICI) bandwidth (per chip)" (cloud.google.com/tpu/docs/v5e and /v6e, read 2026-12-05:
+# 400 GBps and 800 GBps over 4 ports), which counts both directions. It is every port at once: a ring collective on
+# a chip with fewer neighbours (a v6e-8's 2x4 has corners with 2) sends slower, so collectives' time is a floor.
+ICI_BYTES_SENT_PER_S: dict[str, float] = {
+    "TPU v5 lite": 400e9 / 2,
+    "TPU v6 lite": 800e9 / 2,
 }
 
 # What a chip needs beyond what the compiled steps and the loop's figures add up to (workload/preflight/fit.py
