@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pulumi
 
-from infra import apis, billing
+from infra import apis, billing, run_length
 from infra import settings as stack_settings
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
@@ -27,6 +27,7 @@ from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_commands import gcloud_ssh_command, ssh_command
 from infra.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
 from infra.tasks import PostDeployTasks, TasksArgs, last_json_line, slice_target_json, vm_target_json
+from infra.throughput import predicted
 from infra.vm import TpuVm, TpuVmArgs
 from workload.core.config import ConfigError
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
@@ -57,11 +58,9 @@ pulumi.export("sweepChoice", choice)
 
 labels = dict(settings.labels)
 network_tag = settings.instance_name
+throughput = predicted(settings.pipeline)  # the preflight's record, the bench's table, or the seed's figure
 cost = estimate(
-    settings.accelerator.chips,
-    settings.tpu_price.usd_per_chip_hour,
-    settings.pipeline.steps,
-    settings.pipeline.per_device_batch_size,
+    settings.accelerator.chips, settings.tpu_price.usd_per_chip_hour, settings.pipeline.steps, throughput.step_seconds
 )
 
 
@@ -112,7 +111,9 @@ def os_login_key() -> list[OsLoginKey]:
 
 
 def export_cost() -> None:
+    pulumi.export("runLength", run_length.output(settings))  # what the estimates below are of
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
+    pulumi.export("throughput", throughput.output(settings.pipeline) | {"trainingHours": cost.train_hours})
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
     pulumi.export("tpuPrice", settings.tpu_price.output())  # which price model the estimate used, and its basis

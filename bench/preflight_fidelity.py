@@ -83,7 +83,7 @@ def real_peak(argv: list[str], env: dict[str, str], cwd: Path) -> int:
 
 
 def compiled_memory(train_argv: tuple[str, ...], env: dict[str, str], cwd: Path) -> dict:
-    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, *train_argv[train_argv.index(commands.TRAIN_SFT) + 1 :]]
+    argv = [str(MAXTEXT_PYTHON), "-c", COMPILE, *commands.trainer_arguments(train_argv)]
     done = subprocess.run(argv, cwd=cwd, env=env, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -100,7 +100,11 @@ def main() -> int:
         work, out = Path(scratch) / "work", Path(scratch) / "out"
         for batch in args.batches:
             config = PipelineConfig(
-                profile="tiny", steps=STEPS, per_device_batch_size=batch, max_target_length=args.length, eval_interval=0
+                profile="tiny",
+                step_count=STEPS,
+                per_device_batch_size=batch,
+                max_target_length=args.length,
+                eval_interval=0,
             )
             settings = Path(scratch) / "settings.json"
             settings.write_text(json.dumps(config.to_mapping()))

@@ -163,11 +163,16 @@ MODEL_SHAPES: dict[str, dict[str, int]] = {
 # accumulator's zeros compress away), an upper bound: orbax compresses a little.
 CHECKPOINT_BYTES_PER_PARAMETER = 3 * 4
 
-# Wall-time model of one run on v6e-8, from the seed tutorial's own figures: conversion ~5 min, 1,000 SFT
-# steps ~10 min; bootstrap and export measured as minutes each. Training scales with steps × batch.
+# Wall-time model of one run on v6e-8. Bootstrap, conversion and export: the seed tutorial's own figures (conversion
+# ~5 min) and minutes each as measured. Training: steps × the step time the preview reads (infra/throughput.py: the
+# step-time model's prediction for the run's configuration). The seed's own figure, 1,000 SFT steps of one sequence a
+# chip in ~10 min with its Tunix loop, stands in where nothing predicts the step, and sizes the run cap
+# (infra/run_cap.py): it is slower than every prediction (bench/RESULTS.md, "Step time on paper"), so a cap from it
+# does not cut a run short, and it does not move with a prediction found on one machine and not another (a new cap
+# replaces the VM).
 BOOTSTRAP_HOURS = 0.25
 CONVERT_HOURS = 5 / 60
-SECONDS_PER_STEP_PER_DEVICE_BATCH = 0.6
+SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH = 0.6
 EXPORT_HOURS = 10 / 60
 
 
@@ -176,6 +181,7 @@ class CostEstimate:
     chips: int
     usd_per_chip_hour: float
     run_hours: float
+    train_hours: float
 
     @property
     def hourly_usd(self) -> float:
@@ -186,10 +192,18 @@ class CostEstimate:
         return round(self.hourly_usd * self.run_hours, 2)
 
 
-def estimate(chips: int, usd_per_chip_hour: float, steps: int, per_device_batch_size: int) -> CostEstimate:
-    train_hours = steps * per_device_batch_size * SECONDS_PER_STEP_PER_DEVICE_BATCH / 3600
+def estimate(chips: int, usd_per_chip_hour: float, steps: int, step_seconds: float) -> CostEstimate:
+    """A whole run: its fixed phases and `steps` training steps of `step_seconds` each."""
+    train_hours = steps * step_seconds / 3600
     hours = BOOTSTRAP_HOURS + CONVERT_HOURS + train_hours + EXPORT_HOURS
-    return CostEstimate(chips=chips, usd_per_chip_hour=usd_per_chip_hour, run_hours=round(hours, 3))
+    return CostEstimate(
+        chips=chips, usd_per_chip_hour=usd_per_chip_hour, run_hours=round(hours, 3), train_hours=round(train_hours, 3)
+    )
+
+
+def seed_step_seconds(per_device_batch_size: int) -> float:
+    """The seed's measured step on a v6e-8, scaled by the sequences each chip takes a step."""
+    return SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH * per_device_batch_size
 
 
 def parameter_count(spec: Mapping[str, int]) -> int:

@@ -7,8 +7,9 @@ as the user gave them (local paths, a share), which reads a bounded sample with 
 Hub whether the token may download the model. The token is `$HF_TOKEN` of this process, handed on in the
 environment only.
 
-Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprint of the train phase's inputs with
-local files named by their content hash: `pulumi up` (and preview) refuse a stack whose exact data a preflight
+Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprint of the train phase's inputs but
+the run's length, with local files named by their content hash (and the data's size in tokens apart, by the data
+alone: infra/data_size.py): `pulumi up` (and preview) refuse a stack whose exact data a preflight
 found a finding in (a split that does not exist, a gated model not granted), before anything is declared. A
 changed file or setting is other inputs, which nothing refuses until a preflight of them says so.
 
@@ -26,17 +27,21 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from infra import data_size
 from infra.local_data import resolve
 from infra.phases import phase_inputs
 from infra.settings import Settings
-from workload.core.config import ConfigError, PipelineConfig
+from workload.core.config import LENGTH_KEYS, ConfigError, PipelineConfig
 from workload.run.fingerprint import fingerprint
 
 CACHE = Path(".tpu-sft") / "preflight"  # beside the compile's records (infra/preflight.py)
 
 
 def data_fingerprint(resolved: PipelineConfig) -> str:
-    return fingerprint({"train": phase_inputs(resolved)["train"], "check": "data"})
+    """The train inputs but the run's length, which changes nothing the check reads: `epochs`, counted in this very
+    check's size (infra/data_size.py), finds the same record as the tokens it becomes."""
+    train = {key: value for key, value in phase_inputs(resolved)["train"].items() if key not in LENGTH_KEYS}
+    return fingerprint({"train": train, "check": "data"})
 
 
 def record_path(resolved: PipelineConfig) -> Path:
@@ -62,6 +67,7 @@ def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str, 
     answer = {**json.loads(lines[-1]), "data_fingerprint": data_fingerprint(resolved)}
     if not answer.get("not_checked"):
         keep(record_path(resolved), answer)
+        data_size.keep(settings.pipeline, answer.get("epoch_tokens"), bool(answer.get("epoch_tokens_exact")))
     sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]) + json.dumps(answer) + "\n")
     return done.returncode
 

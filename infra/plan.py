@@ -23,22 +23,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infra.cost import estimate
+from infra.cost import CostEstimate, estimate
 from infra.data_preflight import data_fingerprint
+from infra.data_size import epochs_as_tokens
 from infra.flex_start import group_description
 from infra.local_data import resolve
 from infra.phases import phase_inputs
 from infra.preflight import summary, take_the_sweeps_batch, train_fingerprint
 from infra.settings import AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
+from infra.throughput import Throughput, predicted
 from workload.core.config import ConfigError
 from workload.core.contract import EXIT_BAD_INPUT, PHASES
+from workload.core.run_length import sequence_length
 
 
 def load(path: Path, stack: str) -> Settings:
-    """The settings as `pulumi up` hands them to the phases: a local dataset named by its copies (infra/local_data.py),
-    read relative to the project directory, as the program reads it."""
-    settings = parse(read_stack_config(path), stack=stack)
+    """The settings as `pulumi up` hands them to the phases: the length in tokens (infra/data_size.py), a local dataset
+    named by its copies (infra/local_data.py), read relative to the project directory, as the program reads it."""
+    settings = parse(epochs_as_tokens(read_stack_config(path))[0], stack=stack)  # epochs: as `pulumi up` counts them
     with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
         settings = take_the_sweeps_batch(settings)
     return replace(settings, pipeline=resolve(settings.pipeline, settings.checkpoint_bucket).pipeline)
@@ -156,6 +159,21 @@ def _publish_row(
     return ("publish", bool(changed), ", ".join(changed))
 
 
+def throughput_line(head: Settings, throughput: Throughput, cost: CostEstimate) -> str:
+    """The configuration trained, what is predicted of its step, the training time it gives, and where that comes
+    from."""
+    p = head.pipeline
+    batch = f"{p.per_device_batch_size} × {sequence_length(p.max_target_length, p.profile):,} tokens a chip"
+    configuration = f"{p.trainer} loop, {batch} on {head.accelerator.name}"
+    if throughput.tokens_per_second_per_chip is None or throughput.mfu is None:
+        return f"Throughput: {configuration}; training {cost.train_hours:.2f} h ({throughput.source})."
+    return (
+        f"Throughput: {configuration}: {throughput.step_seconds:.3f} s a step, "
+        f"{throughput.tokens_per_second_per_chip:,.0f} tokens/s per chip, {throughput.mfu:.0%} MFU, "
+        f"bound by {throughput.bound}; training {cost.train_hours:.2f} h (predicted: {throughput.source})."
+    )
+
+
 def preflight_lines(head: Settings, record: dict[str, Any] | None) -> list[str]:
     """What the compiler said of the head's training step, from scripts/preflight's record of the same train
     inputs; a record of other inputs is named, not shown."""
@@ -214,15 +232,17 @@ def render(
         "|---|---|---|",
     ]
     lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
+    throughputs = [predicted(s.pipeline) for s in (base, head)]
     costs = [
-        estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, s.pipeline.per_device_batch_size)
-        for s in (base, head)
+        estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, t.step_seconds)
+        for s, t in zip((base, head), throughputs, strict=True)
     ]
     price = head.tpu_price
     lines += [
         "",
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
+        throughput_line(head, throughputs[1], costs[1]),
         f"Price model: {price.provisioning_model} at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis}).",
     ]
     return "\n".join(lines + preflight_lines(head, preflight) + below)

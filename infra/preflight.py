@@ -36,10 +36,11 @@ from typing import Any
 
 from infra import batch_sweep, candidates
 from infra.data_preflight import check_data
+from infra.data_size import epochs_as_tokens
 from infra.phases import phase_inputs
 from infra.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
 from infra.stack_file import read_stack_config
-from workload.core.config import ConfigError, PipelineConfig
+from workload.core.config import ConfigError, PipelineConfig, stack_key
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.run.fingerprint import fingerprint
 
@@ -294,7 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_intermixed_args(argv)  # an option between the overrides, as users type them
     stack = args.stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     try:
-        settings = parse(with_overrides(read_stack_config(args.stack_file), args.overrides), stack=stack)
+        raw = with_overrides(read_stack_config(args.stack_file), args.overrides)
+        if args.data:  # the run's length changes nothing the data check reads; epochs waits for its answer
+            raw = {key: value for key, value in raw.items() if key != stack_key("epochs")}
+        settings = parse(epochs_as_tokens(raw)[0], stack=stack)
         if args.data:
             with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto: named as `pulumi up` names it
                 settings = take_the_sweeps_batch(settings)

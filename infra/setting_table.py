@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from infra.cost import ON_DEMAND, chip_price, estimate
+from infra.cost import ON_DEMAND, chip_price, estimate, seed_step_seconds
 from infra.run_cap import default_max_run_hours
 from infra.ssh_key_trust import ACCESS_MODES, os_login_user
 from workload.core.accelerators import ACCELERATORS
@@ -254,7 +254,7 @@ def _max_run_hours(key: str, raw: Any, example: str, given: Given) -> int | None
             ACCELERATORS[pipeline.accelerator_type].chips,
             chip_price(ON_DEMAND, None).usd_per_chip_hour,  # the hours are what count here, not the price
             pipeline.steps,
-            pipeline.per_device_batch_size,
+            seed_step_seconds(pipeline.per_device_batch_size),  # not a prediction: infra/cost.py says why
         )
         return default_max_run_hours(run)
     if raw == "off":

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from infra.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
+from infra.data_size import EpochSize, epochs_as_tokens
 from infra.setting_table import (
     BY_KEY,
     DEFAULT_INSTANCE_NAME,
@@ -83,6 +84,7 @@ class Settings:
     publish_hub_public: bool = False
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
+    epoch: EpochSize | None = None  # what tpu-sft:epochs, now the pipeline's tokens, was counted in (from_pulumi)
     # perDeviceBatchSize auto, not yet taken from a sweep: the pipeline holds the sweep's starting batch until
     # infra/preflight.py `take_the_sweeps_batch` puts in the batch a sweep found (reading its record).
     batch_auto: bool = False
@@ -417,7 +419,8 @@ def from_pulumi() -> Settings:
 
     raw = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     secret_keys = frozenset(k for k in raw if runtime_config.is_config_secret(k))
-    settings = parse(raw, stack=pulumi.get_stack(), secret_keys=secret_keys)
+    in_tokens, epoch = epochs_as_tokens(raw)  # epochs: the data's kept size, read before anything parses the length
+    settings = replace(parse(in_tokens, stack=pulumi.get_stack(), secret_keys=secret_keys), epoch=epoch)
     for warning in settings.warnings:
         pulumi.log.warn(warning)
     is_update = not pulumi.runtime.is_dry_run()

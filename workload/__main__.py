@@ -115,9 +115,21 @@ def held_out_files(config: PipelineConfig) -> None:
         )
 
 
+def length_in_tokens(config: PipelineConfig) -> None:
+    """`pulumi up` turns epochs into tokens by the data preflight's count of the data (infra/data_size.py); on the host,
+    where nothing counts it, the length must come as tokens or steps."""
+    if config.epochs is not None:
+        raise ConfigError(
+            "tpu-sft:epochs",
+            "are counted in the training data's tokens by `pulumi up`, and nothing counts them here",
+            "give tpu-sft:tokens instead (or run through pulumi up)",
+        )
+
+
 def cmd_commands(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     held_out_files(config)
+    length_in_tokens(config)
     layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
     worker = worker_of(config, args)
@@ -131,6 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         held_out_files(config)
+        length_in_tokens(config)
         token = read_token(args.hf_token_file, os.environ)
         worker = worker_of(config, args)
         check_writable_dir("--work-dir", args.work_dir)

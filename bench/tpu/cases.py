@@ -17,10 +17,7 @@ from workload.core.config import ConfigError, PipelineConfig
 from workload.run import commands
 from workload.run.layout import Layout
 
-LOOPS = {
-    "tunix": commands.TRAIN_SFT,  # the seed's: Tunix's PeftTrainer
-    "native": "maxtext.trainers.post_train.sft.train_sft_deprecated",  # MaxText's own loop (train_sft_native ≥ 0.2.3)
-}
+LOOPS = commands.TRAINER_MODULES  # native: MaxText's own loop; tunix: the seed's, Tunix's PeftTrainer
 PLACEMENTS = ("patched", "unpatched")
 
 
@@ -75,7 +72,7 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     weights) and the profiler, on one process, with the bench's data and tokenizer, then the case's levers."""
     config = PipelineConfig(
         dataset=data_file,
-        steps=steps or case.steps,
+        step_count=steps or case.steps,
         per_device_batch_size=case.batch,
         max_target_length=case.seq,
         eval_interval=0,
@@ -83,7 +80,7 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     )
     layout = Layout(work, work, config.model, case.name)
     argv = list(commands.train_sft(config, layout).argv)
-    argv = argv[argv.index(commands.TRAIN_SFT) + 1 :]
+    argv = commands.trainer_arguments(argv)
     argv = [a for a in argv if not a.startswith(("load_parameters_path=", "profiler="))]
     argv += [
         "override_model_config=True",

@@ -81,7 +81,7 @@ def test_a_case_is_the_pipelines_train_argv_with_the_benchs_levers():
         "num_vocab_tiling=4",
         "a=b",
     ]
-    assert config_argv.argv[config_argv.argv.index(commands.TRAIN_SFT) + 1] == argv[0] == "run_name=x"
+    assert commands.trainer_arguments(config_argv.argv)[0] == argv[0] == "run_name=x"
 
 
 @pytest.mark.parametrize(

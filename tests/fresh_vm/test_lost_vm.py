@@ -6,8 +6,12 @@ stand-in: the VMs reach it as their service account, with the roles the program 
 from __future__ import annotations
 
 from rehearsal.fresh_vm import evidence
+from workload.core.config import PipelineConfig
+from workload.run.trainer_loop import TRAINER_LOOPS
 
 STEPS = 20  # the rehearsal stack's tpu-sft:steps
+# The rehearsal stack's tpu-sft:trainer, the default: it names checkpoints its own way, the runner counts updates.
+LOOP = TRAINER_LOOPS[PipelineConfig.trainer]
 
 
 def test_the_vm_was_lost_after_a_checkpoint_and_before_the_end(fresh_vm):
@@ -24,14 +28,16 @@ def test_the_next_vm_resumes_from_the_last_checkpoint_in_the_bucket(fresh_vm):
     train = next(e for e in run.resumed_up if e.name.endswith("-train"))
     assert f"↻ train resumes from checkpoint {lost_at} in gs://" in train.stdout
     assert "data restarts from the first example" in train.stdout  # MaxText does not checkpoint the data iterator
-    assert evidence.first_resumed_step(run) == lost_at + 1
+    assert evidence.first_resumed_step(run) == LOOP.updates(lost_at) + 1
     assert run.summary["ok"] and run.summary["final_step"] == STEPS
 
 
 def test_one_loss_curve_spans_both_vms(fresh_vm):
     steps = {r["step"] for r in fresh_vm.run.kept_train_steps}
-    # A VM lost right after checkpoint N may take step N's line with it (workload/run/train_metrics.py): no other.
-    assert set(range(1, STEPS + 1)) - steps <= {fresh_vm.run.lost_at_checkpoint}
+    # A VM lost right after checkpoint N may take the lines of the updates since the last line it wrote
+    # (workload/run/train_metrics.py): N's; MaxText's own loop logs a step one step late, so also the one before.
+    lost_at = LOOP.updates(fresh_vm.run.lost_at_checkpoint)
+    assert set(range(1, STEPS + 1)) - steps <= set(range(lost_at - LOOP.updates_after, lost_at + 1))
     assert max(steps) == STEPS
     attempts = {r["attempt"] for r in fresh_vm.run.kept_train_steps}
     assert len(attempts) == 2  # the lost VM's records came back from the bucket
@@ -45,7 +51,7 @@ def test_the_next_vm_loads_the_training_step_from_the_compile_cache_in_the_bucke
 
 def test_the_checkpoints_are_in_the_bucket_not_on_the_vm(fresh_vm):
     names = fresh_vm.run.bucket_objects
-    for step in (fresh_vm.run.lost_at_checkpoint, STEPS):
+    for step in (fresh_vm.run.lost_at_checkpoint, LOOP.checkpoint_step(STEPS)):
         assert any(n.endswith(f"/checkpoints/{step}/commit_success.txt") for n in names), step
     assert any("/train-metrics/train_steps.jsonl" in n for n in names)
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from infra import data_preflight, preflight
+from infra import data_preflight, data_size, preflight
 from infra.local_data import resolve
 from rehearsal.fresh_vm import own_data
 from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
@@ -73,6 +73,7 @@ def test_the_data_preflight_gives_the_table_for_that_file(tmp_path, monkeypatch,
     """`scripts/preflight --data rehearsal/Pulumi.rehearsal.yaml` with the fresh-VM rehearsal's overrides: the same
     file (the same rows: the same content hash), the stack's settings, the tiny tokenizer in .maxtext-venv."""
     monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
+    monkeypatch.setattr(data_size, "CACHE", tmp_path / "sizes")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.delenv("HF_TOKEN", raising=False)
     settings = {**identity_overrides(keygen(tmp_path / "id_ed25519")), **own_data.overrides(own_data.write(tmp_path))}
@@ -83,7 +84,12 @@ def test_the_data_preflight_gives_the_table_for_that_file(tmp_path, monkeypatch,
     assert table["rows in all"] == table["rows read"] == TRAINING_ROWS
     assert table["held-out rows read"] == HELD_OUT_ROWS and table["held-out rows also in training"] == 0
     assert 0 < table["completion tokens kept (completion-only loss)"] < 1
-    assert table["epochs (steps x global batch)"] > 0
+    assert table["epoch counted"] == "exactly" and table["tokens in an epoch (packed positions)"] > 0
     assert re.search(rf"^rows in all +{TRAINING_ROWS}$", out, re.MULTILINE)  # the table itself, before the JSON line
     (kept,) = (tmp_path / "preflight").glob("data-*.json")
     assert json.loads(kept.read_text())["ok"]  # what `pulumi up` of this stack reads: nothing refuses it
+    (size,) = (tmp_path / "sizes").glob("data-size-*.json")  # what it counts tpu-sft:epochs in
+    assert json.loads(size.read_text()) == {
+        "epoch_tokens": table["tokens in an epoch (packed positions)"],
+        "exact": True,
+    }

@@ -89,8 +89,8 @@ def test_the_answer_and_its_table():
     assert batch_sweep.table(tunix).splitlines()[-1].startswith("Largest that fits with the chip's margin (× 1.15)")
 
 
-@pytest.mark.parametrize(("field", "value"), [("per_device_batch_size", 8), ("steps", 1000)])
+@pytest.mark.parametrize(("field", "value"), [("per_device_batch_size", 8), ("step_count", 1000)])
 def test_the_answer_is_named_by_the_train_inputs_but_the_batch(field, value):
-    base = sweep_path(PipelineConfig(per_device_batch_size=1, steps=20))
-    other = sweep_path(PipelineConfig(**{"per_device_batch_size": 1, "steps": 20, field: value}))
+    base = sweep_path(PipelineConfig(per_device_batch_size=1, step_count=20))
+    other = sweep_path(PipelineConfig(**{"per_device_batch_size": 1, "step_count": 20, field: value}))
     assert (base == other) == (field == "per_device_batch_size")

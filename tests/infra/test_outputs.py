@@ -33,6 +33,15 @@ def test_cost_is_chips_times_price(mock_stack):
     out = mock_stack().outputs
     assert out["hourlyCostUsd"] == pytest.approx(8 * 2.70)
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
+    # What the estimate is of: the seed's 1,000 steps of 1 x 2,048 tokens on each of the v6e-8's chips.
+    assert out["runLength"] == {"steps": 1000, "tokensPerStep": 16384, "tokens": 16_384_000}
+
+
+def test_a_larger_batch_runs_the_same_tokens_in_fewer_steps_for_less(mock_stack):
+    base = mock_stack().outputs
+    out = mock_stack({"tpu-sft:perDeviceBatchSize": "2"}).outputs
+    assert out["runLength"] == {"steps": 500, "tokensPerStep": 32768, "tokens": 16_384_000}
+    assert out["estimatedRunHours"] <= base["estimatedRunHours"]
 
 
 def test_price_override_and_longer_run(mock_stack):

@@ -14,6 +14,8 @@ from rehearsal.engine import ROOT
 from tests.fixtures.datasets import good_rows, write_jsonl
 
 DEV = (ROOT / "Pulumi.dev.yaml").read_text()
+# The default length, the seed's 1,000 x 1 x 2,048 tokens per chip of a v6e-8, given twice over.
+TOKENS_TWICE = {'# tpu-sft:tokens: "16384000"': 'tpu-sft:tokens: "32768000"'}
 
 
 def _plan(tmp_path: Path, head_text: str, *more: str) -> subprocess.CompletedProcess:
@@ -49,11 +51,11 @@ def _changed(**replacements: str) -> str:
     return text
 
 
-def test_steps_rerun_train_and_export_only(tmp_path):
-    done = _plan(tmp_path, _changed(**{'tpu-sft:steps: "1000"': 'tpu-sft:steps: "2000"'}))
+def test_the_runs_length_reruns_train_and_export_only(tmp_path):
+    done = _plan(tmp_path, _changed(**TOKENS_TWICE))
     assert done.returncode == 0, done.stderr
     assert _rerun(done.stdout) == {"train", "export"}
-    assert "| train | **yes** | `steps`: 1000 → 2000 |" in done.stdout
+    assert "| train | **yes** | `tokens`: null → 32768000 |" in done.stdout
     assert "| bootstrap | no |  |" in done.stdout and "| convert | no |  |" in done.stdout
 
 
@@ -76,26 +78,23 @@ def test_label_change_reruns_nothing(tmp_path):
 
 
 def test_cost_is_shown(tmp_path):
-    done = _plan(tmp_path, _changed(**{'tpu-sft:steps: "1000"': 'tpu-sft:steps: "5000"'}))
+    done = _plan(tmp_path, _changed(**TOKENS_TWICE))
     assert "Estimated cost of a full run: $" in done.stdout
 
 
 @pytest.mark.parametrize(
     ("head", "expected"),
-    [("tpu-sft:steps: '0'\n", "tpu-sft:steps"), ("config: [\n", "is not valid YAML at line 2")],
+    [("tpu-sft:tokens: '0'\n", "tpu-sft:tokens"), ("config: [\n", "is not valid YAML at line 2")],
 )
 def test_bad_config_is_one_line_exit_2(tmp_path, head, expected):
-    text = DEV.replace('  tpu-sft:steps: "1000"\n', "") + "  " + head if "steps" in head else head
+    text = DEV + "  " + head if "tokens" in head else head
     done = _plan(tmp_path, text)
     assert done.returncode == 2
     assert expected in done.stderr and done.stderr.count("\n") == 1
 
 
-STEPS_2000 = {'tpu-sft:steps: "1000"': 'tpu-sft:steps: "2000"'}
-
-
 def test_json_rows_say_which_tasks_rerun(tmp_path):
-    done = _plan(tmp_path, _changed(**STEPS_2000), "--json")
+    done = _plan(tmp_path, _changed(**TOKENS_TWICE), "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert {row["task"] for row in rows if row["reruns"]} == {"train", "export"}
@@ -120,7 +119,7 @@ def _record(tmp_path: Path, head_text: str, **fields) -> Path:
 
 
 def test_the_preflight_of_the_heads_train_inputs_is_shown_with_its_bounds(tmp_path):
-    head = _changed(**STEPS_2000)
+    head = _changed(**TOKENS_TWICE)
     done = _plan(tmp_path, head, "--preflight", str(_record(tmp_path, head)))
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().endswith(
@@ -131,7 +130,7 @@ def test_the_preflight_of_the_heads_train_inputs_is_shown_with_its_bounds(tmp_pa
 
 
 def test_a_preflight_of_other_train_inputs_is_not_shown(tmp_path):
-    done = _plan(tmp_path, _changed(**STEPS_2000), "--preflight", str(_record(tmp_path, DEV)))
+    done = _plan(tmp_path, _changed(**TOKENS_TWICE), "--preflight", str(_record(tmp_path, DEV)))
     assert done.returncode == 0, done.stderr
     assert "the record given is of other train inputs than this change's; not shown" in done.stdout
     assert "GiB" not in done.stdout

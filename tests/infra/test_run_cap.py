@@ -3,7 +3,7 @@ when asked (never for FLEX_START); the policy pack warns when a VM has no cap.""
 
 import pytest
 
-from infra.cost import estimate
+from infra.cost import estimate, seed_step_seconds
 from infra.run_cap import default_max_run_hours
 from policy import instance
 
@@ -25,11 +25,11 @@ def test_every_provisioning_model_is_capped_by_default(mock_stack, model, reserv
 
 
 def test_the_default_follows_the_estimate_with_margin():
-    run = estimate(8, 2.70, 1000, 1)
+    run = estimate(8, 2.70, 1000, seed_step_seconds(1))
     assert run.run_hours == pytest.approx(0.667)
     assert default_max_run_hours(run) == 4
     # A much longer run gets a cap above twice its estimate.
-    long_run = estimate(8, 2.70, 50_000, 1)  # 8.83 h
+    long_run = estimate(8, 2.70, 50_000, seed_step_seconds(1))  # 8.83 h
     assert default_max_run_hours(long_run) == 32 and 32 >= 2 * long_run.run_hours
 
 

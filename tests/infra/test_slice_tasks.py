@@ -249,7 +249,9 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
     rows = plan(single, sliced)
     assert [(task, reruns) for task, reruns, _ in rows] == [(phase, True) for phase in PHASES]
     assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
-    assert "($86.40/h while the slice exists).\nPrice model: RESERVATION_BOUND" in render(single, sliced)
+    text = render(single, sliced)
+    assert "($86.40/h while the slice exists).\nThroughput: native loop, 1 × 2,048 tokens a chip on v6e-32" in text
+    assert "\nPrice model: RESERVATION_BOUND" in text
 
 
 # (base's overrides, head's overrides, the plan's reason, or None where only train and export re-run)

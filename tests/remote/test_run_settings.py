@@ -16,7 +16,7 @@ def _own(phase: str, config: PipelineConfig) -> PipelineConfig:
 
 
 def test_each_task_finds_the_whole_runs_settings_by_its_own():
-    whole = PipelineConfig(steps=2000, learning_rate=1e-4)
+    whole = PipelineConfig(step_count=2000, learning_rate=1e-4)
     run_settings.record(whole)
     for phase in ("convert", "train", "export"):
         found = run_settings.whole_run(phase, _own(phase, whole))
@@ -24,9 +24,9 @@ def test_each_task_finds_the_whole_runs_settings_by_its_own():
 
 
 def test_settings_that_disagree_with_the_tasks_own_are_not_taken():
-    run_settings.record(PipelineConfig(steps=2000))
-    assert run_settings.whole_run("train", _own("train", PipelineConfig(steps=3000))) is None
-    assert run_settings.whole_run("convert", _own("convert", PipelineConfig(steps=3000))) is not None
+    run_settings.record(PipelineConfig(step_count=2000))
+    assert run_settings.whole_run("train", _own("train", PipelineConfig(step_count=3000))) is None
+    assert run_settings.whole_run("convert", _own("convert", PipelineConfig(step_count=3000))) is not None
     assert run_settings.whole_run("convert", _own("convert", PipelineConfig(model="gemma3-12b"))) is None
 
 
@@ -40,5 +40,5 @@ def test_a_missing_or_unreadable_file_gives_none(tmp_path, monkeypatch):
 
 
 def test_the_file_is_named_by_the_convert_settings_only():
-    assert run_settings.path_for(PipelineConfig(steps=1)) == run_settings.path_for(PipelineConfig(steps=2))
+    assert run_settings.path_for(PipelineConfig(step_count=1)) == run_settings.path_for(PipelineConfig(step_count=2))
     assert run_settings.path_for(PipelineConfig()) != run_settings.path_for(PipelineConfig(model="gemma3-12b"))

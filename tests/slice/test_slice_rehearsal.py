@@ -43,8 +43,10 @@ from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV, TARGET_ENV
 from workload.run.commands import run_name
 from workload.run.fingerprint import manifest_mismatches
+from workload.run.trainer_loop import TRAINER_LOOPS
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
+LOOP = TRAINER_LOOPS[PipelineConfig.trainer]  # the rehearsal stack's tpu-sft:trainer, the default
 PHASES = ("bootstrap", "convert", "train", "export")
 CHANGED = {"tpu-sft:learningRate": "0.002"}  # a train setting: a new run, from train on
 
@@ -254,7 +256,7 @@ def test_every_worker_ran_each_phase_as_its_own_jax_process(up):
     # The run the laptop left, then the changed setting's, cancelled, and its resume, which a worker broke.
     assert up.jobs_at_end == {0: ["run-1", "run-2", "run-3"], 1: ["run-1", "run-2", "run-3"]}
     train = up.printed_by_run["train"]
-    assert train["ok"] and train["final_step"] == STEPS == up.checkpoint_unattended
+    assert train["ok"] and train["final_step"] == STEPS and up.checkpoint_unattended == LOOP.checkpoint_step(STEPS)
     assert train["devices"] == 2  # one JAX job over both hosts' CPU devices, not two jobs of one device each
 
 

@@ -198,6 +198,13 @@ CASES = [
         "tpu-sft:evalData: is the share 5%",
         {"dataset": "/srv/chats.jsonl", "evalData": "5%"},
     ),
+    run_case("epochs-on-the-host", {"epochs": "2"}, "tpu-sft:epochs: are counted in the training data's tokens by"),
+    Case(
+        "commands-two-lengths",
+        ("commands", "--config", "{cfg}"),
+        "tpu-sft:steps: is set and so is tpu-sft:tokens",
+        {"tokens": "100", "steps": "3"},
+    ),
     run_case("dataset-no-format", {"dataset": "./data"}, "tpu-sft:dataset: './data' does not name .jsonl or .parquet"),
     Case("commands-steps-newline", ("commands", "--config", "{cfg}"), "tpu-sft:steps", {"steps": "5\n"}),
     Case("unknown-subcommand", ("deploy",), "invalid choice: 'deploy'"),

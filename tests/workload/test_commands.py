@@ -65,22 +65,34 @@ def seed_launched(seed_train):
     return [python, *LAUNCHED, *arguments]
 
 
-def test_default_settings_reproduce_the_seed_commands_token_by_token_plus_the_held_out_loss():
-    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
+def test_the_tunix_trainer_reproduces_the_seed_commands_token_by_token_plus_the_held_out_loss():
+    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
     assert [a for a in train.argv if a not in HELD_OUT] == seed_launched(SEED_TRAIN)
     assert [a for a in train.argv if a in HELD_OUT] == HELD_OUT
     assert list(export.argv) == tokens(SEED_TO_HUGGINGFACE)
 
 
+def test_the_default_native_trainer_runs_maxtexts_own_loop_with_the_seeds_arguments_and_exports_its_last_state():
+    """MaxText's own loop names the state after update 1000 checkpoint 999 and keeps the parameters under items."""
+    layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
+    _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
+    assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
+    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_deprecated"
+    assert commands.trainer_arguments(train.argv) == commands.trainer_arguments(seed_train.argv)
+    parameters = f"load_parameters_path={layout.checkpoint(999)}/items"
+    assert list(export.argv) == [parameters if a.startswith("load_parameters_path=") else a for a in seed_export.argv]
+    assert parameters in commands.logit_parity(PipelineConfig(), layout).argv
+
+
 def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_out_loud():
-    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0))
+    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0, trainer="tunix"))
     assert [a for a in train.argv if a != "eval_interval=-1"] == seed_launched(SEED_TRAIN)
     assert "eval_interval=-1" in train.argv  # 0 would divide by zero in Tunix's loop
 
 
 def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_training_columns():
-    _, (_, short, _) = build(PipelineConfig(steps=30))  # the default interval, 250, is longer than the run
+    _, (_, short, _) = build(PipelineConfig(step_count=30))  # the default interval, 250, is longer than the run
     assert "eval_interval=30" in short.argv
     config = PipelineConfig(eval_interval=7, eval_steps=3, eval_split="test_gen", train_data_columns=("prompt",))
     _, (_, train, _) = build(config)
@@ -183,7 +195,7 @@ def test_optional_settings_appear_only_when_set():
         learning_rate=1e-3,
         max_target_length=512,
         checkpoint_period=50,
-        steps=200,
+        step_count=200,
         per_device_batch_size=2,
         train_data_columns=("prompt", "messages"),
     )
@@ -191,11 +203,11 @@ def test_optional_settings_appear_only_when_set():
     assert train.argv[-3:] == ("learning_rate=0.001", "max_target_length=512", "checkpoint_period=50")
     assert "train_data_columns=['prompt', 'messages']" in train.argv
     assert "per_device_batch_size=2" in train.argv and "steps=200" in train.argv
-    assert any(a.endswith("/checkpoints/200/model_params") for a in export.argv)
+    assert any(a.endswith("/checkpoints/199/items") for a in export.argv)  # after update 200: native numbering
 
 
 def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_local_data():
-    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", steps=20), work="/w")
+    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", step_count=20), work="/w")
     assert convert.argv[:6] == (
         "python3",
         "-m",
@@ -205,7 +217,7 @@ def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_
         commands.TO_MAXTEXT,
     )
     assert export.argv[5] == commands.TO_HUGGINGFACE
-    assert train.argv[:4] == ("python3", *LAUNCHED)  # train_sft needs no HF config patch
+    assert train.argv[:3] == ("python3", *LAUNCHED[:2])  # the trainer needs no HF config patch
     for command in (convert, train, export):
         assert set(tiny.maxtext_overrides()) <= set(command.argv)
         assert command.env["JAX_PLATFORMS"] == "cpu" and "TPU_ACCELERATOR_TYPE" not in command.env
@@ -225,7 +237,7 @@ def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them()
     base = PipelineConfig()
     assert commands.run_name(base) == commands.run_name(PipelineConfig())
     assert re.fullmatch(r"gemma3-4b-sft-[0-9a-f]{12}", commands.run_name(base))
-    assert commands.run_name(PipelineConfig(steps=10)) != commands.run_name(base)
+    assert commands.run_name(PipelineConfig(step_count=10)) != commands.run_name(base)
     assert commands.run_name(PipelineConfig(learning_rate=1e-4)) != commands.run_name(base)
     # Where checkpoints go does not change what is trained: same run, so a resume finds it.
     assert commands.run_name(PipelineConfig(checkpoint_period=5)) == commands.run_name(base)

@@ -15,7 +15,9 @@ SEED = {
     "model": "gemma3-4b",
     "profile": "full",
     "trainer": "native",  # not the seed's: MaxText's own loop, 1.41x Tunix's at the seed's flags on a v5e
-    "steps": 1000,
+    "tokens": None,  # no length: the seed's 1,000 x 1 x 2,048 tokens per chip (tests/workload/test_run_length.py)
+    "epochs": None,
+    "steps": None,
     "perDeviceBatchSize": 1,
     "rematPolicy": None,  # the levers: MaxText's own defaults
     "attention": None,
@@ -38,7 +40,7 @@ SEED = {
     "requireLearning": False,
     "runName": None,
 }
-# A valid value other than the default for every key.
+# A valid value other than the default for every key; the run's length as a step count (LENGTHS: the other forms).
 CHANGED = {
     "maxtextVersion": "0.2.3",
     "installPostTrainExtras": True,
@@ -69,6 +71,7 @@ CHANGED = {
     "requireLearning": True,
     "runName": "my-run",
 }
+LENGTHS = {"tokens": 4096000, "epochs": 2.5}  # each instead of CHANGED's steps: one form of the length at a time
 # Where each key first feeds (workload/core/contract.py PHASES); a change re-runs that phase and every later one.
 FIRST_PHASE = {
     # model and profile: bootstrap downloads the full profile's weights.
@@ -76,6 +79,8 @@ FIRST_PHASE = {
     "convert": set(),
     "train": {
         "trainer",
+        "tokens",
+        "epochs",
         "steps",
         "perDeviceBatchSize",
         "rematPolicy",
@@ -136,16 +141,19 @@ def test_an_empty_mapping_gives_the_seed_tutorials_settings():
 
 
 def test_every_key_round_trips_through_its_json_form():
-    assert set(CHANGED) == set(SEED) and all(CHANGED[k] != SEED[k] for k in SEED)
-    config = PipelineConfig.from_mapping(CHANGED)
-    assert config.to_mapping() == CHANGED
-    assert PipelineConfig.from_mapping(config.to_mapping()) == config
+    changed = {**CHANGED, **LENGTHS}
+    assert set(changed) == set(SEED) and all(changed[k] != SEED[k] for k in SEED)
+    for length, value in {"steps": CHANGED["steps"], **LENGTHS}.items():
+        given = {**{k: v for k, v in CHANGED.items() if k != "steps"}, length: value}
+        config = PipelineConfig.from_mapping(given)
+        assert config.to_mapping() == {**SEED, **given}
+        assert PipelineConfig.from_mapping(config.to_mapping()) == config
 
 
 def test_validated_settings_cannot_be_changed_afterwards():
     config = PipelineConfig.from_mapping({"steps": 10})
     with pytest.raises(dataclasses.FrozenInstanceError):
-        config.steps = 0  # type: ignore[misc]
+        config.step_count = 0  # type: ignore[misc]
 
 
 def test_the_settings_table_cannot_be_changed_at_run_time():
@@ -159,10 +167,10 @@ def test_a_phase_depends_on_its_own_settings_and_every_earlier_phases(phase):
     phases = list(FIRST_PHASE)
     expected = set().union(*(FIRST_PHASE[p] for p in phases[: phases.index(phase) + 1]))
     settings = PipelineConfig.from_mapping(CHANGED).phase_settings(phase)
-    assert settings == {key: CHANGED[key] for key in expected}
+    assert settings == {key: CHANGED.get(key) for key in expected}
 
 
-@pytest.mark.parametrize("key", list(SEED))
+@pytest.mark.parametrize("key", list(CHANGED))
 def test_a_setting_changes_the_derived_run_name_exactly_when_the_weights_depend_on_it(key):
     beside = CHANGED_BESIDE.get(key, {})
     base = PipelineConfig.from_mapping({**beside, "evalInterval": 0} if "dataset" in beside else {})

@@ -17,14 +17,18 @@ from workload.tiny.assets import CHAT_TEMPLATE
 
 REPO = Path(__file__).resolve().parents[2]
 TINY = {"profile": "tiny", "steps": 30, "maxTargetLength": 128, "acceleratorType": "v6e-1"}
+SEQUENCE = TINY["maxTargetLength"]
 UNGRANTED = "hf_" + "NotGranted" * 3
 
 
-def preflight(python: str, tmp: Path, settings: dict, env: dict | None = None) -> tuple[int, list[str], dict | None]:
+def preflight(
+    python: str, tmp: Path, settings: dict, env: dict | None = None, rows: int | None = None
+) -> tuple[int, list[str], dict | None]:
     """(exit status, its stderr's finding lines, its JSON line)."""
     (tmp / "settings.json").write_text(json.dumps(settings))
     done = subprocess.run(
-        [python, "-m", "workload.preflight.data", "--settings", str(tmp / "settings.json")],
+        [python, "-m", "workload.preflight.data", "--settings", str(tmp / "settings.json")]
+        + ([] if rows is None else ["--rows", str(rows)]),
         cwd=tmp,  # a Hub-shaped id names a folder here first, as `datasets` reads it
         env={**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", **(env or {})},
         capture_output=True,
@@ -58,9 +62,23 @@ def test_a_good_jsonl_file_gives_the_table(maxtext_python, tmp_path):
     median, p95, longest = table["tokens per conversation (median, p95, max)"]
     assert 0 < median <= p95 <= longest < 128 and table["truncated at maxTargetLength 128"] == 0
     assert 0 < table["completion tokens kept (completion-only loss)"] < 1 and 0 < table["packing density"] <= 1
-    # 30 steps of 1 sequence on one chip, over 36 conversations packed several to a sequence
-    assert table["epochs (steps x global batch)"] > 1
+    # Every row read: the epoch's size is exact, whole sequences of 128 positions, fewer than the 36 conversations
+    # (packed several to a sequence), and the conversations' tokens fill the packing density's share of them.
+    epoch = result["epoch_tokens"]
+    assert result["epoch_tokens_exact"] and table["epoch counted"] == "exactly"
+    assert table["tokens in an epoch (packed positions)"] == epoch and epoch % SEQUENCE == 0
+    assert SEQUENCE <= epoch < 36 * SEQUENCE and epoch * table["packing density"] >= 36 * median / 2
     assert table["held-out rows also in training"] == 0
+
+
+def test_an_epoch_of_a_file_read_in_part_is_estimated_from_the_rows_read(maxtext_python, tmp_path):
+    data = write_jsonl(tmp_path / "chats.jsonl", good_rows(40))
+    status, _, part = preflight(maxtext_python, tmp_path, {**TINY, "dataset": str(data), "evalInterval": 0}, rows=10)
+    assert status == 0 and part is not None
+    assert part["table"]["rows read"] == 10 and part["table"]["rows in all"] == 40
+    assert not part["epoch_tokens_exact"] and part["table"]["epoch counted"] == "estimated from the rows read"
+    # The sample's whole sequences, scaled from its 10 rows to the file's 40.
+    assert part["epoch_tokens"] % (4 * SEQUENCE) == 0 and part["epoch_tokens"] > 0
 
 
 def test_a_good_parquet_file_and_its_bad_twin(maxtext_python, tmp_path):

@@ -110,5 +110,5 @@ def test_the_full_profile_checks_against_maxtexts_own_gemma3_bound():
     layout = Layout("/dev/shm/tpu-sft", "/mnt/out", config.model, commands.run_name(config))
     argv = commands.logit_parity(config, layout).argv
     assert argv[argv.index("--max-kl") + 1] == "0.015"
-    assert f"load_parameters_path={layout.trained_params(1000)}" in argv and layout.export_dir in argv
+    assert f"load_parameters_path={layout.checkpoint(999)}/items" in argv and layout.export_dir in argv
     assert "hardware=cpu" not in argv and "dtype=float32" in argv

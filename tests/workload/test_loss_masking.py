@@ -26,7 +26,7 @@ ASSISTANT_WORDS = ("Here is fact", "In winter")
 @pytest.fixture(scope="module")
 def first_batches(maxtext_python, tiny_converted, tmp_path_factory) -> list[dict]:
     work = tmp_path_factory.mktemp("masking")
-    config = PipelineConfig(profile="tiny")
+    config = PipelineConfig(profile="tiny", trainer="tunix")  # the data pipeline as Tunix's train_sft reads it
     layout = Layout(str(work), str(work / "out"), config.model, commands.run_name(config))
     Path(layout.tiny_dir).symlink_to(tiny_converted / "tiny")  # the tiny model and dataset, read only
     train = commands.train_sft(config, layout)

@@ -154,6 +154,9 @@ def test_the_card_quotes_the_runs_settings_losses_and_first_samples(tmp_path):
     assert "| q4 | b4 | t4 |" in text and "q5" not in text and "All 5 prompts" in text
     assert "The first 3 prompts are held-out questions" in text
     assert "MaxText 0.2.2" in text and "on v6e-8" in text and "Verification (" in text and "): passed." in text
+    assert "fine-tuned it with `train_sft` on" in text  # a run recorded before tpu-sft:trainer: the seed's loop
+    native = body(manifest(settings={**SETTINGS, "trainer": "native"}), str(tmp_path), "team/gemma-sft")
+    assert "fine-tuned it with `train_sft_deprecated` on" in native
 
 
 def test_a_tiny_profile_card_names_no_google_base_model_or_dataset(tmp_path):

@@ -260,7 +260,7 @@ def keep_on_a_lost_vm(tmp_path, config, facts):
 
 
 def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path, fake_steps):
-    config = PipelineConfig(steps=2000, learning_rate=1e-4)  # train settings the convert job is not given
+    config = PipelineConfig(step_count=2000, learning_rate=1e-4)  # train settings the convert job is not given
     kept_run = commands.run_name(config)
     keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25, "run_name": kept_run})
     for phase in ("convert", "train", "export"):
@@ -285,7 +285,7 @@ def test_a_new_host_with_this_runs_kept_model_runs_no_step_in_any_phase(tmp_path
 
 def test_a_kept_model_from_other_train_inputs_is_converted_for_and_trained_again(tmp_path, fake_steps):
     keep_on_a_lost_vm(tmp_path, PipelineConfig(), {"final_step": 1000})
-    other = PipelineConfig(steps=2000)
+    other = PipelineConfig(step_count=2000)
     convert_job, _ = phase_job(tmp_path, other, "convert")
     assert pipeline.run(convert_job, "convert") == 0
     assert fake_steps == []  # convert's inputs are the kept model's: nothing to convert for it
@@ -304,7 +304,7 @@ def test_a_kept_model_from_other_convert_inputs_is_not_reused_by_convert(tmp_pat
 
 
 def test_the_run_on_a_new_host_with_this_runs_kept_model_prints_each_phases_summary(tmp_path, fake_steps):
-    config = PipelineConfig(steps=2000, learning_rate=1e-4)
+    config = PipelineConfig(step_count=2000, learning_rate=1e-4)
     keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "final_loss": 1.25, "run_name": commands.run_name(config)})
     run, out = phase_job(tmp_path, config, "export")  # the whole run's settings
     assert pipeline.run(run, "keep", tuple(PHASE_UNTIL.values())) == 0

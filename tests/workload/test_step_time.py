@@ -130,3 +130,22 @@ def test_a_compiled_executables_collectives_are_read_from_its_own_text(maxtext_p
         "all-reduce": pytest.approx(2 * shard * 7 / 8),
     }
     assert cost["flops"] > 0 and cost["hbm_bytes"] > 0
+
+
+def test_loop_factors_count_a_loops_matrix_multiplies_once_per_iteration():
+    """XLA:TPU's cost analysis counts a loop's body once; the factors scale its totals to every iteration."""
+    conv = (
+        "  %w{i} = bf16[2560,1280]{{1,0}} parameter({i})\n"
+        "  %x{i} = bf16[2048,2560]{{1,0}} parameter({j})\n"
+        "  %c{i} = bf16[2048,1280]{{1,0}} convolution(%x{i}, %w{i}), dim_labels=bf_io->bf\n"
+    )
+    body = conv.format(i=1, j=2).replace("  %c1", "  ROOT %c1")
+    hlo = (
+        "HloModule m\n\n%body.1 (p: bf16[1]) -> bf16[2048,1280] {\n" + body + "}\n\n"
+        "%cond.1 (p: bf16[1]) -> pred[] {\n  %n = s32[] constant(5)\n"
+        "  ROOT %lt = pred[] compare(%i, %n), direction=LT\n}\n\n"
+        "ENTRY %main (a: bf16[1]) -> bf16[2048,1280] {\n" + conv.format(i=3, j=4) + "  %loop = bf16[2048,1280] "
+        "while(%t), condition=%cond.1, body=%body.1\n  ROOT %r = bf16[2048,1280] copy(%c3)\n}\n"
+    )
+    flops, _ = step_time.loop_factors(hlo)
+    assert flops == pytest.approx((5 + 1) / 2)  # the loop's body 5 times and the entry's once, against once each

@@ -9,6 +9,7 @@ import pytest
 from tests.workload.tiny_run import REPO
 from workload.run import storage, train_metrics
 from workload.run.layout import Layout
+from workload.run.trainer_loop import TRAINER_LOOPS
 
 EXERCISE = r"""
 import json, os, sys, tempfile
@@ -108,7 +109,8 @@ def test_step_records_persist_and_come_back_on_a_host_without_them(tmp_path):
     ],
 )
 def test_maxtext_is_given_the_runs_url_as_is(url, expected):
-    assert Layout("/dev/shm/w", "/out", "gemma3-4b", "r", runs_dir=url).trained_params(7) == expected
+    layout = Layout("/dev/shm/w", "/out", "gemma3-4b", "r", runs_dir=url)
+    assert layout.trained_params(TRAINER_LOOPS["tunix"], 7) == expected
 
 
 def test_records_are_copied_around_each_checkpoint_and_every_30_s():

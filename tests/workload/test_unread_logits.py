@@ -13,11 +13,11 @@ from workload.run.layout import Layout
 
 
 def test_the_step_without_the_logits_trains_the_same_and_returns_less(maxtext_python, tiny_converted, tmp_path):
-    config = PipelineConfig(profile="tiny")
+    config = PipelineConfig(profile="tiny", trainer="tunix")  # the logits are Tunix's step's
     layout = Layout(str(tmp_path), str(tmp_path / "out"), config.model, commands.run_name(config))
     Path(layout.tiny_dir).symlink_to(tiny_converted / "tiny")  # the tiny model's config, read only
     train = commands.train_sft(config, layout)
-    arguments = train.argv[train.argv.index(commands.TRAIN_SFT) + 1 :]
+    arguments = commands.trainer_arguments(train.argv)
     done = subprocess.run(
         [maxtext_python, str(REPO / "tests" / "workload" / "logits_step.py"), *arguments],
         cwd=REPO,

@@ -24,15 +24,19 @@ MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 CHECKPOINT_PERIOD = 10
 # Held-out passes at steps 0 and 30, and where the resumed attempt starts, two batches each: each pass restarts
 # MaxText's data worker (~17 s of CPU here), so no pass in between.
+# The seed's loop, Tunix's: the tiny pipeline and the tests beside it read its checkpoint layout and numbering;
+# MaxText's own loop, the default, runs in the rehearsals and beside Tunix's in tests/workload/test_trainer_parity.py.
 TINY_SETTINGS = {
     "profile": "tiny",
+    "trainer": "tunix",
     "steps": 30,
     "checkpointPeriod": CHECKPOINT_PERIOD,
     "learningRate": 0.001,
     "evalInterval": 30,
     "evalSteps": 2,
 }
-TRAINER = "maxtext.trainers.post_train.sft.train_sft"  # in the trainer's command line (workload/run/commands.py)
+# In either loop's command line (workload/run/commands.py): MaxText's own loop's module name begins with Tunix's.
+TRAINER = "maxtext.trainers.post_train.sft.train_sft"
 # One runner invocation: the whole tiny pipeline takes ~5 min here alone; its resumed half (train, export, verify)
 # took over 15 min in a suite run with cold caches.
 STEP_LIMIT_S = 1800

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 from workload.core.accelerators import ACCELERATORS
 from workload.core.contract import PHASES
 from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
+from workload.core.run_length import default_tokens, sequence_length, steps_for
 
 NAMESPACE = "tpu-sft"
 
@@ -153,7 +154,11 @@ class PipelineConfig:
     which says how it is parsed and which phase it feeds."""
 
     model: str = "gemma3-4b"
-    steps: int = 1000
+    # The run's length (workload/core/run_length.py): at most one of tokens, epochs (which `pulumi up` turns into
+    # tokens, infra/data_size.py) and a step count; none: the seed's tokens per chip. `steps` is what they come to.
+    tokens: int | None = None
+    epochs: float | None = None
+    step_count: int | None = None
     per_device_batch_size: int = 1
     dataset: str = "HuggingFaceH4/ultrachat_200k"
     train_split: str = "train_sft"
@@ -199,7 +204,7 @@ class PipelineConfig:
             raise ConfigError(
                 f"{NAMESPACE}:*",
                 f"the settings must be a JSON object, got {type(raw).__name__}",
-                'give an object of stack keys, e.g. {"steps": 1000}',
+                'give an object of stack keys, e.g. {"tokens": 16384000}',
             )
         unknown = sorted(set(raw) - set(BY_KEY))
         if unknown:
@@ -207,6 +212,13 @@ class PipelineConfig:
                 stack_key(unknown[0]),
                 "is not a pipeline setting",
                 f"remove it or use one of {', '.join(sorted(BY_KEY))}",
+            )
+        lengths = [key for key in LENGTH_KEYS if raw.get(key) is not None]
+        if len(lengths) > 1:
+            raise ConfigError(
+                stack_key(lengths[1]),
+                f"is set and so is {stack_key(lengths[0])}: one of them gives the run's length",
+                f"pulumi config rm {stack_key(lengths[1])}, or pulumi config rm {stack_key(lengths[0])}",
             )
         config = cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
         held_out_source(config)
@@ -218,6 +230,26 @@ class PipelineConfig:
                 f"{set_hint('evalInterval', '250')}, or {set_hint('requireLearning', 'false')}",
             )
         return config
+
+    @property
+    def tokens_per_step(self) -> int:
+        """The sequence positions one step trains on, across the accelerator's chips."""
+        sequence = sequence_length(self.max_target_length, self.profile)
+        return self.per_device_batch_size * sequence * ACCELERATORS[self.accelerator_type].chips
+
+    @property
+    def steps(self) -> int:
+        """The steps MaxText runs: the step count, or the tokens' whole steps at this batch."""
+        if self.step_count is not None:
+            return self.step_count
+        if self.epochs is not None:
+            raise ConfigError(
+                stack_key("epochs"),
+                "counts passes over the training data, whose size `pulumi up` reads from scripts/preflight --data",
+                f"run this through `pulumi up`, or {set_hint('tokens', '16384000')}",
+            )
+        chips = ACCELERATORS[self.accelerator_type].chips
+        return steps_for(self.tokens or default_tokens(chips, self.profile), self.tokens_per_step)
 
     def to_mapping(self) -> dict[str, Any]:
         """The stack-keyed JSON form; `from_mapping(to_mapping())` gives back an equal object."""
@@ -231,13 +263,14 @@ class PipelineConfig:
         return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if PHASES.index(s.phase) <= depth}
 
     def weight_inputs(self) -> dict[str, Any]:
-        """The settings the trained weights depend on, by field name: what names a run."""
-        return {s.field: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+        """The settings the trained weights depend on, by field name: what names a run. The length is the steps it
+        comes to, however it was given: the same steps at the same batch train the same weights."""
+        return {s.field: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run} | {"steps": self.steps}
 
     def run_settings(self) -> dict[str, Any]:
         """The same settings stack-keyed, as a user sets them: what a kept model records it was trained with (its
         model card quotes them)."""
-        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run}
+        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if s.names_run} | {"steps": self.steps}
 
 
 def held_out_source(config: PipelineConfig) -> None:
@@ -339,6 +372,10 @@ def _flash_block(key: str, raw: Any, example: str) -> int:
     return size
 
 
+def _positive_float(key: str, raw: Any, example: str) -> float:
+    return parse_float(key, raw, example=example)
+
+
 def _float_or_zero(key: str, raw: Any, example: str) -> float:
     return parse_float(key, raw, example=example, zero=True)
 
@@ -401,7 +438,11 @@ SETTINGS: tuple[Setting, ...] = (
     # Bootstrap downloads the model's weights beside the install (the full profile only).
     Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),
     Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
-    Setting("steps", "steps", _int(1), "1000", "train", names_run=True),
+    # The run's length: at most one of these three (LENGTH_KEYS). None names the run: the steps they come to do
+    # (weight_inputs). `steps` is for the tiny profile and tests, whose CPU is one device whatever the accelerator.
+    Setting("tokens", "tokens", _int(1), "16384000", "train"),
+    Setting("epochs", "epochs", _positive_float, "1", "train"),
+    Setting("steps", "step_count", _int(1), "1000", "train"),
     Setting("trainer", "trainer", _choice(TRAINERS), "tunix", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
     # The step's levers: how it computes, not what, so they name no run (a change resumes the same run), except the
@@ -448,3 +489,4 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
+LENGTH_KEYS = ("tokens", "epochs", "steps")

@@ -9,11 +9,14 @@ worker imports this module instead, and of MaxText only what unpickling its pipe
 In the tiny profile the data is read in the trainer's own process instead (workload/launch/data_in_process.py).
 
 It also mends what MaxText's and Tunix's pinned code does wrong for this project, each patch guarded to the code it
-was written for (workload/launch/pinned_code.py): Tunix's steps return no logits that nobody reads
-(unread_logits.py), Tunix places the optimizer's state without holding it twice (optimizer_placement.py), and a run
-that asks for no checkpoints writes none (checkpoints_as_asked.py). It prints which chips the trainer runs on as
-soon as MaxText has started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at their
-peak (workload/measure/hbm_peak.py).
+was written for (workload/launch/pinned_code.py), and each applied to the loop it mends (workload/run/trainer_loop.py).
+Tunix's loop (`train_sft`): its steps return no logits that nobody reads (unread_logits.py), it places the optimizer's
+state without holding it twice (optimizer_placement.py), and a run that asks for no checkpoints writes none
+(checkpoints_as_asked.py). MaxText's own loop (`train_sft_deprecated`) needs none of those: its linen step returns
+no logits, it places its state inside `jit`, and it makes no checkpoint manager unless asked; it gets its held-out
+pass before the first update, and each pass's own loss (native_held_out.py). It prints which chips the trainer runs
+on as soon as MaxText has started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at
+their peak (workload/measure/hbm_peak.py).
 
     python -m workload.launch.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
@@ -38,7 +41,7 @@ def main(place_optimizer_per_array: bool = True) -> None:
     if spec is None or spec.origin is None:
         raise SystemExit(f"{module} is not installed here. Fix: run this with the MaxText venv's Python")
     if importlib.util.find_spec("maxtext") is not None:
-        _patch_maxtext(place_optimizer_per_array)
+        _patch_maxtext(module, place_optimizer_per_array)
     if os.environ.get(data_in_process.ENV) == "1":
         data_in_process.read_data_in_the_trainers_process()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
@@ -50,15 +53,19 @@ def main(place_optimizer_per_array: bool = True) -> None:
         _print_hbm_peak()
 
 
-def _patch_maxtext(place_optimizer_per_array: bool) -> None:
+def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
     from maxtext.utils import max_utils
 
-    from workload.launch import checkpoints_as_asked, optimizer_placement, unread_logits
+    from workload.launch import checkpoints_as_asked, native_held_out, optimizer_placement, unread_logits
+    from workload.run.trainer_loop import TRAINER_LOOPS
 
-    unread_logits.drop_from_every_trainer()
-    if place_optimizer_per_array:
-        optimizer_placement.patch_tunix()
-    checkpoints_as_asked.patch()
+    if module == TRAINER_LOOPS["native"].module:
+        native_held_out.patch()
+    else:  # Tunix's loop, and whatever else runs Tunix's trainer (the TPU bench's cases)
+        unread_logits.drop_from_every_trainer()
+        if place_optimizer_per_array:
+            optimizer_placement.patch_tunix()
+        checkpoints_as_asked.patch()
     print_system_information = max_utils.print_system_information
 
     def print_system_information_and_devices() -> None:

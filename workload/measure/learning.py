@@ -66,7 +66,7 @@ def refusal(facts: dict[str, Any]) -> str:
     line = (describe(facts) or "no held-out loss was measured").lstrip("⚠ ")
     return (
         f"{line}, and tpu-sft:requireLearning is true. Fix: check the data and raise tpu-sft:learningRate or "
-        "tpu-sft:steps, or pulumi config set tpu-sft:requireLearning false"
+        "tpu-sft:tokens, or pulumi config set tpu-sft:requireLearning false"
     )
 
 

@@ -79,7 +79,7 @@ def maxtext_arguments(config: PipelineConfig, scratch: str, overrides: list[str]
     accelerator, then `overrides`."""
     argv = train_command(config, scratch).argv
     topology = [f"compile_topology={config.accelerator_type}", "compile_topology_num_slices=1"]
-    return [*argv[_trainer_at(argv) + 1 :], *topology, *overrides]
+    return [*commands.trainer_arguments(argv), *topology, *overrides]
 
 
 def module_file(module: str) -> str:

@@ -31,17 +31,16 @@ from typing import Any
 
 from workload.__main__ import load_config
 from workload.core import last_resort
-from workload.core.accelerators import ACCELERATORS
 from workload.core.config import HUB_IDS, ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.core.conversations import columns_problem, row_problem
 from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_source
 from workload.core.one_line_parser import OneLineParser
+from workload.core.run_length import sequence_length
 from workload.preflight import hub_access
 
 EXIT_FINDING = 1
 SAMPLE_ROWS = 2000
-MAXTEXT_MAX_TARGET_LENGTH = 2048  # base.yml's, which train_sft keeps unless tpu-sft:maxTargetLength is set
 
 
 @dataclass
@@ -50,6 +49,10 @@ class Report:
     table: dict[str, Any] = field(default_factory=dict)
     public_only: bool = False  # `--public-only`: what needs a credential is not checked, not a finding
     not_checked: str | None = None  # why, when it was not
+    # The training data's size in the run's tokens (workload/core/run_length.py): what `tpu-sft:epochs` counts in
+    # (infra/data_size.py); exact when every row was read, else the rows in all x the sample's positions per row.
+    epoch_tokens: int | None = None
+    epoch_tokens_exact: bool = False
 
     def stop(self, key: str, problem: str, fix: str) -> None:
         self.findings.append(ConfigError(stack_key(key), problem, fix))
@@ -161,6 +164,17 @@ def _count_lines(location: str) -> int | None:
     return count
 
 
+def _hub_rows(location: str, split: str, token: str | None) -> int | None:
+    """A Hub split's rows as its card's metadata states them (nothing of the data is read); None where it does not."""
+    import datasets
+
+    try:
+        splits = datasets.load_dataset_builder(location, token=token).info.splits or {}
+        return splits[split].num_examples or None if split in splits else None
+    except Exception:  # noqa: BLE001  no metadata is an unknown size, not a finding
+        return None
+
+
 def _key(row: Any) -> str:
     return json.dumps(row, sort_keys=True, default=str)
 
@@ -195,7 +209,13 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int,
         held = held_out_rows(len(rows), share)
         held_out = [r for i, r in enumerate(rows) if i in held]
         rows = [r for i, r in enumerate(rows) if i not in held]
-    total_rows = len(rows) if share is not None or len(rows) < limit else _count_lines(config.dataset)
+    every_row = share is not None or len(rows) < limit
+    if every_row:
+        total_rows: int | None = len(rows)
+    elif source.is_file:
+        total_rows = _count_lines(config.dataset)
+    else:
+        total_rows = _hub_rows(config.dataset, config.train_split, token)
     rows = rows[:limit]
     if not rows:
         report.stop("dataset", f"{config.dataset} has no rows", set_hint("dataset", "a file of conversations"))
@@ -216,12 +236,13 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int,
             report.stop(key, "the held-out data has no rows", hint)
     sizes = [count_tokens(tokenizer, as_messages(row, columns)) for row in rows]
     lengths = [n for n, _ in sizes]
-    max_length = config.max_target_length or MAXTEXT_MAX_TARGET_LENGTH
+    max_length = sequence_length(config.max_target_length, config.profile)
     sequences = packed_sequences(lengths, max_length)
     kept = sum(min(n, max_length) for n in lengths)
-    chips = ACCELERATORS[config.accelerator_type].chips
-    seen = config.steps * config.per_device_batch_size * chips  # sequences the run trains on
-    epoch = None if total_rows is None else total_rows * sequences / len(rows)
+    if total_rows is not None:
+        # Packing's positions per row, from the rows read: all of them, or a sample of the first.
+        report.epoch_tokens = round(total_rows * sequences * max_length / len(rows))
+        report.epoch_tokens_exact = every_row
     held_keys = {_key(r) for r in held_out or []}
     report.table = {
         "rows read": len(rows),
@@ -234,7 +255,8 @@ def check(config: PipelineConfig, tokenizer: Any, token: str | None, limit: int,
         f"truncated at maxTargetLength {max_length}": round(sum(n > max_length for n in lengths) / len(lengths), 4),
         "packing density": round(kept / (sequences * max_length), 4),
         "completion tokens kept (completion-only loss)": round(sum(c for _, c in sizes) / max(1, sum(lengths)), 4),
-        "epochs (steps x global batch)": None if epoch is None else round(seen / epoch, 3),
+        "tokens in an epoch (packed positions)": report.epoch_tokens,
+        "epoch counted": None if total_rows is None else "exactly" if every_row else "estimated from the rows read",
         "held-out rows read": None if held_out is None else len(held_out),
         "held-out rows also in training": None if held_out is None else sum(_key(r) in held_keys for r in rows),
     }
@@ -306,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render(report.table))
     stops = [{"key": f.key, "problem": f.problem, "fix": f.fix} for f in report.findings]
     answer = {"ok": not report.findings, "findings": stops, "table": report.table, "not_checked": report.not_checked}
+    answer |= {"epoch_tokens": report.epoch_tokens, "epoch_tokens_exact": report.epoch_tokens_exact}
     print(json.dumps(answer), flush=True)
     return EXIT_FINDING if report.findings else 0
 
@@ -330,6 +353,7 @@ def preflight(config: PipelineConfig, token: str | None, rows: int, public_only:
                 report.findings += checked.findings
                 report.table |= checked.table
                 report.not_checked = checked.not_checked
+                report.epoch_tokens, report.epoch_tokens_exact = checked.epoch_tokens, checked.epoch_tokens_exact
     return report
 
 

@@ -16,6 +16,7 @@ How they combine is `predict`'s docstring.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -56,10 +57,32 @@ _COMPUTATION = re.compile(r"^(ENTRY )?%?([\w.\-]+) .*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?[\w.\-]+ = (.*?) ([a-z][a-z\-]*)\(")
 _CALLED = re.compile(r"\b(?:calls|body|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
 _BODY = re.compile(r"\bbody=%?([\w.\-]+)")
+_CONDITION = re.compile(r"\bcondition=%?([\w.\-]+)")
+_CONSTANT = re.compile(r"^\s*%?([\w.\-]+) = [su](?:32|64)\[\]\S* constant\(([0-9]+)\)")
+_BELOW = re.compile(r"^\s*ROOT %?[\w.\-]+ = pred\[\]\S* compare\(%?[\w.\-]+, %?([\w.\-]+)\), direction=LT")
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"([0-9]+)"\}')
 _LISTED_GROUPS = re.compile(r"replica_groups=\{\{([0-9,]*)\}")
 _IOTA_GROUPS = re.compile(r"replica_groups=\[([0-9]+),([0-9]+)\]")
+_DEFINED = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (.*?) [a-z][a-z\-]*\(")
+_DIM_LABELS = re.compile(r"dim_labels=[^_]*_([^-]*)->")
+_NAME = re.compile(r"%([\w.\-]+)")
+# Instructions that move no bytes of their own in HBM: views, tuples, control flow (their bodies are counted), and the
+# halves of asynchronous operations, whose other half or called computation counts them.
+_NO_TRAFFIC = {
+    "parameter",
+    "constant",
+    "get-tuple-element",
+    "tuple",
+    "bitcast",
+    "while",
+    "conditional",
+    "call",
+    "after-all",
+    "partition-id",
+    "replica-id",
+    "opt-barrier",
+}
 _PARTITIONS = re.compile(r"\bnum_partitions=([0-9]+)")
 
 
@@ -94,14 +117,87 @@ class StepPrediction:
 
 def compiled_cost(compiled: Any) -> CompiledCost:
     """What `compiled` (a `jax.stages.Compiled` for one chip of a topology) costs each chip per call."""
+    return cost_of(cost_analysis(compiled), compiled.as_text())
+
+
+def cost_analysis(compiled: Any) -> dict[str, float]:
+    """XLA's own FLOPs and bytes accessed for `compiled`, each loop's body counted once."""
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):  # older JAX: one dict per device program, all the same under SPMD
         analysis = analysis[0]
+    return {"flops": float(analysis["flops"]), "bytes accessed": float(analysis["bytes accessed"])}
+
+
+def cost_of(analysis: dict[str, float], hlo: str) -> CompiledCost:
+    """The step's cost from XLA's cost analysis of it and its HLO text: the analysis scaled to every loop iteration
+    (`loop_factors`), the collectives read from the text."""
+    flops_factor, bytes_factor = loop_factors(hlo)
     return CompiledCost(
-        flops=float(analysis["flops"]),
-        hbm_bytes=float(analysis["bytes accessed"]),
-        collective_bytes=collective_bytes(compiled.as_text()),
+        flops=analysis["flops"] * flops_factor,
+        hbm_bytes=analysis["bytes accessed"] * bytes_factor,
+        collective_bytes=collective_bytes(hlo),
     )
+
+
+def loop_factors(hlo: str) -> tuple[float, float]:
+    """How much more the step's matrix multiplies' FLOPs and its instructions' bytes come to when each loop's body
+    counts once per iteration than when it counts once: XLA:TPU's cost analysis counts a loop's body once (a loop of
+    8 matrix multiplies compiled for a v5e read as 1), and a v6e-8's gemma3-4b step runs 30 of its 34 layers in
+    a loop of 5. The cost analysis's totals are scaled by these, read from the HLO text: the FLOPs of convolutions
+    (XLA's matrix multiplies), the bytes of each instruction's operands and result outside fusions."""
+    computations, entry = _computations(hlo)
+    runs = _runs(computations, entry)
+    fused = {
+        callee for lines in computations.values() for line in lines if " fusion(" in line for callee in _callees(line)
+    }
+    flops: dict[str, float] = defaultdict(float)
+    bytes_: dict[str, float] = defaultdict(float)
+    for name, lines in computations.items():
+        types = {m[1]: m[2] for m in map(_DEFINED.match, lines) if m}
+        for line in lines:
+            flops[name] += _convolution_flops(line, types)
+            if name not in fused:
+                bytes_[name] += _bytes_touched(line, types)
+    return (
+        _ratio(sum(runs.get(n, 0) * f for n, f in flops.items()), sum(f for n, f in flops.items() if runs.get(n))),
+        _ratio(sum(runs.get(n, 0) * b for n, b in bytes_.items()), sum(b for n, b in bytes_.items() if runs.get(n))),
+    )
+
+
+def _ratio(counted: float, once: float) -> float:
+    return counted / once if once else 1.0
+
+
+def _convolution_flops(line: str, types: dict[str, str]) -> float:
+    """2 × the output's elements × the weights each output element takes (the right operand's elements per
+    output feature)."""
+    match = _INSTRUCTION.match(line)
+    labels = _DIM_LABELS.search(line)
+    if match is None or match[2] != "convolution" or labels is None:
+        return 0.0
+    operands = _operands(line, match)
+    if len(operands) != 2 or operands[1] not in types:
+        return 0.0
+    rhs = _dims(types[operands[1]])
+    out_features = rhs[labels[1].index("o")] if "o" in labels[1] and rhs else 1
+    return 2.0 * math.prod(_dims(match[1])) * math.prod(rhs) / max(out_features, 1)
+
+
+def _bytes_touched(line: str, types: dict[str, str]) -> float:
+    match = _INSTRUCTION.match(line)
+    if match is None or match[2] in _NO_TRAFFIC:
+        return 0.0
+    return float(_shapes_bytes(match[1]) + sum(_shapes_bytes(types.get(o, "")) for o in _operands(line, match)))
+
+
+def _operands(line: str, match: re.Match[str]) -> list[str]:
+    start = match.end()
+    return _NAME.findall(line[start : line.index(")", start)])
+
+
+def _dims(types: str) -> list[int]:
+    shape = _SHAPE.search(types)
+    return [int(d) for d in shape[2].split(",") if d] if shape else []
 
 
 def collective_bytes(hlo: str) -> dict[str, float]:
@@ -158,21 +254,34 @@ def _callees(line: str) -> list[str]:
 
 
 def _runs(computations: dict[str, list[str]], entry: str) -> dict[str, int]:
-    """How many times each computation runs per run of `entry`: a loop's body its known trip count times per run
-    of the loop (a loop without one: once, a floor), a branch as if it were taken every time."""
+    """How many times each computation runs per run of `entry`: a loop's body its trip count times per run of the
+    loop (`_trip_count`), a branch as if it were taken every time."""
     runs: dict[str, int] = defaultdict(int)
 
     def visit(name: str, times: int) -> None:
         runs[name] += times
         for line in computations.get(name, []):
-            trip = _TRIP_COUNT.search(line)
             body = _BODY.search(line)
             for callee in _callees(line):
-                is_body = trip is not None and body is not None and body[1] == callee
-                visit(callee, times * int(trip[1]) if is_body and trip else times)
+                is_body = body is not None and body[1] == callee
+                visit(callee, times * _trip_count(line, computations) if is_body else times)
 
     visit(entry, 1)
     return runs
+
+
+def _trip_count(loop: str, computations: dict[str, list[str]]) -> int:
+    """A loop's iterations: the count XLA annotated, else the constant its condition compares the counter below
+    (XLA:TPU's own loops, such as a matrix multiply split around collective-permutes, count from 0 by 1 and carry
+    no annotation), else 1: a floor."""
+    known = _TRIP_COUNT.search(loop)
+    if known:
+        return int(known[1])
+    condition = _CONDITION.search(loop)
+    lines = computations.get(condition[1], []) if condition else []
+    constants = {m[1]: int(m[2]) for m in map(_CONSTANT.match, lines) if m}
+    below = [m[1] for m in map(_BELOW.match, lines) if m]
+    return constants.get(below[0], 1) if below else 1
 
 
 def _collective(line: str) -> tuple[str, str] | None:

@@ -28,6 +28,7 @@ from typing import Any
 from workload.core.config import HUB_IDS
 from workload.core.data_source import parse_source
 from workload.publish import layout
+from workload.run.trainer_loop import TRAINER_LOOPS
 
 TERMS = "https://ai.google.dev/gemma/terms"
 PROHIBITED_USE = "https://ai.google.dev/gemma/prohibited_use_policy"
@@ -226,6 +227,8 @@ def _samples(model_dir: str | None) -> str:
 
 def _how_made(settings: dict[str, Any], verify: dict[str, Any]) -> str:
     version = settings.get("maxtextVersion") or NOT_RECORDED
+    # A run recorded before tpu-sft:trainer existed trained with the seed's loop, Tunix's.
+    loop = TRAINER_LOOPS[settings.get("trainer") or "tunix"].module.rsplit(".", 1)[-1]
     accelerator = settings.get("acceleratorType") or NOT_RECORDED
     if "ok" in verify:
         checked = "passed" if verify["ok"] else "failed"
@@ -236,7 +239,7 @@ def _how_made(settings: dict[str, Any], verify: dict[str, Any]) -> str:
             "## How it was made",
             "",
             f"With tpu-sft on Google Cloud TPUs: MaxText {version} (the pinned release, `tpu-sft:maxtextVersion`) "
-            f"fine-tuned it with `train_sft` on {accelerator} and exported it to Hugging Face format with "
+            f"fine-tuned it with `{loop}` on {accelerator} and exported it to Hugging Face format with "
             f"`to_huggingface`. Verification (the export loaded with transformers, its logits compared with "
             f"MaxText's): {checked}. The run's own files are in `{layout.RUN_DIR}`: the loss curve, verify.json, "
             f"samples.md, the training metrics and `manifest.json` (every file's size and sha256 as published, with "

@@ -1,7 +1,8 @@
 """The exact MaxText command lines of seed steps 4–6, built from the settings. Pure functions.
 
-With default settings and a /dev/shm work dir they are the seed's commands token for token, except that train_sft
-starts through `workload.launch.trainer_launcher`, and that `hf_access_token=$HF_TOKEN` is left out of argv on purpose:
+With default settings and a /dev/shm work dir they are the seed's commands token for token, except that training
+runs MaxText's own SFT loop unless `tpu-sft:trainer` is `tunix` (the seed's train_sft; workload/run/trainer_loop.py),
+started through `workload.launch.trainer_launcher`, and that `hf_access_token=$HF_TOKEN` is left out of argv on purpose:
 anything in argv is readable by every user of the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in
 `hf_access_token` MaxText writes into its TensorBoard files. With the key unset, MaxText's hub calls get
 `token=None` and huggingface_hub reads the file the runner names in `HF_TOKEN_PATH` (workload/launch/hf_token.py).
@@ -18,24 +19,26 @@ from dataclasses import dataclass, field
 
 from workload.core.config import HUB_IDS, PipelineConfig
 from workload.core.data_source import parse_source
+from workload.core.run_length import TINY_MAX_TARGET_LENGTH
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
 from workload.measure.logit_parity import KL_BOUND
 from workload.run import levers, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.layout import Layout
+from workload.run.trainer_loop import TRAINER_LOOPS
 from workload.tiny import assets as tiny
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
-TRAIN_SFT = "maxtext.trainers.post_train.sft.train_sft"
+# Each `tpu-sft:trainer` value's MaxText module (workload/run/trainer_loop.py); TRAIN_SFT is the seed's, Tunix's.
+TRAINER_MODULES = {name: loop.module for name, loop in TRAINER_LOOPS.items()}
+TRAIN_SFT = TRAINER_MODULES["tunix"]
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 # train_sft runs through it, so that its data workers do not import the whole trainer anew (its docstring says why).
 TRAINER_LAUNCHER = "workload.launch.trainer_launcher"
 
 # Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
 _USE_PATHWAYS = 0
-# The tiny model's sequences: the recipe known to fit the CPU here.
-TINY_MAX_TARGET_LENGTH = 128
 _TINY_TRAIN_CPU_OPTIONS = [
     "hardware=cpu",
     "attention=dot_product",  # the default picks a GPU kernel: "Only interpret mode is supported on CPU"
@@ -64,6 +67,17 @@ def run_name(config: PipelineConfig) -> str:
     """The configured name, or one derived from the training inputs, so a re-run after an interruption
     resumes the same run instead of starting a new one (the seed's timestamp name cannot do that)."""
     return config.run_name or f"{config.model}-sft-{fingerprint(training_inputs(config))[:12]}"
+
+
+def trained_params(config: PipelineConfig, layout: Layout) -> str:
+    """The final checkpoint's parameters, as the run's loop wrote them: export and the logit check load them."""
+    return layout.trained_params(TRAINER_LOOPS[config.trainer], config.steps)
+
+
+def trainer_arguments(argv: tuple[str, ...] | list[str]) -> list[str]:
+    """MaxText's arguments in a train command's argv: what follows the trainer's module, whichever loop it is."""
+    start = next(i for i, arg in enumerate(argv) if arg in TRAINER_MODULES.values()) + 1
+    return list(argv[start:])
 
 
 def _dir(path: str) -> str:
@@ -148,7 +162,8 @@ def _profiles(config: PipelineConfig, layout: Layout) -> bool:
 
 def eval_interval(config: PipelineConfig) -> int | None:
     """Steps between held-out passes, at most the run's steps so that a short run is measured after training
-    too (Tunix evaluates before the first step and at every multiple of the interval); None: no evaluation."""
+    too (both loops evaluate after every multiple of the interval, and before their first update: Tunix itself,
+    MaxText's own loop through the trainer's launcher, workload/launch/held_out_first.py); None: no evaluation."""
     return min(config.eval_interval, config.steps) if config.eval_interval else None
 
 
@@ -182,8 +197,9 @@ def chat_template_file(layout: Layout) -> str:
 
 
 def _held_out_loss(config: PipelineConfig, columns: str, data: DataArgs) -> list[str]:
-    """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator). It reads the same
-    examples on every pass (Tunix re-iterates the unshuffled iterator from its start), so the passes compare."""
+    """MaxText's own evaluation (train_sft hands eval_interval to Tunix with an eval iterator; MaxText's own loop
+    reads it itself). It reads the same examples on every pass (either loop re-iterates the unshuffled iterator from
+    its start), so the passes compare."""
     interval = eval_interval(config)
     if interval is None:
         return ["eval_interval=-1"]  # base.yml's "never"; 0 would divide by zero in Tunix's loop
@@ -211,7 +227,7 @@ def train_sft(
         python,
         "-m",
         TRAINER_LAUNCHER,
-        TRAIN_SFT,
+        TRAINER_MODULES[config.trainer],
         f"run_name={layout.run_name}",
         f"base_output_directory={_dir(layout.post_train_base)}",
         f"model_name={config.model}",
@@ -265,7 +281,7 @@ def to_huggingface(
     export the untrained checkpoint with the very same command."""
     argv = _converter(config, layout, python, TO_HUGGINGFACE) + [
         f"model_name={config.model}",
-        f"load_parameters_path={params or layout.trained_params(config.steps)}",
+        f"load_parameters_path={params or trained_params(config, layout)}",
         f"base_output_directory={_dir(out_dir or layout.export_dir)}",
         "scan_layers=True",  # must match training, or: "ShapeDtypeStruct is not a valid JAX type"
         "use_multimodal=False",
@@ -315,7 +331,7 @@ def logit_parity(
         export_dir or layout.export_dir,
         result or layout.result("logit-parity.json"),
         f"model_name={config.model}",
-        f"load_parameters_path={layout.trained_params(config.steps)}",
+        f"load_parameters_path={trained_params(config, layout)}",
         "scan_layers=True",
         "use_multimodal=False",
         "attention=dot_product",  # the checker's choice: plain attention on any backend

@@ -1,7 +1,8 @@
 """Where every step reads and writes. The scratch (work) directory mirrors the seed's /dev/shm layout:
 
     <work>/<model>/mt-format/0/items                        converted checkpoint (seed step 4)
-    <runs>/<model>/post-train/<run>/checkpoints/<step>/     SFT checkpoints (seed step 5)
+    <runs>/<model>/post-train/<run>/checkpoints/<step>/     SFT checkpoints (seed step 5; each loop numbers and
+                                                            lays them out its own way: trainer_loop.py)
     <runs>/<model>/post-train/<run>/{tensorboard,metrics}/  (MaxText's own; the runner's metrics are copied
                                                             to .../train-metrics/)
     <work>/<model>/hf-trained/                              the export (seed step 6)
@@ -23,6 +24,7 @@ import os
 from dataclasses import dataclass
 
 from workload.run import storage
+from workload.run.trainer_loop import TrainerLoop
 
 
 def hf_home(work_dir: str) -> str:
@@ -98,9 +100,10 @@ class Layout:
     def checkpoint(self, step: int) -> str:
         return storage.join(self.checkpoints_dir, str(step))
 
-    def trained_params(self, step: int) -> str:
-        """What to_huggingface loads (the seed's POST_TRAIN_PATH)."""
-        return storage.join(self.checkpoint(step), "model_params")
+    def trained_params(self, loop: TrainerLoop, updates: int) -> str:
+        """What to_huggingface loads (the seed's POST_TRAIN_PATH): the parameters after `updates` updates, in the
+        checkpoint that `loop` numbers and lays out its own way (workload/run/trainer_loop.py)."""
+        return storage.join(self.checkpoint(loop.checkpoint_step(updates)), loop.weights_item)
 
     @property
     def tensorboard_dir(self) -> str:

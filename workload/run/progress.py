@@ -50,7 +50,9 @@ def render(e: dict[str, Any]) -> str | None:
             return f"✗ {phase} failed after {e.get('seconds', 0):.0f} s: {e.get('cause', '')}"
     if kind == "resume":
         data = f"; data {e['data']}" if e.get("data") else ""
-        return f"↻ {phase} resumes from checkpoint {e.get('from_step')} in {e.get('checkpoints', '?')}{data}"
+        # The checkpoint as its directory is named: with MaxText's own loop, one less than the updates it holds.
+        checkpoint = e.get("checkpoint", e.get("from_step"))
+        return f"↻ {phase} resumes from checkpoint {checkpoint} in {e.get('checkpoints', '?')}{data}"
     if kind == "step":
         parts = [f"{phase} step {e.get('step')}/{e.get('steps')}"]
         if e.get("loss") is not None:

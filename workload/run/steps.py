@@ -23,6 +23,7 @@ from workload.run import commands, data_files, export_fix, kept, markers, storag
 from workload.run.events import Events, StepProgress, parse_eval, parse_step
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
+from workload.run.trainer_loop import TRAINER_LOOPS, TrainerLoop
 from workload.spend.bill import Meter
 
 ORBAX_COMMIT_FILE = "commit_success.txt"  # orbax's atomicity_types.COMMIT_SUCCESS_FILE
@@ -95,18 +96,19 @@ def convert(ctx: Context) -> Outcome:
     return Outcome(ctx.layout.converted_base, {"checkpoint": ctx.layout.converted_checkpoint})
 
 
-def latest_checkpoint(layout: Layout) -> int | None:
-    """The highest finished checkpoint step, locally or in a bucket. orbax marks a finished step the way its
-    atomicity_defaults choose by path: locally it writes `<step>.orbax-checkpoint-tmp-*` and renames it; on
-    Cloud Storage, which cannot rename, it writes `<step>/` in place and adds `commit_success.txt` last."""
+def latest_checkpoint(layout: Layout, loop: TrainerLoop) -> int | None:
+    """The updates done by the highest finished checkpoint `loop` wrote, locally or in a bucket. orbax marks a
+    finished step the way its atomicity_defaults choose by path: locally it writes `<step>.orbax-checkpoint-tmp-*`
+    and renames it; on Cloud Storage, which cannot rename, it writes `<step>/` in place and adds
+    `commit_success.txt` last."""
 
-    def finished(step: str) -> bool:
+    def finished(step: int) -> bool:
         if storage.is_remote(layout.checkpoints_dir):
-            return storage.read_text(storage.join(layout.checkpoint(int(step)), ORBAX_COMMIT_FILE)) is not None
-        return storage.is_dir(layout.trained_params(int(step)))
+            return storage.read_text(storage.join(layout.checkpoint(step), ORBAX_COMMIT_FILE)) is not None
+        return storage.is_dir(storage.join(layout.checkpoint(step), loop.weights_item))
 
-    steps = [int(n) for n in storage.list_dirs(layout.checkpoints_dir) if n.isdigit() and finished(n)]
-    return max(steps, default=None)
+    steps = [int(n) for n in storage.list_dirs(layout.checkpoints_dir) if n.isdigit() and finished(int(n))]
+    return loop.updates(max(steps)) if steps else None
 
 
 def _read_jsonl(path: str) -> list[dict]:
@@ -124,8 +126,8 @@ def _append_jsonl(path: str, record: dict) -> None:
 
 
 def train(ctx: Context) -> Outcome:
-    layout, steps = ctx.layout, ctx.config.steps
-    start_step = latest_checkpoint(layout)
+    layout, steps, loop = ctx.layout, ctx.config.steps, TRAINER_LOOPS[ctx.config.trainer]
+    start_step = latest_checkpoint(layout, loop)
     if start_step is not None and start_step > steps:
         raise StepFailed(
             f"run {layout.run_name} already has checkpoint {start_step}, beyond steps={steps}; set another runName"
@@ -136,11 +138,14 @@ def train(ctx: Context) -> Outcome:
         train_metrics.restore(layout)
     if start_step != steps:
         if start_step is not None:
-            # Tunix 0.1.7 restores the weights and the optimizer state; the data iterator starts afresh.
+            # Either loop restores the weights, the optimizer state and so the learning rate's schedule (MaxText's
+            # own loop its whole TrainState, step included); with Hugging Face data neither restores the data
+            # iterator (MaxText checkpoints it for grain data only), so it starts afresh.
             ctx.events.emit(
                 "resume",
                 phase="train",
                 from_step=start_step,
+                checkpoint=loop.checkpoint_step(start_step),
                 checkpoints=layout.checkpoints_dir,
                 data="restarts from the first example (MaxText does not checkpoint the data iterator)",
             )
@@ -150,10 +155,10 @@ def train(ctx: Context) -> Outcome:
             if leader:  # JAX process 0 writes MaxText's TensorBoard files
                 redact_event_files(layout.tensorboard_dir, ctx.token)
                 train_metrics.persist(layout)
-    final = latest_checkpoint(layout)
+    final = latest_checkpoint(layout, loop)
     if final != steps:
         raise StepFailed(
-            f"training ended at checkpoint {final} of {steps} steps (Tunix stops silently when the "
+            f"training ended at checkpoint {final} of {steps} steps (the trainer stops silently when the "
             "data runs out; the data iterator restarts from the beginning on resume)"
         )
     attempts, metrics = _read_jsonl(layout.attempts_file), _read_jsonl(layout.metrics_file)
@@ -168,11 +173,12 @@ def train(ctx: Context) -> Outcome:
     chips = 0 if ctx.config.profile == "tiny" else ACCELERATORS[ctx.config.accelerator_type].chips
     receipt = layout.result("trained-checkpoint.json")
     with open(receipt, "w", encoding="utf-8") as f:  # what the done-marker checks: the checkpoint may be remote
-        json.dump({"checkpoint": layout.checkpoint(steps), "files": storage.files(layout.checkpoint(steps))}, f)
+        final_checkpoint = layout.checkpoint(loop.checkpoint_step(steps))
+        json.dump({"checkpoint": final_checkpoint, "files": storage.files(final_checkpoint)}, f)
     return Outcome(
         receipt,
         {
-            "trained_checkpoint": layout.trained_params(steps),
+            "trained_checkpoint": layout.trained_params(loop, steps),
             "run_name": layout.run_name,
             "final_step": final,
             "final_loss": final_loss,
@@ -210,6 +216,7 @@ def _place_chat_template(ctx: Context) -> None:
 
 def _train_attempt(ctx: Context) -> None:
     _place_chat_template(ctx)
+    loop = TRAINER_LOOPS[ctx.config.trainer]
     progress = StepProgress(ctx.config.steps)
     attempt = time.time()
     timeline = throughput.AttemptTimeline(attempt)
@@ -222,11 +229,13 @@ def _train_attempt(ctx: Context) -> None:
             progress.peak_tflops_per_device = throughput.peak_tflops_per_device(timeline.device_kind)[0]
         held_out = parse_eval(line)
         if held_out is not None:
+            held_out["step"] = loop.updates(held_out["step"])
             _append_jsonl(ctx.layout.metrics_file, {**held_out, "attempt": attempt, "t": round(time.time(), 3)})
             ctx.events.emit("eval", phase="train", **progress.held_out(held_out))
             return
         record = parse_step(line)
         if record is not None:
+            record["step"] = loop.updates(record["step"])  # counted in updates done, whichever loop logged it
             _append_jsonl(ctx.layout.metrics_file, {**record, "attempt": attempt, "t": round(time.time(), 3)})
             fields = progress.fields(record)
             cost = ctx.meter.cost_so_far() if ctx.meter else None
