@@ -21,7 +21,7 @@ from infra.disk import DataDisk, DataDiskArgs
 from infra.local_data import resolve
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.on_destroy import model_lost_on_destroy, on_destroy
-from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, take_the_sweeps_batch
+from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, sweep_choice, take_the_sweeps_batch
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_commands import gcloud_ssh_command, ssh_command
@@ -33,7 +33,9 @@ from workload.core.config import ConfigError
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 try:
-    settings = take_the_sweeps_batch(stack_settings.from_pulumi())  # perDeviceBatchSize auto: the sweep's batch
+    stack = stack_settings.from_pulumi()
+    settings = take_the_sweeps_batch(stack)  # perDeviceBatchSize auto: the sweep's chosen configuration
+    choice = sweep_choice(stack)
     refuse_a_known_misfit(settings.pipeline)  # what scripts/preflight found, before anything is declared
     # Local data checked and named by its copies' URLs, which are then what every phase is handed.
     local_data = resolve(settings.pipeline, settings.checkpoint_bucket)
@@ -51,6 +53,8 @@ lost = model_lost_on_destroy(settings)
 if lost:
     pulumi.log.warn(lost)
 pulumi.export("onDestroy", on_destroy(settings))
+# perDeviceBatchSize auto: which configuration the sweep chose, and the runner-up (docs/preflight.md)
+pulumi.export("sweepChoice", choice)
 
 labels = dict(settings.labels)
 network_tag = settings.instance_name

@@ -46,7 +46,7 @@ def _maxtext_config(case: case_file.Case, topology: str, work: str) -> Any:
     argv = case_file.maxtext_arguments(case, work, os.path.join(work, "data.parquet"), work)
     argv += [f"compile_topology={topology}", "compile_topology_num_slices=1"]
     # pyconfig picks the loop's config file by the program's path: the same (post_train/sft.yml) for both loops.
-    return aot_step._config([train_sft_file(), *argv])
+    return aot_step.maxtext_config([train_sft_file(), *argv])
 
 
 def _native_step(config: Any) -> Any:

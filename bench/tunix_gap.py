@@ -111,7 +111,7 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
             return optimizer_as_released(config, model)
 
     optimizer_as_released = aot_step._optimizer
-    config = aot_step._config([train_sft_file(), *argv])
+    config = aot_step.maxtext_config([train_sft_file(), *argv])
     mesh = train_compile.get_topology_mesh(config)
     started = time.monotonic()
     donated = ("optimizer",) if as_released else ("model", "optimizer")

@@ -6,8 +6,8 @@ Each compile is an ordinary preflight
 compiles nothing.
 
 The answer is kept beside the compiles' records, named by the train inputs but the batch (infra/preflight.py
-`sweep_path`). Only the batch is swept: the remat policy is MaxText's SFT default (the seed's), which no setting
-changes, so a sweep over it would name a configuration that no stack can run.
+`sweep_path`). This is the search for one configuration; `scripts/preflight --sweep` runs it for each candidate
+configuration of levers (infra/candidates.py) and ranks what fits.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
-from workload.core.accelerators import CHIP_MARGIN
+from workload.core.accelerators import CHIP_MARGINS
 from workload.core.config import PipelineConfig
 
 LARGEST_BATCH = 2**20  # where the doubling stops even if every batch left room
@@ -55,7 +55,7 @@ def answer(pipeline: PipelineConfig, records: list[dict[str, Any]]) -> dict[str,
     return {
         "accelerator": pipeline.accelerator_type,
         "model": pipeline.model,
-        "chip_margin": CHIP_MARGIN,
+        "chip_margin": CHIP_MARGINS[pipeline.trainer],
         "largest_per_device_batch_size": largest(records),
         "compile_seconds": round(sum(r["compile_seconds"] for r in records), 1),
         "batches": [_row(r) for r in records],
@@ -93,9 +93,9 @@ def table(result: dict[str, Any]) -> str:
     best = result["largest_per_device_batch_size"]
     lines.append("")
     lines.append(
-        f"Largest that fits with the chip's margin (× {CHIP_MARGIN}): tpu-sft:perDeviceBatchSize {best}"
+        f"Largest that fits with the chip's margin (× {result['chip_margin']}): tpu-sft:perDeviceBatchSize {best}"
         if best is not None
-        else f"No batch fits with the chip's margin (× {CHIP_MARGIN}) on a {result['accelerator']}: "
+        else f"No batch fits with the chip's margin (× {result['chip_margin']}) on a {result['accelerator']}: "
         "pulumi config set tpu-sft:acceleratorType with more chips, or a shorter tpu-sft:maxTargetLength"
     )
     return "\n".join(lines)

@@ -34,7 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infra import batch_sweep
+from infra import batch_sweep, candidates
 from infra.data_preflight import check_data
 from infra.data_size import epochs_as_tokens
 from infra.phases import phase_inputs
@@ -49,8 +49,9 @@ CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pu
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
 # One more whenever what a record says changes, so that none is reused: 2, HBM is the compiler's peak; 3, a step over
 # the chip's HBM does not fit even where the compiler accepted it; 4, Tunix 0.1.7's step, without the logits; 5, the
-# verdict counts the eval step and what the loop holds beside the step; 6, the verdict holds the chip's margin.
-RECORD_FORMAT = 6
+# verdict counts the eval step and what the loop holds beside the step; 6, the verdict holds the chip's margin; 7, the
+# step of the stack's loop (MaxText's own compiled by its train_compile), its levers, and its cost and predicted time.
+RECORD_FORMAT = 7
 
 
 def _named(train_inputs: dict[str, Any], maxtext_overrides: tuple[str, ...]) -> str:
@@ -73,45 +74,73 @@ def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()
 
 
 def take_the_sweeps_batch(settings: Settings) -> Settings:
-    """With `perDeviceBatchSize auto`, the settings with the batch a sweep of these train inputs found; else as
-    they are. The batch is then an ordinary train input: it names the run and decides re-runs like a number set
-    by hand, so the same sweep answer always gives the same run."""
+    """With `perDeviceBatchSize auto`, the settings with the configuration a sweep of these train inputs chose: its
+    batch, and its levers where the stack leaves them unset (infra/candidates.py); else as they are. They are then
+    ordinary train inputs: they name the run and decide re-runs like values set by hand, so the same sweep answer
+    always gives the same run."""
     if not settings.batch_auto:
         return settings
     path = sweep_path(settings.pipeline)
     try:
-        largest = json.loads(path.read_text())["largest_per_device_batch_size"]
+        chosen = json.loads(path.read_text())["chosen"]
     except FileNotFoundError:
         raise ConfigError(
             f"tpu-sft:{AUTO_BATCH_KEY}",
             f"is {AUTO}, which takes a sweep's answer, and no sweep of these train inputs is in {CACHE}",
             "run scripts/preflight --sweep (it compiles here, no TPU needed), or set a number",
         ) from None
-    if largest is None:
+    if chosen is None:
         raise ConfigError(
             f"tpu-sft:{AUTO_BATCH_KEY}",
-            f"is {AUTO}, and the sweep ({path}) found no batch that fits with the chip's margin",
+            f"is {AUTO}, and the sweep ({path}) found no configuration that fits with the chip's margin",
             "set a shorter tpu-sft:maxTargetLength or a larger tpu-sft:acceleratorType",
         )
-    return replace(settings, pipeline=replace(settings.pipeline, per_device_batch_size=largest), batch_auto=False)
+    return replace(settings, pipeline=_with(settings.pipeline, chosen, path), batch_auto=False)
+
+
+def sweep_choice(settings: Settings) -> dict[str, str | None] | None:
+    """What the preview shows of an auto stack's sweep: the configuration chosen and the runner-up, in words, each
+    with its predicted tokens/s per chip and MFU; None for a stack that sets its batch. Call it after
+    take_the_sweeps_batch, which has read the same answer."""
+    if not settings.batch_auto:
+        return None
+    answer = json.loads(sweep_path(settings.pipeline).read_text())
+    runner_up = answer["runner_up"]
+    return {
+        "chosen": candidates.describe(answer["chosen"]),
+        "runnerUp": None if runner_up is None else candidates.describe(runner_up),
+    }
+
+
+def _with(pipeline: PipelineConfig, chosen: dict[str, Any], answer: Path) -> PipelineConfig:
+    """The settings with the chosen row's, each validated as the stack's own (a sweep's answer may come from
+    elsewhere: take_sweep)."""
+    try:
+        return PipelineConfig.from_mapping({**pipeline.to_mapping(), **candidates.settings_of(chosen)})
+    except (ConfigError, KeyError, TypeError) as error:
+        problem = f"chooses settings this stack cannot take ({error})"
+        raise ConfigError(str(answer), problem, "run scripts/preflight --sweep here") from None
 
 
 def take_sweep(answer_file: Path, pipeline: PipelineConfig) -> None:
     """Keep a sweep's answer made elsewhere, only if it is named for these train inputs and says what `auto`
-    reads: a batch and nothing that runs."""
+    reads: a configuration of settings this stack takes, and nothing that runs."""
     path = sweep_path(pipeline)
     try:
         answer = json.loads(answer_file.read_text())
     except (OSError, ValueError) as error:
         unreadable = f"cannot be read as JSON ({error})"
         raise ConfigError(str(answer_file), unreadable, "run scripts/preflight --sweep here") from None
-    if not isinstance(answer, dict):
+    if not isinstance(answer, dict) or not isinstance(answer.get("chosen", {}), (dict, type(None))):
         raise ConfigError(str(answer_file), "is not a sweep's answer", "run scripts/preflight --sweep here")
-    largest = answer.get("largest_per_device_batch_size")
     if answer.get("sweep_fingerprint") != path.stem.removeprefix("sweep-"):
         raise ConfigError(str(answer_file), "is a sweep of other train inputs", "run scripts/preflight --sweep here")
-    if largest is not None and (type(largest) is not int or largest < 1):
-        raise ConfigError(str(answer_file), f"names {largest!r} as a batch", "run scripts/preflight --sweep here")
+    chosen = answer.get("chosen")
+    if chosen is not None:
+        batch = chosen.get("per_device_batch_size")
+        if type(batch) is not int or batch < 1:
+            raise ConfigError(str(answer_file), f"names {batch!r} as a batch", "run scripts/preflight --sweep here")
+        _with(pipeline, chosen, answer_file)
     keep(path, answer)
 
 
@@ -202,7 +231,7 @@ def compile_once(
     sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]))
     if returncode not in (0, EXIT_DOES_NOT_FIT) or not lines:
         return (returncode or EXIT_UNEXPECTED), None, False
-    record = {**json.loads(lines[-1]), "train_fingerprint": path.stem}
+    record = {**json.loads(lines[-1]), "levers": candidates.levers(pipeline), "train_fingerprint": path.stem}
     keep(path, record)
     return returncode, record, False
 
@@ -301,19 +330,46 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sweep(pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_overrides: tuple[str, ...]) -> int:
+    """Each candidate configuration's batch search (infra/candidates.py, infra/batch_sweep.py), then the ranking of
+    every configuration that fits by its predicted tokens/s per chip: the answer names the chosen one and the
+    runner-up, and the stack's own levers' largest batch."""
+
     def compile_one(candidate: PipelineConfig) -> tuple[int, dict[str, Any] | None]:
         status, record, _ = compile_once(candidate, price_per_chip_hour, maxtext_overrides)
         return status, record
 
-    status, records = batch_sweep.sweep(pipeline, compile_one)
-    if status:
-        return status  # workload.preflight said why, in one line on stderr
+    searched: list[dict[str, Any]] = []
+    own: list[dict[str, Any]] = []
+    for configuration in candidates.configurations(pipeline):
+        status, records = batch_sweep.sweep(configuration, compile_one)
+        if status:
+            return status  # workload.preflight said why, in one line on stderr
+        searched += records
+        own = own or records  # the first configuration is the stack's own levers
     path = sweep_path(pipeline, maxtext_overrides)
-    result = {**batch_sweep.answer(pipeline, records), "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    ranking = candidates.ranked(searched)
+    result = {
+        **batch_sweep.answer(pipeline, own),
+        "ranking": ranking,
+        "chosen": ranking[0] if ranking else None,
+        "runner_up": ranking[1] if len(ranking) > 1 else None,
+        "sweep_fingerprint": path.stem.removeprefix("sweep-"),
+    }
     keep(path, result)
     print(batch_sweep.table(result))
+    print(ranking_lines(result))
     print(json.dumps(result), flush=True)
-    return 0 if result["largest_per_device_batch_size"] is not None else batch_sweep.EXIT_NONE_FITS
+    return 0 if result["chosen"] is not None else batch_sweep.EXIT_NONE_FITS
+
+
+def ranking_lines(result: dict[str, Any]) -> str:
+    """The chosen configuration and the runner-up, in words."""
+    if result["chosen"] is None:
+        return "No configuration fits: nothing chosen."
+    lines = [f"Chosen: {candidates.describe(result['chosen'])}"]
+    if result["runner_up"] is not None:
+        lines.append(f"Runner-up: {candidates.describe(result['runner_up'])}")
+    return "\n".join(lines)
 
 
 def summary(record: dict[str, Any]) -> str:

@@ -1,10 +1,11 @@
 """python -m bench.tpu.predict CASES.json --out FILE: the preflight's verdict on each case, for the chip it ran on.
 
-Compiles each Tunix case's step as `scripts/preflight` does (workload/preflight/aot_step.py: Tunix's train step with
-MaxText's loss, what the loop holds beside it counted: workload/preflight/fit.py `Live`), with the case's own MaxText
-arguments (bench/tpu/cases.py), for a TPU topology with libtpu's compile-only devices: no TPU needed. Cases of
-MaxText's own loop are left out (the preflight compiles Tunix's step). `python -m bench.tpu.run --predictions FILE`
-sets each verdict beside what the chip did. Runs in .maxtext-venv; ~1 min a case on 2 cores.
+Compiles each case's step as `scripts/preflight` does, its loop's (workload/preflight/native_step.py: MaxText's own
+loop's with MaxText's train_compile; workload/preflight/aot_step.py: Tunix's train step with MaxText's loss), what the
+loop holds beside it counted (workload/preflight/fit.py `Live`), with the case's own MaxText arguments
+(bench/tpu/cases.py), for a TPU topology with libtpu's compile-only devices: no TPU needed.
+`python -m bench.tpu.run --predictions FILE` sets each verdict beside what the chip did. Runs in .maxtext-venv;
+~1 min a case on 2 cores.
 """
 
 from __future__ import annotations
@@ -22,20 +23,27 @@ from bench.tpu import cases as case_file
 
 
 def predict(case: case_file.Case, topology: str, work: str) -> dict[str, Any]:
-    from workload.preflight import aot_step
-    from workload.preflight.__main__ import train_sft_file
+    import importlib
 
+    from workload.preflight import compiled
+    from workload.preflight.__main__ import STEP_COMPILERS, module_file
+
+    step_compiler = importlib.import_module(STEP_COMPILERS[case.loop])
     argv = case_file.maxtext_arguments(case, work, os.path.join(work, "data.parquet"), work)
     argv += [f"compile_topology={topology}", "compile_topology_num_slices=1"]
     try:
-        step = aot_step.compile_step([train_sft_file(), *argv])
-    except aot_step.HbmOom as oom:
+        step = step_compiler.compile_step([module_file(case_file.LOOPS[case.loop]), *argv])
+    except compiled.HbmOom as oom:
         return {"fits": False, "hbm_bytes_per_chip": oom.used, "hbm_limit_bytes_per_chip": oom.limit}
     live = step.live
     return {
+        # what MaxText's own loop prints of its compiled step on the chip (print_compiled_memory_stats), to set beside
+        "train_arguments_bytes": live.train.arguments,
+        "train_temporaries_bytes": live.train.temporaries,
         "fits": live.needed <= step.hbm_limit,  # the preflight's verdict: with the chip's margin, or a resumed attempt
         "hbm_bytes_per_chip": live.total,  # what the compiled steps and the loop add up to, as the chip is measured
         "needed_bytes_per_chip": live.needed,
+        "chip_margin": live.margin,  # the loop's (workload/core/accelerators.py CHIP_MARGINS)
         "resumed_bytes_per_chip": live.resumed,
         "hbm_limit_bytes_per_chip": step.hbm_limit,
         "state_bytes": live.state,
@@ -63,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         "cases": {},
     }
     for case in case_file.load(args.cases):
-        if case.loop != "tunix" or (args.only and case.name not in args.only):
+        if args.only and case.name not in args.only:
             continue
         with tempfile.TemporaryDirectory(prefix="tpu-bench-predict-") as work:
             result["cases"][case.name] = predict(case, args.topology, work)

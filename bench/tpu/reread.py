@@ -20,7 +20,7 @@ def reread(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     case = Case.from_mapping(record["case"])
     logs = run_dir / "logs"
     if not case.resume:
-        kept = {k: record[k] for k in ("wall_s", "checkpoints_written") if k in record}
+        kept: dict[str, Any] = {k: record[k] for k in ("wall_s", "checkpoints_written") if k in record}
         if record.get("outcome", "").startswith("killed after"):  # the bench's own timer, which no log records
             kept["outcome"] = record["outcome"]
         return record | summarize(case, logs / f"{case.name}.log", record["returncode"], case.steps) | kept

@@ -21,9 +21,10 @@ def _preflight(record: dict[str, Any]) -> str:
     limit, compiled = predicted["hbm_limit_bytes_per_chip"], predicted["hbm_bytes_per_chip"]
     if "resumed_bytes_per_chip" not in predicted:  # the compiler refused it
         return f"≥ {_gb(compiled)}: does not fit"
-    fresh, resumed = round(compiled * CHIP_MARGIN), predicted["resumed_bytes_per_chip"]
+    margin = predicted.get("chip_margin", CHIP_MARGIN)  # files from before issue 54 hold Tunix's cases only
+    fresh, resumed = round(compiled * margin), predicted["resumed_bytes_per_chip"]
     return (
-        f"{_gb(compiled)}; × {CHIP_MARGIN} {_gb(fresh)}: {_verdict(fresh, limit)}; "
+        f"{_gb(compiled)}; × {margin} {_gb(fresh)}: {_verdict(fresh, limit)}; "
         f"resumed {_gb(resumed)}: {_verdict(resumed, limit)}"
     )
 

@@ -34,10 +34,15 @@ def settings_of(config):
     return parse(config, stack="dev")
 
 
-def swept(config, largest, cache) -> dict:
-    """What `scripts/preflight --sweep` keeps for `config`'s train inputs."""
+def swept(config, batch, cache, levers=None) -> dict:
+    """What `scripts/preflight --sweep` keeps for `config`'s train inputs: the configuration it chose (a row of
+    infra/candidates.py `ranked`), or none."""
     path = preflight.sweep_path(settings_of(config).pipeline)
-    answer = {"largest_per_device_batch_size": largest, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
+    chosen = (
+        None if batch is None else {**row, "levers": levers or {"trainer": "native"}, "per_device_batch_size": batch}
+    )
+    answer = {"chosen": chosen, "runner_up": None, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(answer))
     return answer
@@ -50,9 +55,31 @@ def test_auto_takes_the_sweeps_batch_as_if_set_by_hand(dev_config, cache):
     by_hand = settings_of({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
     assert auto.pipeline == by_hand.pipeline and auto.batch_auto is False
     assert run_name(auto.pipeline) == run_name(by_hand.pipeline)  # the same run, and so the same re-runs
-    declared = recorded_inputs(run_program(config))
+    stack = run_program(config)
+    declared = recorded_inputs(stack)
     assert json.loads(declared["train"]["environment"][PIPELINE_ENV])["perDeviceBatchSize"] == 8
-    assert declared == recorded_inputs(run_program({**dev_config, "tpu-sft:perDeviceBatchSize": "8"}))
+    by_hand_stack = run_program({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
+    assert declared == recorded_inputs(by_hand_stack)
+    assert "sweepChoice" not in by_hand_stack.outputs  # None: a batch set by hand chooses nothing
+
+
+def test_auto_takes_the_chosen_levers_and_the_preview_names_the_choice_and_the_runner_up(dev_config, cache):
+    config = {**dev_config, **AUTO}
+    path = preflight.sweep_path(settings_of(config).pipeline)
+    row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
+    chosen = {**row, "levers": {"trainer": "native", "vocabTiling": 4}, "per_device_batch_size": 8}
+    runner_up = {**row, "levers": {"trainer": "native"}, "per_device_batch_size": 4, "tokens_per_s_per_chip": 8000.0}
+    answer = {"chosen": chosen, "runner_up": runner_up, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(answer))
+    auto = preflight.take_the_sweeps_batch(settings_of(config)).pipeline
+    assert (auto.per_device_batch_size, auto.vocab_tiling, auto.remat_policy) == (8, 4, None)
+    assert run_program(config).outputs["sweepChoice"] == {
+        "chosen": "trainer native, vocabTiling 4, perDeviceBatchSize 8: 9,000 tokens/s per chip, 52.0% MFU predicted "
+        "(1820 ms a step, compute-bound)",
+        "runnerUp": "trainer native, perDeviceBatchSize 4: 8,000 tokens/s per chip, 52.0% MFU predicted "
+        "(1820 ms a step, compute-bound)",
+    }
 
 
 def test_auto_without_a_sweep_declares_nothing_and_says_how_to_make_one(dev_config, cache):
@@ -68,7 +95,7 @@ def test_auto_without_a_sweep_declares_nothing_and_says_how_to_make_one(dev_conf
 def test_auto_when_no_batch_left_room_says_what_to_change(dev_config, cache):
     config = {**dev_config, **AUTO}
     swept(config, None, cache)
-    with pytest.raises(ConfigError, match="found no batch that fits with the chip.s margin. Fix: set a shorter"):
+    with pytest.raises(ConfigError, match="found no configuration that fits with the chip.s margin. Fix: set a"):
         preflight.take_the_sweeps_batch(settings_of(config))
 
 
@@ -77,11 +104,15 @@ def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_co
     answer = swept(config, 4, cache)
     preflight.sweep_path(settings_of(config).pipeline).unlink()
     given = tmp_path / "sweep.json"
+    chosen = answer["chosen"]
     for bad, problem in [
         ({**answer, "sweep_fingerprint": "0" * 64}, "is a sweep of other train inputs"),
-        ({**answer, "largest_per_device_batch_size": "4; rm -rf /"}, "names '4; rm -rf /' as a batch"),
-        ({**answer, "largest_per_device_batch_size": True}, "names True as a batch"),
+        ({**answer, "chosen": {**chosen, "per_device_batch_size": "4; rm -rf /"}}, "names '4; rm -rf /' as a batch"),
+        ({**answer, "chosen": {**chosen, "per_device_batch_size": True}}, "names True as a batch"),
+        ({**answer, "chosen": {**chosen, "levers": {"xlaFlags": "--a=1; rm -rf /"}}}, "chooses settings this stack"),
+        ({**answer, "chosen": {**chosen, "levers": {"trainer": "tunix", "vocabTiling": 4}}}, "refuses vocabulary"),
         ([answer], "is not a sweep's answer"),
+        ({**answer, "chosen": [4]}, "is not a sweep's answer"),
     ]:
         given.write_text(json.dumps(bad))
         with pytest.raises(ConfigError, match=problem):
@@ -110,14 +141,18 @@ def test_the_plan_says_train_waits_on_the_sweep_then_compares_the_batch_it_found
 
 
 COMPILER_STANDIN = """#!{python}
-# Stands in for `python -m workload.preflight` (no MaxText): HBM per chip = 6 GiB + 1.8 GiB a sequence.
+# Stands in for `python -m workload.preflight` (no MaxText): HBM per chip = 6 GiB + 1.8 GiB a sequence, 1.2 GiB with
+# the loss's vocabulary in tiles; 1,000 tokens/s per chip a sequence, 10 % less with remat minimal (a stand-in).
 import json, sys
 settings = json.load(open(sys.argv[sys.argv.index("--settings") + 1]))
-batch = int(settings["perDeviceBatchSize"])
-open({calls!r}, "a").write(f"{{batch}}\\n")
-used, limit = int((6 + 1.8 * batch) * 2**30), 32 * 2**30
+batch, tiled = int(settings["perDeviceBatchSize"]), settings["vocabTiling"] is not None
+kept = settings["rematPolicy"] is not None
+open({calls!r}, "a").write(f"{{batch}}{{'t' if tiled else ''}}{{'k' if kept else ''}}\\n")
+used, limit = int((6 + (1.2 if tiled else 1.8) * batch) * 2**30), 32 * 2**30
 record = {{"fits": used <= limit, "accelerator": "v6e-8", "hbm_bytes_per_chip": used,
-          "hbm_limit_bytes_per_chip": limit, "compile_seconds": 1.0, "settings": {{"per_device_batch_size": batch}}}}
+          "hbm_limit_bytes_per_chip": limit, "compile_seconds": 1.0, "settings": {{"per_device_batch_size": batch}},
+          "step_time": {{"tokens_per_s_per_chip": 1000.0 * batch * (0.9 if kept else 1), "mfu": 0.5, "step_s": 1.0,
+                         "bound": "compute"}}}}
 if record["fits"]:
     record["bounds"] = {{"step_seconds_at_least": 0.01, "tokens_per_second_at_most": 1.0, "run_hours_at_least": 0.1,
                         "usd_at_least": 1.0}}
@@ -135,7 +170,21 @@ def test_preflight_of_an_auto_stack_sweeps_first_then_answers_for_the_batch_it_f
     monkeypatch.setenv("PREFLIGHT_PYTHON", str(standin))
     argv = [str(preflight.REPO / "Pulumi.dev.yaml"), "tpu-sft:perDeviceBatchSize=auto"]
     assert preflight.main(argv) == 0
-    assert calls.read_text().split() == ["1", "2", "4", "8", "16"]  # 8: 20.4 GiB; 16 does not fit
-    last = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert last["settings"]["per_device_batch_size"] == 8 and last["fits"]
-    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 5  # both remembered: nothing compiled
+    # each candidate's batch search (infra/candidates.py): the stack's own levers' 8 is 20.4 GiB, 16 does not fit;
+    # in tiles, 16 is 25.2 GiB and 32 does not fit
+    own, tiled = ["1", "2", "4", "8", "16"], ["1t", "2t", "4t", "8t", "16t", "32t"]
+    kept = [f"{batch}k" for batch in own]  # remat minimal: as much memory here, 10 % slower
+    assert calls.read_text().split() == own + kept + tiled
+    out = capsys.readouterr().out.splitlines()  # the sweep's table, choice and answer, then the chosen's record
+    assert out[-4] == (
+        "Chosen: trainer native, vocabTiling 4, perDeviceBatchSize 16: 16,000 tokens/s per chip, 50.0% MFU predicted "
+        "(1000 ms a step, compute-bound)"
+    )
+    assert out[-3] == (
+        "Runner-up: trainer native, perDeviceBatchSize 8: 8,000 tokens/s per chip, 50.0% MFU predicted "
+        "(1000 ms a step, compute-bound)"
+    )
+    assert json.loads(out[-2])["runner_up"]["tokens_per_s_per_chip"] == 8_000
+    last = json.loads(out[-1])
+    assert last["settings"]["per_device_batch_size"] == 16 and last["fits"] and last["levers"]["vocabTiling"] == 4
+    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 16  # all remembered: nothing compiled

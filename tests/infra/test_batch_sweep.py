@@ -66,7 +66,7 @@ def test_when_no_batch_leaves_room_there_is_no_answer_and_the_table_says_what_to
     result = batch_sweep.answer(PipelineConfig(), records)
     assert result["largest_per_device_batch_size"] is None
     last = batch_sweep.table(result).splitlines()[-1]
-    assert last.startswith("No batch fits with the chip's margin (× 1.15) on a v6e-8: ")
+    assert last.startswith("No batch fits with the chip's margin (× 1.05) on a v6e-8: ")  # MaxText's own loop's
 
 
 def test_a_failed_compile_ends_the_sweep_with_its_status():
@@ -84,7 +84,9 @@ def test_the_answer_and_its_table():
     lines = batch_sweep.table(result).splitlines()
     assert lines[2] == "| 4 | 13.20 GiB | 59% | 0.200 s | 40,000 | 0.06 h | 9.60 |"
     assert lines[4] == "| 16 | ≥ 34.80 GiB: does not fit | | | | | |"
-    assert lines[-1] == "Largest that fits with the chip's margin (× 1.15): tpu-sft:perDeviceBatchSize 8"
+    assert lines[-1] == "Largest that fits with the chip's margin (× 1.05): tpu-sft:perDeviceBatchSize 8"
+    tunix = batch_sweep.answer(PipelineConfig(trainer="tunix"), records)  # each loop's margin (accelerators.py)
+    assert batch_sweep.table(tunix).splitlines()[-1].startswith("Largest that fits with the chip's margin (× 1.15)")
 
 
 @pytest.mark.parametrize(("field", "value"), [("per_device_batch_size", 8), ("step_count", 1000)])

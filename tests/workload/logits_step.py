@@ -68,7 +68,7 @@ def variant(config, mesh, drop: bool) -> dict:
 
 
 def main() -> None:
-    config = aot_step._config([preflight.train_sft_file(), *sys.argv[1:]])
+    config = aot_step.maxtext_config([preflight.train_sft_file(), *sys.argv[1:]])
     mesh = maxtext_utils.get_mesh_from_config(config)
     print(json.dumps({"kept": variant(config, mesh, drop=False), "dropped": variant(config, mesh, drop=True)}))
 

@@ -101,6 +101,34 @@ def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_traini
     )
 
 
+def test_each_lever_reaches_the_train_step_and_an_unset_one_leaves_maxtexts_default():
+    levers = PipelineConfig(
+        remat_policy="qkv_proj_offloaded",
+        attention="flash",
+        flash_block_size=1024,
+        vocab_tiling=4,
+        weight_dtype="bfloat16",
+        xla_flags="--xla_tpu_enable_async_collective_fusion=true",
+    )
+    _, (_, train, export) = build(levers)
+    sizes = ("q", "kv", "kv_compute", "q_dkv", "kv_dkv", "kv_dkv_compute", "q_dq", "kv_dq")
+    blocks = [f"sa_block_{size}=1024" for size in sizes]
+    expected = ["remat_policy=qkv_proj_offloaded", "attention=flash", "num_vocab_tiling=4", "weight_dtype=bfloat16"]
+    assert [a for a in train.argv if a in expected + blocks] == expected + blocks
+    assert train.env["LIBTPU_INIT_ARGS"] == "--xla_tpu_enable_async_collective_fusion=true"
+    assert "LIBTPU_INIT_ARGS" not in export.env  # the flags are the train step's
+    _, (_, plain, _) = build(PipelineConfig())
+    assert not [a for a in plain.argv if a.split("=")[0] in {"remat_policy", "attention", "num_vocab_tiling"}]
+    assert "LIBTPU_INIT_ARGS" not in plain.env
+
+
+def test_the_tiny_profile_attends_with_dot_product_whatever_the_lever_says():
+    """A CPU runs no flash kernel: the tiny profile's CPU options come after the levers, and MaxText takes the last."""
+    _, (_, train, _) = build(PipelineConfig(profile="tiny", attention="flash"))
+    attention = [a for a in train.argv if a.startswith("attention=")]
+    assert attention == ["attention=flash", "attention=dot_product"]
+
+
 def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_questions():
     layout = Layout("/w", "/data/out", "gemma3-4b", "run")
     full = commands.samples(PipelineConfig(), layout)

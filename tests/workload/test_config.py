@@ -19,6 +19,12 @@ SEED = {
     "epochs": None,
     "steps": None,
     "perDeviceBatchSize": 1,
+    "rematPolicy": None,  # the levers: MaxText's own defaults
+    "attention": None,
+    "flashBlockSize": None,
+    "vocabTiling": None,
+    "weightDtype": None,
+    "xlaFlags": None,
     "dataset": "HuggingFaceH4/ultrachat_200k",
     "trainSplit": "train_sft",
     "trainDataColumns": ["messages"],
@@ -44,6 +50,12 @@ CHANGED = {
     "trainer": "tunix",
     "steps": 20,
     "perDeviceBatchSize": 2,
+    "rematPolicy": "minimal_offloaded",
+    "attention": "flash",
+    "flashBlockSize": 1024,
+    "vocabTiling": 1,  # no tiling, said out loud: trainer tunix (above) refuses more
+    "weightDtype": "bfloat16",
+    "xlaFlags": "--xla_tpu_enable_async_collective_fusion=true --xla_tpu_overlap_compute_collective_tc=true",
     "dataset": "./chats.jsonl",
     "trainSplit": "train_gen",
     "trainDataColumns": ["prompt", "completion"],
@@ -71,6 +83,12 @@ FIRST_PHASE = {
         "epochs",
         "steps",
         "perDeviceBatchSize",
+        "rematPolicy",
+        "attention",
+        "flashBlockSize",
+        "vocabTiling",
+        "weightDtype",
+        "xlaFlags",
         "dataset",
         "trainSplit",
         "trainDataColumns",
@@ -88,10 +106,15 @@ FIRST_PHASE = {
     },
     "export": set(),
 }
-# What the trained weights do not depend on: how MaxText is installed, how often a checkpoint is written, the
-# held-out loss, and the run's own name. Every other setting names the run.
+# What the trained weights do not depend on: how MaxText is installed, how the step computes, how often a checkpoint
+# is written, the held-out loss, and the run's own name. Every other setting names the run.
 NAMES_NO_RUN = {
     "installPostTrainExtras",
+    "rematPolicy",  # the levers but the weights' dtype: how the step computes, not what
+    "attention",
+    "flashBlockSize",
+    "vocabTiling",
+    "xlaFlags",
     "torchBackend",
     "checkpointPeriod",
     "evalInterval",
@@ -211,3 +234,61 @@ def test_requiring_learning_without_a_held_out_loss_is_refused_in_one_line():
 def test_a_learning_rate_of_zero_is_a_run_that_only_measures_and_below_zero_is_refused():
     assert PipelineConfig.from_mapping({"learningRate": "0"}).learning_rate == 0.0
     assert message({"learningRate": "-1e-5"}).startswith("tpu-sft:learningRate: expected a number of at least 0")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            {"rematPolicy": "custom"},
+            "tpu-sft:rematPolicy: 'custom' is not one of full, minimal, minimal_with_context, "
+            "save_dot_with_context_except_mlp, save_dot_except_mlpwi, save_dot_except_mlp, save_qkv_proj, "
+            "save_out_proj, qkv_proj_offloaded, minimal_offloaded. Fix: pulumi config set tpu-sft:rematPolicy full",
+        ),
+        (
+            {"attention": "cudnn_flash_te"},
+            "tpu-sft:attention: 'cudnn_flash_te' is not one of autoselected, flash, dot_product. "
+            "Fix: pulumi config set tpu-sft:attention autoselected",
+        ),
+        (
+            {"flashBlockSize": "1000"},
+            "tpu-sft:flashBlockSize: must be a multiple of 128, got 1000. "
+            "Fix: pulumi config set tpu-sft:flashBlockSize 1024",
+        ),
+        (
+            {"flashBlockSize": "512", "attention": "dot_product"},
+            "tpu-sft:flashBlockSize: sizes the flash kernel's blocks, and tpu-sft:attention is dot_product. "
+            "Fix: pulumi config set tpu-sft:attention flash, or pulumi config rm tpu-sft:flashBlockSize",
+        ),
+        (
+            {"vocabTiling": "4", "trainer": "tunix"},
+            "tpu-sft:vocabTiling: is 4, and MaxText 0.2.2 refuses vocabulary tiling for Tunix's NNX model "
+            "(tpu-sft:trainer tunix). Fix: pulumi config set tpu-sft:trainer native, or "
+            "pulumi config set tpu-sft:vocabTiling 1",
+        ),
+        (
+            {"vocabTiling": "3", "maxTargetLength": "1024"},
+            "tpu-sft:vocabTiling: is 3, which does not divide a chip's 1024 tokens a step (batch x sequence), as "
+            "MaxText needs. Fix: pulumi config set tpu-sft:vocabTiling 4",
+        ),
+        (
+            {"weightDtype": "float16"},
+            "tpu-sft:weightDtype: 'float16' is not one of float32, bfloat16. "
+            "Fix: pulumi config set tpu-sft:weightDtype float32",
+        ),
+        (
+            {"xlaFlags": "--xla_tpu_enable_windowed_einsum=true; rm -rf ~"},
+            "tpu-sft:xlaFlags: '--xla_tpu_enable_windowed_einsum=true; rm -rf ~' is not XLA flags (--name=value, one "
+            "space between). Fix: pulumi config set tpu-sft:xlaFlags --xla_tpu_enable_async_collective_fusion=true",
+        ),
+    ],
+)
+def test_a_bad_lever_is_refused_in_one_line_that_names_the_fix(raw, expected):
+    assert message(raw) == expected
+
+
+def test_vocabulary_tiling_divides_the_default_sequence_of_the_batch():
+    """Unset, the sequence is base.yml's 2,048 tokens: 8 tiles divide it; MaxText's rule is on batch x sequence."""
+    assert PipelineConfig.from_mapping({"vocabTiling": 8}).vocab_tiling == 8
+    assert PipelineConfig.from_mapping({"vocabTiling": 6, "perDeviceBatchSize": 3}).vocab_tiling == 6
+    assert "does not divide a chip's 2048 tokens" in message({"vocabTiling": 6})

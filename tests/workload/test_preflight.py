@@ -23,6 +23,7 @@ from workload.core.config import PipelineConfig
 from workload.launch.jax_process import JaxProcess
 from workload.preflight import fit
 from workload.preflight.__main__ import maxtext_arguments
+from workload.preflight.step_time import CompiledCost
 from workload.run import commands
 from workload.run.layout import Layout
 from workload.tiny import assets as tiny
@@ -61,6 +62,44 @@ def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_
         "base_num_decoder_layers=2",
     ]
     assert "per_device_batch_size=4" in compiled and "max_target_length=1024" in compiled
+
+
+@pytest.mark.parametrize(
+    ("trainer", "compiler"), [("native", "workload.preflight.native_step"), ("tunix", "workload.preflight.aot_step")]
+)
+def test_each_loop_is_compiled_by_its_own_step_compiler_with_the_levers_argv_and_xla_flags(
+    monkeypatch, tmp_path, trainer, compiler
+):
+    """A stand-in compile that records what it was given: the loop's compiler, the train step's argv with the levers,
+    and libtpu's flags in the environment before libtpu loads."""
+    from workload.preflight import __main__ as preflight
+
+    given = {}
+
+    class Refused(Exception):
+        def __init__(self) -> None:
+            self.used, self.limit, self.seconds = 2 * GIB, GIB, 1.0
+            sizes = {"per_device_batch_size": 2, "max_target_length": 2048}
+            self.config = types.SimpleNamespace(**{**dict.fromkeys(preflight.COMPILED_SETTINGS, "x"), **sizes})
+
+    def compile_step(argv):
+        given["argv"], given["flags"] = argv, os.environ.get("LIBTPU_INIT_ARGS")
+        raise Refused()
+
+    monkeypatch.setitem(sys.modules, compiler, types.SimpleNamespace(compile_step=compile_step, HbmOom=Refused))
+    monkeypatch.setattr(preflight, "module_file", lambda module: f"/{module}.py")
+    monkeypatch.setenv("LIBTPU_INIT_ARGS", "")  # restored after the test, which sets it
+    flags = "--xla_tpu_enable_async_collective_fusion=true"
+    config = PipelineConfig(
+        trainer=trainer, per_device_batch_size=2, remat_policy="minimal", attention="flash", xla_flags=flags
+    )
+    line, record = preflight.preflight(config, None, [])
+    assert given["flags"] == flags
+    module = next(a for a in preflight.train_command(config, str(tmp_path)).argv if a.startswith("maxtext."))
+    assert given["argv"][0] == f"/{module}.py"  # pyconfig picks the loop's config from it
+    assert {"remat_policy=minimal", "attention=flash", "compile_topology=v6e-8"} <= set(given["argv"])
+    assert record["trainer"] == trainer and record["fits"] is False
+    assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 1")
 
 
 def test_the_compilers_oom_reads_back_as_bytes_per_chip():
@@ -111,14 +150,18 @@ def test_a_step_the_compiler_accepts_beyond_the_chips_hbm_does_not_fit(monkeypat
         peak=40_091_646_624,
     )
     live = fit.Live(train=memory, eval=None, batch=6 * 8 * 2048 * 4, eval_batch=6 * 8 * 2048 * 4, in_flight=2)
+    cost = CompiledCost(flops=1e14, hbm_bytes=1e11, collective_bytes={"all-gather": 1e9})
     step = types.SimpleNamespace(
-        live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config
+        live=live, flops=1e14, maxtext_flops=1e14, seconds=270.3, hbm_limit=round(31.25 * GIB), config=config, cost=cost
     )
     compiler = types.SimpleNamespace(compile_step=lambda argv: step, HbmOom=type("HbmOom", (Exception,), {}))
     monkeypatch.setitem(sys.modules, "workload.preflight.aot_step", compiler)
-    monkeypatch.setattr("workload.preflight.aot_step", compiler, raising=False)
-    monkeypatch.setattr(preflight, "train_sft_file", lambda: "train_sft.py")
-    line, record = preflight.preflight(PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8), None, [])
+    monkeypatch.setattr(preflight, "module_file", lambda module: "train_sft.py")
+    config = PipelineConfig(accelerator_type="v6e-16", per_device_batch_size=8, trainer="tunix")
+    line, record = preflight.preflight(config, None, [])
+    assert record["trainer"] == "tunix"
+    # its cost and its time on paper are recorded, what a sweep ranks by (workload/preflight/step_time.py)
+    assert record["cost"]["flops"] == 1e14 and record["step_time"]["step_s"] > 0
     assert record["fits"] is False and record["hbm_bytes_per_chip"] == live.needed > live.total > 40_091_646_624
     assert live.total - memory.peak > 2 * 16 * GIB
     assert live.needed == round(live.total * 1.15)  # 69.34 GiB: the chip's margin binds, not a resume
@@ -184,6 +227,16 @@ def test_a_resumed_attempt_counts_its_restored_state_beside_the_train_steps_peak
     )
 
 
+def test_maxtexts_own_loop_resumes_into_its_state_and_runs_one_step_ahead():
+    """MaxText restores the checkpoint in place of the state it would initialise (maxtext_utils.setup_initial_state):
+    a resumed attempt holds no second copy, and the chip's margin binds."""
+    native = {"resume_keeps_a_copy": False, "margin": 1.05}  # the loop's own margin: workload/core/accelerators.py
+    live = fit.Live(train=TRAIN_STEP, eval=None, batch=BATCH, eval_batch=BATCH, in_flight=1, **native)
+    assert live.resumed == live.train_peak + live.beside < live.needed == round(live.total * 1.05)
+    assert live.counted() == "the train step's peak + 0.00 GiB for 1 step in flight"
+    assert fit.fits_line("v6e-8", live, round(31.25 * GIB)).endswith(", × 1.05 the chip's margin)")
+
+
 def test_the_line_that_fits_says_what_it_counted():
     # a step whose state is small beside its peak: the chip's margin binds
     small = fit.Memory(
@@ -225,7 +278,7 @@ def _ended(process: subprocess.Popen) -> subprocess.CompletedProcess:
 
 @dataclass
 class TwoPreflights:
-    fits: subprocess.CompletedProcess  # workload.preflight on the small gemma3
+    fits: dict[str, subprocess.CompletedProcess]  # workload.preflight on the small gemma3, by trainer
     cannot_fit: list[subprocess.CompletedProcess]  # infra.preflight on the dev stack, twice
     started: Path  # one line per start of the MaxText Python
     directory: Path  # where infra.preflight ran: its cache is there
@@ -233,16 +286,15 @@ class TwoPreflights:
 
 @pytest.fixture(scope="module")
 def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
-    """A preflight that fits and one that cannot, compiled at the same time (libtpu lets one process per machine
-    hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
+    """A preflight that fits, for each loop, and one that cannot, compiled at the same time (libtpu lets one process
+    per machine hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
 
     The one that cannot goes through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it:
     the dev stack with the small gemma3 of one layer, a batch whose logits alone are 32 GiB a chip (65,536
-    sequences x 128 tokens x 1,024 words x 4 bytes). (A sweep compiles such batches for minutes each: its search is
-    tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
+    sequences x 128 tokens x 1,024 words x 4 bytes), in the dev stack's loop, MaxText's own: its compiler accepts the
+    step, at 78.66 GiB a chip, and the verdict refuses it. (A sweep compiles such batches for minutes each: its search
+    is tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
     directory = tmp_path_factory.mktemp("preflight")
-    settings = directory / "settings.json"
-    settings.write_text(json.dumps(SMALL_SETTINGS))
     started = directory / "started"
     python = directory / "python"
     python.write_text(f'#!/bin/sh\necho "$@" >> {started}\nexec {maxtext_python} "$@"\n')
@@ -255,15 +307,20 @@ def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
     def cannot_fit() -> subprocess.Popen:
         return subprocess.Popen(argv, cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
+    def fits(trainer: str) -> subprocess.Popen:
+        settings = directory / f"{trainer}.json"
+        settings.write_text(json.dumps({**SMALL_SETTINGS, "trainer": trainer}))
+        argv = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), "--usd-per-chip-hour", "2.7"]
+        return subprocess.Popen(argv + SMALL_GEMMA3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     beside = cannot_fit()
-    fits = [maxtext_python, "-m", "workload.preflight", "--settings", str(settings), "--usd-per-chip-hour", "2.7"]
-    done = _ended(subprocess.Popen(fits + SMALL_GEMMA3, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    running = {trainer: fits(trainer) for trainer in ("native", "tunix")}
+    done = {trainer: _ended(process) for trainer, process in running.items()}
     first = _ended(beside)
     return TwoPreflights(done, [first, _ended(cannot_fit())], started, directory)
 
 
-def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflights):
-    done = two_preflights.fits
+def _fitting_record(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     record = json.loads(lines[-1])
@@ -273,22 +330,51 @@ def test_a_small_gemma3_fits_a_v6e_8_even_beside_another_preflight(two_preflight
     assert record["flops_per_step_per_chip"] > 0 and record["bounds"]["usd_at_least"] > 0
     assert record["settings"]["max_target_length"] == 128 and record["settings"]["per_device_batch_size"] == 1
     # The run evaluates (evalInterval's default): its step is compiled too, and the verdict counts what the loop
-    # holds beside the steps. The optimizer's state the eval leaves in HBM is the train step's donated argument.
-    live, train = record["live_per_chip"], record["memory_per_chip"]
+    # holds beside the steps.
+    live = record["live_per_chip"]
     assert record["eval_memory_per_chip"]["peak"] == live["eval_step_peak"] > 0
-    assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
     larger = max(live["train_with_eval_code"], live["eval_with_optimizer_and_train_code"])
     assert live["total"] == larger + live["beside_the_step"]
-    # the verdict: that total with the chip's margin, or a resumed attempt's restored state beside the step
-    resumed = live["train_with_eval_code"] + train["arguments"] - live["batch"] + live["beside_the_step"]
-    assert live["resumed"] == resumed and live["chip_margin"] == 1.15
-    assert record["hbm_bytes_per_chip"] == live["needed"] == max(round(live["total"] * 1.15), resumed)
-    assert live["in_flight_steps"] == 2 and live["batch"] == 6 * 128 * 4  # six int32 arrays, one sequence a chip
+    assert live["chip_margin"] == {"tunix": 1.15, "native": 1.05}[record["trainer"]]  # each loop's, on the chip
+    assert live["batch"] == 6 * 128 * 4  # six int32 arrays, one sequence a chip
+    needed = max(round(live["total"] * live["chip_margin"]), live["resumed"])
+    assert record["hbm_bytes_per_chip"] == live["needed"] == needed
     logits = 128 * 1024 * 4  # one sequence's, float32: the step returns none
     assert 0 < live["returned_per_step"] < logits
     # ~7 s here on an idle machine; the full-size step takes 7 minutes or more. No wall-clock bound: the suite
     # shares the CPUs.
     assert record["compile_seconds"] < 300
+    # the step's cost and its time on paper (workload/preflight/step_time.py): what a sweep ranks configurations by
+    assert record["cost"]["flops"] == record["compiled_flops_per_step_per_chip"] > 0
+    step_time = record["step_time"]
+    tokens_per_chip = record["tokens_per_step"] / 8
+    assert step_time["tokens_per_s_per_chip"] == pytest.approx(tokens_per_chip / step_time["step_s"])
+    assert 0 < step_time["mfu"] < 1
+    return record
+
+
+def test_a_small_gemma3_fits_a_v6e_8_in_tunixs_loop_even_beside_another_preflight(two_preflights):
+    record = _fitting_record(two_preflights.fits["tunix"])
+    live, train = record["live_per_chip"], record["memory_per_chip"]
+    assert record["trainer"] == "tunix" and live["in_flight_steps"] == 2  # max_inflight_computations
+    # The optimizer's state the eval leaves in HBM is the train step's donated argument.
+    assert live["optimizer_state_beside_eval"] == train["aliased"] > 0
+    # a resumed attempt holds its restored state again beside the step, as it did on the chip
+    state = train["arguments"] - live["batch"]
+    assert live["resumed"] == live["train_with_eval_code"] + state + live["beside_the_step"]
+
+
+def test_a_small_gemma3_fits_a_v6e_8_in_maxtexts_own_loop_compiled_by_train_compile(two_preflights):
+    record = _fitting_record(two_preflights.fits["native"])
+    live, train = record["live_per_chip"], record["memory_per_chip"]
+    assert record["trainer"] == "native" and live["in_flight_steps"] == 1  # its metric logger reads the step before
+    # The whole state is the train step's donated argument, and the eval step reads its weights only: Adam's two
+    # moments, float32 like the weights, stay beside it, two thirds of the state.
+    state = train["arguments"] - live["batch"]
+    assert train["aliased"] >= state > 0
+    assert live["optimizer_state_beside_eval"] == pytest.approx(state * 2 / 3, rel=0.01)
+    # MaxText restores the state in place of the one it would initialise: no copy beside the step
+    assert live["resumed"] == live["train_with_eval_code"] + live["beside_the_step"]
 
 
 def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_twice(two_preflights):

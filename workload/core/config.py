@@ -34,6 +34,26 @@ TORCH_BACKENDS = ("cpu", "auto")
 # The SFT loop: MaxText's own (linen `train_step`, its own checkpoints; 1.41x Tunix's tokens/s at the seed's flags
 # on a v5e chip, bench/RESULTS.md) or the seed's, Tunix's PeftTrainer (MaxText's `train_sft`).
 TRAINERS = ("native", "tunix")
+# The step's levers (docs/preflight.md, "The levers"): MaxText's own values for each, as its configs/types.py and
+# layers/decoders.py `get_remat_policy` name them. Not "custom", which reads a dozen per-tensor keys of its own.
+REMAT_POLICIES = (
+    "full",
+    "minimal",
+    "minimal_with_context",
+    "save_dot_with_context_except_mlp",
+    "save_dot_except_mlpwi",
+    "save_dot_except_mlp",
+    "save_qkv_proj",
+    "save_out_proj",
+    "qkv_proj_offloaded",  # the saved projections go to the host's memory, not the chip's
+    "minimal_offloaded",
+)
+ATTENTION_KERNELS = ("autoselected", "flash", "dot_product")  # a TPU's: autoselected picks flash (splash) there
+WEIGHT_DTYPES = ("float32", "bfloat16")
+# A flash (splash) block spans whole 128-lane vector registers; MaxText clips a block to the sequence.
+_FLASH_BLOCK_UNIT = 128
+# base.yml's max_target_length, which a run without tpu-sft:maxTargetLength trains at.
+MAXTEXT_MAX_TARGET_LENGTH = 2048
 
 # Full-string patterns (re.fullmatch) of ASCII classes only: these values reach MaxText's argv, a pip
 # requirement and shell lines, and `\d`, `\w` and `$` would let other scripts' digits and letters or a trailing
@@ -43,6 +63,9 @@ _RUN_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 _COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _INT = re.compile(r"[+-]?[0-9]+")
 _FLOAT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+# libtpu's flags as LIBTPU_INIT_ARGS takes them, `--name=value` separated by single spaces: no quote, `$` or `;`,
+# since the value reaches a process environment and shell lines.
+_XLA_FLAGS = re.compile(r"--[a-z][a-z0-9_]*=[A-Za-z0-9_.,:+-]+( --[a-z][a-z0-9_]*=[A-Za-z0-9_.,:+-]+)*")
 
 
 class ConfigError(ValueError):
@@ -164,6 +187,15 @@ class PipelineConfig:
     torch_backend: str = "cpu"  # UV_TORCH_BACKEND for the MaxText install
     profile: str = "full"
     trainer: str = "native"
+    # The step's levers (docs/preflight.md, "The levers"); None: MaxText's own default (remat "full", attention
+    # "autoselected", no vocabulary tiling, float32 weights, no XLA flags added).
+    remat_policy: str | None = None
+    attention: str | None = None
+    flash_block_size: int | None = None  # every sa_block_* of the flash kernel
+    vocab_tiling: int | None = None  # num_vocab_tiling
+    # float32 by default: at SFT learning rates (2e-5) a bf16 weight's 8-bit mantissa rounds most updates away.
+    weight_dtype: str | None = None
+    xla_flags: str | None = None  # LIBTPU_INIT_ARGS of the train step
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
@@ -190,6 +222,7 @@ class PipelineConfig:
             )
         config = cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
         held_out_source(config)
+        lever_rules(config)
         if config.require_learning and not config.eval_interval:
             raise ConfigError(
                 stack_key("requireLearning"),
@@ -276,6 +309,30 @@ def held_out_source(config: PipelineConfig) -> None:
         )
 
 
+def lever_rules(config: PipelineConfig) -> None:
+    """The levers' rules across keys, as MaxText would refuse them once the VM runs it (configs/types.py)."""
+    tiling = config.vocab_tiling or 1
+    if tiling > 1 and config.trainer == "tunix":
+        raise ConfigError(
+            stack_key("vocabTiling"),
+            f"is {tiling}, and MaxText 0.2.2 refuses vocabulary tiling for Tunix's NNX model (tpu-sft:trainer tunix)",
+            f"{set_hint('trainer', 'native')}, or {set_hint('vocabTiling', '1')}",
+        )
+    tokens = config.per_device_batch_size * (config.max_target_length or MAXTEXT_MAX_TARGET_LENGTH)
+    if tokens % tiling:
+        raise ConfigError(
+            stack_key("vocabTiling"),
+            f"is {tiling}, which does not divide a chip's {tokens} tokens a step (batch x sequence), as MaxText needs",
+            set_hint("vocabTiling", "4"),
+        )
+    if config.flash_block_size is not None and config.attention == "dot_product":
+        raise ConfigError(
+            stack_key("flashBlockSize"),
+            "sizes the flash kernel's blocks, and tpu-sft:attention is dot_product",
+            f"{set_hint('attention', 'flash')}, or pulumi config rm {stack_key('flashBlockSize')}",
+        )
+
+
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
@@ -305,6 +362,14 @@ def _pattern(pattern: re.Pattern[str], what: str) -> Callable[[str, Any, str], s
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, Any, str], str]:
     return lambda key, raw, example: parse_choice(key, raw, choices)
+
+
+def _flash_block(key: str, raw: Any, example: str) -> int:
+    size = parse_int(key, raw, minimum=_FLASH_BLOCK_UNIT, example=example)
+    if size % _FLASH_BLOCK_UNIT:
+        problem = f"must be a multiple of {_FLASH_BLOCK_UNIT}, got {size}"
+        raise ConfigError(stack_key(key), problem, set_hint(key, example))
+    return size
 
 
 def _positive_float(key: str, raw: Any, example: str) -> float:
@@ -380,6 +445,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("steps", "step_count", _int(1), "1000", "train"),
     Setting("trainer", "trainer", _choice(TRAINERS), "tunix", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
+    # The step's levers: how it computes, not what, so they name no run (a change resumes the same run), except the
+    # weights' dtype, which the trained weights are kept in.
+    Setting("rematPolicy", "remat_policy", _choice(REMAT_POLICIES), "minimal", "train"),
+    Setting("attention", "attention", _choice(ATTENTION_KERNELS), "flash", "train"),
+    Setting("flashBlockSize", "flash_block_size", _flash_block, "1024", "train"),
+    Setting("vocabTiling", "vocab_tiling", _int(1), "4", "train"),
+    Setting("weightDtype", "weight_dtype", _choice(WEIGHT_DTYPES), "float32", "train", names_run=True),
+    Setting(
+        "xlaFlags",
+        "xla_flags",
+        _pattern(_XLA_FLAGS, "XLA flags (--name=value, one space between)"),
+        "--xla_tpu_enable_async_collective_fusion=true",
+        "train",
+    ),
     # A Hub id, gs:// files or local files (workload/core/data_source.py); `pulumi up` puts a local one's
     # content-hashed copy here (infra/local_data.py), so a changed file is a changed value.
     Setting("dataset", "dataset", _dataset, "HuggingFaceH4/ultrachat_200k", "train", names_run=True),

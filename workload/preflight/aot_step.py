@@ -21,17 +21,13 @@ the steps is counted from their memory (workload/preflight/fit.py `Live`).
 from __future__ import annotations
 
 import dataclasses
-import math
-import time
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import optax
 from flax import linen as nn
 from flax import nnx
 from flax.linen import partitioning as nn_partitioning
-from jax.sharding import SingleDeviceSharding
 from maxtext.common.common_types import MODEL_MODE_TRAIN
 from maxtext.configs import pyconfig
 from maxtext.optimizers import optimizers
@@ -41,29 +37,11 @@ from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils
 from tunix.sft import peft_trainer
 
 from workload.launch import unread_logits
-from workload.preflight.fit import Live, Memory, parse_hbm_oom
+from workload.preflight import compiled
+from workload.preflight.compiled import CompiledStep
+from workload.preflight.fit import Live, Memory
 
-# Arguments that no chip holds (a v6e has 32 GiB), each under the compiler's largest allocation (2**31 words).
-_PROBE_ARGUMENTS, _PROBE_ARGUMENT_BYTES = 16, 4 * 2**30
-
-
-@dataclasses.dataclass(frozen=True)
-class CompiledStep:
-    live: Live  # the train step's memory, the eval step's when the run evaluates, and what the loop holds beside
-    flops: float  # per chip, per step: XLA's cost analysis of the compiled program
-    # per chip, per step: MaxText's own count of the model's matmuls (what its TFLOP/s/device divides), no remat
-    maxtext_flops: float
-    seconds: float  # building the abstract state, tracing, lowering and compiling
-    hbm_limit: int  # bytes per chip the compiler allows (hbm_limit below)
-    config: Any  # MaxText's config, as train_sft would parse it
-
-
-class HbmOom(Exception):
-    """The compiler refused the step: it needs more HBM per chip than the chip has."""
-
-    def __init__(self, used: int, limit: int, seconds: float, config: Any):
-        self.used, self.limit, self.seconds, self.config = used, limit, seconds, config
-        super().__init__(f"needs {used} bytes of HBM per chip, {limit} allowed")
+HbmOom = compiled.HbmOom  # what compile_step raises when the compiler refuses the step
 
 
 class _StepOnly(peft_trainer.PeftTrainer):
@@ -117,33 +95,6 @@ def _abstract_batch(config: Any, mesh: Any, sequences: int) -> dict[str, jax.Sha
     }
 
 
-def _bytes_per_chip(arrays: dict[str, jax.ShapeDtypeStruct]) -> int:
-    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in arrays.values())
-
-
-def hbm_limit(device: Any) -> int:
-    """The HBM per chip that the compiler allows a program, in bytes (31.25 GiB on a v6e: 31.5 GiB less 260 MiB
-    it reserves). It says so only when a program does not fit, so ask it: compile one whose arguments cannot
-    fit on one chip, and read its refusal (to its 0.01 GiB)."""
-    argument = jax.ShapeDtypeStruct((_PROBE_ARGUMENT_BYTES,), jnp.int8, sharding=SingleDeviceSharding(device))
-    try:
-        jax.jit(lambda *xs: [x[0] for x in xs]).lower(*[argument] * _PROBE_ARGUMENTS).compile()
-    except jax.errors.JaxRuntimeError as error:
-        oom = parse_hbm_oom(str(error))
-        if oom is not None:
-            return oom[1]
-        raise
-    raise RuntimeError(f"{device.device_kind}: the compiler accepted {_PROBE_ARGUMENTS * _PROBE_ARGUMENT_BYTES} bytes")
-
-
-def _config(argv: list[str]) -> Any:
-    config = pyconfig.initialize(argv)
-    # pyconfig turns on JAX's persistent cache (jax_cache_dir), where a compile-only executable, which nothing can
-    # load, would sit beside real runs' entries.
-    jax.config.update("jax_enable_compilation_cache", False)
-    return config
-
-
 def _jitted_train_step(trainer: peft_trainer.PeftTrainer) -> Any:
     """The trainer's step jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the
     trainer's own model and optimizer to it: here they are arguments, given to `lower` or to the call."""
@@ -175,50 +126,33 @@ def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Live]:
         eval_batch = _abstract_batch(config, mesh, config.global_batch_size_to_load_eval)
         evaluated = nnx.jit(trainer.create_eval_step_fn()).lower(model, eval_batch).compile() if evaluate else None
     live = Live(
-        train=_memory(train),
-        eval=None if evaluated is None else _memory(evaluated),
-        batch=_bytes_per_chip(batch),
-        eval_batch=_bytes_per_chip(eval_batch),
+        train=compiled.memory(train),
+        eval=None if evaluated is None else compiled.memory(evaluated),
+        batch=compiled.bytes_per_chip(batch),
+        eval_batch=compiled.bytes_per_chip(eval_batch),
         in_flight=in_flight,
     )
     return train, live
 
 
-def _memory(compiled: Any) -> Memory:
-    analysis = compiled.memory_analysis()
-    return Memory(
-        arguments=analysis.argument_size_in_bytes,
-        outputs=analysis.output_size_in_bytes,
-        aliased=analysis.alias_size_in_bytes,
-        temporaries=analysis.temp_size_in_bytes,
-        generated_code=analysis.generated_code_size_in_bytes,
-        peak=analysis.peak_memory_in_bytes,
-    )
-
-
 def local_step_memory(argv: list[str]) -> Memory:
     """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
     bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
-    config = _config(argv)
+    config = maxtext_config(argv)
     _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
     return live.train
+
+
+def maxtext_config(argv: list[str]) -> Any:
+    """MaxText's config as train_sft parses it."""
+    config = pyconfig.initialize(argv)
+    compiled.no_compilation_cache()
+    return config
 
 
 def compile_step(argv: list[str]) -> CompiledStep:
     """`argv`: train_sft's MaxText arguments plus `compile_topology=…`, after a program name whose path makes
     pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
-    config = _config(argv)
+    config = maxtext_config(argv)
     mesh = train_compile.get_topology_mesh(config)
-    start = time.monotonic()
-    try:
-        compiled, live = _compiled(config, mesh, evaluate=config.eval_interval > 0)
-    except jax.errors.JaxRuntimeError as error:
-        oom = parse_hbm_oom(str(error))
-        if oom is None:
-            raise
-        raise HbmOom(*oom, time.monotonic() - start, config) from None
-    seconds = time.monotonic() - start
-    limit = hbm_limit(mesh.devices.flat[0])
-    maxtext_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
-    flops = float(compiled.cost_analysis()["flops"])
-    return CompiledStep(live, flops, maxtext_tflops * 1e12, seconds, limit, config)
+    return compiled.compile_step(config, mesh, lambda: _compiled(config, mesh, evaluate=config.eval_interval > 0))

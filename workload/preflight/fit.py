@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workload.core.accelerators import ACCELERATORS, CHIP_MARGIN
+from workload.core.accelerators import ACCELERATORS, CHIP_MARGINS
 from workload.core.config import set_hint, stack_key
 
 GIB = 2**30
@@ -64,17 +64,18 @@ class Memory:
 
 @dataclass(frozen=True)
 class Live:
-    """What one chip holds at the worst moment of Tunix's training loop, in bytes, from the compiled steps.
+    """What one chip holds at the worst moment of a training loop, in bytes, from the compiled steps.
 
     Each step's peak is the compiler's. Beside it the loop holds what no one step's analysis counts:
-    - Tunix lets `in_flight` steps run ahead of the one on the chip (`max_inflight_computations`): their input
-      batches are already placed, and the values the steps before returned (loss, aux, gradient norm) are held
-      until the loop has logged them. Counted as `in_flight` × (one batch + one step's returned values), a bound:
-      the updated weights and optimizer state of a queued step are allocated only when it runs (the TPU runtime
-      allocates in the order the steps run).
-    - The held-out loss's step (eval) takes the weights and a batch as arguments; the optimizer's state stays in
-      HBM beside it without being one. Its peak is counted with that state, and the larger of the two steps binds.
-      Both programs are loaded on the chip from the first pass on, so each is counted with the other's code.
+    - The loop lets `in_flight` steps run ahead of the one on the chip: their input batches are already placed, and
+      the values the steps before returned are held until the loop has logged them. Counted as `in_flight` × (one
+      batch + one step's returned values), a bound: the updated weights and optimizer state of a queued step are
+      allocated only when it runs (the TPU runtime allocates in the order the steps run). Tunix's loop: its
+      `max_inflight_computations`, 2; MaxText's own: 1 (workload/preflight/native_step.py).
+    - The held-out loss's step (eval) takes the weights and a batch (MaxText's own loop hands it the whole state,
+      and jit drops the arguments it does not read); the optimizer's state stays in HBM beside it without being
+      one. Its peak is counted with that state, and the larger of the two steps binds. Both programs are loaded on
+      the chip from the first pass on, so each is counted with the other's code.
     """
 
     train: Memory
@@ -82,6 +83,10 @@ class Live:
     batch: int  # one train step's input batch, per chip
     eval_batch: int  # one eval step's input batch, per chip
     in_flight: int
+    # Whether a resumed attempt holds its restored state again beside the step (`resumed`): Tunix's loop did, on the
+    # chip; MaxText's own restores into the state it trains (maxtext_utils.setup_initial_state), not yet measured.
+    resume_keeps_a_copy: bool = True
+    margin: float = CHIP_MARGINS["tunix"]  # what the chip needs beyond the total, the loop's (CHIP_MARGINS)
 
     @property
     def returned(self) -> int:
@@ -117,7 +122,8 @@ class Live:
             step = "the eval step's peak, the optimizer's state and the train step's code"
         else:
             step = "the train step's peak" + ("" if self.eval is None else " and the eval step's code")
-        return f"{step} + {gib(self.beside)} for {self.in_flight} steps in flight"
+        steps = "step" if self.in_flight == 1 else "steps"
+        return f"{step} + {gib(self.beside)} for {self.in_flight} {steps} in flight"
 
     @property
     def total(self) -> int:
@@ -130,16 +136,17 @@ class Live:
 
     @property
     def resumed(self) -> int:
-        """A resumed attempt's peak: its restored state stays beside the train step's peak. On the lent v5e a resumed
-        run (1 of gemma3-4b's layers, batch 1) peaked at 15.31 GB where a fresh one peaked at 9.22 and this reads
-        15.24 (bench/RESULTS.md): measured once, and why the copy lives on is not known."""
-        return self.train_peak + self.state + self.beside
+        """A resumed attempt's peak. In Tunix's loop its restored state stays beside the train step's peak: on the lent
+        v5e a resumed run (1 of gemma3-4b's layers, batch 1) peaked at 15.31 GB where a fresh one peaked at 9.22 and
+        this reads 15.24 (bench/RESULTS.md): measured once, and why the copy lives on is not known. MaxText's own
+        loop restores the state in place of the one it would initialise: a fresh attempt's peak."""
+        return self.train_peak + (self.state if self.resume_keeps_a_copy else 0) + self.beside
 
     @property
     def needed(self) -> int:
         """What the verdict holds against the chip's HBM: the total with the chip's margin, or a resumed attempt's
         peak where that is larger (a run on a VM resumes after a lost VM or a cancel)."""
-        return max(round(self.total * CHIP_MARGIN), self.resumed)
+        return max(round(self.total * self.margin), self.resumed)
 
     def parts(self) -> dict[str, float | str | None]:
         """As the record shows them."""
@@ -155,7 +162,7 @@ class Live:
             "returned_per_step": self.returned,
             "beside_the_step": self.beside,
             "total": self.total,
-            "chip_margin": CHIP_MARGIN,
+            "chip_margin": self.margin,
             "resumed": self.resumed,
             "needed": self.needed,
         }
@@ -198,7 +205,7 @@ def fits_line(accelerator: str, live: Live, limit: int) -> str:
     """The line a person reads when the step fits: the verdict, then what it counts."""
     used = live.needed
     counted = (
-        f"{live.counted()}, × {CHIP_MARGIN} the chip's margin"
+        f"{live.counted()}, × {live.margin} the chip's margin"
         if used > live.resumed
         else f"a resumed attempt: the train step's peak, its restored state and {gib(live.beside)} in flight"
     )

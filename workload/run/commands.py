@@ -23,7 +23,7 @@ from workload.core.run_length import TINY_MAX_TARGET_LENGTH
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
 from workload.measure.logit_parity import KL_BOUND
-from workload.run import storage
+from workload.run import levers, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.layout import Layout
 from workload.run.trainer_loop import TRAINER_LOOPS
@@ -254,6 +254,8 @@ def train_sft(
         argv.append(f"max_target_length={max_target_length}")
     if config.checkpoint_period is not None:
         argv.append(f"checkpoint_period={config.checkpoint_period}")
+    # Before the tiny profile's CPU options, which win where they name the same key (attention: a CPU runs no flash).
+    argv += levers.maxtext_options(config)
     if tiny_profile:
         argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
         # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (JaxProcess.cpu_env).
@@ -261,7 +263,8 @@ def train_sft(
         if worker.multi_host:
             argv.append(_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR)
         argv += tiny.maxtext_overrides()
-    return Command("train", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker, all_workers=True))
+    env = {**_env(config, layout, hostname, tpu=True, worker=worker, all_workers=True), **levers.libtpu_env(config)}
+    return Command("train", tuple(argv), env)
 
 
 def to_huggingface(
