@@ -88,6 +88,7 @@ def compile_case(entry: dict[str, Any], hlo_dir: Path | None) -> dict[str, Any]:
         seconds = time.monotonic() - start
     hlo, analysis = compiled.as_text(), step_time.cost_analysis(compiled)
     if hlo_dir is not None:
+        hlo_dir.mkdir(parents=True, exist_ok=True)
         (hlo_dir / f"{case.name}.hlo.txt").write_text(hlo)
     model_tflops, _, _ = maxtext_utils.calculate_tflops_training_per_device(config, log=False)
     return {
