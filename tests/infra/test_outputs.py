@@ -39,9 +39,10 @@ def test_cost_is_chips_times_price(mock_stack):
 
 def test_a_larger_batch_runs_the_same_tokens_in_fewer_steps_for_less(mock_stack):
     base = mock_stack().outputs
-    out = mock_stack({"tpu-sft:perDeviceBatchSize": "2"}).outputs
-    assert out["runLength"] == {"steps": 500, "tokensPerStep": 32768, "tokens": 16_384_000}
-    assert out["estimatedRunHours"] <= base["estimatedRunHours"]
+    out = mock_stack({"tpu-sft:perDeviceBatchSize": "4"}).outputs  # both batches have a prediction on file
+    assert out["runLength"] == {"steps": 250, "tokensPerStep": 65536, "tokens": 16_384_000}
+    assert out["throughput"]["source"].startswith("the bench's table") and out["throughput"]["perDeviceBatchSize"] == 4
+    assert out["estimatedRunHours"] < base["estimatedRunHours"]
 
 
 def test_price_override_and_longer_run(mock_stack):
