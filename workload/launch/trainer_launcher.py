@@ -14,7 +14,8 @@ Tunix's loop (`train_sft`): its steps return no logits that nobody reads (unread
 state without holding it twice (optimizer_placement.py), and a run that asks for no checkpoints writes none
 (checkpoints_as_asked.py). MaxText's own loop (`train_sft_deprecated`) needs none of those: its linen step returns
 no logits, it places its state inside `jit`, and it makes no checkpoint manager unless asked; it gets its held-out
-pass before the first update, and each pass's own loss (native_held_out.py). It prints which chips the trainer runs
+pass before the first update, and each pass's own loss (native_held_out.py), and its checkpoint folder in a bucket is
+checked by writing there (bucket_folders.py). It prints which chips the trainer runs
 on as soon as MaxText has started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at
 their peak (workload/measure/hbm_peak.py).
 
@@ -56,11 +57,18 @@ def main(place_optimizer_per_array: bool = True) -> None:
 def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
     from maxtext.utils import max_utils
 
-    from workload.launch import checkpoints_as_asked, native_held_out, optimizer_placement, unread_logits
+    from workload.launch import (
+        bucket_folders,
+        checkpoints_as_asked,
+        native_held_out,
+        optimizer_placement,
+        unread_logits,
+    )
     from workload.run.trainer_loop import TRAINER_LOOPS
 
     if module == TRAINER_LOOPS["native"].module:
         native_held_out.patch()
+        bucket_folders.patch()
     else:  # Tunix's loop, and whatever else runs Tunix's trainer (the TPU bench's cases)
         unread_logits.drop_from_every_trainer()
         if place_optimizer_per_array:
