@@ -15,9 +15,9 @@ state without holding it twice (optimizer_placement.py), and a run that asks for
 (checkpoints_as_asked.py). MaxText's own loop (`train_sft_deprecated`) needs none of those: its linen step returns
 no logits, it places its state inside `jit`, and it makes no checkpoint manager unless asked; it gets its held-out
 pass before the first update, and each pass's own loss (native_held_out.py), and its checkpoint folder in a bucket is
-checked by writing there (bucket_folders.py). It prints which chips the trainer runs
-on as soon as MaxText has started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at
-their peak (workload/measure/hbm_peak.py).
+checked by writing there (bucket_folders.py). It prints which chips the trainer runs on as soon as MaxText has
+started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at their peak
+(workload/measure/hbm_peak.py).
 
     python -m workload.launch.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
