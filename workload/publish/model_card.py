@@ -27,8 +27,8 @@ from typing import Any
 
 from workload.core.config import HUB_IDS
 from workload.core.data_source import parse_source
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.publish import layout
-from workload.run.trainer_loop import TRAINER_LOOPS
 
 TERMS = "https://ai.google.dev/gemma/terms"
 PROHIBITED_USE = "https://ai.google.dev/gemma/prohibited_use_policy"

@@ -12,7 +12,7 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N, "checkpoint": C, "checkpoints": URL, "data": WHY}
                                                            training continues after update N, from the checkpoint
-                                                           directory C (workload/run/trainer_loop.py numbers it)
+                                                           directory C (workload/core/trainer_loop.py numbers it)
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
      "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C,
      "eval_loss": V, "eval_step": K}
@@ -51,7 +51,7 @@ _FIELDS = {
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
 # A held-out pass, through MaxText's MetricLogger: "eval metrics after step: 10, loss=2.301, perplexity=…". Each loop
-# numbers steps its own way (workload/run/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
+# numbers steps its own way (workload/core/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
 _EVAL = re.compile(r"eval metrics after step: (-?\d+), loss=([-+\w.]+)")
 
 
