@@ -17,8 +17,9 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.core.data_source import parse_source
+from workload.core.models import MODELS
 from workload.core.run_length import TINY_MAX_TARGET_LENGTH
 from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.launch.jax_process import ONE_HOST, JaxProcess
@@ -357,7 +358,7 @@ def samples(
     filled (the tiny profile's from its assets), and the held-out questions from the split training evaluates on,
     when it evaluates. Torch on the host's CPU: no accelerator runtime starts."""
     tiny_profile = config.profile == "tiny"
-    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else HUB_IDS[config.model]
+    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else MODELS[config.model].hub_id
     argv = [python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
     argv.append(layout.result("samples.json"))
     if config.eval_interval:
