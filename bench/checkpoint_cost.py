@@ -10,7 +10,7 @@ no data-iterator position. The parameters are stored in `weight_dtype`, float32 
 holds optax.MultiSteps' gradient accumulator, float32 too, but all zeros at every checkpoint when
 `gradient_accumulation_steps` is 1 (a checkpoint follows a finished update), and orbax compresses it to almost
 nothing: so three float32 copies of the parameters. The text decoder's parameter count follows from
-configs/models/gemma3-4b.yml (the vision tower is not built with use_multimodal=False), as infra/cost.py
+configs/models/gemma3-4b.yml (the vision tower is not built with use_multimodal=False), as workload/core/models.py
 `parameter_count` computes it for the cost outputs:
 
     embedding    vocab × emb
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import json
 
-from infra.cost import MODEL_SHAPES, parameter_count
+from workload.core.models import MODELS, parameter_count
 
-GEMMA3_4B = MODEL_SHAPES["gemma3-4b"]  # configs/models/gemma3-4b.yml in MaxText 0.2.2
+GEMMA3_4B = MODELS["gemma3-4b"].shape  # configs/models/gemma3-4b.yml in MaxText 0.2.2
 
 FLOAT32_BYTES = 4
 FLOAT32_COPIES = 3  # the parameters, Adam's mu and nu (the accumulator's zeros compress away)

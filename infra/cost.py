@@ -17,7 +17,9 @@ running or not; checkpoints by size for as long as the bucket keeps them (`check
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
+
+from workload.core.models import MODELS
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def data_disk_performance(disk_type: str) -> DiskPerformance:
 
 def kept_model_seconds(model: str, mib_per_s: int) -> float:
     """Seconds to write (or read back) the kept model at `mib_per_s`."""
-    return round(parameter_count(MODEL_SHAPES[model]) * KEPT_MODEL_BYTES_PER_PARAMETER / (mib_per_s * MIB), 1)
+    return round(MODELS[model].parameters * KEPT_MODEL_BYTES_PER_PARAMETER / (mib_per_s * MIB), 1)
 
 
 STORAGE_USD_PER_GB_MONTH = 0.020
@@ -148,17 +150,6 @@ DAYS_PER_MONTH = 365 / 12
 RESERVATION = "the reservation's whole period, used or not: autostop saves no TPU money"
 UPTIME = "uptime: from each start until the VM is deleted"
 
-SHAPE_KEYS = ("num_layers", "emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim", "vocab_size")
-# The decoder of each model tpu-sft trains, from MaxText 0.2.2's configs/models/<model>.yml (the vision tower is not
-# built: use_multimodal=False): what a checkpoint's size follows from.
-MODEL_SHAPES: dict[str, dict[str, int]] = {
-    model: dict(zip(SHAPE_KEYS, shape, strict=True))
-    for model, shape in {
-        "gemma3-4b": (34, 2560, 8, 4, 256, 10240, 262144),
-        "gemma3-12b": (48, 3840, 16, 8, 256, 15360, 262144),
-        "gemma3-27b": (62, 5376, 32, 16, 128, 21504, 262144),
-    }.items()
-}
 # A checkpoint holds the parameters and Adam's mu and nu, float32 each (docs/checkpoints.md: the gradient
 # accumulator's zeros compress away), an upper bound: orbax compresses a little.
 CHECKPOINT_BYTES_PER_PARAMETER = 3 * 4
@@ -206,15 +197,6 @@ def seed_step_seconds(per_device_batch_size: int) -> float:
     return SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH * per_device_batch_size
 
 
-def parameter_count(spec: Mapping[str, int]) -> int:
-    """A decoder's parameters (`spec`: SHAPE_KEYS): embedding, per layer attention (q, k, v, o), MLP (gate, up, down)
-    and norms (4 of the width, query and key norms), the final norm."""
-    emb, heads, kv, hd, mlp = (spec[k] for k in ("emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim"))
-    attention = emb * heads * hd + 2 * emb * kv * hd + heads * hd * emb
-    per_layer = attention + 3 * emb * mlp + 4 * emb + 2 * hd
-    return spec["vocab_size"] * emb + spec["num_layers"] * per_layer + emb
-
-
 def checkpoints_per_run(steps: int, checkpoint_period: int | None) -> int:
     """One every `checkpoint_period` steps, the last at the final step; unset: the final one only (MaxText's
     default period, 10,000, is past any run's end here)."""
@@ -244,7 +226,7 @@ def checkpoint_cost(
 ) -> dict[str, Any]:
     """What one run's checkpoints cost in the bucket until its lifecycle rule deletes them."""
     count = checkpoints_per_run(steps, checkpoint_period)
-    gb = count * parameter_count(MODEL_SHAPES[model]) * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
+    gb = count * MODELS[model].parameters * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
     return {
         "checkpoints": count,
         "gb": round(gb, 1),

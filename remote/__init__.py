@@ -4,5 +4,5 @@ ssh/        the toolkit, which knows nothing of the pipeline: target, pinned con
             jobs, sync, secrets, one command or step on every host, errors and their exit codes
 pipeline/   the pipeline's phases over that toolkit: the host profile and the target that carries it, bootstrap,
             phase (request → ship → claim the run → follow its part; on a slice, slice_phase), outcome, publish
-cli         `python -m remote VERB`, the entry point of both
+cli/        `python -m remote VERB`, the entry point of both: the toolkit's verbs and the pipeline's
 """

@@ -8,8 +8,9 @@ import statistics
 from typing import Any
 
 from workload.core.accelerators import PEAK_BF16_TFLOPS
+from workload.launch.exit_reason import failure_cause
 from workload.measure import devices, hbm_peak
-from workload.run.events import failure_cause, parse_step
+from workload.run.events import parse_step
 
 # Not steady: a run's first step compiles; its second is still slow on the chip (0.68-0.72 s against 0.15); in
 # MaxText's own loop the third reads 0.020 s, the second having waited for it (its steps are timed as dispatched).

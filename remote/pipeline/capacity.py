@@ -34,11 +34,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from remote.ssh.errors import EXIT_FAILED, RemoteError
+from workload.spend.autostop import COMPUTE_API_ENV, DEFAULT_COMPUTE_API
 
 log = logging.getLogger("remote")
 
-DEFAULT_COMPUTE_API = "https://compute.googleapis.com"
 POLL_S = 30.0  # two reads a minute: a progress line at least every minute
+
+
+def compute_api() -> str:
+    """The Compute Engine API's base URL: Google's, or a stand-in's in $TPU_SFT_COMPUTE_API."""
+    return (os.environ.get(COMPUTE_API_ENV) or DEFAULT_COMPUTE_API).rstrip("/")
 
 
 class CapacityError(RemoteError):
@@ -97,7 +102,7 @@ def fill_group(
     """Resize the group at `path` to `size` hosts if its target is below that, then wait until it has made them all
     (returns its last reading). Raises `CapacityError` when the target is lowered under the wait (the hosts asked
     for will not come) or the API refuses. A line at every reading; Ctrl-C propagates and touches nothing."""
-    api = (api or os.environ.get("TPU_SFT_COMPUTE_API") or DEFAULT_COMPUTE_API).rstrip("/")
+    api = api.rstrip("/") if api else compute_api()
     name = path.rsplit("/", 1)[1]
     started = clock()
     try:

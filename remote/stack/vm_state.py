@@ -9,13 +9,12 @@ guess.
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from remote.pipeline.capacity import DEFAULT_COMPUTE_API, CapacityError, access_token
+from remote.pipeline.capacity import CapacityError, access_token, compute_api
 
 GONE = "gone"
 UNKNOWN = "unknown"
@@ -49,12 +48,8 @@ class VmState:
         return f"VM {name} is {self.state.lower()} (Compute Engine)"
 
 
-def _api() -> str:
-    return (os.environ.get("TPU_SFT_COMPUTE_API") or DEFAULT_COMPUTE_API).rstrip("/")
-
-
 def _instance(project: str, zone: str, name: str) -> str:
-    return f"{_api()}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
+    return f"{compute_api()}/compute/v1/projects/{project}/zones/{zone}/instances/{name}"
 
 
 def read(project: str, zone: str, name: str, token: Callable[[], str] = access_token) -> VmState:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from rehearsal.fresh_vm import evidence
 from workload.core.config import PipelineConfig
-from workload.run.trainer_loop import TRAINER_LOOPS
+from workload.core.trainer_loop import TRAINER_LOOPS
 
 STEPS = 20  # the rehearsal stack's tpu-sft:steps
 # The rehearsal stack's tpu-sft:trainer, the default: it names checkpoints its own way, the runner counts updates.

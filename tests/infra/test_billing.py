@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.cost import MODEL_SHAPES, parameter_count
+from workload.core.models import MODELS
 
 COSTS = Path(__file__).resolve().parents[2] / "docs" / "costs.md"
 ROW = re.compile(
@@ -66,7 +66,7 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
         "usdPerMonth": 50.0,
     }
     # 1,000 steps at checkpointPeriod 250: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
-    assert parameter_count(MODEL_SHAPES["gemma3-4b"]) == 3_880_099_328  # docs/checkpoints.md
+    assert MODELS["gemma3-4b"].parameters == 3_880_099_328  # docs/checkpoints.md
     assert vm["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
     # A slice: each host's boot disk, at the list price; no data disk.
     assert slice_stack("v6e-32").outputs["diskCost"] == {

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra.cost import MIB, MODEL_SHAPES, parameter_count
+from infra.cost import MIB
+from workload.core.models import MODELS
 
 DISK = "gcp:compute/disk:Disk"
 INCLUDED_IOPS, INCLUDED_MIBPS = 3_000, 140  # Google's words above, spelled out: not read from the code under test
@@ -61,7 +62,7 @@ def test_the_baseline_is_what_the_run_needs():
     """The kept model (bfloat16) is the data disk's only large I/O: written once, read back once. At the included
     140 MiB/s gemma3-4b's takes under a minute each way, a small share of a ~40-minute run (infra/cost.py says why
     nothing else touches the disk)."""
-    seconds = parameter_count(MODEL_SHAPES["gemma3-4b"]) * 2 / (INCLUDED_MIBPS * MIB)
+    seconds = MODELS["gemma3-4b"].parameters * 2 / (INCLUDED_MIBPS * MIB)
     assert seconds < 60
 
 

@@ -21,6 +21,7 @@ from pulumi_policy.proxy import UNKNOWN_NUMBER_VALUE, UnknownValueError, unknown
 
 from policy import crossguard
 from policy.model import DISK, FIREWALL, INSTANCE
+from workload.core.contract import PROJECT_PYTHON
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "compute.googleapis.com/reservation-name"
@@ -138,8 +139,14 @@ def test_entry_point_builds_the_pack_with_the_engines_stack_config(monkeypatch):
 
 
 def test_pack_runs_in_the_project_venv():
-    project = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
-    assert project["runtime"]["name"] == "python"
-    venv = (ROOT / "policy" / project["runtime"]["options"]["virtualenv"]).resolve()
-    # The interpreter running these tests is the venv scripts/venv built, which holds pulumi-policy.
-    assert venv == Path(sys.prefix).resolve()
+    """The pack's venv is the Pulumi program's, the one the tasks' commands run (the contract's PROJECT_PYTHON) and
+    scripts/venv builds from requirements.txt, which pins pulumi-policy. Read from the files, not from the Python
+    running these tests, which may be any venv holding requirements.txt."""
+    pack = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
+    program = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert pack["runtime"]["name"] == program["runtime"]["name"] == "python"
+    venv = (ROOT / "policy" / pack["runtime"]["options"]["virtualenv"]).resolve()
+    assert venv == (ROOT / program["runtime"]["options"]["virtualenv"]).resolve()
+    assert venv == (ROOT / PROJECT_PYTHON).parent.parent.resolve()
+    pins = (ROOT / "requirements.txt").read_text().splitlines()
+    assert [pin for pin in pins if pin.startswith("pulumi-policy==")]

@@ -1,12 +1,17 @@
 """What the tests of `scripts/tpu-sft` (remote/stack/) share: the outputs the mock engine records for the rehearsal
-stack, `scripts/tpu-sft` run against them through the `pulumi` stand-in, a run's event lines and a small kept
-model with its manifest."""
+stack, the stack's commands run against them through the `pulumi` stand-in, a run's event lines and a small kept
+model with its manifest.
+
+The commands run as the script runs them, `python -m remote.stack` in the project directory, with the Python running
+the tests: the script's own `.venv` need not be this checkout's (tests/remote/test_stack_commands.py checks the
+script itself)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,6 +24,7 @@ from workload.run.fingerprint import manifest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "tpu-sft"
+STACK_COMMANDS = (sys.executable, "-m", "remote.stack")  # what SCRIPT execs, from REPO
 
 
 def recorded_outputs(directory: Path) -> dict[str, Any]:
@@ -40,13 +46,13 @@ def tpu_sft(
     timeout: float = 120,
     passphrase: str | None = None,
 ) -> subprocess.CompletedProcess:
-    """`scripts/tpu-sft ARGS` with `pulumi` answering `outputs` for the selected stack (None: no stack at all), whose
-    secrets are under `passphrase` if one is given. PATH holds the stand-ins only: this machine's gcloud (not logged
-    in) is not asked."""
+    """`scripts/tpu-sft ARGS` (STACK_COMMANDS) with `pulumi` answering `outputs` for the selected stack (None: no stack
+    at all), whose secrets are under `passphrase` if one is given. PATH holds the stand-ins only: this machine's gcloud
+    (not logged in) is not asked."""
     stacks = {} if outputs is None else {DEFAULT: outputs}
     bin_dir = install(tmp / "bin", stacks, {DEFAULT: passphrase} if passphrase is not None else None)
     return subprocess.run(
-        [str(SCRIPT), *args],
+        [*STACK_COMMANDS, *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -61,7 +67,7 @@ def follow_logs(tmp: Path, outputs: dict[str, Any], seen: str, release: Callable
     out = tmp / "follow.out"
     with open(out, "w") as stdout:
         follow = subprocess.Popen(
-            [str(SCRIPT), "logs", "-f"],
+            [*STACK_COMMANDS, "logs", "-f"],
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,

@@ -23,8 +23,9 @@ from remote.pipeline.bootstrap.seed import HUB_CLIENT, spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.ssh.connection import connect, run
 from tests.remote.hub_download_standin import serving
-from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET
+from workload.core.models import MODELS
 
 pytestmark = pytest.mark.maxtext  # the step's Python 3.12 and Hub client are MaxText's (.maxtext-venv)
 
@@ -38,7 +39,7 @@ PYTHON_312 = (
     / "versions/3.12.1/bin"
 )
 TOKEN = "hf_weightsStepToken0123456789abcdef"
-REPO = HUB_IDS["gemma3-4b"]
+REPO = MODELS["gemma3-4b"].hub_id
 FILES = {
     "config.json": b'{"model_type": "gemma3"}',
     "model-00001-of-00001.safetensors": os.urandom(1 << 20),
@@ -144,7 +145,9 @@ def test_the_hub_client_and_the_repositories_are_the_ones_pinned_with_maxtext():
     assert spec is not None and spec.loader is not None
     maxtext_globals = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(maxtext_globals)
-    assert HUB_IDS == {model: maxtext_globals.HF_IDS[model] for model in HUB_IDS}
+    assert {name: model.hub_id for name, model in MODELS.items()} == {
+        name: maxtext_globals.HF_IDS[name] for name in MODELS
+    }
 
 
 def test_bootstrap_puts_the_token_on_the_host_before_any_step(target):

@@ -11,6 +11,7 @@ import stat
 import pytest
 
 from remote import cli
+from remote.cli import toolkit_verbs
 from remote.pipeline import phase
 from remote.pipeline.outcome import INTERRUPTED
 from remote.ssh import jobs
@@ -100,7 +101,7 @@ def test_an_unexpected_error_in_any_verb_is_one_line(phase_env, capsys, monkeypa
     def broken(*args, **kwargs):
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(cli, "target_from", broken)
+    monkeypatch.setattr(toolkit_verbs, "target_from", broken)
     assert cli.main(["status", "some-job"]) == EXIT_UNEXPECTED
     out, err = capsys.readouterr()
     (line,) = err.strip().splitlines()

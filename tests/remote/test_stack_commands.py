@@ -5,6 +5,7 @@ does not answer, and one line for each thing that is wrong."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,9 +17,20 @@ from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect
 from remote.ssh.errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_UNREACHABLE
-from tests.remote.stack_commands import FINISHED, RUNNING, SCRIPT, follow_logs, recorded_outputs, standing_at, tpu_sft
+from tests.remote.stack_commands import (
+    FINISHED,
+    REPO,
+    RUNNING,
+    SCRIPT,
+    STACK_COMMANDS,
+    follow_logs,
+    recorded_outputs,
+    standing_at,
+    tpu_sft,
+)
 from tests.ssh_testbed import free_port, wait_until
 from tests.standin_http import reply_json
+from workload.core.contract import PROJECT_PYTHON
 
 VERBS = (("status",), ("logs",), ("cancel",), ("fetch-model",))
 
@@ -46,13 +58,32 @@ def one_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def test_the_script_runs_the_commands_with_the_projects_python_in_its_directory(tmp_path):
+    """From any directory, scripts/tpu-sft runs `python -m remote.stack` with its arguments as given, in the project
+    directory, with the project's Python (the contract's PROJECT_PYTHON, which scripts/venv makes)."""
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    shutil.copy2(SCRIPT, project / "scripts" / "tpu-sft")
+    python = project / PROJECT_PYTHON
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/bin/sh\npwd -P\nprintf "%s\\n" "$@"\n')
+    python.chmod(0o755)
+    args = ["logs", "--stack", "my stack"]
+    result = subprocess.run(
+        [str(project / "scripts" / "tpu-sft"), *args], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.splitlines() == [str(project.resolve()), "-m", "remote.stack", *args]
+
+
 def test_help_says_what_each_command_does():
-    result = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, check=True)
+    result = subprocess.run([*STACK_COMMANDS, "--help"], cwd=REPO, capture_output=True, text=True, check=True)
     assert all(verb in result.stdout for verb in ("status", "logs", "cancel", "fetch-model"))
 
 
 def test_without_the_pulumi_cli_it_says_so(tmp_path):
-    result = subprocess.run([str(SCRIPT), "status"], capture_output=True, text=True, env={"PATH": str(tmp_path)})
+    result = subprocess.run(
+        [*STACK_COMMANDS, "status"], cwd=REPO, capture_output=True, text=True, env={"PATH": str(tmp_path)}
+    )
     assert result.returncode == EXIT_BAD_INPUT
     assert "the pulumi CLI is not on PATH" in one_line(result)
 

@@ -41,9 +41,9 @@ from tests.ssh_testbed import wait_until
 from tests.workload.tiny_run import TRAINER
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV, TARGET_ENV
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.run.commands import run_name
 from workload.run.fingerprint import manifest_mismatches
-from workload.run.trainer_loop import TRAINER_LOOPS
 
 STEPS, CHECKPOINT_PERIOD = 8, 4
 LOOP = TRAINER_LOOPS[PipelineConfig.trainer]  # the rehearsal stack's tpu-sft:trainer, the default

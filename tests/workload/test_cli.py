@@ -29,7 +29,7 @@ def test_commands_prints_the_three_seed_steps_copy_pasteable(tmp_path):
     assert [b.splitlines()[0] for b in blocks] == ["# convert", "# train", "# export"]
     assert "export TPU_NAME=my-vm" in blocks[1] and "    steps=10 \\" in blocks[1]
     assert "python3 -m maxtext.checkpoint_conversion.to_huggingface \\" in blocks[2]
-    # MaxText's own loop, the default, names the state after update 10 checkpoint 9 (workload/run/trainer_loop.py)
+    # MaxText's own loop, the default, names the state after update 10 checkpoint 9 (workload/core/trainer_loop.py)
     assert "/dev/shm/gemma3-4b/post-train/demo/checkpoints/9/items" in blocks[2]
 
 

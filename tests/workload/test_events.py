@@ -3,7 +3,8 @@
 import io
 import json
 
-from workload.run.events import Events, StepProgress, failure_cause, parse_eval, parse_step
+from workload.launch.exit_reason import failure_cause
+from workload.run.events import Events, StepProgress, parse_eval, parse_step
 from workload.run.progress import render
 
 # Captured from train_sft (MaxText 0.2.2, tiny profile): tqdm's bar and the step line share a line.

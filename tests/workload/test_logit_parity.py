@@ -8,9 +8,9 @@ import subprocess
 
 from tests.workload.tiny_run import REPO, TINY_SETTINGS
 from workload.core.config import PipelineConfig
+from workload.launch.exit_reason import failure_cause
 from workload.measure.logit_parity import KL_BOUND
 from workload.run import commands
-from workload.run.events import failure_cause
 from workload.run.layout import Layout
 
 CONFIG = PipelineConfig.from_mapping(TINY_SETTINGS)

@@ -2,8 +2,8 @@
 
 import os
 
+from workload.core.export_fix import RIGHT, fix_hidden_activation
 from workload.run import markers
-from workload.run.export_fix import RIGHT, fix_hidden_activation
 from workload.run.fingerprint import fingerprint, manifest, manifest_mismatches
 
 

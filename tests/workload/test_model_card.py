@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workload.publish.model_card import NOTICE, PROHIBITED_USE, TERMS, TEXT_ONLY, body, metadata
+from workload.core.models import GEMMA_TERMS
+from workload.publish.model_card import TEXT_ONLY, body, metadata
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = {
@@ -78,7 +79,7 @@ def given(fields: dict) -> dict:
 def test_the_card_carries_the_hubs_metadata_and_the_gemma_terms(tmp_path):
     assert given(metadata(manifest())) == {
         "license": "gemma",
-        "license_link": TERMS,
+        "license_link": GEMMA_TERMS.terms,
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
         "base_model": "google/gemma-3-4b-it",
@@ -87,7 +88,8 @@ def test_the_card_carries_the_hubs_metadata_and_the_gemma_terms(tmp_path):
         "tags": ["tpu-sft", "maxtext", "gemma3", "text-only"],
     }
     text = body(manifest(), str(tmp_path), "team/gemma-sft")
-    assert f"> {NOTICE}" in text and f"]({TERMS})" in text and f"]({PROHIBITED_USE})" in text
+    assert f"> {GEMMA_TERMS.notice}" in text and f"]({GEMMA_TERMS.terms})" in text
+    assert f"]({GEMMA_TERMS.prohibited_use})" in text
     assert 'AutoModelForCausalLM.from_pretrained("team/gemma-sft")' in text
     assert "(https://huggingface.co/datasets/HuggingFaceH4/ultrachat_200k) (split `train_sft`)." in text
 

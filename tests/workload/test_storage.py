@@ -7,9 +7,9 @@ import subprocess
 import pytest
 
 from tests.workload.tiny_run import REPO
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.run import storage, train_metrics
 from workload.run.layout import Layout
-from workload.run.trainer_loop import TRAINER_LOOPS
 
 EXERCISE = r"""
 import json, os, sys, tempfile

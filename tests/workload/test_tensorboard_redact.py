@@ -4,7 +4,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from workload.launch.tensorboard_redact import crc32c, read_records, redact_event_files, write_record
+from workload.run.tensorboard_redact import crc32c, read_records, redact_event_files, write_record
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ SUMMARY_ROUND_TRIP = """
 import json, sys, glob
 from tensorboardX import SummaryWriter
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-from workload.launch.tensorboard_redact import redact_event_files
+from workload.run.tensorboard_redact import redact_event_files
 directory, token = sys.argv[1], sys.argv[2]
 writer = SummaryWriter(directory)
 writer.add_text("hf_access_token", token)

@@ -1,4 +1,4 @@
-"""How each trainer loop numbers and lays out its checkpoints (workload/run/trainer_loop.py), as the runner reads them,
+"""How each trainer loop numbers and lays out its checkpoints (workload/core/trainer_loop.py), as the runner reads them,
 and the launcher's fix of MaxText's own loop's held-out sums (workload/launch/native_held_out.py), without MaxText."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import os
 import pytest
 
 from workload.core.config import TRAINERS, PipelineConfig
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.launch import native_held_out
 from workload.run import progress
 from workload.run.layout import Layout
 from workload.run.steps import latest_checkpoint
-from workload.run.trainer_loop import TRAINER_LOOPS
 
 
 def test_every_trainer_setting_has_its_loop():

@@ -1,4 +1,4 @@
-"""The two trainer loops (`tpu-sft:trainer`, workload/run/trainer_loop.py) train alike: both start from the same
+"""The two trainer loops (`tpu-sft:trainer`, workload/core/trainer_loop.py) train alike: both start from the same
 converted tiny checkpoint (the session's `tiny_converted`), on the same data, with completion-only masking and packing
 (post_train/sft.yml, which both read), at the same learning rate, with the runner's own commands. MaxText's own loop
 goes on through export and verify; Tunix's export and verify are the tiny pipeline's (tests/workload/

@@ -15,20 +15,11 @@ from typing import Any, Callable, Mapping
 from workload.core.accelerators import ACCELERATORS
 from workload.core.contract import PHASES
 from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
+from workload.core.models import MODELS
 from workload.core.run_length import default_tokens, sequence_length, steps_for
 
 NAMESPACE = "tpu-sft"
 
-# Models that MaxText 0.2.2 both converts from Hugging Face (to_maxtext) and fine-tunes with train_sft.
-SUPPORTED_MODELS = ("gemma3-4b", "gemma3-12b", "gemma3-27b")
-# Each one's Hugging Face repository: MaxText's own `HF_IDS` (maxtext/utils/globals.py), which to_maxtext reads the
-# weights from. Here too because bootstrap downloads them before MaxText is installed
-# (remote/pipeline/bootstrap/seed.py).
-HUB_IDS = {
-    "gemma3-4b": "google/gemma-3-4b-it",
-    "gemma3-12b": "google/gemma-3-12b-it",
-    "gemma3-27b": "google/gemma-3-27b-it",
-}
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
 TORCH_BACKENDS = ("cpu", "auto")
 # The SFT loop: MaxText's own (linen `train_step`, its own checkpoints; 1.41x Tunix's tokens/s at the seed's flags
@@ -436,7 +427,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("installPostTrainExtras", "install_post_train_extras", _bool, "false", "bootstrap"),
     Setting("torchBackend", "torch_backend", _choice(TORCH_BACKENDS), "cpu", "bootstrap"),
     # Bootstrap downloads the model's weights beside the install (the full profile only).
-    Setting("model", "model", _choice(SUPPORTED_MODELS), "gemma3-4b", "bootstrap", names_run=True),
+    Setting("model", "model", _choice(tuple(MODELS)), "gemma3-4b", "bootstrap", names_run=True),
     Setting("profile", "profile", _choice(PROFILES), "full", "bootstrap", names_run=True),
     # The run's length: at most one of these three (LENGTH_KEYS). None names the run: the steps they come to do
     # (weight_inputs). `steps` is for the tiny profile and tests, whose CPU is one device whatever the accelerator.

@@ -47,8 +47,8 @@ HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/
 PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/pipeline/publish.py)
 
 # The instance metadata attribute that holds the price per chip-hour: written by infra/vm.py, read on the VM by
-# workload/spend/bill.py. (Autostop's own attributes are in workload/spend/autostop.py, which imports nothing
-# of tpu-sft.)
+# workload/spend/bill.py. (Autostop's own attributes, and the variables that point it and remote/ at stand-ins of
+# Google's APIs, are in workload/spend/autostop.py, which imports nothing of tpu-sft.)
 PRICE_KEY = "tpu-sft-usd-per-chip-hour"
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.

@@ -1,12 +1,19 @@
 """Why a subprocess ended, in one line: its exit code, or the signal that killed it, and whether the kernel's
-OOM killer sent that signal where the kernel says so (the cgroup's `oom_kill` counter rose meanwhile)."""
+OOM killer sent that signal where the kernel says so (the cgroup's `oom_kill` counter rose meanwhile); where it printed
+a traceback, its last exception line instead (`failure_cause`). And the capped tail of its log that an `error` event
+carries (`cap_tail`, workload/run/events.py)."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 _CGROUP_ROOT = "/sys/fs/cgroup"
+# The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b:?.*")
+_TAIL_LINES = 20
+_TAIL_CHARS = 300
 
 
 def oom_kills(proc_self_cgroup: str = "/proc/self/cgroup", root: str = _CGROUP_ROOT) -> int | None:
@@ -57,3 +64,18 @@ def describe(returncode: int, oom_before: int | None = None, oom_after: int | No
     if oom_before is not None and oom_after is not None and oom_after > oom_before:
         return "killed by the kernel's OOM killer (signal 9, SIGKILL): the host ran out of memory"
     return "killed by signal 9 (SIGKILL: the kernel's OOM killer sends this)"
+
+
+def failure_cause(tail: list[str], returncode: int) -> str:
+    """One line saying why a subprocess failed: its last exception line, else how it exited."""
+    for line in reversed(tail):
+        stripped = line.strip()
+        if _EXCEPTION.match(stripped):
+            return stripped[:_TAIL_CHARS]
+    if returncode < 0:
+        return describe(returncode)
+    return f"exited with code {returncode} without an error message"
+
+
+def cap_tail(lines: list[str]) -> list[str]:
+    return [line.rstrip("\n")[:_TAIL_CHARS] for line in lines[-_TAIL_LINES:]]

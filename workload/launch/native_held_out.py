@@ -13,7 +13,7 @@ So, for that loop only:
   the held-out iterator for), one pass runs on the state it starts from, the base model's or a resumed
   checkpoint's, with the same eval step, batches (`eval_steps`) and formula as its own passes (MetricLogger
   `record_eval_metrics`: total loss over total weights), and is logged in MetricLogger's words, numbered as that
-  loop numbers steps: "after step: -1" before the first update (workload/run/trainer_loop.py);
+  loop numbers steps: "after step: -1" before the first update (workload/core/trainer_loop.py);
 - a pass's first batch clears what the previous pass added, after that pass was logged and compared with
   `target_eval_loss` (so the loop's own early stop still reads the pass it just made).
 

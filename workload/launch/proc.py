@@ -21,7 +21,6 @@ from collections import deque
 from typing import IO, Callable, Mapping
 
 from workload.launch import exit_reason
-from workload.run.events import cap_tail, failure_cause
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -146,8 +145,8 @@ def run_logged(
         if returncode < 0:
             cause = exit_reason.describe(returncode, oom_before, exit_reason.oom_kills())
         else:
-            cause = failure_cause(lines, returncode)
-        raise StepFailed(cause, log_path, cap_tail(lines))
+            cause = exit_reason.failure_cause(lines, returncode)
+        raise StepFailed(cause, log_path, exit_reason.cap_tail(lines))
 
 
 def _read_lines(stream: IO[str], record: Callable[[str], None]) -> None:

@@ -9,7 +9,7 @@ worker imports this module instead, and of MaxText only what unpickling its pipe
 In the tiny profile the data is read in the trainer's own process instead (workload/launch/data_in_process.py).
 
 It also mends what MaxText's and Tunix's pinned code does wrong for this project, each patch guarded to the code it
-was written for (workload/launch/pinned_code.py), and each applied to the loop it mends (workload/run/trainer_loop.py).
+was written for (workload/launch/pinned_code.py), and each applied to the loop it mends (workload/core/trainer_loop.py).
 Tunix's loop (`train_sft`): its steps return no logits that nobody reads (unread_logits.py), it places the optimizer's
 state without holding it twice (optimizer_placement.py), and a run that asks for no checkpoints writes none
 (checkpoints_as_asked.py). MaxText's own loop (`train_sft_deprecated`) needs none of those: its linen step returns
@@ -57,6 +57,7 @@ def main(place_optimizer_per_array: bool = True) -> None:
 def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
     from maxtext.utils import max_utils
 
+    from workload.core.trainer_loop import TRAINER_LOOPS
     from workload.launch import (
         bucket_folders,
         checkpoints_as_asked,
@@ -64,7 +65,6 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
         optimizer_placement,
         unread_logits,
     )
-    from workload.run.trainer_loop import TRAINER_LOOPS
 
     if module == TRAINER_LOOPS["native"].module:
         native_held_out.patch()

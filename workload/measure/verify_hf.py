@@ -13,7 +13,7 @@ import json
 import sys
 import time
 
-from workload.run import export_fix
+from workload.core import export_fix
 
 PROMPT = [{"role": "user", "content": "Write one sentence about the sea."}]
 NEW_TOKENS = 8

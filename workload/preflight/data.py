@@ -31,10 +31,11 @@ from typing import Any
 
 from workload.__main__ import load_config
 from workload.core import last_resort
-from workload.core.config import HUB_IDS, ConfigError, PipelineConfig, set_hint, stack_key
+from workload.core.config import ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.core.conversations import columns_problem, row_problem
 from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_source
+from workload.core.models import MODELS
 from workload.core.one_line_parser import OneLineParser
 from workload.core.run_length import sequence_length
 from workload.preflight import hub_access
@@ -183,7 +184,7 @@ def unreachable_without_credentials(config: PipelineConfig) -> str | None:
     """Why a job with no credentials (a pull request's test job) cannot check this data, or None where it can
     (local files, a public Hub dataset, the tiny profile's tokenizer, built here)."""
     if config.profile == "full":
-        model = HUB_IDS[config.model]
+        model = MODELS[config.model].hub_id
         return f"the full profile counts tokens with {model}'s tokenizer, which is gated: reading it needs an HF token"
     in_a_bucket = [v for v in (config.dataset, config.eval_data, config.chat_template) if v and v.startswith("gs://")]
     if in_a_bucket:
@@ -267,13 +268,14 @@ def model_access(config: PipelineConfig, token: str | None, report: Report) -> N
     """The full profile downloads the model's gated weights: the token must have been granted them."""
     if config.profile != "full":
         return
-    access = hub_access.check(HUB_IDS[config.model], token)
+    repository = MODELS[config.model].hub_id
+    access = hub_access.check(repository, token)
     report.table["model access"] = access.why
     if access.granted is False:
         report.stop(
             "hfToken",
             access.why,
-            f"accept the licence at https://huggingface.co/{HUB_IDS[config.model]} signed in as the token's owner",
+            f"accept the licence at https://huggingface.co/{repository} signed in as the token's owner",
         )
 
 
@@ -289,7 +291,7 @@ def tokenizer_for(config: PipelineConfig, token: str | None, scratch: str) -> An
         assets.build_tokenizer(scratch)
         tokenizer = AutoTokenizer.from_pretrained(scratch)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(HUB_IDS[config.model], token=token)
+        tokenizer = AutoTokenizer.from_pretrained(MODELS[config.model].hub_id, token=token)
     if config.chat_template is not None:
         with fsspec.open(os.path.expanduser(config.chat_template), "r", encoding="utf-8") as f:
             tokenizer.chat_template = f.read()

@@ -15,7 +15,8 @@ settings table, which shows a file setting's file name only.
 The model is text-only (workload/publish/text_only.py): the card says so, and that it takes no images.
 
 Gemma is under the Gemma Terms of Use, which require a model derivative to be distributed with their notice and
-its use restrictions passed on (section 3): the card carries the notice and links both.
+its use restrictions passed on (section 3): the card carries the notice and links both, as the model's row of
+workload/core/models.py names them.
 """
 
 from __future__ import annotations
@@ -25,14 +26,11 @@ import os
 import posixpath
 from typing import Any
 
-from workload.core.config import HUB_IDS
 from workload.core.data_source import parse_source
+from workload.core.models import GEMMA_TERMS, MODELS, Licence
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.publish import layout
-from workload.run.trainer_loop import TRAINER_LOOPS
 
-TERMS = "https://ai.google.dev/gemma/terms"
-PROHIBITED_USE = "https://ai.google.dev/gemma/prohibited_use_policy"
-NOTICE = "Gemma is provided under and subject to the Gemma Terms of Use found at ai.google.dev/gemma/terms"
 SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
 NOT_RECORDED = "not recorded"
 FILES_SHOWN = 20  # a dataset of many files (a pattern) lists this many, then their totals
@@ -55,9 +53,10 @@ def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
     """The Hub's metadata fields of the card, as ModelCardData's arguments (None: left out)."""
     settings = manifest.get("settings") or {}
     base, dataset = _base_and_hub_dataset(settings)
+    licence = _licence_of(settings)
     return {
-        "license": "gemma",
-        "license_link": TERMS,
+        "license": licence.hub_id,
+        "license_link": licence.terms,
         "library_name": "transformers",
         "pipeline_tag": "text-generation",
         "base_model": base,
@@ -78,7 +77,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
     parts = [
         f"# {manifest.get('run_name') or NOT_RECORDED}",
         _summary(settings, base, dataset),
-        _licence(),
+        _licence(_licence_of(settings)),
         _how_to_load(load_as),
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
@@ -93,7 +92,8 @@ def _base_and_hub_dataset(settings: dict[str, Any]) -> tuple[str | None, str | N
     """The Google base model and the Hub dataset, where the run names them (a tiny-profile run names neither)."""
     if settings.get("profile") == "tiny":
         return None, None
-    base = HUB_IDS.get(settings.get("model", ""))
+    model = MODELS.get(settings.get("model", ""))
+    base = model.hub_id if model else None
     dataset = settings.get("dataset")
     return base, dataset if _is_hub_id(dataset) else None
 
@@ -143,19 +143,28 @@ def _data(settings: dict[str, Any], hub_dataset: str | None, recorded: dict[str,
     return "\n".join(lines)
 
 
-def _licence() -> str:
+def _licence_of(settings: dict[str, Any]) -> Licence:
+    """The licence of the model the run fine-tuned. Every model tpu-sft trains is a Gemma, so a manifest that does not
+    record its model (an older one) is a Gemma's too."""
+    model = MODELS.get(settings.get("model", ""))
+    return model.licence if model else GEMMA_TERMS
+
+
+def _licence(licence: Licence) -> str:
+    # The wording is the Gemma Terms of Use's (a "model derivative", the restrictions of section 3.2): the terms of
+    # every row of workload/core/models.py today.
     return "\n".join(
         [
-            "## Licence: the Gemma Terms of Use",
+            f"## Licence: the {licence.name}",
             "",
-            f"This is a model derivative of Gemma, and under the [Gemma Terms of Use]({TERMS}) it is distributed "
+            f"This is a model derivative of Gemma, and under the [{licence.name}]({licence.terms}) it is distributed "
             "with their notice and their use restrictions, which bind whoever uses or redistributes it:",
             "",
-            f"> {NOTICE}",
+            f"> {licence.notice}",
             "",
             f"Its use is subject to the use restrictions of section 3.2 of those terms, the [Gemma Prohibited Use "
-            f"Policy]({PROHIBITED_USE}). Whoever redistributes it or a model made from it must pass these terms and "
-            "restrictions on. The weights were modified by fine-tuning, as this card describes.",
+            f"Policy]({licence.prohibited_use}). Whoever redistributes it or a model made from it must pass these "
+            "terms and restrictions on. The weights were modified by fine-tuning, as this card describes.",
         ]
     )
 

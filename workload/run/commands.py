@@ -1,7 +1,7 @@
 """The exact MaxText command lines of seed steps 4–6, built from the settings. Pure functions.
 
 With default settings and a /dev/shm work dir they are the seed's commands token for token, except that training
-runs MaxText's own SFT loop unless `tpu-sft:trainer` is `tunix` (the seed's train_sft; workload/run/trainer_loop.py),
+runs MaxText's own SFT loop unless `tpu-sft:trainer` is `tunix` (the seed's train_sft; workload/core/trainer_loop.py),
 started through `workload.launch.trainer_launcher`, and that `hf_access_token=$HF_TOKEN` is left out of argv on purpose:
 anything in argv is readable by every user of the VM (`ps`, /proc/*/cmdline) and lands in logs, and whatever is in
 `hf_access_token` MaxText writes into its TensorBoard files. With the key unset, MaxText's hub calls get
@@ -17,20 +17,21 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.core.data_source import parse_source
+from workload.core.models import MODELS
 from workload.core.run_length import TINY_MAX_TARGET_LENGTH
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.tpu_env import cpu_env, hf_env, tpu_env
 from workload.measure.logit_parity import KL_BOUND
 from workload.run import levers, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.layout import Layout
-from workload.run.trainer_loop import TRAINER_LOOPS
 from workload.tiny import assets as tiny
 
 TO_MAXTEXT = "maxtext.checkpoint_conversion.to_maxtext"
-# Each `tpu-sft:trainer` value's MaxText module (workload/run/trainer_loop.py); TRAIN_SFT is the seed's, Tunix's.
+# Each `tpu-sft:trainer` value's MaxText module (workload/core/trainer_loop.py); TRAIN_SFT is the seed's, Tunix's.
 TRAINER_MODULES = {name: loop.module for name, loop in TRAINER_LOOPS.items()}
 TRAIN_SFT = TRAINER_MODULES["tunix"]
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
@@ -357,7 +358,7 @@ def samples(
     filled (the tiny profile's from its assets), and the held-out questions from the split training evaluates on,
     when it evaluates. Torch on the host's CPU: no accelerator runtime starts."""
     tiny_profile = config.profile == "tiny"
-    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else HUB_IDS[config.model]
+    base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else MODELS[config.model].hub_id
     argv = [python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
     argv.append(layout.result("samples.json"))
     if config.eval_interval:

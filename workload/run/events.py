@@ -12,7 +12,7 @@ time, seconds); the others:
     {"event": "phase", "phase": P, "status": "failed", "seconds": S, "cause": ONE_LINE}
     {"event": "resume", "phase": "train", "from_step": N, "checkpoint": C, "checkpoints": URL, "data": WHY}
                                                            training continues after update N, from the checkpoint
-                                                           directory C (workload/run/trainer_loop.py numbers it)
+                                                           directory C (workload/core/trainer_loop.py numbers it)
     {"event": "step", "phase": "train", "step": N, "steps": TOTAL, "loss": L, "step_seconds": S,
      "tokens_per_s_per_device": T, "tflops_per_device": F, "mfu": M, "eta_s": E, "cost_usd": C,
      "eval_loss": V, "eval_step": K}
@@ -27,7 +27,7 @@ time, seconds); the others:
 
 P is one of assets (tiny profile only), convert, train, export, verify, keep; an error before any step
 (bad settings, unreadable token file, work dir in use by another runner) has phase "setup". Lines are at
-most a few KB: the tail is capped in lines and characters.
+most a few KB: the tail is capped in lines and characters (workload/launch/exit_reason.py `cap_tail`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,6 @@ import time
 from collections import deque
 from typing import Any, Callable, TextIO
 
-from workload.launch import exit_reason
-
 # MaxText's MetricLogger: "completed step: 7, seconds: 0.912, TFLOP/s/device: …, Tokens/s/device: 140.3,
 # total_weights: 88, loss: 11.904, lm_loss: …"; tqdm's progress bar may precede it on the same line.
 _STEP = re.compile(r"completed step: (\d+)")
@@ -53,12 +51,8 @@ _FIELDS = {
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
 # A held-out pass, through MaxText's MetricLogger: "eval metrics after step: 10, loss=2.301, perplexity=…". Each loop
-# numbers steps its own way (workload/run/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
+# numbers steps its own way (workload/core/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
 _EVAL = re.compile(r"eval metrics after step: (-?\d+), loss=([-+\w.]+)")
-# The last exception line of a Python traceback, e.g. "ValueError: …" or "jax.errors.JaxRuntimeError: …".
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)\b:?.*")
-_TAIL_LINES = 20
-_TAIL_CHARS = 300
 
 
 def parse_step(line: str) -> dict[str, Any] | None:
@@ -86,21 +80,6 @@ def parse_eval(line: str) -> dict[str, Any] | None:
         return {"step": int(match.group(1)), "eval_loss": float(match.group(2))}
     except ValueError:
         return None
-
-
-def failure_cause(tail: list[str], returncode: int) -> str:
-    """One line saying why a subprocess failed: its last exception line, else how it exited."""
-    for line in reversed(tail):
-        stripped = line.strip()
-        if _EXCEPTION.match(stripped):
-            return stripped[:_TAIL_CHARS]
-    if returncode < 0:
-        return exit_reason.describe(returncode)
-    return f"exited with code {returncode} without an error message"
-
-
-def cap_tail(lines: list[str]) -> list[str]:
-    return [line.rstrip("\n")[:_TAIL_CHARS] for line in lines[-_TAIL_LINES:]]
 
 
 class StepProgress:

@@ -2,7 +2,7 @@
 
     <work>/<model>/mt-format/0/items                        converted checkpoint (seed step 4)
     <runs>/<model>/post-train/<run>/checkpoints/<step>/     SFT checkpoints (seed step 5; each loop numbers and
-                                                            lays them out its own way: trainer_loop.py)
+                                                            lays them out its own way: core/trainer_loop.py)
     <runs>/<model>/post-train/<run>/{tensorboard,metrics}/  (MaxText's own; the runner's metrics are copied
                                                             to .../train-metrics/)
     <work>/<model>/hf-trained/                              the export (seed step 6)
@@ -23,8 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from workload.core.trainer_loop import TrainerLoop
 from workload.run import storage
-from workload.run.trainer_loop import TrainerLoop
 
 
 def hf_home(work_dir: str) -> str:
@@ -102,7 +102,7 @@ class Layout:
 
     def trained_params(self, loop: TrainerLoop, updates: int) -> str:
         """What to_huggingface loads (the seed's POST_TRAIN_PATH): the parameters after `updates` updates, in the
-        checkpoint that `loop` numbers and lays out its own way (workload/run/trainer_loop.py)."""
+        checkpoint that `loop` numbers and lays out its own way (workload/core/trainer_loop.py)."""
         return storage.join(self.checkpoint(loop.checkpoint_step(updates)), loop.weights_item)
 
     @property

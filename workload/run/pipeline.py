@@ -36,10 +36,11 @@ import fcntl
 import os
 import time
 
+from workload.core import export_fix
 from workload.core.contract import RUN_STEPS
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import export_fix, kept, log_mirror, markers, mount, storage
+from workload.run import kept, log_mirror, markers, mount, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.steps import STEPS, Context
 from workload.tiny import assets as tiny

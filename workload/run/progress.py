@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any, TextIO
 
+from workload.core.duration import duration
+
 
 def parse_event(text: str) -> dict[str, Any] | None:
     """One event of a job's log, or None for any other line: the job's stdout holds only events, but its log also
@@ -87,8 +89,3 @@ def _loss(value: float | None) -> str:
 def _tflops(value: float) -> str:
     """Three significant figures: 0.0162 on a CPU, 412 on a TPU chip."""
     return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
-
-
-def duration(seconds: float) -> str:
-    whole = int(seconds)
-    return f"{whole // 3600} h {whole % 3600 // 60} min" if whole >= 3600 else f"{whole // 60} min {whole % 60} s"

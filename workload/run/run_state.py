@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from workload.run.progress import duration, parse_event
+from workload.core.duration import duration
+from workload.run.progress import parse_event
 
 
 @dataclass(frozen=True)

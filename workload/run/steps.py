@@ -13,17 +13,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from workload.core import export_fix
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import PipelineConfig
+from workload.core.trainer_loop import TRAINER_LOOPS, TrainerLoop
 from workload.launch.jax_process import ONE_HOST, JaxProcess
 from workload.launch.proc import StepFailed, run_logged
-from workload.launch.tensorboard_redact import redact_event_files
 from workload.measure import hbm_peak, learning, throughput
-from workload.run import commands, data_files, export_fix, kept, markers, storage, train_metrics
+from workload.run import commands, data_files, kept, markers, storage, train_metrics
 from workload.run.events import Events, StepProgress, parse_eval, parse_step
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
-from workload.run.trainer_loop import TRAINER_LOOPS, TrainerLoop
+from workload.run.tensorboard_redact import redact_event_files
 from workload.spend.bill import Meter
 
 ORBAX_COMMIT_FILE = "commit_success.txt"  # orbax's atomicity_types.COMMIT_SUCCESS_FILE

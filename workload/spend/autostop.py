@@ -58,6 +58,10 @@ REPORTS_KEY = "tpu-sft-autostop-reports"  # gs://BUCKET/PREFIX
 DEFAULT_METADATA_HOST = "metadata.google.internal"
 DEFAULT_COMPUTE_API = "https://compute.googleapis.com"
 DEFAULT_STORAGE_API = "https://storage.googleapis.com"
+# Test hooks, the APIs' base URLs; a real VM sets neither. The names are written here only, since this file imports
+# nothing of tpu-sft: remote/pipeline/capacity.py and remote/stack/vm_state.py import them from it.
+COMPUTE_API_ENV = "TPU_SFT_COMPUTE_API"
+STORAGE_API_ENV = "TPU_SFT_STORAGE_API"
 STALE_POLLS = 4  # a host silent this many polls counts as quiet since it last reported
 ESTABLISHED = "01"  # the st column of /proc/net/tcp
 PROC_NET_TCP = ("/proc/net/tcp", "/proc/net/tcp6")
@@ -156,8 +160,8 @@ class Cloud:
     def from_env(cls, environ: dict[str, str], timeout_s: float = 10.0) -> "Cloud":
         return cls(
             environ.get("GCE_METADATA_HOST", DEFAULT_METADATA_HOST),
-            environ.get("TPU_SFT_COMPUTE_API", DEFAULT_COMPUTE_API).rstrip("/"),
-            environ.get("TPU_SFT_STORAGE_API", DEFAULT_STORAGE_API).rstrip("/"),
+            environ.get(COMPUTE_API_ENV, DEFAULT_COMPUTE_API).rstrip("/"),
+            environ.get(STORAGE_API_ENV, DEFAULT_STORAGE_API).rstrip("/"),
             timeout_s,
         )
 

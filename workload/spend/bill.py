@@ -16,7 +16,7 @@ import os
 from typing import Any
 
 from workload.core.contract import PRICE_KEY
-from workload.run.progress import duration
+from workload.core.duration import duration
 from workload.spend.autostop import ApiError, Cloud
 
 UPTIME = "/proc/uptime"

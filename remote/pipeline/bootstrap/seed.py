@@ -8,8 +8,9 @@ import shlex
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.ssh.secrets import secret_file
 from workload.core import lock
-from workload.core.config import HUB_IDS, PipelineConfig
+from workload.core.config import PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET, SCRATCH_DIR, STATE_DIR
+from workload.core.models import MODELS
 from workload.run.layout import hf_home
 
 UV = "$HOME/.local/bin/uv"  # where astral's installer puts uv
@@ -91,7 +92,9 @@ def spec_for(
         steps.append(
             Step(
                 "weights",
-                weights_download(HUB_IDS[config.model], hf_home(work_dir), secret_file(state_dir, HF_TOKEN_SECRET)),
+                weights_download(
+                    MODELS[config.model].hub_id, hf_home(work_dir), secret_file(state_dir, HF_TOKEN_SECRET)
+                ),
                 3600,
                 after=("python",),
             )
