@@ -65,7 +65,7 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
         ],
         "usdPerMonth": 50.0,
     }
-    # 1,000 steps at checkpointPeriod 250: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
+    # 250 steps at checkpointPeriod 63: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
     assert parameter_count(MODEL_SHAPES["gemma3-4b"]) == 3_880_099_328  # docs/checkpoints.md
     assert vm["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
     # A slice: each host's boot disk, at the list price; no data disk.

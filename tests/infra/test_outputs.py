@@ -33,13 +33,15 @@ def test_cost_is_chips_times_price(mock_stack):
     out = mock_stack().outputs
     assert out["hourlyCostUsd"] == pytest.approx(8 * 2.70)
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
-    # What the estimate is of: the seed's 1,000 steps of 1 x 2,048 tokens on each of the v6e-8's chips.
-    assert out["runLength"] == {"steps": 1000, "tokensPerStep": 16384, "tokens": 16_384_000}
+    # What the estimate is of: the seed's tokens (1,000 steps of 1 x 2,048 on each of the v6e-8's chips) in 250 steps
+    # of the stack's batch 4.
+    assert out["runLength"] == {"steps": 250, "tokensPerStep": 65536, "tokens": 16_384_000}
 
 
 def test_a_larger_batch_runs_the_same_tokens_in_fewer_steps_for_less(mock_stack):
-    base = mock_stack().outputs
+    base = mock_stack({"tpu-sft:perDeviceBatchSize": "1"}).outputs  # the seed's batch
     out = mock_stack({"tpu-sft:perDeviceBatchSize": "4"}).outputs  # both batches have a prediction on file
+    assert base["runLength"] == {"steps": 1000, "tokensPerStep": 16384, "tokens": 16_384_000}
     assert out["runLength"] == {"steps": 250, "tokensPerStep": 65536, "tokens": 16_384_000}
     assert out["throughput"]["source"].startswith("the bench's table") and out["throughput"]["perDeviceBatchSize"] == 4
     assert out["estimatedRunHours"] < base["estimatedRunHours"]
