@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from infra import preflight
 from infra.cost import MODEL_SHAPES, parameter_count
 
 COSTS = Path(__file__).resolve().parents[2] / "docs" / "costs.md"
@@ -75,9 +76,12 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
     }
 
 
-def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack):
+def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack, tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")  # the estimate from the shipped table only
     outputs = mock_stack().outputs
     text = COSTS.read_text()
+    for key in ("hourlyCostUsd", "estimatedRunHours", "estimatedRunCostUsd"):  # the bill's example
+        assert f"      {key:<21}{outputs[key]}\n" in text
     assert f"tpuBilledFor    {outputs['tpuBilledFor']}" in text
     assert '"usdPerMonth": 24.0}' in text and outputs["diskCost"]["usdPerMonth"] == 24.0
     assert outputs["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
