@@ -121,7 +121,10 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     host_changes = _host_changes(base, head)
     replaced = _changes(identity(base), identity(head)) + (_flex_start_changes(base, head) if head.is_slice else [])
     reach_changes = _changes(reach(base), reach(head))
-    before, after = phase_inputs(base.pipeline), phase_inputs(head.pipeline)
+    # perDeviceBatchSize auto with no sweep on file: the head's batch is where a sweep would start, not the batch it
+    # will train with, so it is not compared (below, train waits on the sweep instead).
+    awaited = replace(head.pipeline, per_device_batch_size=base.pipeline.per_device_batch_size)
+    before, after = phase_inputs(base.pipeline), phase_inputs(awaited if head.batch_auto else head.pipeline)
     what = "the slice" if head.is_slice else "the VM"
     everything = (
         f"the hosts change: {', '.join(host_changes)}"

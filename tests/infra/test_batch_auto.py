@@ -124,19 +124,20 @@ def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_co
 
 
 def test_the_plan_says_train_waits_on_the_sweep_then_compares_the_batch_it_found(dev_config, cache, tmp_path):
+    """From batch 4 (not the seed's 1, where a sweep starts): until a sweep is on file, no batch is compared."""
     base, head = tmp_path / "base.yaml", tmp_path / "head.yaml"
-    base.write_text(json.dumps({"config": dev_config}))
+    base.write_text(json.dumps({"config": {**dev_config, "tpu-sft:perDeviceBatchSize": "4"}}))
     head.write_text(json.dumps({"config": {**dev_config, **AUTO}}))
     waiting = {task: (reruns, why) for task, reruns, why in plan(load(base, "dev"), load(head, "dev"))}
     assert waiting["convert"][0] is False
     unknown = "`tpu-sft:perDeviceBatchSize` is auto and no sweep of these train inputs is on file (scripts/preflight)"
     assert waiting["train"] == (True, unknown)
     assert waiting["export"][0] is True
-    swept({**dev_config, **AUTO}, 1, cache)  # the sweep found the base's own batch: nothing re-runs
+    swept({**dev_config, **AUTO}, 4, cache)  # the sweep found the base's own batch: nothing re-runs
     assert {task: reruns for task, reruns, _ in plan(load(base, "dev"), load(head, "dev"))}["train"] is False
-    swept({**dev_config, **AUTO}, 4, cache)
+    swept({**dev_config, **AUTO}, 8, cache)
     found = {task: (reruns, why) for task, reruns, why in plan(load(base, "dev"), load(head, "dev"))}
-    assert found["train"] == (True, "`perDeviceBatchSize`: 1 → 4")
+    assert found["train"] == (True, "`perDeviceBatchSize`: 4 → 8")
     assert plan_main(["--base", str(base), "--head", str(head)]) == 0
 
 

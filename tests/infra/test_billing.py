@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from infra import preflight
 from workload.core.models import MODELS
 
 COSTS = Path(__file__).resolve().parents[2] / "docs" / "costs.md"
@@ -65,7 +66,7 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
         ],
         "usdPerMonth": 50.0,
     }
-    # 1,000 steps at checkpointPeriod 250: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
+    # 250 steps at checkpointPeriod 63: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
     assert MODELS["gemma3-4b"].parameters == 3_880_099_328  # docs/checkpoints.md
     assert vm["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
     # A slice: each host's boot disk, at the list price; no data disk.
@@ -75,9 +76,12 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
     }
 
 
-def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack):
+def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack, tmp_path, monkeypatch):
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")  # the estimate from the shipped table only
     outputs = mock_stack().outputs
     text = COSTS.read_text()
+    for key in ("hourlyCostUsd", "estimatedRunHours", "estimatedRunCostUsd"):  # the bill's example
+        assert f"      {key:<21}{outputs[key]}\n" in text
     assert f"tpuBilledFor    {outputs['tpuBilledFor']}" in text
     assert '"usdPerMonth": 24.0}' in text and outputs["diskCost"]["usdPerMonth"] == 24.0
     assert outputs["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}

@@ -36,11 +36,11 @@ def test_epochs_reach_the_phases_as_the_tokens_of_the_kept_size(mock_stack, dev_
     stack = mock_stack({"tpu-sft:epochs": "2.5"})
     pipeline = handed(stack)
     assert (pipeline.epochs, pipeline.tokens) == (None, 20_480_000)  # 2.5 x 8,192,000
-    assert pipeline.steps == 1250  # 20,480,000 over 1 x 2,048 on 8 chips
+    assert pipeline.steps == 313  # 20,480,000 over 4 x 2,048 on 8 chips: 312.5, the last step a whole one
     assert stack.outputs["runLength"] == {
-        "steps": 1250,
-        "tokensPerStep": 16384,
-        "tokens": 20_480_000,
+        "steps": 313,
+        "tokensPerStep": 65536,
+        "tokens": 20_512_768,  # what 313 whole steps train
         "epochs": 2.5,
         "epochTokens": EPOCH_TOKENS,
         "epochCounted": "estimated from a sample",

@@ -5,6 +5,10 @@ import re
 
 import pytest
 
+from infra import preflight, throughput
+from infra.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
+from infra.plan import render
+from infra.settings import parse
 from rehearsal.engine import is_secret, plain
 
 
@@ -33,16 +37,57 @@ def test_cost_is_chips_times_price(mock_stack):
     out = mock_stack().outputs
     assert out["hourlyCostUsd"] == pytest.approx(8 * 2.70)
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
-    # What the estimate is of: the seed's 1,000 steps of 1 x 2,048 tokens on each of the v6e-8's chips.
-    assert out["runLength"] == {"steps": 1000, "tokensPerStep": 16384, "tokens": 16_384_000}
+    # What the estimate is of: the seed's tokens (1,000 steps of 1 x 2,048 on each of the v6e-8's chips) in 250 steps
+    # of the stack's batch 4.
+    assert out["runLength"] == {"steps": 250, "tokensPerStep": 65536, "tokens": 16_384_000}
 
 
 def test_a_larger_batch_runs_the_same_tokens_in_fewer_steps_for_less(mock_stack):
-    base = mock_stack().outputs
+    base = mock_stack({"tpu-sft:perDeviceBatchSize": "1"}).outputs  # the seed's batch
     out = mock_stack({"tpu-sft:perDeviceBatchSize": "4"}).outputs  # both batches have a prediction on file
+    assert base["runLength"] == {"steps": 1000, "tokensPerStep": 16384, "tokens": 16_384_000}
     assert out["runLength"] == {"steps": 250, "tokensPerStep": 65536, "tokens": 16_384_000}
     assert out["throughput"]["source"].startswith("the bench's table") and out["throughput"]["perDeviceBatchSize"] == 4
     assert out["estimatedRunHours"] < base["estimatedRunHours"]
+
+
+def test_the_example_stacks_preview_shows_the_chosen_configuration_its_prediction_time_and_cost(
+    mock_stack, dev_config, tmp_path, monkeypatch
+):
+    """Issue 54's acceptance: `pulumi preview` on Pulumi.dev.yaml as shipped names the chip's chosen loop and batch,
+    and times and prices the run by that configuration's prediction in the bench's table, as the plan comment does."""
+    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")  # this machine's own records are not shipped
+    [row] = [
+        r
+        for r in json.loads(throughput.PREDICTIONS.read_text())["predictions"]
+        if r["source"].startswith("bench/step_time.py case v6e-8-native-b4-f32,")
+    ]
+    step = row["step_time"]
+    out = mock_stack().outputs
+    training_hours = round(250 * step["step_s"] / 3600, 3)  # the seed's tokens: 250 steps of 4 x 2,048 a chip
+    assert out["throughput"] == {
+        "trainer": "native",
+        "perDeviceBatchSize": 4,
+        "maxTargetLength": 2048,
+        "stepSeconds": round(step["step_s"], 4),
+        "tokensPerSecondPerChip": round(step["tokens_per_s_per_chip"]),
+        "mfu": round(step["mfu"], 3),
+        "boundBy": "HBM",
+        "source": f"the bench's table, step_predictions.json: {row['source']}",
+        "trainingHours": training_hours,
+    }
+    run_hours = round(BOOTSTRAP_HOURS + CONVERT_HOURS + EXPORT_HOURS + 250 * step["step_s"] / 3600, 3)
+    assert (out["estimatedRunHours"], out["estimatedRunCostUsd"]) == (run_hours, round(21.6 * run_hours, 2))
+    settings = parse(dev_config, stack="dev")
+    text = render(settings, settings)  # the plan comment of a change that keeps the example stack's run
+    cost = f"${out['estimatedRunCostUsd']:.2f}"
+    assert f"Estimated cost of a full run: {cost} → {cost} ($21.60/h while the VM exists)." in text
+    [line] = [line for line in text.splitlines() if line.startswith("Throughput: ")]
+    assert line.startswith(
+        f"Throughput: native loop, 4 × 2,048 tokens a chip on v6e-8: {step['step_s']:.3f} s a step, "
+        f"{step['tokens_per_s_per_chip']:,.0f} tokens/s per chip, {step['mfu']:.0%} MFU, bound by HBM; "
+        f"training {training_hours:.2f} h (predicted: the bench's table"
+    )
 
 
 def test_price_override_and_longer_run(mock_stack):

@@ -65,7 +65,9 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
         pipeline = PipelineConfig.from_mapping(settings)
         assert pipeline.phase_settings(phase) == settings  # only what this phase depends on
         assert {*OWN_INPUTS[phase]} <= set(settings)
-        assert pipeline.steps == 1000 and pipeline.model == "gemma3-4b"
+        assert pipeline.model == "gemma3-4b"
+        if phase in ("train", "export"):  # the phases the batch feeds: the seed's tokens at the stack's batch 4
+            assert pipeline.steps == 250
         assert not any(is_secret(v) for v in env.values())  # a secret here would make every output secret
 
 
@@ -99,7 +101,7 @@ def _triggers(mock_stack, overrides):
     ("change", "rerun"),
     [
         ({"tpu-sft:steps": "2000"}, {"train", "export"}),
-        ({"tpu-sft:perDeviceBatchSize": "4"}, {"train", "export"}),
+        ({"tpu-sft:perDeviceBatchSize": "2"}, {"train", "export"}),
         ({"tpu-sft:learningRate": "1e-4"}, {"train", "export"}),
         # bootstrap too: it downloads the new model's weights (only that step re-runs there)
         ({"tpu-sft:model": "gemma3-12b"}, {"bootstrap", "convert", "train", "export"}),
@@ -192,7 +194,7 @@ KEY_CHANGES = [
     ("tpu-sft:tokens", "32768000"),
     ("tpu-sft:steps", "2000"),
     ("tpu-sft:trainer", "tunix"),
-    ("tpu-sft:perDeviceBatchSize", "4"),
+    ("tpu-sft:perDeviceBatchSize", "2"),
     ("tpu-sft:rematPolicy", "minimal"),
     ("tpu-sft:attention", "dot_product"),
     ("tpu-sft:flashBlockSize", "1024"),
@@ -207,7 +209,7 @@ KEY_CHANGES = [
     ("tpu-sft:maxTargetLength", "1024"),
     ("tpu-sft:acceleratorType", "v6e-4"),
     ("tpu-sft:checkpointPeriod", "50"),
-    ("tpu-sft:evalInterval", "50"),
+    ("tpu-sft:evalInterval", "125"),
     ("tpu-sft:evalSteps", "4"),
     ("tpu-sft:evalSplit", "test_gen"),
     ("tpu-sft:evalData", "gs://team-data/other-held-out.jsonl"),

@@ -23,13 +23,13 @@ ROW = {
         "accelerator_type": "v6e-8",
         "model": "gemma3-4b",
         "trainer": "native",
-        "per_device_batch_size": 1,
+        "per_device_batch_size": 4,
         "sequence_length": 2048,
         "weight_dtype": "float32",
         "remat_policy": None,
     },
     "step_time": {"step_s": 0.125, "tokens_per_s_per_chip": 16384.0, "mfu": 0.4321, "bound": "compute"},
-    "source": "bench/step_time.py case v6e-8-native-b1-f32, compiled 2026-12-05 at abc1234",
+    "source": "bench/step_time.py case v6e-8-native-b4-f32, compiled 2026-12-05 at abc1234",
 }
 
 
@@ -37,7 +37,7 @@ ROW = {
 def predictions(tmp_path, monkeypatch):
     """This machine's own preflight records are not the test's; the table is the test's own."""
     monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
-    other = {**ROW, "configuration": {**ROW["configuration"], "per_device_batch_size": 4}}
+    other = {**ROW, "configuration": {**ROW["configuration"], "per_device_batch_size": 1}}
     table = tmp_path / "step_predictions.json"
     table.write_text(json.dumps({"predictions": [other, ROW]}))
     monkeypatch.setattr(throughput, "PREDICTIONS", table)
@@ -48,12 +48,12 @@ def test_the_dev_stacks_preview_shows_the_tables_prediction_and_times_the_run_by
     out = mock_stack().outputs
     shown = out["throughput"]
     assert shown["source"] == f"the bench's table, step_predictions.json: {ROW['source']}"
-    assert (shown["trainer"], shown["perDeviceBatchSize"], shown["maxTargetLength"]) == ("native", 1, 2048)
+    assert (shown["trainer"], shown["perDeviceBatchSize"], shown["maxTargetLength"]) == ("native", 4, 2048)
     step = row["step_time"]
     assert shown["stepSeconds"] == pytest.approx(step["step_s"], abs=1e-4)
     assert shown["tokensPerSecondPerChip"] == pytest.approx(step["tokens_per_s_per_chip"], abs=1)
     assert shown["mfu"] == pytest.approx(step["mfu"], abs=1e-3) and shown["boundBy"] == step["bound"]
-    assert shown["trainingHours"] == pytest.approx(1000 * step["step_s"] / 3600, abs=1e-3)
+    assert shown["trainingHours"] == pytest.approx(250 * step["step_s"] / 3600, abs=1e-3)  # the seed's tokens
     assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + shown["trainingHours"], abs=2e-3)
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
 
@@ -72,7 +72,7 @@ def test_the_preflights_record_of_the_same_train_inputs_comes_first(mock_stack, 
         0.321,
         "HBM",
     )
-    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 1000 * 0.5 / 3600, abs=2e-3)
+    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 250 * 0.5 / 3600, abs=2e-3)
 
 
 def test_without_a_prediction_the_seeds_figure_stands_in_and_the_preview_says_how_to_get_one(mock_stack, dev_config):
@@ -100,6 +100,6 @@ def test_the_printed_plan_shows_the_loop_the_configuration_and_its_prediction(de
     step = ROW["step_time"]
     text = render(settings, settings)
     [line] = [line for line in text.splitlines() if line.startswith("Throughput: ")]
-    assert line.startswith("Throughput: native loop, 1 × 2,048 tokens a chip on v6e-8: ")
+    assert line.startswith("Throughput: native loop, 4 × 2,048 tokens a chip on v6e-8: ")
     assert f"{step['tokens_per_s_per_chip']:,.0f} tokens/s per chip, {step['mfu']:.0%} MFU" in line
-    assert f"training {round(1000 * step['step_s'] / 3600, 3):.2f} h (predicted: the bench's table" in line
+    assert f"training {round(250 * step['step_s'] / 3600, 3):.2f} h (predicted: the bench's table" in line

@@ -17,7 +17,8 @@ INSTANCE = "gcp:compute/instance:Instance"
 def test_every_provisioning_model_is_capped_by_default(mock_stack, model, reservation):
     overrides = {"tpu-sft:provisioningModel": model, **({"tpu-sft:reservation": reservation} if reservation else {})}
     vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
-    # The dev stack's run: 1,000 steps, estimated 0.667 h → twice that plus an hour → rounded up to 4 h.
+    # The dev stack's run, 250 steps of batch 4 at the seed's 0.6 s per sequence (the seed's 1,000 of 1): estimated
+    # 0.667 h → twice that plus an hour → rounded up to 4 h.
     assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 4 * 3600}
     # What Google does at the cap: delete, so nothing billable is left but the data disk.
     assert vm.inputs["scheduling"]["instanceTerminationAction"] == "DELETE"
@@ -37,7 +38,7 @@ def test_ordinary_step_changes_keep_the_cap_so_the_vm_is_not_replaced(mock_stack
     """max_run_duration is ForceNew: a new cap would replace the VM and re-run every phase."""
     caps = {
         steps: mock_stack({"tpu-sft:steps": steps}).one(INSTANCE).inputs["scheduling"]["maxRunDuration"]
-        for steps in ("500", "1000", "2000", "5000")
+        for steps in ("125", "250", "500", "1250")  # the stack's batch 4: the tokens of 500 to 5,000 steps of 1
     }
     assert all(cap == {"seconds": 4 * 3600} for cap in caps.values()), caps
 

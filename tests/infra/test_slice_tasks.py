@@ -250,7 +250,7 @@ def test_the_plan_says_when_the_hosts_change(dev_config):
     assert [(task, reruns) for task, reruns, _ in rows] == [(phase, True) for phase in PHASES]
     assert {why for _, _, why in rows} == {'the hosts change: `tpu-sft:acceleratorType`: "v6e-8" → "v6e-32"'}
     text = render(single, sliced)
-    assert "($86.40/h while the slice exists).\nThroughput: native loop, 1 × 2,048 tokens a chip on v6e-32" in text
+    assert "($86.40/h while the slice exists).\nThroughput: native loop, 4 × 2,048 tokens a chip on v6e-32" in text
     assert "\nPrice model: RESERVATION_BOUND" in text
 
 
@@ -271,7 +271,7 @@ FLEX_CHANGES = [
         {"tpu-sft:provisioningModel": "STANDARD"},
         'the slice is replaced: `tpu-sft:provisioningModel`: "FLEX_START" → "STANDARD"',
     ),
-    (FLEX_START, {**FLEX_START, "tpu-sft:steps": "2000"}, None),
+    (FLEX_START, {**FLEX_START, "tpu-sft:steps": "500"}, None),  # twice the stack's 250 steps: the same 4 h cap
 ]
 
 
