@@ -18,7 +18,12 @@ import pytest
 
 from remote.pipeline.run_settings import DIR_ENV
 
-pytest_plugins = ("tests.fixtures.sshd", "tests.fixtures.mock_engine")
+pytest_plugins = (
+    "tests.fixtures.sshd",
+    "tests.fixtures.mock_engine",
+    "tests.fixtures.maxtext_venv",
+    "tests.fixtures.cloud_storage",
+)
 
 TIERS = ("sshd", "maxtext", "root", "slow")
 FAST_TIER = "not (" + " or ".join(TIERS) + ")"
