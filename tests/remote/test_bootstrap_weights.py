@@ -1,6 +1,6 @@
 """The seed spec's `weights` step: the model's download beside the install. It runs the real `hf download`
 (huggingface_hub's CLI, in a uv tool environment, exactly as the step's command says) against a stand-in for
-the Hugging Face Hub (tests/remote/hub_download_standin.py: no Hub access here), with the token read from the file
+the Hugging Face Hub (tests/hub_download_standin.py: no Hub access here), with the token read from the file
 `put-secret` writes; and what it leaves is what a later `from_pretrained` finds with no network at all.
 
 The step's command runs under /bin/sh on this machine as bootstrap runs it on a host; how bootstrap runs steps
@@ -22,7 +22,7 @@ from remote.pipeline.bootstrap.scheduler import bootstrap_all
 from remote.pipeline.bootstrap.seed import HUB_CLIENT, spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.ssh.connection import connect, run
-from tests.remote.hub_download_standin import serving
+from tests.hub_download_standin import serving
 from workload.core.config import PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET
 from workload.core.models import MODELS

@@ -5,7 +5,7 @@ sshd standing in for the VM, whose kept model is a small directory laid out as `
 Cloud Storage is gcp-storage-emulator (a real local server of its JSON API) behind the IAM stand-in: the job on
 the VM reaches it as the VM's service account, with roles/storage.objectUser on the destination bucket, the
 grant the README tells the user to give (the program declares none there); the Hub is a local stand-in of its
-upload API (tests/workload/hub_upload_standin.py), since neither Google Cloud nor the Hub can be reached from here.
+upload API (tests/hub_upload_standin.py), since neither Google Cloud nor the Hub can be reached from here.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from rehearsal.local_host import LocalHost
 from rehearsal.run import execute, record
 from rehearsal.storage_iam import StorageIam, host_identity
 from rehearsal.storage_roles import PREDEFINED_ROLES
-from tests.workload import gemma3_export
-from tests.workload.hub_upload_standin import HubStandin
+from tests import gemma3_export
+from tests.hub_upload_standin import HubStandin
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV
 from workload.run.commands import run_name

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.datasets import good_rows, write_jsonl
-from tests.remote.hub_download_standin import serving
+from tests.hub_download_standin import serving
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.tiny.assets import CHAT_TEMPLATE
 

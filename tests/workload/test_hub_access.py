@@ -1,6 +1,6 @@
 """Whether a token may download a gated model, asked of the Hub stand-in as the data preflight asks the Hub."""
 
-from tests.remote.hub_download_standin import serving
+from tests.hub_download_standin import serving
 from workload.preflight import hub_access
 
 REPO = "google/gemma-3-4b-it"

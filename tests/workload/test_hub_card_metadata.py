@@ -1,7 +1,7 @@
 """The Hub stand-in refuses a model card's metadata as the Hub does: a `datasets` (or `base_model`) entry that is no
 Hub repo id, such as a gs:// path or a local file, gets the Hub's 400 from `/api/validate-yaml`, which
 huggingface_hub's create_commit asks before it uploads anything. The rule, its sources and their dates:
-tests/workload/hub_upload_standin.py."""
+tests/hub_upload_standin.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.workload.hub_upload_standin import HubStandin
+from tests.hub_upload_standin import HubStandin
 
 TOKEN = "hf_" + "St4ndInT0ken" * 3
 

@@ -22,8 +22,8 @@ import pytest
 
 from rehearsal import gcs_emulator
 from rehearsal.gcs_emulator import storage_emulator
-from tests.workload import gemma3_export
-from tests.workload.hub_upload_standin import HubStandin
+from tests import gemma3_export
+from tests.hub_upload_standin import HubStandin
 from workload.publish import text_only
 from workload.run.fingerprint import manifest
 
@@ -255,7 +255,7 @@ def test_bad_input_is_one_line_before_anything_is_sent(maxtext_python, gcs, kept
 
 
 # The Hub: huggingface_hub's own client (the MaxText venv's) pointed by HF_ENDPOINT at a local stand-in of the
-# Hub's upload API (tests/workload/hub_upload_standin.py), since the Hub itself cannot be reached from here.
+# Hub's upload API (tests/hub_upload_standin.py), since the Hub itself cannot be reached from here.
 WRITE_TOKEN = "hf_" + "Wr1teT0ken" * 4
 
 
@@ -452,7 +452,7 @@ except ValueError as error:
 def test_a_model_trained_on_its_own_files_publishes_with_no_bucket_path_in_its_card(
     maxtext_python, hub, kept, token_file
 ):
-    """The Hub refuses `datasets: [gs://…]` (the stand-in as the Hub answers; tests/workload/hub_upload_standin.py):
+    """The Hub refuses `datasets: [gs://…]` (the stand-in as the Hub answers; tests/hub_upload_standin.py):
     huggingface_hub's own create_commit is refused such a card before anything is uploaded, and the card tpu-sft
     writes names the files by name, rows and sha256 instead, and passes."""
     env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "PYTHONPATH": str(REPO), "HF_HUB_DISABLE_TELEMETRY": "1"}

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.workload import gemma3_export
+from tests import gemma3_export
 from workload.publish import text_only
 from workload.publish.layout import Item
 
