@@ -13,7 +13,7 @@ from workload.core.config import ConfigError, PipelineConfig
 from workload.run.commands import run_name, train_sft
 from workload.run.layout import Layout
 
-BASE_YML = Path(__file__).resolve().parents[2] / ".maxtext-venv/lib/python3.12/site-packages/maxtext/configs/base.yml"
+BASE_YML = Path(__file__).resolve().parents[3] / ".maxtext-venv/lib/python3.12/site-packages/maxtext/configs/base.yml"
 
 
 def steps(**given: object) -> int:

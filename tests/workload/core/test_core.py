@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "workload" / "core"
+CORE = Path(__file__).resolve().parents[3] / "workload" / "core"
 
 
 def _imported(path: Path) -> list[str]:

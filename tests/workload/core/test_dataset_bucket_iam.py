@@ -2,7 +2,7 @@
 IAM-enforcing stand-in (rehearsal/storage_iam.py) in front of gcp-storage-emulator, the grants the program declared
 under the mock engine, and the read MaxText's HF pipeline makes (`datasets.load_dataset("json", data_files=gs://…,
 streaming=True)`, through gcsfs) in the MaxText venv, as the VM's service account. No training: the argv that
-hands MaxText these URLs is tests/workload/test_file_datasets.py's, a training on files test_local_jsonl_train.py's."""
+hands MaxText these URLs is test_file_datasets.py's, a training on files tests/workload/test_local_jsonl_train.py's."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ SEED = {
     "model": "gemma3-4b",
     "profile": "full",
     "trainer": "native",  # not the seed's: MaxText's own loop, 1.41x Tunix's at the seed's flags on a v5e
-    "tokens": None,  # no length: the seed's 1,000 x 1 x 2,048 tokens per chip (tests/workload/test_run_length.py)
+    "tokens": None,  # no length: the seed's 1,000 x 1 x 2,048 tokens per chip (tests/workload/core/test_run_length.py)
     "epochs": None,
     "steps": None,
     "perDeviceBatchSize": 1,
