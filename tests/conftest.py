@@ -47,7 +47,7 @@ LONG_RUNS = (
     "tests/slice/test_slice_rehearsal.py",  # its module fixture: the slice rehearsal
     "tiny_pipeline",
     "pulumi_up",
-    "tests/workload/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
+    "tests/workload/launch/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
 )
 
 

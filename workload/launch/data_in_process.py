@@ -15,7 +15,7 @@ held-out.
 
 The spawned worker's own path stays tested with MaxText by tests/workload/sft_batch.py (the first training batch,
 built with the default worker), and what a spawned child imports under the launcher by
-tests/workload/test_trainer_launcher.py.
+tests/workload/launch/test_trainer_launcher.py.
 """
 
 from __future__ import annotations

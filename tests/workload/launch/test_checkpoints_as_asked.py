@@ -14,7 +14,7 @@ def directories(maxtext_python: str, output) -> dict:
     find = "from workload.preflight.__main__ import train_sft_file; print(train_sft_file())"
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu"}
     program = subprocess.run([maxtext_python, "-c", find], env=env, capture_output=True, text=True, check=True)
-    script = REPO / "tests" / "workload" / "checkpoints_asked.py"
+    script = REPO / "tests" / "workload" / "launch" / "checkpoints_asked.py"
     done = subprocess.run(
         [maxtext_python, str(script), program.stdout.strip(), str(output)],
         env=env,

@@ -19,7 +19,7 @@ def test_the_step_without_the_logits_trains_the_same_and_returns_less(maxtext_py
     train = commands.train_sft(config, layout)
     arguments = commands.trainer_arguments(train.argv)
     done = subprocess.run(
-        [maxtext_python, str(REPO / "tests" / "workload" / "logits_step.py"), *arguments],
+        [maxtext_python, str(REPO / "tests" / "workload" / "launch" / "logits_step.py"), *arguments],
         cwd=REPO,
         env={**os.environ, **train.env, "PYTHONPATH": str(REPO)},
         capture_output=True,

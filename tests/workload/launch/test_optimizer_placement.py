@@ -1,6 +1,6 @@
 """Tunix's optimizer state placed one array at a time (workload/launch/optimizer_placement.py): the most a device holds
 beyond the state is one of its arrays, where Tunix 0.1.7's own placement holds all of it twice. Real Tunix and
-flax on two CPU devices (tests/workload/optimizer_placement_live.py); the chip's own figures are in bench/RESULTS.md."""
+flax on two CPU devices (optimizer_placement_live.py); the chip's own figures are in bench/RESULTS.md."""
 
 import json
 import os
@@ -23,7 +23,7 @@ def _run(maxtext_python: str, *argv: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def placements(maxtext_python) -> dict:
-    done = _run(maxtext_python, str(REPO / "tests" / "workload" / "optimizer_placement_live.py"))
+    done = _run(maxtext_python, str(REPO / "tests" / "workload" / "launch" / "optimizer_placement_live.py"))
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 

@@ -12,7 +12,7 @@ from tests.workload.tiny_run import REPO
 def test_a_checkpoint_folder_in_a_writable_bucket_is_accepted_once_patched(maxtext_python, gcs):
     folder = gcs.gs("runs", "gemma3-4b", "post-train", "a-run", "checkpoints")
     env = {**os.environ, "PYTHONPATH": str(REPO), "JAX_PLATFORMS": "cpu", "EPATH_USE_TF": "false"}
-    script = REPO / "tests" / "workload" / "bucket_folder_check.py"
+    script = REPO / "tests" / "workload" / "launch" / "bucket_folder_check.py"
     done = subprocess.run([maxtext_python, str(script), folder], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
