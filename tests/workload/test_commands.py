@@ -162,7 +162,8 @@ def test_the_tiny_profile_gives_torch_one_thread_and_the_full_profile_leaves_it_
 
 
 def test_the_tiny_trainer_reads_its_data_in_its_own_process_and_the_vms_through_grains_worker():
-    """workload/launch/data_in_process.py; the held-out passes' equality both ways: test_held_out_unlearned.py."""
+    """workload/launch/data_in_process.py; the held-out passes' equality both ways:
+    tests/workload/measure/test_held_out_unlearned.py."""
     layout = Layout("/w", "/data/out", "gemma3-4b", "run")
     assert commands.train_sft(PipelineConfig(profile="tiny"), layout).env[data_in_process.ENV] == "1"
     assert data_in_process.ENV not in commands.train_sft(PipelineConfig(), layout).env

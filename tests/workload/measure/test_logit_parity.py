@@ -62,7 +62,7 @@ def test_a_transposed_weight_fails_verification_with_one_line(tiny_pipeline, max
     subprocess.run(
         [
             maxtext_python,
-            str(REPO / "tests" / "workload" / "transpose_weight.py"),
+            str(REPO / "tests" / "workload" / "measure" / "transpose_weight.py"),
             str(broken),
             "layers.0.self_attn.o_proj.weight",
         ],
