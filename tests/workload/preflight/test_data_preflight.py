@@ -15,7 +15,7 @@ from tests.hub_download_standin import serving
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.tiny.assets import CHAT_TEMPLATE
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = {"profile": "tiny", "steps": 30, "maxTargetLength": 128, "acceleratorType": "v6e-1"}
 SEQUENCE = TINY["maxTargetLength"]
 UNGRANTED = "hf_" + "NotGranted" * 3

@@ -16,7 +16,7 @@ from workload.core.accelerators import ACCELERATORS
 from workload.preflight import step_time
 from workload.preflight.step_time import CompiledCost
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 # A scanned layer's loop as XLA:TPU prints it: FSDP's all-gather of the layer's weights (asynchronous: its `-start`
 # holds the operand and the result, its `-done` the result) and the reduce-scatter of its gradients, in a body run

@@ -47,7 +47,7 @@ ONE_LAYER_GEMMA3 = [
     for o in SMALL_GEMMA3
 ]
 SMALL_SETTINGS = {"maxTargetLength": 128}
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_path):
