@@ -4,7 +4,7 @@ never by its bucket path), the model said to be text-only, and the Gemma Terms o
 
 The metadata and the Markdown are checked here in the project's venv; the whole card, rendered by the pinned
 huggingface_hub's ModelCardData and ModelCard in the MaxText venv, by the last tests (and, refused or accepted by
-the Hub stand-in through huggingface_hub's own create_commit, in tests/workload/test_publish.py)."""
+the Hub stand-in through huggingface_hub's own create_commit, in tests/workload/publish/test_publish.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import yaml
 from workload.core.models import GEMMA_TERMS
 from workload.publish.model_card import TEXT_ONLY, body, metadata
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SETTINGS = {
     "maxtextVersion": "0.2.2",
     "model": "gemma3-4b",

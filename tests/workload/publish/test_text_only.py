@@ -1,7 +1,7 @@
 """The published model is Gemma 3's language model alone: the export's config becomes its text_config
 (`gemma3_text`, Gemma3ForCausalLM) and the weights keep their bytes under the names Gemma3ForCausalLM loads. That
 transformers then loads it with no missing or unexpected weight is shown with the real transformers and the tiny
-model in tests/workload/test_publish.py."""
+model in tests/workload/publish/test_publish.py."""
 
 from __future__ import annotations
 

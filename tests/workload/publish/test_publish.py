@@ -27,7 +27,7 @@ from tests.hub_upload_standin import HubStandin
 from workload.publish import text_only
 from workload.run.fingerprint import manifest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
