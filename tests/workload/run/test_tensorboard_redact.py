@@ -6,7 +6,7 @@ from pathlib import Path
 
 from workload.run.tensorboard_redact import crc32c, read_records, redact_event_files, write_record
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TOKEN = "hf_" + "Qw3" * 12
 

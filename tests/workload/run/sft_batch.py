@@ -3,7 +3,7 @@ own arguments, as JSON lines: per variant, the text of its input tokens and of t
 weight. Runs in the MaxText venv: `python sft_batch.py VARIANTS_JSON ARG ...`, ARG as workload/run/commands.py
 gives them to train_sft, each variant a list of arguments appended to them.
 
-The path it exercises (tests/workload/test_loss_masking.py says why it matters): train_sft, started as a module,
+The path it exercises (tests/workload/run/test_loss_masking.py says why it matters): train_sft, started as a module,
 has sys.argv[0] = its own file, from which pyconfig infers configs/post_train/sft.yml
 (`sft_train_on_completion_only: True`; base.yml says False); `hf_data_processing.preprocessing_pipeline` then
 masks every prompt turn's targets with the pad id (`input_pipeline_utils.SFTPromptMasking`), `ShiftData`

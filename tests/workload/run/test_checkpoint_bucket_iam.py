@@ -13,7 +13,7 @@ from rehearsal import storage_iam
 from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests.workload.tiny_run import REPO
 
-RESUME = REPO / "tests" / "workload" / "orbax_resume.py"
+RESUME = REPO / "tests" / "workload" / "run" / "orbax_resume.py"
 OBJECT_USER_ONLY = PREDEFINED_ROLES["roles/storage.objectUser"]  # the grant before the fix
 
 
