@@ -7,7 +7,7 @@ The watchers run here as the startup script runs them, as processes of their own
 directory; Cloud Storage is gcp-storage-emulator behind the IAM stand-in (rehearsal/storage_iam.py: the hosts act as
 their service account, with the roles the program declared); the metadata server and the Compute Engine API are the
 local stand-in (tests/workload/gce_standin.py), one per host, granting only what the program declared. SSH
-sessions are left out here (each watcher is pointed at a port nobody uses): tests/workload/test_autostop.py covers
+sessions are left out here (each watcher is pointed at a port nobody uses): tests/workload/spend/test_autostop.py covers
 them, and tests/slice/test_slice_autostop.py runs the watchers on simulated hosts with real jobs."""
 
 from __future__ import annotations
