@@ -19,7 +19,7 @@ from remote.ssh.target import Target
 from remote.ssh.wait import wait_for_ssh
 from tests.ssh_testbed import Sshd, keygen, make_user_key, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ banner", and a missing or logged-out gcloud found before the first connection.
 
 `gcloud` here is a stand-in script put first on PATH (this machine has no Google Cloud CLI and no network
 to Google): it answers `auth list` as a logged-in or logged-out gcloud does, and `compute start-iap-tunnel`
-either fails as IAP does or relays to the local sshd like the real tunnel (tests/remote/stdio_relay.py)."""
+either fails as IAP does or relays to the local sshd like the real tunnel (tests/remote/ssh/stdio_relay.py)."""
 
 import dataclasses
 import os

@@ -14,7 +14,7 @@ from remote.ssh.errors import EXIT_SOME_HOSTS_FAILED
 from tests.fixtures.sshd import FAST, Host
 from tests.ssh_testbed import Sshd, free_port
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOKEN = "hf_FAKEeveryHOST0123456789abcdefXYZ"
 
 
@@ -74,7 +74,7 @@ def test_the_token_reaches_every_host_over_its_own_sftp(two_hosts, scratch):
         tmp = f"{secrets}/.hf_token.{host.sshd.address}.tmp"
         assert [line for line in log.splitlines() if tmp in line] == [
             f'open "{tmp}" flags WRITE,CREATE,TRUNCATE mode 0666',
-            f'set "{tmp}" mode 0600',  # before any byte (tests/remote/test_secrets.py checks that order)
+            f'set "{tmp}" mode 0600',  # before any byte (tests/remote/ssh/test_secrets.py checks that order)
             f'close "{tmp}" bytes read 0 written {len(TOKEN)}',
             f'posix-rename old "{tmp}" new "{secrets}/hf_token"',
         ], host.sshd.address
