@@ -38,7 +38,7 @@ from tests.ssh_testbed import REMOTE_USER, held_by_another_thread, wait_until
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL
 from workload.spend.bill import describe as describe_bill
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOKEN = "hf_SliceCanary" + "y" * 24
 PIPELINE = json.dumps({"profile": "tiny", "steps": 2})
 STANDIN = """#!/bin/sh

@@ -1,6 +1,6 @@
 """A slice's worker order from its hosts' `tpu-env` (remote/pipeline/worker_order.py): parsed as jax parses it, the
 workers and `--worker-hostnames` in TPU_WORKER_ID order, and one line naming the host for every way the ids can be
-wrong. The whole path over SSH, against per-host metadata stand-ins: tests/remote/test_slice_phase.py."""
+wrong. The whole path over SSH, against per-host metadata stand-ins: tests/remote/pipeline/test_slice_phase.py."""
 
 from __future__ import annotations
 

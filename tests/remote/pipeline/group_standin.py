@@ -8,7 +8,7 @@ Enforced, as Google does: the bearer token (401 without the one gcloud gave); a 
 at once or none ("the MIG doesn't create any instance until" the capacity for all of them is there,
 compute/docs/instance-groups/about-bulk-mode), so `currentActions.none` goes from 0 to the target in one reading.
 Until then each reading carries the next entry of `waiting`, the reason as `status.bulkInstanceOperation.
-lastProgressCheck.error` gives it (a field report's codes: tests/remote/test_capacity.py); "" is a reading
+lastProgressCheck.error` gives it (a field report's codes: tests/remote/pipeline/test_capacity.py); "" is a reading
 without one. Once `waiting` is used up the hosts exist.
 
 Not enforced: IAM (any holder of the token may read and resize; the caller's own rights are Google's to check),

@@ -1,5 +1,5 @@
 """A flex-start slice's first task fills its empty group and waits until every host exists
-(remote/pipeline/capacity.py), against a stand-in of the Compute Engine API's group (tests/remote/group_standin.py:
+(remote/pipeline/capacity.py), against a stand-in of the Compute Engine API's group (group_standin.py, beside this:
 no Compute Engine exists here). The clock is the test's: an hour's wait takes no time.
 
 The reasons a BULK group gives while it waits (`status.bulkInstanceOperation.lastProgressCheck.error`) are the codes
@@ -16,7 +16,7 @@ import pytest
 from remote import cli
 from remote.pipeline import capacity
 from remote.pipeline.capacity import CapacityError, fill_group
-from tests.remote.group_standin import TOKEN, GroupStandin
+from tests.remote.pipeline.group_standin import TOKEN, GroupStandin
 from workload.core.contract import PIPELINE_ENV, TARGET_ENV
 
 PATH = "projects/my-tpu-project/zones/us-east5-b/instanceGroupManagers/tpu-sft-dev"
