@@ -12,7 +12,7 @@ from remote.pipeline.bootstrap.seed import spec_for
 from workload.core import lock
 from workload.core.config import PipelineConfig
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _installed(spec) -> dict[str, str]:

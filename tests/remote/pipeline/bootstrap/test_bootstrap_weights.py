@@ -29,7 +29,7 @@ from workload.core.models import MODELS
 
 pytestmark = pytest.mark.maxtext  # the step's Python 3.12 and Hub client are MaxText's (.maxtext-venv)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 # Read at import, so it must not fail where pyenv is absent (a non-root user collecting the fast tier).
 PYTHON_312 = (
     Path(

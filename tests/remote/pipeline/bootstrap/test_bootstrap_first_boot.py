@@ -82,7 +82,7 @@ def test_a_good_download_runs_and_is_marked_done(target, scratch, installers):
 def test_uv_is_pinned():
     [uv] = [s for s in spec_for(PipelineConfig()).steps if s.name == "uv"]
     assert f"https://astral.sh/uv/{UV_VERSION}/install.sh" in uv.command and "| sh" not in uv.command
-    assert UV_VERSION in (Path(__file__).parents[2] / "requirements.txt").read_text()  # the project's own uv
+    assert UV_VERSION in (Path(__file__).parents[4] / "requirements.txt").read_text()  # the project's own uv
 
 
 def test_apt_never_prompts_and_waits_for_the_dpkg_lock():
