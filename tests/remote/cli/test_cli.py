@@ -20,7 +20,7 @@ from remote.ssh.errors import (
 from tests.ssh_testbed import free_port, wait_until
 
 VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def cli_env(target=None, env=None) -> dict[str, str]:

@@ -16,7 +16,7 @@ import pytest
 
 from remote.ssh.errors import EXIT_BAD_INPUT
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
