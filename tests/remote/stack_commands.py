@@ -3,7 +3,7 @@ stack, the stack's commands run against them through the `pulumi` stand-in, a ru
 model with its manifest.
 
 The commands run as the script runs them, `python -m remote.stack` in the project directory, with the Python running
-the tests: the script's own `.venv` need not be this checkout's (tests/remote/test_stack_commands.py checks the
+the tests: the script's own `.venv` need not be this checkout's (tests/remote/stack/test_stack_commands.py checks the
 script itself)."""
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from tests.ssh_testbed import free_port, wait_until
 from tests.workload.tiny_run import REPO
 from workload.launch.hf_token import REDACTED
 
-WRITER = REPO / "tests" / "workload" / "run_log_writer.py"
+WRITER = REPO / "tests" / "remote" / "stack" / "run_log_writer.py"
 TOKEN = "hf_" + "Xyz789" * 6
 RUN_DIR = "runs/gemma3-4b/post-train/run-a"
 
