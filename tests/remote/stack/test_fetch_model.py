@@ -11,12 +11,7 @@ from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.outputs import StackOutputs
 from tests.fixtures.sshd import relayed
-from tests.remote.stack_commands import kept_model, recorded_outputs, standing_at, tpu_sft
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return recorded_outputs(tmp_path_factory.mktemp("stack"))
+from tests.remote.stack_commands import kept_model, standing_at, tpu_sft
 
 
 def same_files(model, dest) -> bool:

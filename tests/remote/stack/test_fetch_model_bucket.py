@@ -7,13 +7,8 @@ import json
 import pytest
 
 from remote.ssh.errors import EXIT_VERIFY
-from tests.remote.stack_commands import kept_model, recorded_outputs, tpu_sft
+from tests.remote.stack_commands import kept_model, tpu_sft
 from workload.publish import layout
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return recorded_outputs(tmp_path_factory.mktemp("stack"))
 
 
 @pytest.fixture(scope="module")

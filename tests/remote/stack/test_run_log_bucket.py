@@ -11,7 +11,7 @@ import urllib.request
 
 from remote.stack.gcs import Gcs
 from remote.stack.run_log import bucket_log
-from tests.remote.stack_commands import recorded_outputs, tpu_sft
+from tests.remote.stack_commands import tpu_sft
 from tests.ssh_testbed import free_port, wait_until
 from tests.workload.tiny_run import REPO
 from workload.launch.hf_token import REDACTED
@@ -27,7 +27,7 @@ def read(gcs, name: str) -> str:
         return response.read().decode()
 
 
-def test_a_lost_vms_last_lines_are_read_from_the_bucket(maxtext_python, gcs, tmp_path):
+def test_a_lost_vms_last_lines_are_read_from_the_bucket(maxtext_python, gcs, recorded, tmp_path):
     writer = subprocess.Popen(
         [maxtext_python, str(WRITER), gcs.gs(RUN_DIR), TOKEN],
         env={**os.environ, "PYTHONPATH": str(REPO)},  # the gcs fixture's: the VM's identity
@@ -52,10 +52,9 @@ def test_a_lost_vms_last_lines_are_read_from_the_bucket(maxtext_python, gcs, tmp
     found = bucket_log(Gcs(gcs.url, None), gcs.gs("runs"))  # the user's own view: the project's owner
     assert found is not None and found[1] == copied.splitlines()
 
-    outputs = recorded_outputs(tmp_path)
-    target = json.loads(outputs["target"]) | {"host": "127.0.0.1", "port": free_port("127.0.0.1")}
+    target = json.loads(recorded["target"]) | {"host": "127.0.0.1", "port": free_port("127.0.0.1")}
     target["profile"]["runs_dir"] = gcs.gs("runs")
-    gone = {**outputs, "target": json.dumps(target)}
+    gone = {**recorded, "target": json.dumps(target)}
     env = {"STORAGE_EMULATOR_HOST": gcs.url}
     shown = tpu_sft(tmp_path, gone, "logs", env=env)
     assert shown.returncode == 0, shown.stderr

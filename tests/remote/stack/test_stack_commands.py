@@ -24,7 +24,6 @@ from tests.remote.stack_commands import (
     SCRIPT,
     STACK_COMMANDS,
     follow_logs,
-    recorded_outputs,
     standing_at,
     tpu_sft,
 )
@@ -33,11 +32,6 @@ from tests.standin_http import reply_json
 from workload.core.contract import PROJECT_PYTHON
 
 VERBS = (("status",), ("logs",), ("cancel",), ("fetch-model",))
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return recorded_outputs(tmp_path_factory.mktemp("stack"))
 
 
 @pytest.fixture

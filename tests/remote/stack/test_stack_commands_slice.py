@@ -28,7 +28,6 @@ from tests.remote.stack_commands import (
     RUNNING,
     event,
     follow_logs,
-    recorded_outputs,
     standing_at,
     tpu_sft,
 )
@@ -46,11 +45,6 @@ def slice_hosts(testbed, user_key, remote_user):
     """Two hosts; the one at place 0 (the target's first) says it is worker 1."""
     with SliceHosts(testbed / "stack-slice", 2, REMOTE_USER, user_key, worker_ids=(1, 0)) as hosts:
         yield hosts
-
-
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory):
-    return recorded_outputs(tmp_path_factory.mktemp("stack"))
 
 
 class OnSlice:
