@@ -18,7 +18,12 @@ import pytest
 
 from remote.pipeline.run_settings import DIR_ENV
 
-pytest_plugins = ("tests.fixtures.sshd", "tests.fixtures.mock_engine")
+pytest_plugins = (
+    "tests.fixtures.sshd",
+    "tests.fixtures.mock_engine",
+    "tests.fixtures.maxtext_venv",
+    "tests.fixtures.cloud_storage",
+)
 
 TIERS = ("sshd", "maxtext", "root", "slow")
 FAST_TIER = "not (" + " or ".join(TIERS) + ")"
@@ -42,7 +47,7 @@ LONG_RUNS = (
     "tests/slice/test_slice_rehearsal.py",  # its module fixture: the slice rehearsal
     "tiny_pipeline",
     "pulumi_up",
-    "tests/workload/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
+    "tests/workload/launch/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
 )
 
 

@@ -1,9 +1,9 @@
-"""What the tests of `scripts/tpu-sft` (remote/stack/) share: the outputs the mock engine records for the rehearsal
-stack, the stack's commands run against them through the `pulumi` stand-in, a run's event lines and a small kept
-model with its manifest.
+"""What the tests of `scripts/tpu-sft` (remote/stack/) share: the stack's commands run against its outputs (the
+mock engine's record: `recorded` in tests/remote/stack/conftest.py) through the `pulumi` stand-in, a run's event
+lines and a small kept model with its manifest.
 
 The commands run as the script runs them, `python -m remote.stack` in the project directory, with the Python running
-the tests: the script's own `.venv` need not be this checkout's (tests/remote/test_stack_commands.py checks the
+the tests: the script's own `.venv` need not be this checkout's (tests/remote/stack/test_stack_commands.py checks the
 script itself)."""
 
 from __future__ import annotations
@@ -15,9 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
-from rehearsal.run import record
-from rehearsal.sshd import keygen
 from tests.remote.pulumi_standin import DEFAULT, install
 from tests.ssh_testbed import wait_until
 from workload.run.fingerprint import manifest
@@ -25,12 +22,6 @@ from workload.run.fingerprint import manifest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "tpu-sft"
 STACK_COMMANDS = (sys.executable, "-m", "remote.stack")  # what SCRIPT execs, from REPO
-
-
-def recorded_outputs(directory: Path) -> dict[str, Any]:
-    """The rehearsal stack's outputs, as `pulumi up` would leave them (its key pair made in `directory`)."""
-    stack, _ = record(CONFIG, identity_overrides(keygen(directory / "id_ed25519")))
-    return stack.outputs
 
 
 def standing_at(outputs: dict[str, Any], target, **more: Any) -> dict[str, Any]:

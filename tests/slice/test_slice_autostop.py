@@ -10,7 +10,7 @@ Stand-ins, where nothing real exists here: the metadata server and the Compute E
 IAM stand-in, as the hosts' service account), and two hosts of the v6e-16's four (the metadata names those two).
 SSH sessions are not what holds the hosts up here: the simulated hosts share this machine's network namespace and
 port 22 (with the slice rehearsal's hosts, when it runs beside), so each watcher watches a port nobody uses; the
-session rule is tested on its own sshd in tests/workload/test_autostop.py."""
+session rule is tested on its own sshd in tests/workload/spend/test_autostop.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Fixtures for the real-MaxText tests: the MaxText venv, a local Cloud Storage API that enforces the IAM grants
-the program declares for the VM's service account (rehearsal/storage_iam.py), and ONE tiny pipeline per
-session (≈ 5 min on 2 cores) whose checkpoints go to gs:// on that API, interrupted once during training and
-resumed from the bucket, that the tests then inspect."""
+"""Fixtures for the real-MaxText tests: the tiny profile's converted model, and ONE tiny pipeline per session
+(≈ 5 min on 2 cores) whose checkpoints go to gs:// on the IAM-enforcing Cloud Storage API (`gcs`,
+tests/fixtures/cloud_storage.py), interrupted once during training and resumed from the bucket, that the tests
+then inspect. The MaxText venv's Python and that API are every folder's (tests/fixtures/)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rehearsal import storage_iam
-from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
-from rehearsal.run import record
-from rehearsal.sshd import keygen
 from tests.workload.tiny_run import (
-    MAXTEXT_PYTHON,
     TINY_SETTINGS,
     TinyPipeline,
     run_workload,
@@ -34,39 +29,6 @@ RUNS_PREFIX = "runs"
 # serves the next VM is the fresh-VM rehearsal's to show: its first VM always compiles. Cold, this is empty and
 # the tiny pipeline compiles as before.
 COMPILED = Path.home() / ".cache" / "tpu-sft" / "tiny-pipeline-jax-cache"
-
-
-@pytest.fixture(scope="session")
-def maxtext_python() -> str:
-    if not os.access(MAXTEXT_PYTHON, os.X_OK):
-        pytest.fail(f"{MAXTEXT_PYTHON} is missing: run scripts/maxtext-venv (scripts/test does)")
-    return str(MAXTEXT_PYTHON)
-
-
-@pytest.fixture(scope="session")
-def declared_storage(tmp_path_factory) -> storage_iam.DeclaredStorage:
-    """The checkpoint bucket, the VM's identity and its grants, as the rehearsal stack's program declares them."""
-    key = keygen(tmp_path_factory.mktemp("stack-key") / "id_ed25519")
-    stack, _ = record(CONFIG, identity_overrides(key))
-    return storage_iam.DeclaredStorage.of(stack)
-
-
-@pytest.fixture(scope="session")
-def gcs(declared_storage, tmp_path_factory):
-    """gcp-storage-emulator with the declared bucket; every child process (MaxText included) reaches it as the
-    VM's service account, through the IAM stand-in. The fixture's own reads are the project owner's."""
-    iam = storage_iam.start(declared_storage, tmp_path_factory.mktemp("gcs") / "emulator.log")
-    emulator = iam.emulator
-    client_env = iam.env(declared_storage.host)
-    saved = {key: os.environ.get(key) for key in client_env}
-    os.environ.update(client_env)
-    yield emulator
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    iam.stop()
 
 
 @pytest.fixture(scope="session")

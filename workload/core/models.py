@@ -1,5 +1,5 @@
 """The models tpu-sft fine-tunes, one row each: every fact of a model the code needs, so that adding a model is adding
-a row here (tests/workload/test_models.py fails on a row with a field missing).
+a row here (tests/workload/core/test_models.py fails on a row with a field missing).
 
 A row: the model's MaxText name (`tpu-sft:model`, and `model_name=` in MaxText's argv); its Hugging Face repository,
 which MaxText's to_maxtext reads the weights from and bootstrap downloads them from before MaxText is installed

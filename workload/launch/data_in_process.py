@@ -13,9 +13,9 @@ pass would read other examples than the first (seen: a learning rate of 0 gave 1
 here makes the held-out iterator anew. bench/data_in_process.py shows both ways give the same losses, training and
 held-out.
 
-The spawned worker's own path stays tested with MaxText by tests/workload/sft_batch.py (the first training batch,
+The spawned worker's own path stays tested with MaxText by tests/workload/run/sft_batch.py (the first training batch,
 built with the default worker), and what a spawned child imports under the launcher by
-tests/workload/test_trainer_launcher.py.
+tests/workload/launch/test_trainer_launcher.py.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which chips a trainer ran on, as JAX itself names them, so that its MFU is measured against their own peak.
 
 MaxText logs its backend as `platform_version`, which on a TPU reads "PJRT C API" and names no generation (the
-TPU v5e chip's log: tests/workload/fixtures/). The trainer's launcher prints one line of its own as soon as MaxText
-has started JAX's backend (after `print_system_information`, which starts it): the host's devices' count, their
+TPU v5e chip's log: tests/workload/measure/fixtures/). The trainer's launcher prints one line of its own as soon as
+MaxText has started JAX's backend (after `print_system_information`, which starts it): the host's devices' count, their
 `device_kind` ("TPU v5 lite", "TPU v6 lite", "cpu") and platform. workload/measure/throughput.py reads it back.
 
 Standard library only: the runner parses the line without JAX.

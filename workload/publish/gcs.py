@@ -7,7 +7,7 @@ Credentials: google-cloud-storage's defaults, i.e. on the VM its service account
 server. That account needs roles/storage.objectUser on the bucket (the program grants nothing there): it reads
 objects' metadata (storage.objects.get), and publishing a new model where an older one is replaces objects,
 which Google allows only with storage.objects.delete besides storage.objects.create — objectCreator with
-objectViewer fails there with a 403 (tests/workload/test_publish_bucket_iam.py). STORAGE_EMULATOR_HOST points
+objectViewer fails there with a 403 (tests/workload/publish/test_publish_bucket_iam.py). STORAGE_EMULATOR_HOST points
 it at an emulator (tests).
 """
 

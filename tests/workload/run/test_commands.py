@@ -1,0 +1,256 @@
+"""The argv/env builders: the seed's commands for the default settings, and what each setting changes."""
+
+import re
+import shlex
+
+import pytest
+
+from workload.core.config import PipelineConfig
+from workload.launch import data_in_process
+from workload.launch.tpu_env import tpu_env
+from workload.run import commands
+from workload.run.layout import Layout
+from workload.tiny import assets as tiny
+
+# Seed steps 4–6 (shared/seed/README.md) with their variables expanded: WORK=/dev/shm, RUN_NAME fixed.
+# `hf_access_token="${HF_TOKEN?}"` is left out of to_maxtext on purpose: argv is world-readable through
+# /proc and ps and ends up in logs; MaxText 0.2.2 reads HF_TOKEN from the environment instead.
+SEED_TO_MAXTEXT = """python3 -m maxtext.checkpoint_conversion.to_maxtext
+    model_name=gemma3-4b
+    base_output_directory=/dev/shm/gemma3-4b/mt-format/
+    scan_layers=True use_multimodal=False hardware=cpu skip_jax_distributed_system=true
+    checkpoint_storage_use_zarr3=1 checkpoint_storage_use_ocdbt=1 --lazy_load_tensors=False"""
+SEED_TRAIN = """python3 -m maxtext.trainers.post_train.sft.train_sft
+    run_name=2026-01-01-00-00-00
+    base_output_directory=/dev/shm/gemma3-4b/post-train/
+    model_name=gemma3-4b
+    load_parameters_path=/dev/shm/gemma3-4b/mt-format//0/items
+    per_device_batch_size=1 steps=1000
+    hf_path=HuggingFaceH4/ultrachat_200k train_split=train_sft "train_data_columns=['messages']"
+    profiler=xplane"""
+# What train adds to the seed's step 5: MaxText's own held-out evaluation (docs/learning.md), and the launcher it
+# starts through (workload/launch/trainer_launcher.py).
+HELD_OUT = ["eval_interval=250", "eval_steps=10", "hf_eval_split=test_sft", "eval_data_columns=['messages']"]
+LAUNCHED = ("-m", "workload.launch.trainer_launcher", "maxtext.trainers.post_train.sft.train_sft")
+SEED_TO_HUGGINGFACE = """python3 -m maxtext.checkpoint_conversion.to_huggingface
+    model_name=gemma3-4b
+    load_parameters_path=/dev/shm/gemma3-4b/post-train//2026-01-01-00-00-00/checkpoints/1000/model_params
+    base_output_directory=/dev/shm/gemma3-4b/hf-trained/
+    scan_layers=True use_multimodal=False weight_dtype=bfloat16"""
+SEED_TPU_ENV = {
+    "TPU_ACCELERATOR_TYPE": "v6e-8",
+    "TPU_WORKER_ID": "0",
+    "TPU_NAME": "my-vm",
+    "TPU_SKIP_MDS_QUERY": "1",
+    "TPU_WORKER_HOSTNAMES": "localhost",
+    "TPU_TOPOLOGY": "2x4",
+    "TPU_CHIPS_PER_HOST_BOUNDS": "2,4,1",
+    "TPU_HOST_BOUNDS": "1,1,1",
+}
+
+
+def tokens(text):
+    # The seed builds paths as "$DIR/…" from directories that end in "/", hence its "//"; same path.
+    return [re.sub(r"(?<=[^:])//+", "/", t) for t in shlex.split(text)]
+
+
+def build(config, work="/dev/shm", run=None):
+    layout = Layout(work, "/data/out", config.model, run or commands.run_name(config))
+    return layout, commands.pipeline_commands(config, layout, python="python3", hostname="my-vm")
+
+
+def seed_launched(seed_train):
+    """The seed's train command as it starts through the launcher."""
+    python, _, _, *arguments = tokens(seed_train)
+    return [python, *LAUNCHED, *arguments]
+
+
+def test_the_tunix_trainer_reproduces_the_seed_commands_token_by_token_plus_the_held_out_loss():
+    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
+    assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
+    assert [a for a in train.argv if a not in HELD_OUT] == seed_launched(SEED_TRAIN)
+    assert [a for a in train.argv if a in HELD_OUT] == HELD_OUT
+    assert list(export.argv) == tokens(SEED_TO_HUGGINGFACE)
+
+
+def test_the_default_native_trainer_runs_maxtexts_own_loop_with_the_seeds_arguments_and_exports_its_last_state():
+    """MaxText's own loop names the state after update 1000 checkpoint 999 and keeps the parameters under items."""
+    layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
+    _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
+    assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
+    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_deprecated"
+    assert commands.trainer_arguments(train.argv) == commands.trainer_arguments(seed_train.argv)
+    parameters = f"load_parameters_path={layout.checkpoint(999)}/items"
+    assert list(export.argv) == [parameters if a.startswith("load_parameters_path=") else a for a in seed_export.argv]
+    assert parameters in commands.logit_parity(PipelineConfig(), layout).argv
+
+
+def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_out_loud():
+    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0, trainer="tunix"))
+    assert [a for a in train.argv if a != "eval_interval=-1"] == seed_launched(SEED_TRAIN)
+    assert "eval_interval=-1" in train.argv  # 0 would divide by zero in Tunix's loop
+
+
+def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_training_columns():
+    _, (_, short, _) = build(PipelineConfig(step_count=30))  # the default interval, 250, is longer than the run
+    assert "eval_interval=30" in short.argv
+    config = PipelineConfig(eval_interval=7, eval_steps=3, eval_split="test_gen", train_data_columns=("prompt",))
+    _, (_, train, _) = build(config)
+    assert {"eval_interval=7", "eval_steps=3", "hf_eval_split=test_gen", "eval_data_columns=['prompt']"} <= set(
+        train.argv
+    )
+
+
+def test_each_lever_reaches_the_train_step_and_an_unset_one_leaves_maxtexts_default():
+    levers = PipelineConfig(
+        remat_policy="qkv_proj_offloaded",
+        attention="flash",
+        flash_block_size=1024,
+        vocab_tiling=4,
+        weight_dtype="bfloat16",
+        xla_flags="--xla_tpu_enable_async_collective_fusion=true",
+    )
+    _, (_, train, export) = build(levers)
+    sizes = ("q", "kv", "kv_compute", "q_dkv", "kv_dkv", "kv_dkv_compute", "q_dq", "kv_dq")
+    blocks = [f"sa_block_{size}=1024" for size in sizes]
+    expected = ["remat_policy=qkv_proj_offloaded", "attention=flash", "num_vocab_tiling=4", "weight_dtype=bfloat16"]
+    assert [a for a in train.argv if a in expected + blocks] == expected + blocks
+    assert train.env["LIBTPU_INIT_ARGS"] == "--xla_tpu_enable_async_collective_fusion=true"
+    assert "LIBTPU_INIT_ARGS" not in export.env  # the flags are the train step's
+    _, (_, plain, _) = build(PipelineConfig())
+    assert not [a for a in plain.argv if a.split("=")[0] in {"remat_policy", "attention", "num_vocab_tiling"}]
+    assert "LIBTPU_INIT_ARGS" not in plain.env
+
+
+def test_the_tiny_profile_attends_with_dot_product_whatever_the_lever_says():
+    """A CPU runs no flash kernel: the tiny profile's CPU options come after the levers, and MaxText takes the last."""
+    _, (_, train, _) = build(PipelineConfig(profile="tiny", attention="flash"))
+    attention = [a for a in train.argv if a.startswith("attention=")]
+    assert attention == ["attention=flash", "attention=dot_product"]
+
+
+def test_samples_compare_the_cached_base_model_with_the_export_on_held_out_questions():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    full = commands.samples(PipelineConfig(), layout)
+    assert full.argv[1:4] == ("-m", "workload.measure.samples", "google/gemma-3-4b-it")  # from bootstrap's HF cache
+    assert full.argv[4] == layout.export_dir and full.env == {"HF_HOME": layout.hf_home}
+    held_out = ("--dataset", "HuggingFaceH4/ultrachat_200k", "--split", "test_sft", "--column", "messages")
+    assert full.argv[-6:] == held_out
+    tiny_run = commands.samples(PipelineConfig(profile="tiny"), layout)
+    assert tiny_run.argv[3] == "/w/tiny/model" and "/w/tiny/ultrachat" in tiny_run.argv
+    assert tiny_run.env["HF_HUB_OFFLINE"] == "1"
+    assert "--dataset" not in commands.samples(PipelineConfig(eval_interval=0), layout).argv
+
+
+def test_verify_loads_the_local_export_offline():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    full = commands.verify_hf(PipelineConfig(), layout)
+    assert full.argv[1:] == ("-m", "workload.measure.verify_hf", layout.export_dir, layout.result("verify.json"))
+    assert full.env == {"HF_HOME": layout.hf_home, "HF_HUB_OFFLINE": "1"}
+    assert commands.verify_hf(PipelineConfig(profile="tiny"), layout).env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_the_tiny_profile_gives_torch_one_thread_and_the_full_profile_leaves_it_to_torch():
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    verify = (commands.verify_hf, commands.logit_parity, commands.samples)
+
+    def every_command(config):
+        return [*build(config)[1], *(builder(config, layout) for builder in verify)]
+
+    assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig(profile="tiny"))] == ["1"] * 6
+    assert [c.env.get("OMP_NUM_THREADS") for c in every_command(PipelineConfig())] == [None] * 6
+
+
+def test_the_tiny_trainer_reads_its_data_in_its_own_process_and_the_vms_through_grains_worker():
+    """workload/launch/data_in_process.py; the held-out passes' equality both ways:
+    tests/workload/measure/test_held_out_unlearned.py."""
+    layout = Layout("/w", "/data/out", "gemma3-4b", "run")
+    assert commands.train_sft(PipelineConfig(profile="tiny"), layout).env[data_in_process.ENV] == "1"
+    assert data_in_process.ENV not in commands.train_sft(PipelineConfig(), layout).env
+
+
+def test_tpu_environment_is_the_seeds_for_train_and_export_and_hf_home_is_on_scratch():
+    _, (convert, train, export) = build(PipelineConfig())
+    assert convert.env == {"HF_HOME": "/dev/shm/hf-home"}  # step 4 runs before step 5's exports
+    assert train.env == export.env == {"HF_HOME": "/dev/shm/hf-home", **SEED_TPU_ENV}
+
+
+def test_tpu_environment_follows_the_accelerator_type():
+    env = tpu_env("v6e-4", "vm")
+    assert (env["TPU_ACCELERATOR_TYPE"], env["TPU_TOPOLOGY"], env["TPU_CHIPS_PER_HOST_BOUNDS"]) == (
+        "v6e-4",
+        "2x2",
+        "2,2,1",
+    )
+
+
+def test_no_token_anywhere_in_argv():
+    for config in (PipelineConfig(), PipelineConfig(profile="tiny")):
+        for command in build(config)[1]:
+            assert not any("token" in arg.lower() and "tokenizer" not in arg for arg in command.argv)
+            assert "HF_TOKEN" not in command.env
+
+
+def test_optional_settings_appear_only_when_set():
+    config = PipelineConfig(
+        learning_rate=1e-3,
+        max_target_length=512,
+        checkpoint_period=50,
+        step_count=200,
+        per_device_batch_size=2,
+        train_data_columns=("prompt", "messages"),
+    )
+    _, (_, train, export) = build(config)
+    assert train.argv[-3:] == ("learning_rate=0.001", "max_target_length=512", "checkpoint_period=50")
+    assert "train_data_columns=['prompt', 'messages']" in train.argv
+    assert "per_device_batch_size=2" in train.argv and "steps=200" in train.argv
+    assert any(a.endswith("/checkpoints/199/items") for a in export.argv)  # after update 200: native numbering
+
+
+def test_tiny_profile_runs_converters_through_the_launcher_with_cpu_options_and_local_data():
+    layout, (convert, train, export) = build(PipelineConfig(profile="tiny", step_count=20), work="/w")
+    assert convert.argv[:6] == (
+        "python3",
+        "-m",
+        "workload.tiny.launcher",
+        "--model-dir",
+        "/w/tiny/model",
+        commands.TO_MAXTEXT,
+    )
+    assert export.argv[5] == commands.TO_HUGGINGFACE
+    assert train.argv[:3] == ("python3", *LAUNCHED[:2])  # the trainer needs no HF config patch
+    for command in (convert, train, export):
+        assert set(tiny.maxtext_overrides()) <= set(command.argv)
+        assert command.env["JAX_PLATFORMS"] == "cpu" and "TPU_ACCELERATOR_TYPE" not in command.env
+    assert {"--hf_model_path=/w/tiny/model", "--simulated_cpu_devices_count=1"} <= set(convert.argv)
+    assert {
+        "hf_path=/w/tiny/ultrachat",
+        "train_split=train_sft",
+        "tokenizer_path=/w/tiny/model",
+        "attention=dot_product",
+        "max_target_length=128",
+        "eval_interval=20",
+        "hf_eval_split=test_sft",
+    } <= set(train.argv)
+
+
+def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them():
+    base = PipelineConfig()
+    assert commands.run_name(base) == commands.run_name(PipelineConfig())
+    assert re.fullmatch(r"gemma3-4b-sft-[0-9a-f]{12}", commands.run_name(base))
+    assert commands.run_name(PipelineConfig(step_count=10)) != commands.run_name(base)
+    assert commands.run_name(PipelineConfig(learning_rate=1e-4)) != commands.run_name(base)
+    # Where checkpoints go does not change what is trained: same run, so a resume finds it.
+    assert commands.run_name(PipelineConfig(checkpoint_period=5)) == commands.run_name(base)
+    assert commands.run_name(PipelineConfig(run_name="mine")) == "mine"
+
+
+@pytest.mark.parametrize("profile", ["full", "tiny"])
+def test_rendered_commands_paste_back_into_the_same_argv_and_env(profile):
+    for command in build(PipelineConfig(profile=profile))[1]:
+        lines = commands.render(command).splitlines()
+        assert lines[0] == f"# {command.step}"
+        exports = dict(shlex.split(line)[1].split("=", 1) for line in lines if line.startswith("export "))
+        assert exports == command.env
+        body = "\n".join(line for line in lines[1:] if not line.startswith("export "))
+        assert shlex.split(body.replace("\\\n", " ")) == list(command.argv)
