@@ -87,7 +87,8 @@ def test_a_closed_laptop_leaves_the_run_going_to_a_kept_model(pulumi_up):
 def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_gone(pulumi_up):
     """`scripts/tpu-sft status` and `logs` against the rehearsal's host, from the stack's recorded outputs (the
     `pulumi` CLI a stand-in, tests/remote/pulumi_standin.py): the run going on alone, the run finished, the host
-    gone. Cancelling a run: tests/slice/test_slice_rehearsal.py (a real one) and tests/remote/test_stack_commands.py."""
+    gone. Cancelling a run: tests/slice/test_slice_rehearsal.py (a real one) and
+    tests/remote/stack/test_stack_commands.py."""
     job, asked = pulumi_up.run_job, pulumi_up.asked
     export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     running = asked["status running"]
@@ -111,7 +112,7 @@ def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_g
     assert gone.returncode == EXIT_UNREACHABLE and said[0].startswith("VM: 127.0.0.1 does not answer SSH (")
     assert "VM tpu-sft-rehearsal: its state is unknown (" in said[0]  # no gcloud here to ask Compute Engine
     # The one-host rehearsal keeps its checkpoints on the host: no copy of the log elsewhere (a lost VM's log from
-    # the bucket: tests/workload/test_run_log_bucket.py).
+    # the bucket: tests/remote/stack/test_run_log_bucket.py).
     assert said[1:] == ["run: unknown (the run keeps no copy of its log off the VM (no checkpoint bucket))"]
     assert all(TOKEN not in a.stdout + a.stderr for a in asked.values())
 

@@ -1,7 +1,7 @@
 """`tpu-sft:perDeviceBatchSize auto`: the stack trains with the largest batch a sweep of its train inputs found
 (infra/preflight.py `take_the_sweeps_batch`), as if that number were set by hand; without a sweep on file nothing
 is declared. The sweep's record is written here in the form `scripts/preflight --sweep` keeps (the real sweep:
-tests/workload/test_preflight.py)."""
+tests/workload/preflight/test_preflight.py)."""
 
 from __future__ import annotations
 

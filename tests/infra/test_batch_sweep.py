@@ -1,5 +1,5 @@
 """The batch sweep's search and its answer, on a stand-in for the compiler whose HBM grows with the batch (the real
-compiler's sweep: tests/workload/test_preflight.py)."""
+compiler's sweep: tests/workload/preflight/test_preflight.py)."""
 
 from __future__ import annotations
 

@@ -102,7 +102,8 @@ def test_json_rows_say_which_tasks_rerun(tmp_path):
 
 
 def _record(tmp_path: Path, head_text: str, **fields) -> Path:
-    """A record as scripts/preflight writes it (tests/workload/test_preflight.py makes real ones), of `head_text`."""
+    """A record as scripts/preflight writes it (tests/workload/preflight/test_preflight.py makes real ones), of
+    `head_text`."""
     (tmp_path / "for-fingerprint.yaml").write_text(head_text)
     record = {
         "fits": True,
@@ -156,7 +157,8 @@ def _head_on_a_local_file(tmp_path: Path) -> tuple[str, Path]:
 
 
 def _data_record(tmp_path: Path, head_text: str, **fields) -> Path:
-    """A record as scripts/preflight --data prints it (tests/workload/test_data_preflight.py makes real ones)."""
+    """A record as scripts/preflight --data prints it (tests/workload/preflight/test_data_preflight.py makes real
+    ones)."""
     (tmp_path / "for-fingerprint.yaml").write_text(head_text)
     record = {
         "ok": True,

@@ -1,6 +1,6 @@
 """The stack's side of preflight (infra/preflight.py): which compile a stack's train inputs name, and `pulumi up`
 refusing a VM that a preflight of the same inputs found not to fit. The records here are written in the form
-`python -m workload.preflight` prints (its real output is checked in tests/workload/test_preflight.py)."""
+`python -m workload.preflight` prints (its real output is checked in tests/workload/preflight/test_preflight.py)."""
 
 from __future__ import annotations
 

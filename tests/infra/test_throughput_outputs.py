@@ -45,7 +45,8 @@ def test_mfu_is_null_where_the_summary_has_no_peak(dev_config, monkeypatch):
 
 def test_the_chips_measured_hbm_peak_is_shown_beside_the_preflights_figure(dev_config, monkeypatch, tmp_path):
     """The train summary's figures are what a TPU's memory_stats() would give (the tiny run shows the real path on
-    a CPU, which reports none: tests/workload/test_hbm_peak.py); the preflight's record is this machine's file."""
+    a CPU, which reports none: tests/workload/measure/test_hbm_peak.py); the preflight's record is this machine's
+    file."""
     monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
     path = preflight.record_path(parse(dev_config, stack="dev").pipeline)
     path.parent.mkdir(parents=True)
