@@ -133,7 +133,7 @@ def cmd_commands(args: argparse.Namespace) -> int:
     layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
     worker = worker_of(config, args)
-    for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname, worker=worker):
+    for command in commands.pipeline_commands(config, layout, commands.OnHost(args.python, hostname, worker)):
         print(commands.render(command), end="\n\n")
     return 0
 

@@ -66,7 +66,7 @@ def train_command(config: PipelineConfig, scratch: str) -> commands.Command:
     # On a slice every worker runs the same arguments; worker 0 of as many as the accelerator has hosts.
     hosts = ACCELERATORS[config.accelerator_type].hosts
     worker = JaxProcess(0, tuple(f"worker-{i}" for i in range(hosts)))
-    return commands.train_sft(config, layout, worker=worker)
+    return commands.train_sft(config, layout, commands.OnHost(worker=worker))
 
 
 def _trainer_at(argv: tuple[str, ...]) -> int:
