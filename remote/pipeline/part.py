@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
-from workload.run.progress import parse_event, render
+from workload.run.progress import ProgressPrinter
 
 # Events of no step of RUN_STEPS belong to the first part: the tiny profile's assets, and what fails before any step.
 BEFORE_STEPS = ("assets", "setup")
@@ -28,24 +28,19 @@ def part_steps(phase: str) -> tuple[str, ...]:
     return (*BEFORE_STEPS, *steps) if at == 0 else steps
 
 
-class PartPrinter:
+class PartPrinter(ProgressPrinter):
     """Prints the part's events as lines (none when `quiet`) and keeps its summary."""
 
     def __init__(self, phase: str, out: TextIO, *, quiet: bool = False):
+        super().__init__(out, quiet=quiet)
         self.until, self.steps = PHASE_UNTIL[phase], part_steps(phase)
-        self.out, self.quiet = out, quiet
-        self.summary: dict[str, Any] | None = None
 
-    def line(self, text: str) -> None:
-        event = parse_event(text)
-        if event is None:
-            return  # it stays in the job's log on the host
-        if event["event"] == "summary":
-            if event.get("until") == self.until and event.get("ok"):
-                self.summary = event
-                raise PartDone
-            if not event.get("ok"):  # the run failed: it ends now, and the caller reads how
-                self.summary = event
-            return
-        if event.get("phase") in self.steps and not self.quiet and (rendered := render(event)):
-            print(rendered, file=self.out, flush=True)
+    def keep_summary(self, event: dict[str, Any]) -> None:
+        if event.get("until") == self.until and event.get("ok"):
+            self.summary = event
+            raise PartDone
+        if not event.get("ok"):  # the run failed: it ends now, and the caller reads how
+            self.summary = event
+
+    def shows(self, event: dict[str, Any]) -> bool:
+        return event.get("phase") in self.steps

@@ -21,7 +21,8 @@ def parse_event(text: str) -> dict[str, Any] | None:
 
 
 class ProgressPrinter:
-    """Prints each event as a line and keeps the summary event (the job's last line) for the caller."""
+    """Prints each event as a line and keeps the summary event (the job's last line) for the caller. A phase's
+    part of the run (remote/pipeline/part.py) shows fewer events and keeps another summary."""
 
     def __init__(self, out: TextIO, *, quiet: bool = False):
         self.out, self.quiet = out, quiet
@@ -32,11 +33,15 @@ class ProgressPrinter:
         if event is None:
             return  # it stays in the job's log on the host
         if event["event"] == "summary":
-            self.summary = event
-            return
-        rendered = render(event)
-        if rendered and not self.quiet:
+            self.keep_summary(event)
+        elif self.shows(event) and not self.quiet and (rendered := render(event)):
             print(rendered, file=self.out, flush=True)
+
+    def keep_summary(self, event: dict[str, Any]) -> None:
+        self.summary = event
+
+    def shows(self, event: dict[str, Any]) -> bool:
+        return True
 
 
 # A phase event's line by its status.
