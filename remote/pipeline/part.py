@@ -6,10 +6,14 @@ the run ends, and the task follows it to its exit code."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, TextIO
 
+from remote.pipeline import outcome
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
+from workload.measure.learning import describe as describe_learning
 from workload.run.progress import ProgressPrinter
+from workload.spend.bill import describe as describe_bill
 
 # Events of no step of RUN_STEPS belong to the first part: the tiny profile's assets, and what fails before any step.
 BEFORE_STEPS = ("assets", "setup")
@@ -44,3 +48,13 @@ class PartPrinter(ProgressPrinter):
 
     def shows(self, event: dict[str, Any]) -> bool:
         return event.get("phase") in self.steps
+
+
+def end_with_summary(phase: str, summary: dict[str, Any] | None, missing: str, out: TextIO) -> None:
+    """A phase task's last lines: the bill and whether training learned, where the summary says, then the summary
+    as JSON (the stack outputs are read from it); with none, a failure that says why (`missing`)."""
+    if summary and summary.get("bill"):
+        print(describe_bill(summary["bill"]), file=out, flush=True)
+    if summary and (learned := describe_learning(summary)):
+        print(learned, file=out, flush=True)
+    print(json.dumps(summary or outcome.failed(phase, missing)), file=out, flush=True)
