@@ -176,12 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(
-        prog="python -m workload",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    top = OneLineParser.from_doc("python -m workload", __doc__)
     sub = top.add_subparsers(dest="command", required=True)
 
     show = sub.add_parser("commands", help="print the MaxText commands a run would use, copy-pasteable")

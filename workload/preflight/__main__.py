@@ -183,12 +183,7 @@ def _compiled_settings(maxtext_config) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(
-        prog="python -m workload.preflight",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    top = OneLineParser.from_doc("python -m workload.preflight", __doc__)
     top.add_argument("--settings", required=True, help="settings JSON (PipelineConfig.to_mapping())")
     top.add_argument(
         "--usd-per-chip-hour", type=float, help="price of a chip-hour, for the cost bound (default: no cost bound)"
