@@ -94,7 +94,7 @@ def main() -> None:
         # The first training compiles its steps into ~/jax_cache, which the later ones read: a warm-up pays it.
         for label, flag in (("warm-up", "1"), ("grain's worker", "0"), ("in the trainer's process", "1")):
             layout = Layout(str(work), str(Path(tmp) / "out"), config.model, f"bench-{len(results)}")
-            train = commands.train_sft(config, layout, python=str(MAXTEXT_PYTHON))
+            train = commands.train_sft(config, layout, commands.OnHost(python=str(MAXTEXT_PYTHON)))
             env = {**os.environ, **train.env, data_in_process.ENV: flag}
             results[label] = in_cgroup(f"tpu-sft-bench-data-{os.getpid()}-{len(results)}", list(train.argv), env)
     del results["warm-up"]

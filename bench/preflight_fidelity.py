@@ -112,7 +112,7 @@ def main() -> int:
             convert += ["--output-dir", str(out), "--until", "convert"]  # once: later batches find it done
             subprocess.run(convert, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
             layout = Layout(str(work), str(out), config.model, commands.run_name(config))
-            train = commands.train_sft(config, layout, python=str(MAXTEXT_PYTHON))
+            train = commands.train_sft(config, layout, commands.OnHost(python=str(MAXTEXT_PYTHON)))
             train_env = {**env, **train.env}
             compiled = compiled_memory(train.argv, train_env, work)
             parts = Memory(**compiled).parts

@@ -9,6 +9,7 @@ the listed ranges" true whatever the network holds: GCE applies the rule with th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -16,6 +17,22 @@ import pulumi_gcp as gcp
 ALLOW_PRIORITY = 1000  # GCE's default priority, written out: the deny below must come after it
 DENY_PRIORITY = 65000  # after our allow, before the network's default rules (65534)
 ANYWHERE = "0.0.0.0/0"
+
+
+def _ingress(
+    parent: pulumi.Resource, name: str, network: str, target_tag: str, description: str, **rule: Any
+) -> gcp.compute.Firewall:
+    """An ingress rule, of `parent`, for the instances tagged `target_tag`: `rule` says its priority, what it allows
+    or denies, and from where."""
+    return gcp.compute.Firewall(
+        name,
+        network=network,
+        direction="INGRESS",
+        target_tags=[target_tag],
+        description=description,
+        opts=pulumi.ResourceOptions(parent=parent),
+        **rule,
+    )
 
 
 @dataclass(frozen=True)
@@ -28,27 +45,25 @@ class SshFirewallArgs:
 class SshFirewall(pulumi.ComponentResource):
     def __init__(self, name: str, args: SshFirewallArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:SshFirewall", name, None, opts)
-        self.firewall = gcp.compute.Firewall(
+        self.firewall = _ingress(
+            self,
             name,
-            network=args.network,
-            direction="INGRESS",
+            args.network,
+            args.target_tag,
+            "tpu-sft: SSH to the TPU VM for its post-deploy tasks",
             priority=ALLOW_PRIORITY,
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
             source_ranges=list(args.source_ranges),
-            target_tags=[args.target_tag],
-            description="tpu-sft: SSH to the TPU VM for its post-deploy tasks",
-            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.deny_other = gcp.compute.Firewall(
+        self.deny_other = _ingress(
+            self,
             f"{name}-deny-other",
-            network=args.network,
-            direction="INGRESS",
+            args.network,
+            args.target_tag,
+            "tpu-sft: no other ingress to the TPU VM, whatever the network's default rules allow",
             priority=DENY_PRIORITY,
             denies=[gcp.compute.FirewallDenyArgs(protocol="all")],
             source_ranges=[ANYWHERE],
-            target_tags=[args.target_tag],
-            description="tpu-sft: no other ingress to the TPU VM, whatever the network's default rules allow",
-            opts=pulumi.ResourceOptions(parent=self),
         )
         self.name = self.firewall.name
         self.register_outputs({"name": self.name, "deny_name": self.deny_other.name})
@@ -67,16 +82,15 @@ class SliceFirewall(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: SliceFirewallArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:SliceFirewall", name, None, opts)
-        self.firewall = gcp.compute.Firewall(
+        self.firewall = _ingress(
+            self,
             name,
-            network=args.network,
-            direction="INGRESS",
+            args.network,
+            args.tag,
+            "tpu-sft: traffic between the hosts of one TPU slice, and from nowhere else",
             priority=ALLOW_PRIORITY,
             allows=[gcp.compute.FirewallAllowArgs(protocol=protocol) for protocol in ("tcp", "udp", "icmp")],
             source_tags=[args.tag],
-            target_tags=[args.tag],
-            description="tpu-sft: traffic between the hosts of one TPU slice, and from nowhere else",
-            opts=pulumi.ResourceOptions(parent=self),
         )
         self.name = self.firewall.name
         self.register_outputs({"name": self.name})

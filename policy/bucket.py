@@ -7,27 +7,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.replace import lost_to_a_replace
+from policy.replace import Holder
 
 
-def replace_would_empty(
-    name: str,
-    props: Mapping[str, Any],
-    *,
-    protect: bool,
-    retain_on_delete: bool,
-    replace_allowed: bool,
-) -> list[str]:
-    holds = props.get("forceDestroy")  # without it Cloud Storage refuses to delete a bucket that holds objects
-    lost = (
+def _lost(name: str, props: Mapping[str, Any]) -> str:
+    if not props.get("forceDestroy"):  # without it Cloud Storage refuses to delete a bucket that holds objects
+        return ""
+    return (
         f"checkpoint bucket {name} (every run's checkpoints, and a slice's kept model) would be deleted with its "
         "contents"
     )
-    return lost_to_a_replace(
-        lost if holds else "",
-        "keepCheckpointBucket",
-        "allowBucketReplace",
-        protect=protect,
-        retain_on_delete=retain_on_delete,
-        replace_allowed=replace_allowed,
-    )
+
+
+CHECKPOINT_BUCKET = Holder(_lost, "keepCheckpointBucket", "allowBucketReplace")

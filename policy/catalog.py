@@ -18,6 +18,7 @@ from typing import Any
 
 from policy import bucket, disk, external_ip, firewall, instance, labels
 from policy.model import BUCKET, DISK, FIREWALL, HOSTS, INSTANCE_GROUP_MANAGER, Resource, Violation
+from policy.replace import Holder
 
 MANDATORY = "mandatory"
 ADVISORY = "advisory"
@@ -48,6 +49,23 @@ class StackRule:
 def stack_flag(stack_config: StackConfig, key: str) -> bool:
     """A boolean `tpu-sft:<key>` as the engine passes it (the text "true"), or as a test passes it (True)."""
     return str(stack_config.get(f"tpu-sft:{key}", "false")).strip().lower() == "true"
+
+
+def _survives_replace(name: str, description: str, types: tuple[str, ...], holder: Holder) -> ResourceRule:
+    """A mandatory rule: a replace of the resource loses what `holder` holds only if the user allowed it."""
+    return ResourceRule(
+        name=name,
+        description=description,
+        level=MANDATORY,
+        types=types,
+        check=lambda r, c, s: holder.lost_to_a_replace(
+            r.name,
+            r.props,
+            protect=r.protect,
+            retain_on_delete=r.retain_on_delete,
+            replace_allowed=stack_flag(s, holder.allow_key),
+        ),
+    )
 
 
 RESOURCE_RULES: tuple[ResourceRule, ...] = (
@@ -82,31 +100,17 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
             }
         },
     ),
-    ResourceRule(
-        name="data-disk-survives-replace",
-        description="The data disk is not deleted by a replace unless tpu-sft:allowDataDiskReplace is true.",
-        level=MANDATORY,
-        types=(DISK,),
-        check=lambda r, c, s: disk.replace_would_delete(
-            r.name,
-            r.props,
-            protect=r.protect,
-            retain_on_delete=r.retain_on_delete,
-            replace_allowed=stack_flag(s, "allowDataDiskReplace"),
-        ),
+    _survives_replace(
+        "data-disk-survives-replace",
+        "The data disk is not deleted by a replace unless tpu-sft:allowDataDiskReplace is true.",
+        (DISK,),
+        disk.DATA_DISK,
     ),
-    ResourceRule(
-        name="checkpoint-bucket-survives-replace",
-        description="The checkpoint bucket is not emptied by a replace unless tpu-sft:allowBucketReplace is true.",
-        level=MANDATORY,
-        types=(BUCKET,),
-        check=lambda r, c, s: bucket.replace_would_empty(
-            r.name,
-            r.props,
-            protect=r.protect,
-            retain_on_delete=r.retain_on_delete,
-            replace_allowed=stack_flag(s, "allowBucketReplace"),
-        ),
+    _survives_replace(
+        "checkpoint-bucket-survives-replace",
+        "The checkpoint bucket is not emptied by a replace unless tpu-sft:allowBucketReplace is true.",
+        (BUCKET,),
+        bucket.CHECKPOINT_BUCKET,
     ),
     ResourceRule(
         name="boot-disk-fits-maxtext",

@@ -22,14 +22,14 @@ Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad in
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
+from rehearsal import cli
 from rehearsal.dir_lock import DirectoryUnusable, exclusive
-from rehearsal.local_host import MAXTEXT_VENV, LocalHost
+from rehearsal.local_host import LocalHost
 from rehearsal.run import record, up
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.measure.learning import describe as describe_learning
@@ -38,24 +38,10 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m rehearsal",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--dir", type=Path, default=Path("runs/rehearsal"), help="where the run lives (default runs/rehearsal)"
-    )
-    parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
+    parser = cli.parser("python -m rehearsal", __doc__, "runs/rehearsal")
+    cli.add_steps(parser)
     args = parser.parse_args(argv)
-    if not (MAXTEXT_VENV / "bin" / "python").exists():
-        print(
-            f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr
-        )
-        return EXIT_BAD_INPUT
-    if args.steps is not None and args.steps < 1:
-        print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
+    if cli.no_maxtext_venv() or cli.bad_steps(args.steps):
         return EXIT_BAD_INPUT
     directory = args.dir.resolve()
     try:

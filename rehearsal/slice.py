@@ -23,7 +23,6 @@ leaves DIR/worker-N/home, each host's jobs and logs.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import shutil
 import sys
@@ -32,8 +31,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from rehearsal import gcs_emulator, storage_iam
-from rehearsal.local_host import MAXTEXT_VENV, linked_venv_spec
+from rehearsal import cli, gcs_emulator, storage_iam
+from rehearsal.local_host import linked_venv_spec
 from rehearsal.run import Executed, Recorded, execute, record, up
 from rehearsal.slice_hosts import SliceHosts
 from rehearsal.sshd import make_user_key
@@ -143,24 +142,10 @@ def start(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m rehearsal.slice",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--dir",
-        type=Path,
-        default=Path("runs/slice-rehearsal"),
-        help="where the run lives (default runs/slice-rehearsal)",
-    )
+    parser = cli.parser("python -m rehearsal.slice", __doc__, "runs/slice-rehearsal")
     parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"hosts (default {DEFAULT_HOSTS})")
     args = parser.parse_args(argv)
-    if not (MAXTEXT_VENV / "bin" / "python").exists():
-        print(
-            f"error: {MAXTEXT_VENV} is missing. Fix: run scripts/maxtext-venv (scripts/rehearse does)", file=sys.stderr
-        )
+    if cli.no_maxtext_venv():
         return EXIT_BAD_INPUT
     if not 2 <= args.hosts <= 8:
         print(

@@ -36,6 +36,9 @@ class Access:
 _BUCKET = r"(?P<bucket>[^/]+)"
 _OBJECT = r"(?P<object>.+)"
 _DEST = r"b/(?P<dest_bucket>[^/]+)/o/(?P<dest_object>.+)"
+# What a method does to the bucket or the object its URL names: the last word of the permission it needs, the same
+# for both (storage.buckets.get, storage.objects.update, …).
+_ACTIONS = {"GET": "get", "HEAD": "get", "PATCH": "update", "PUT": "update", "DELETE": "delete"}
 
 
 def _object(bucket: str, permission: str) -> Access:
@@ -81,16 +84,8 @@ def _routes(method: str, path: str, query: dict[str, str], body: bytes, content_
         return {k: urllib.parse.unquote(v) for k, v in found.groupdict().items()} if found else None
 
     read = method in ("GET", "HEAD")
-    if m := match(rf"/storage/v1/b/{_BUCKET}"):
-        permission = {
-            "GET": "storage.buckets.get",
-            "HEAD": "storage.buckets.get",
-            "PATCH": "storage.buckets.update",
-            "PUT": "storage.buckets.update",
-            "DELETE": "storage.buckets.delete",
-        }.get(method)
-        if permission:
-            return [Access(m["bucket"], permission, "bucket")]
+    if (m := match(rf"/storage/v1/b/{_BUCKET}")) and method in _ACTIONS:
+        return [Access(m["bucket"], f"storage.buckets.{_ACTIONS[method]}", "bucket")]
     if m := match(rf"/storage/v1/b/{_BUCKET}/iam"):
         permission = {"GET": "storage.buckets.getIamPolicy", "PUT": "storage.buckets.setIamPolicy"}.get(method)
         if permission:
@@ -105,16 +100,8 @@ def _routes(method: str, path: str, query: dict[str, str], body: bytes, content_
         sources = [s["name"] for s in json.loads(body or b"{}").get("sourceObjects", [])]
         reads = [_object(m["bucket"], "storage.objects.get")] if sources else []  # sources share the bucket
         return [*reads, *_created(m["bucket"], m["object"], query)]
-    if m := match(rf"/storage/v1/b/{_BUCKET}/o/{_OBJECT}"):
-        permission = {
-            "GET": "storage.objects.get",
-            "HEAD": "storage.objects.get",
-            "DELETE": "storage.objects.delete",
-            "PATCH": "storage.objects.update",
-            "PUT": "storage.objects.update",
-        }.get(method)
-        if permission:
-            return [_object(m["bucket"], permission)]
+    if (m := match(rf"/storage/v1/b/{_BUCKET}/o/{_OBJECT}")) and method in _ACTIONS:
+        return [_object(m["bucket"], f"storage.objects.{_ACTIONS[method]}")]
     if (m := match(rf"/download/storage/v1/b/{_BUCKET}/o/{_OBJECT}")) and read:
         return [_object(m["bucket"], "storage.objects.get")]
     if m := match(rf"/upload/storage/v1/b/{_BUCKET}/o"):

@@ -37,6 +37,8 @@ _OBJECT_USER = frozenset(
     }
 )
 
+_LEGACY_BUCKET_READER = frozenset({"storage.buckets.get", "storage.multipartUploads.list", "storage.objects.list"})
+
 PREDEFINED_ROLES: dict[str, frozenset[str]] = {
     "roles/storage.objectUser": _OBJECT_USER,
     "roles/storage.objectAdmin": _OBJECT_USER
@@ -67,25 +69,16 @@ PREDEFINED_ROLES: dict[str, frozenset[str]] = {
             "storage.objects.createContext",
         }
     ),
-    # The legacy roles can be granted on a bucket only, never on a project (same page).
-    "roles/storage.legacyBucketReader": frozenset(
-        {
-            "storage.buckets.get",
-            "storage.multipartUploads.list",
-            "storage.objects.list",
-        }
-    ),
-    "roles/storage.legacyBucketWriter": frozenset(
-        {
-            "storage.buckets.get",
-            "storage.multipartUploads.abort",
-            "storage.multipartUploads.create",
-            "storage.multipartUploads.list",
-            "storage.multipartUploads.listParts",
-            "storage.objects.create",
-            "storage.objects.delete",
-            "storage.objects.list",
-        }
-    ),
+    # The legacy roles can be granted on a bucket only, never on a project (same page). The writer holds every
+    # permission of the reader, as objectAdmin holds objectUser's.
+    "roles/storage.legacyBucketReader": _LEGACY_BUCKET_READER,
+    "roles/storage.legacyBucketWriter": _LEGACY_BUCKET_READER
+    | {
+        "storage.multipartUploads.abort",
+        "storage.multipartUploads.create",
+        "storage.multipartUploads.listParts",
+        "storage.objects.create",
+        "storage.objects.delete",
+    },
     "roles/storage.legacyObjectReader": frozenset({"storage.objects.get"}),
 }

@@ -133,7 +133,7 @@ def cmd_commands(args: argparse.Namespace) -> int:
     layout = _layout(config, args.work_dir, args.output_dir, args.runs_dir)
     hostname = args.hostname or socket.gethostname()
     worker = worker_of(config, args)
-    for command in commands.pipeline_commands(config, layout, python=args.python, hostname=hostname, worker=worker):
+    for command in commands.pipeline_commands(config, layout, commands.OnHost(args.python, hostname, worker)):
         print(commands.render(command), end="\n\n")
     return 0
 
@@ -176,12 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(
-        prog="python -m workload",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    top = OneLineParser.from_doc("python -m workload", __doc__)
     sub = top.add_subparsers(dest="command", required=True)
 
     show = sub.add_parser("commands", help="print the MaxText commands a run would use, copy-pasteable")

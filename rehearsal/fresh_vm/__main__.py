@@ -24,31 +24,20 @@ Exit status: 0 done, 1 a step failed (the message says which), 2 bad input.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
-from pathlib import Path
 
+from rehearsal import cli
 from rehearsal.fresh_vm.evidence import report
 from rehearsal.fresh_vm.rehearse import RehearsalFailed, rehearse
 from workload.core.contract import EXIT_BAD_INPUT
 
 
 def main(argv: list[str] | None = None) -> int:
-    intro, epilog = __doc__.split("\n\n", 1)
-    parser = argparse.ArgumentParser(
-        prog="python -m rehearsal.fresh_vm",
-        description=intro,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--dir", type=Path, default=Path("runs/fresh-vm"), help="where the run lives (default runs/fresh-vm)"
-    )
-    parser.add_argument("--steps", type=int, help="training steps (default: the rehearsal stack's)")
+    parser = cli.parser("python -m rehearsal.fresh_vm", __doc__, "runs/fresh-vm")
+    cli.add_steps(parser)
     args = parser.parse_args(argv)
-    if args.steps is not None and args.steps < 1:
-        print("error: --steps must be at least 1. Fix: pass e.g. --steps 20", file=sys.stderr)
+    if cli.bad_steps(args.steps):
         return EXIT_BAD_INPUT
     started = time.monotonic()
     try:

@@ -6,10 +6,14 @@ the run ends, and the task follows it to its exit code."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, TextIO
 
+from remote.pipeline import outcome
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
-from workload.run.progress import parse_event, render
+from workload.measure.learning import describe as describe_learning
+from workload.run.progress import ProgressPrinter
+from workload.spend.bill import describe as describe_bill
 
 # Events of no step of RUN_STEPS belong to the first part: the tiny profile's assets, and what fails before any step.
 BEFORE_STEPS = ("assets", "setup")
@@ -28,24 +32,29 @@ def part_steps(phase: str) -> tuple[str, ...]:
     return (*BEFORE_STEPS, *steps) if at == 0 else steps
 
 
-class PartPrinter:
+class PartPrinter(ProgressPrinter):
     """Prints the part's events as lines (none when `quiet`) and keeps its summary."""
 
     def __init__(self, phase: str, out: TextIO, *, quiet: bool = False):
+        super().__init__(out, quiet=quiet)
         self.until, self.steps = PHASE_UNTIL[phase], part_steps(phase)
-        self.out, self.quiet = out, quiet
-        self.summary: dict[str, Any] | None = None
 
-    def line(self, text: str) -> None:
-        event = parse_event(text)
-        if event is None:
-            return  # it stays in the job's log on the host
-        if event["event"] == "summary":
-            if event.get("until") == self.until and event.get("ok"):
-                self.summary = event
-                raise PartDone
-            if not event.get("ok"):  # the run failed: it ends now, and the caller reads how
-                self.summary = event
-            return
-        if event.get("phase") in self.steps and not self.quiet and (rendered := render(event)):
-            print(rendered, file=self.out, flush=True)
+    def keep_summary(self, event: dict[str, Any]) -> None:
+        if event.get("until") == self.until and event.get("ok"):
+            self.summary = event
+            raise PartDone
+        if not event.get("ok"):  # the run failed: it ends now, and the caller reads how
+            self.summary = event
+
+    def shows(self, event: dict[str, Any]) -> bool:
+        return event.get("phase") in self.steps
+
+
+def end_with_summary(phase: str, summary: dict[str, Any] | None, missing: str, out: TextIO) -> None:
+    """A phase task's last lines: the bill and whether training learned, where the summary says, then the summary
+    as JSON (the stack outputs are read from it); with none, a failure that says why (`missing`)."""
+    if summary and summary.get("bill"):
+        print(describe_bill(summary["bill"]), file=out, flush=True)
+    if summary and (learned := describe_learning(summary)):
+        print(learned, file=out, flush=True)
+    print(json.dumps(summary or outcome.failed(phase, missing)), file=out, flush=True)

@@ -16,10 +16,9 @@ import json
 import sys
 from typing import TextIO
 
-from remote.pipeline import outcome
 from remote.pipeline.bootstrap.scheduler import bootstrap_all, detached_log
 from remote.pipeline.claim import claim
-from remote.pipeline.part import PartDone, PartPrinter
+from remote.pipeline.part import PartDone, PartPrinter, end_with_summary
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
 from remote.pipeline.slice_phase import run_on_slice
@@ -27,8 +26,6 @@ from remote.ssh import jobs
 from remote.ssh.connection import Connection
 from remote.ssh.errors import RemoteError, describe
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
-from workload.measure.learning import describe as describe_learning
-from workload.spend.bill import describe as describe_bill
 
 
 def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
@@ -97,12 +94,6 @@ def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: Text
     except PartDone:
         code = 0
     summary = printer.summary
-    if summary and summary.get("bill"):
-        print(describe_bill(summary["bill"]), file=out, flush=True)
-    if summary and (learned := describe_learning(summary)):
-        print(learned, file=out, flush=True)
-    fallback = outcome.failed(
-        request.phase, f"the job ended without a summary ({jobs.exit_detail(code)}); its log: {log_path}"
-    )
-    print(json.dumps(summary or fallback), file=out, flush=True)
+    missing = f"the job ended without a summary ({jobs.exit_detail(code)}); its log: {log_path}"
+    end_with_summary(request.phase, summary, missing, out)
     return code if summary is not None else code or 1

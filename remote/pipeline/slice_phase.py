@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Sequence, TextIO
 
 from remote.pipeline import outcome, worker_order
-from remote.pipeline.part import PartDone, PartPrinter
+from remote.pipeline.part import PartDone, PartPrinter, end_with_summary
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
 from remote.pipeline.slice_claim import claim_on_slice
@@ -30,9 +30,7 @@ from remote.ssh.hosts import WorkerHost, connect_all, each_said, on_all_or_raise
 from remote.ssh.target import Target
 from remote.ssh.wait import NEW_VM_DEADLINE_S
 from workload.core.contract import EXIT_UNEXPECTED, PHASE_UNTIL, RUN_STEPS
-from workload.measure.learning import describe as describe_learning
 from workload.run.progress import parse_event
-from workload.spend.bill import describe as describe_bill
 from workload.spend.bill import total as total_bill
 
 log = logging.getLogger("remote")
@@ -130,13 +128,8 @@ def _follow(
     summary = printer.summary
     if summary and summary.get("bill"):
         summary = {**summary, "bill": _slice_bill(summary, workers, conns, request.target, job_id)}
-        print(describe_bill(summary["bill"]), file=out, flush=True)
-    if summary and (learned := describe_learning(summary)):
-        print(learned, file=out, flush=True)
-    fallback = outcome.failed(
-        request.phase, f"worker 0's job ended without a summary; its log: {_shown_log(request.target, job_id)}"
-    )
-    print(json.dumps(summary or fallback), file=out, flush=True)
+    missing = f"worker 0's job ended without a summary; its log: {_shown_log(request.target, job_id)}"
+    end_with_summary(request.phase, summary, missing, out)
     return 0
 
 

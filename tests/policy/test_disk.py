@@ -19,10 +19,12 @@ DATA = {"labels": {"app": "tpu-sft", "tpu-sft-role": "data"}, "size": 100}
 )
 def test_passes(props, options):
     flags = {"protect": False, "retain_on_delete": False, "replace_allowed": False, **options}
-    assert disk.replace_would_delete("data", props, **flags) == []
+    assert disk.DATA_DISK.lost_to_a_replace("data", props, **flags) == []
 
 
 def test_fails_when_nothing_guards_it():
-    [message] = disk.replace_would_delete("data", DATA, protect=False, retain_on_delete=False, replace_allowed=False)
+    [message] = disk.DATA_DISK.lost_to_a_replace(
+        "data", DATA, protect=False, retain_on_delete=False, replace_allowed=False
+    )
     assert message.startswith("data disk data (where the fine-tuned model lives) would be deleted")
     assert "tpu-sft:keepDataDisk true" in message and "tpu-sft:allowDataDiskReplace true" in message

@@ -130,7 +130,11 @@ def test_round_trip_without_training_reproduces_the_original_weights(tiny_pipeli
     config = PipelineConfig.from_mapping(TINY_SETTINGS)
     layout = Layout(str(tiny_pipeline.work), str(tiny_pipeline.out), config.model, commands.run_name(config))
     command = commands.to_huggingface(
-        config, layout, python=maxtext_python, params=layout.converted_checkpoint, out_dir=str(tmp_path / "round-trip")
+        config,
+        layout,
+        commands.OnHost(python=maxtext_python),
+        params=layout.converted_checkpoint,
+        out_dir=str(tmp_path / "round-trip"),
     )
     env = {**os.environ, **command.env, "PYTHONPATH": str(REPO)}
     subprocess.run(command.argv, env=env, cwd=tmp_path, check=True, capture_output=True, timeout=600)

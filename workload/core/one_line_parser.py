@@ -11,6 +11,12 @@ from typing import NoReturn
 class OneLineParser(argparse.ArgumentParser):
     bad_input_exit = 2  # a CLI sets its own in a subclass; its subcommands' parsers inherit the class
 
+    @classmethod
+    def from_doc(cls, prog: str, doc: str) -> OneLineParser:
+        """A CLI whose help is its module's docstring, as written: the first paragraph, then the rest."""
+        intro, epilog = doc.split("\n\n", 1)
+        return cls(prog=prog, description=intro, epilog=epilog, formatter_class=argparse.RawTextHelpFormatter)
+
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message}. Fix: see `{self.prog} --help`", file=sys.stderr)
         sys.exit(self.bad_input_exit)

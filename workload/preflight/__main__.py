@@ -66,7 +66,7 @@ def train_command(config: PipelineConfig, scratch: str) -> commands.Command:
     # On a slice every worker runs the same arguments; worker 0 of as many as the accelerator has hosts.
     hosts = ACCELERATORS[config.accelerator_type].hosts
     worker = JaxProcess(0, tuple(f"worker-{i}" for i in range(hosts)))
-    return commands.train_sft(config, layout, worker=worker)
+    return commands.train_sft(config, layout, commands.OnHost(worker=worker))
 
 
 def _trainer_at(argv: tuple[str, ...]) -> int:
@@ -183,12 +183,7 @@ def _compiled_settings(maxtext_config) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = OneLineParser(
-        prog="python -m workload.preflight",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawTextHelpFormatter,
-    )
+    top = OneLineParser.from_doc("python -m workload.preflight", __doc__)
     top.add_argument("--settings", required=True, help="settings JSON (PipelineConfig.to_mapping())")
     top.add_argument(
         "--usd-per-chip-hour", type=float, help="price of a chip-hour, for the cost bound (default: no cost bound)"

@@ -53,6 +53,19 @@ _WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR = "--experimental_orbax_use_distribute
 
 
 @dataclass(frozen=True)
+class OnHost:
+    """Where a command runs, which every builder below takes: the interpreter of MaxText's venv, the host's name
+    (a TPU's TPU_NAME) and the host's process in the JAX job."""
+
+    python: str = "python3"
+    hostname: str = ""
+    worker: JaxProcess = ONE_HOST
+
+
+THIS_HOST = OnHost()
+
+
+@dataclass(frozen=True)
 class Command:
     step: str
     argv: tuple[str, ...]
@@ -95,17 +108,12 @@ def _converter(config: PipelineConfig, layout: Layout, python: str, module: str)
 
 
 def _env(
-    config: PipelineConfig,
-    layout: Layout,
-    hostname: str,
-    *,
-    tpu: bool,
-    worker: JaxProcess = ONE_HOST,
-    all_workers: bool = False,
+    config: PipelineConfig, layout: Layout, host: OnHost, *, tpu: bool, all_workers: bool = False
 ) -> dict[str, str]:
     """`all_workers`: the step is one JAX job across every worker of a slice (train); any other step runs as one
     process on a host, which on a slice host must not start the TPU runtime: it would wait for the other hosts."""
     env = {**hf_env(layout.hf_home), **storage.client_env(layout.post_train_base)}
+    worker = host.worker
     if config.profile == "tiny":
         env.update(cpu_env())
         if all_workers and worker.multi_host:
@@ -113,7 +121,7 @@ def _env(
     elif worker.multi_host and not all_workers:
         env["JAX_PLATFORMS"] = "cpu"
     elif tpu:
-        env.update(tpu_env(config.accelerator_type, hostname, worker))
+        env.update(tpu_env(config.accelerator_type, host.hostname, worker))
     return env
 
 
@@ -123,15 +131,8 @@ def _single_process(config: PipelineConfig, worker: JaxProcess) -> list[str]:
     return ["hardware=cpu", "skip_jax_distributed_system=true"] if one_process_on_a_slice else []
 
 
-def to_maxtext(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    worker: JaxProcess = ONE_HOST,
-) -> Command:
-    argv = _converter(config, layout, python, TO_MAXTEXT) + [
+def to_maxtext(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
+    argv = _converter(config, layout, host.python, TO_MAXTEXT) + [
         f"model_name={config.model}",
         f"base_output_directory={_dir(layout.converted_base)}",
         "scan_layers=True",
@@ -150,7 +151,7 @@ def to_maxtext(
             "--simulated_cpu_devices_count=1",  # sharding 16 simulated devices costs ~1.7 min on CPU
         ]
     # Seed step 4 runs before step 5 exports the TPU variables.
-    return Command("convert", tuple(argv), _env(config, layout, hostname, tpu=False, worker=worker))
+    return Command("convert", tuple(argv), _env(config, layout, host, tpu=False))
 
 
 def _profiles(config: PipelineConfig, layout: Layout) -> bool:
@@ -213,19 +214,13 @@ def _held_out_loss(config: PipelineConfig, columns: str, data: DataArgs) -> list
     return argv + ([f"hf_eval_files={data.eval_files}"] if data.eval_files else [])
 
 
-def train_sft(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    worker: JaxProcess = ONE_HOST,
-) -> Command:
+def train_sft(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
     tiny_profile = config.profile == "tiny"
     columns = "[" + ", ".join(f"'{c}'" for c in config.train_data_columns) + "]"
     data = data_args(config, layout)
+    worker = host.worker
     argv = [
-        python,
+        host.python,
         "-m",
         TRAINER_LAUNCHER,
         TRAINER_MODULES[config.trainer],
@@ -264,23 +259,16 @@ def train_sft(
         if worker.multi_host:
             argv.append(_WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR)
         argv += tiny.maxtext_overrides()
-    env = {**_env(config, layout, hostname, tpu=True, worker=worker, all_workers=True), **levers.libtpu_env(config)}
+    env = {**_env(config, layout, host, tpu=True, all_workers=True), **levers.libtpu_env(config)}
     return Command("train", tuple(argv), env)
 
 
 def to_huggingface(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    params: str | None = None,
-    out_dir: str | None = None,
-    worker: JaxProcess = ONE_HOST,
+    config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST, *, params: str = "", out_dir: str = ""
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
-    argv = _converter(config, layout, python, TO_HUGGINGFACE) + [
+    argv = _converter(config, layout, host.python, TO_HUGGINGFACE) + [
         f"model_name={config.model}",
         f"load_parameters_path={params or trained_params(config, layout)}",
         f"base_output_directory={_dir(out_dir or layout.export_dir)}",
@@ -291,40 +279,26 @@ def to_huggingface(
     if config.profile == "tiny":
         # Without a TPU runtime, pyconfig would start jax.distributed: "coordinator_address should be defined".
         argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
-    argv += _single_process(config, worker)
-    return Command("export", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
+    argv += _single_process(config, host.worker)
+    return Command("export", tuple(argv), _env(config, layout, host, tpu=True))
 
 
-def verify_hf(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    worker: JaxProcess = ONE_HOST,
-) -> Command:
+def verify_hf(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
     """verify's check that the export loads in transformers and generates (workload/measure/verify_hf.py). The
     export is a local directory: nothing to fetch, so nothing may be fetched."""
-    argv = (python, "-m", "workload.measure.verify_hf", layout.export_dir, layout.result("verify.json"))
+    argv = (host.python, "-m", "workload.measure.verify_hf", layout.export_dir, layout.result("verify.json"))
     env = {**hf_env(layout.hf_home), "HF_HUB_OFFLINE": "1", **(cpu_env() if config.profile == "tiny" else {})}
     return Command("verify", argv, env)
 
 
 def logit_parity(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    export_dir: str | None = None,
-    result: str | None = None,
-    worker: JaxProcess = ONE_HOST,
+    config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST, *, export_dir: str = "", result: str = ""
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
     tiny_profile = config.profile == "tiny"
     argv = [
-        python,
+        host.python,
         "-m",
         "workload.measure.logit_parity",
         "--max-kl",
@@ -342,24 +316,17 @@ def logit_parity(
     if tiny_profile:
         argv += [f"max_target_length={TINY_MAX_TARGET_LENGTH}", "hardware=cpu", "skip_jax_distributed_system=true"]
         argv += tiny.maxtext_overrides()
-    argv += _single_process(config, worker)
-    return Command("verify", tuple(argv), _env(config, layout, hostname, tpu=True, worker=worker))
+    argv += _single_process(config, host.worker)
+    return Command("verify", tuple(argv), _env(config, layout, host, tpu=True))
 
 
-def samples(
-    config: PipelineConfig,
-    layout: Layout,
-    *,
-    python: str = "python3",
-    hostname: str = "",
-    worker: JaxProcess = ONE_HOST,
-) -> Command:
+def samples(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
     """verify's before/after answers (workload/measure/samples.py): the base model from the Hugging Face cache bootstrap
     filled (the tiny profile's from its assets), and the held-out questions from the split training evaluates on,
     when it evaluates. Torch on the host's CPU: no accelerator runtime starts."""
     tiny_profile = config.profile == "tiny"
     base = os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR) if tiny_profile else MODELS[config.model].hub_id
-    argv = [python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
+    argv = [host.python, "-m", "workload.measure.samples", base, layout.export_dir, layout.result("samples.md")]
     argv.append(layout.result("samples.json"))
     if config.eval_interval:
         data = data_args(config, layout)
@@ -369,16 +336,11 @@ def samples(
     return Command("verify", tuple(argv), env)
 
 
-def pipeline_commands(
-    config: PipelineConfig, layout: Layout, *, python: str, hostname: str, worker: JaxProcess = ONE_HOST
-) -> list[Command]:
+def pipeline_commands(config: PipelineConfig, layout: Layout, host: OnHost) -> list[Command]:
     """Every worker's convert and train; worker 0's export."""
-    commands = [
-        to_maxtext(config, layout, python=python, hostname=hostname, worker=worker),
-        train_sft(config, layout, python=python, hostname=hostname, worker=worker),
-    ]
-    if worker.leader:
-        commands.append(to_huggingface(config, layout, python=python, hostname=hostname, worker=worker))
+    commands = [to_maxtext(config, layout, host), train_sft(config, layout, host)]
+    if host.worker.leader:
+        commands.append(to_huggingface(config, layout, host))
     return commands
 
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from workload.core.duration import duration
-from workload.run.progress import parse_event
+from workload.run.progress import parse_event, step_facts
 
 
 @dataclass(frozen=True)
@@ -31,11 +30,7 @@ class RunState:
         parts = [f"{self.step} running"]
         if self.step == "train" and self.training is not None:
             t = self.training
-            parts.append(f"step {t.get('step')}/{t.get('steps')}")
-            if t.get("loss") is not None:
-                parts.append(f"loss {t['loss']:.4f}")
-            if t.get("eta_s") is not None:
-                parts.append(f"ETA {duration(t['eta_s'])}")
+            parts += [f"step {t.get('step')}/{t.get('steps')}", *step_facts(t, ("loss", "eta_s"))]
         return " · ".join(parts)
 
 

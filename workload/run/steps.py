@@ -67,7 +67,7 @@ class Context:
         run_logged(argv, env=child_env, log_path=path, cwd=self.layout.work_dir, on_line=on_line, scrub=self.scrub)
 
     def command(self, builder) -> commands.Command:
-        return builder(self.config, self.layout, python=self.python, hostname=self.hostname, worker=self.worker)
+        return builder(self.config, self.layout, commands.OnHost(self.python, self.hostname, self.worker))
 
 
 @dataclass

@@ -13,9 +13,7 @@ HOSTS = ("tpu-sft-dev-01", "tpu-sft-dev-02", "tpu-sft-dev-03", "tpu-sft-dev-04")
 
 def build(config, worker):
     layout = Layout("/dev/shm", "gs://b/kept", config.model, "run", "gs://b/runs")
-    return {
-        c.step: c for c in commands.pipeline_commands(config, layout, python="python3", hostname="h", worker=worker)
-    }
+    return {c.step: c for c in commands.pipeline_commands(config, layout, commands.OnHost("python3", "h", worker))}
 
 
 @pytest.mark.parametrize("worker_id", [0, 3])
@@ -42,7 +40,7 @@ def test_one_process_steps_on_a_slice_host_stay_off_the_tpu_runtime():
         assert not any(key.startswith("TPU_") for key in leader[step].env)
     assert {"hardware=cpu", "skip_jax_distributed_system=true"} <= set(leader["export"].argv)
     layout = Layout("/dev/shm", "gs://b/kept", config.model, "run", "gs://b/runs")
-    parity = commands.logit_parity(config, layout, worker=JaxProcess(0, HOSTS))
+    parity = commands.logit_parity(config, layout, commands.OnHost(worker=JaxProcess(0, HOSTS)))
     assert parity.env["JAX_PLATFORMS"] == "cpu"
     assert {"hardware=cpu", "skip_jax_distributed_system=true"} <= set(parity.argv)
 

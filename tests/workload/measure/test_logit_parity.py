@@ -71,7 +71,11 @@ def test_a_transposed_weight_fails_verification_with_one_line(tiny_pipeline, max
         timeout=300,
     )
     command = commands.logit_parity(
-        CONFIG, layout, python=maxtext_python, export_dir=str(broken), result=str(tmp_path / "parity.json")
+        CONFIG,
+        layout,
+        commands.OnHost(python=maxtext_python),
+        export_dir=str(broken),
+        result=str(tmp_path / "parity.json"),
     )
     done = _run(command.argv, command.env)
     assert done.returncode == 1, done.stderr[-3000:]

@@ -53,7 +53,9 @@ REPO = Path(__file__).resolve().parents[3]
 def test_the_step_compiled_takes_train_sfts_own_arguments_plus_the_topology(tmp_path):
     config = PipelineConfig(per_device_batch_size=4, max_target_length=1024, accelerator_type="v6e-16")
     layout = Layout(str(tmp_path), str(tmp_path), config.model, commands.run_name(config))
-    train = commands.train_sft(config, layout, worker=JaxProcess(0, ("h0", "h1", "h2", "h3")))  # v6e-16: 4 hosts
+    train = commands.train_sft(
+        config, layout, commands.OnHost(worker=JaxProcess(0, ("h0", "h1", "h2", "h3")))
+    )  # v6e-16: 4 hosts
     compiled = maxtext_arguments(config, str(tmp_path), ["base_num_decoder_layers=2"])
     assert compiled == [
         *train.argv[4:],  # after python -m LAUNCHER TRAIN_SFT

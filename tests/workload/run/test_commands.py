@@ -56,7 +56,7 @@ def tokens(text):
 
 def build(config, work="/dev/shm", run=None):
     layout = Layout(work, "/data/out", config.model, run or commands.run_name(config))
-    return layout, commands.pipeline_commands(config, layout, python="python3", hostname="my-vm")
+    return layout, commands.pipeline_commands(config, layout, commands.OnHost("python3", "my-vm"))
 
 
 def seed_launched(seed_train):
