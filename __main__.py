@@ -6,22 +6,17 @@ run the remote CLI (`python -m remote phase …`), which ships workload/ to the 
 every host of it.
 """
 
-from dataclasses import replace
-
 import pulumi
 
-from infra import apis, billing, run_length
-from infra import settings as stack_settings
+from infra import apis, billing, run_length, stack
 from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.bucket import Bucket, BucketArgs, region_of
 from infra.cost import data_disk_performance, estimate
 from infra.data_access import DataAccess, DataAccessArgs, other_buckets
-from infra.data_preflight import refuse_known_bad_data
 from infra.disk import DataDisk, DataDiskArgs
-from infra.local_data import resolve
 from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.on_destroy import model_lost_on_destroy, on_destroy
-from infra.preflight import hbm_beside_preflight, refuse_a_known_misfit, sweep_choice, take_the_sweeps_batch
+from infra.preflight import hbm_beside_preflight
 from infra.publish import PublishArgs, PublishTask
 from infra.slice import TpuSlice, TpuSliceArgs
 from infra.ssh_commands import gcloud_ssh_command, ssh_command
@@ -29,20 +24,9 @@ from infra.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
 from infra.tasks import PostDeployTasks, TasksArgs, last_json_line, slice_target_json, vm_target_json
 from infra.throughput import predicted
 from infra.vm import TpuVm, TpuVmArgs
-from workload.core.config import ConfigError
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
-try:
-    stack = stack_settings.from_pulumi()
-    settings = take_the_sweeps_batch(stack)  # perDeviceBatchSize auto: the sweep's chosen configuration
-    choice = sweep_choice(stack)
-    refuse_a_known_misfit(settings.pipeline)  # what scripts/preflight found, before anything is declared
-    # Local data checked and named by its copies' URLs, which are then what every phase is handed.
-    local_data = resolve(settings.pipeline, settings.checkpoint_bucket)
-    settings = replace(settings, pipeline=local_data.pipeline)
-    refuse_known_bad_data(settings.pipeline)  # what scripts/preflight --data found in this very data
-except ConfigError as error:
-    raise pulumi.RunError(str(error)) from None
+settings = stack.settings()  # built once: perDeviceBatchSize auto and local data resolved (infra/stack.py)
 
 # The APIs the stack calls, enabled by the stack itself, before anything that calls them (infra/apis.py).
 services = apis.declare(settings)
@@ -54,7 +38,7 @@ if lost:
     pulumi.log.warn(lost)
 pulumi.export("onDestroy", on_destroy(settings))
 # perDeviceBatchSize auto: which configuration the sweep chose, and the runner-up (docs/preflight.md)
-pulumi.export("sweepChoice", choice)
+pulumi.export("sweepChoice", settings.sweep_choice)
 
 labels = dict(settings.labels)
 network_tag = settings.instance_name
@@ -82,13 +66,13 @@ def checkpoint_bucket(service_account_email: pulumi.Input[str]) -> Bucket:
 def data_access(checkpoints: Bucket, service_account_email: pulumi.Input[str]) -> list[pulumi.Resource]:
     """The local dataset's copies and the read-only grant on another bucket it is in (infra/data_access.py): nothing for
     a Hub dataset or one in the stack's own bucket."""
-    if not local_data.uploads and not other_buckets(settings.pipeline, settings.checkpoint_bucket):
+    if not settings.data_uploads and not other_buckets(settings.pipeline, settings.checkpoint_bucket):
         return []
     access = DataAccess(
         f"{settings.instance_name}-dataset",
         DataAccessArgs(
             pipeline=settings.pipeline,
-            uploads=local_data.uploads,
+            uploads=settings.data_uploads,
             bucket=checkpoints.name,
             stack_bucket=settings.checkpoint_bucket,
             reader=pulumi.Output.concat("serviceAccount:", service_account_email),
