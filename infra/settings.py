@@ -302,7 +302,7 @@ class DerivedName:
 
 
 def derived_names(s: Settings) -> tuple[DerivedName, ...]:
-    """Every Compute Engine name the program derives from tpu-sft:instanceName (__main__.py, infra/disk.py,
+    """Every Compute Engine name the program derives from tpu-sft:instanceName (infra/machine.py, infra/disk.py,
     infra/network.py, infra/vm.py, infra/slice.py). tests/infra/test_names.py checks that this is exactly what the
     program declares, so the rule below and the program cannot drift apart."""
     n = s.instance_name

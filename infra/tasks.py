@@ -45,7 +45,6 @@ class TasksArgs:
     # The VM's instance id, or the slice's MIG id and its hosts' instance ids: a new one is new hosts, and every
     # phase re-runs on them.
     identity: pulumi.Output[str]
-    hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
     after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM or MIG, its firewall)
 
 
@@ -139,14 +138,16 @@ class PostDeployTasks(pulumi.ComponentResource):
         super().__init__("tpu-sft:infra:PostDeployTasks", name, None, opts)
         s = args.settings
         target_json = self.target_json = args.target_json
+        self.identity = args.identity
         previous: list[pulumi.Resource] = list(args.after)
-        if args.hf_token is not None:
+        if s.hf_token:  # else the tasks place $HF_TOKEN of `pulumi up`, where it is set
+            hf_token = pulumi.Output.secret(s.hf_token)
             token = local.Command(
                 f"{name}-hf-token",
                 create=put_secret_command(HF_TOKEN_SECRET),
-                stdin=args.hf_token,
+                stdin=hf_token,
                 environment={TARGET_ENV: target_json},
-                triggers=[args.identity, args.hf_token],
+                triggers=[args.identity, hf_token],
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
