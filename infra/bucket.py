@@ -7,7 +7,7 @@ alone for each member: `roles/storage.objectUser`, the smallest predefined role 
 create, read, list and delete objects, and `roles/storage.legacyBucketReader`, whose only permission objectUser lacks is
 `storage.buckets.get`. orbax-checkpoint 0.11.39 needs it on every resume: a CheckpointManager opened on an
 existing directory looks the bucket up (`gcs_utils.is_hierarchical_namespace_enabled`, uncaught). No custom
-role: a deleted custom role's ID cannot be reused for up to 37 days.
+role: a deleted custom role's ID cannot be reused for up to 37 days. `checkpoints` is the stack's own.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Sequence
 
 import pulumi
 import pulumi_gcp as gcp
+
+from infra.settings import Settings
+from workload.core.contract import RUNS_PREFIX
 
 OBJECT_USER = "roles/storage.objectUser"
 BUCKET_READER = "roles/storage.legacyBucketReader"  # storage.buckets.get (+ objects.list, multipartUploads.list)
@@ -79,3 +82,20 @@ class Bucket(pulumi.ComponentResource):
 def region_of(zone: str) -> str:
     """us-east5-b → us-east5: the bucket lives where the VM runs."""
     return zone.rsplit("-", 1)[0].upper()
+
+
+def checkpoints(s: Settings, service_account_email: pulumi.Input[str]) -> Bucket:
+    """The stack's checkpoint bucket, in the hosts' region, for their service account: training checkpoints under
+    `runs/`, expired after the retention days, and a slice's kept model."""
+    return Bucket(
+        f"{s.instance_name}-runs",
+        BucketArgs(
+            name=s.checkpoint_bucket,
+            location=region_of(s.zone),
+            labels={**dict(s.labels), "tpu-sft-role": "checkpoints"},
+            expire_prefixes=[f"{RUNS_PREFIX}/"],
+            expire_after_days=s.checkpoint_retention_days,
+            keep_on_destroy=s.keeps_bucket,
+            object_users=[pulumi.Output.concat("serviceAccount:", service_account_email)],
+        ),
+    )

@@ -18,6 +18,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.local_data import Upload
+from infra.settings import Settings
 from workload.core.config import PipelineConfig
 from workload.core.data_source import GCS, parse_share, parse_source, parse_template
 
@@ -67,3 +68,21 @@ class DataAccess(pulumi.ComponentResource):
         ]
         self.ready: list[pulumi.Resource] = [*self.copies, *self.grants]
         self.register_outputs({"objects": [c.name for c in self.copies]})
+
+
+def declare(s: Settings, bucket: pulumi.Input[str], service_account_email: pulumi.Input[str]) -> list[pulumi.Resource]:
+    """The resolved dataset's copies in `bucket` (the stack's) and the hosts' read-only grant on another bucket it is
+    in: nothing for a Hub dataset or one in the stack's own bucket."""
+    if not s.data_uploads and not other_buckets(s.pipeline, s.checkpoint_bucket):
+        return []
+    access = DataAccess(
+        f"{s.instance_name}-dataset",
+        DataAccessArgs(
+            pipeline=s.pipeline,
+            uploads=s.data_uploads,
+            bucket=bucket,
+            stack_bucket=s.checkpoint_bucket,
+            reader=pulumi.Output.concat("serviceAccount:", service_account_email),
+        ),
+    )
+    return access.ready

@@ -4,7 +4,7 @@
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
-`__main__.py`, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
+infra/tasks.py, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
 contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
 bounds); `--data` what scripts/preflight --data found in the head's data: what stops the run first, above the

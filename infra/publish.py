@@ -17,6 +17,7 @@ from pulumi_command import local
 
 from infra.phases import phase_inputs
 from infra.settings import Settings
+from infra.tasks import PostDeployTasks
 from workload.core.contract import (
     HF_WRITE_TOKEN_SECRET,
     PIPELINE_ENV,
@@ -64,3 +65,20 @@ class PublishTask(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=after),
         )
         self.register_outputs({})
+
+
+def declare(s: Settings, tasks: PostDeployTasks) -> PublishTask | None:
+    """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
+    bucket); None where no destination is set."""
+    if not s.publishes:
+        return None
+    return PublishTask(
+        f"{s.instance_name}-pipeline-publish",
+        PublishArgs(
+            settings=s,
+            target_json=tasks.target_json,
+            identity=tasks.identity,
+            write_token=pulumi.Output.secret(s.hf_write_token) if s.hf_write_token else None,
+            export=tasks.phases["export"],
+        ),
+    )

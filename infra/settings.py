@@ -1,7 +1,8 @@
 """Every stack setting, read once and validated before any resource is declared.
 
 `parse` is pure (a mapping of stack keys to raw values in, a frozen `Settings` out) so that any config can be
-checked without an engine; `from_pulumi` feeds it the stack's config. Each `tpu-sft:` key is one row of
+checked without an engine; `from_pulumi` feeds it the stack's config, and infra/stack.py takes that on to the
+settings the program uses (`perDeviceBatchSize auto` and local data resolved). Each `tpu-sft:` key is one row of
 `infra/setting_table.py` (the pipeline's of `workload/core/config.py`); the rules across keys are the named functions
 of `CROSS_KEY_RULES` and `SLICE_RULES` here. Errors are `ConfigError`: one line naming the key, the problem and the
 fix. How a setting reaches the VM: ARCHITECTURE.md.
@@ -16,6 +17,7 @@ from typing import Any, Mapping
 
 from infra.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
 from infra.data_size import EpochSize, epochs_as_tokens
+from infra.local_data import Upload
 from infra.setting_table import (
     BY_KEY,
     DEFAULT_INSTANCE_NAME,
@@ -88,6 +90,12 @@ class Settings:
     # perDeviceBatchSize auto, not yet taken from a sweep: the pipeline holds the sweep's starting batch until
     # infra/preflight.py `take_the_sweeps_batch` puts in the batch a sweep found (reading its record).
     batch_auto: bool = False
+    # perDeviceBatchSize auto, taken: the configuration the sweep chose and the runner-up, in words (the preview's
+    # `sweepChoice`); None for a batch set by hand.
+    sweep_choice: dict[str, str | None] | None = None
+    # A local dataset's or chat template's copies in the checkpoint bucket, which the pipeline names by their URLs
+    # once infra/stack.py has resolved it (infra/local_data.py; declared by infra/data_access.py).
+    data_uploads: tuple[Upload, ...] = ()
 
     @property
     def is_slice(self) -> bool:
@@ -294,7 +302,7 @@ class DerivedName:
 
 
 def derived_names(s: Settings) -> tuple[DerivedName, ...]:
-    """Every Compute Engine name the program derives from tpu-sft:instanceName (__main__.py, infra/disk.py,
+    """Every Compute Engine name the program derives from tpu-sft:instanceName (infra/machine.py, infra/disk.py,
     infra/network.py, infra/vm.py, infra/slice.py). tests/infra/test_names.py checks that this is exactly what the
     program declares, so the rule below and the program cannot drift apart."""
     n = s.instance_name

@@ -1,14 +1,13 @@
-"""The post-deploy tasks: one pulumi-command `local.Command` per pipeline phase, each running the project's
-own CLI (`python -m remote phase …`) against the VM, or against every host of a slice.
+"""The post-deploy tasks: one pulumi-command `local.Command` per pipeline phase, and the run task after bootstrap,
+each running the project's own CLI (`python -m remote …`) against the VM, or against every host of a slice.
 
-pulumi-command re-runs `create` when any input changes, not only `triggers`. So each phase's inputs are the
-target (which names the VM instance, or the slice's hosts) and only the settings that phase depends on
-(infra/phases.py), in both `environment` and `triggers`: `pulumi preview` shows which phase would re-run and why,
-and a `pulumi up` with nothing changed runs nothing (no SSH at all). The first task to run starts the whole run on
-the host with every setting, which it reads from a file the program writes while it updates (never an input:
-remote/pipeline/run_settings.py); each task follows its own phase's part. The HF token never enters a phase's
-environment (that would make every phase's output secret): a separate task pipes it over stdin into a 0600 file
-on each host.
+pulumi-command re-runs `create` when any input changes, not only `triggers`. So each task's inputs are the target
+(which names the VM instance, or the slice's hosts) and only the settings it depends on (infra/phases.py), in both
+`environment` and `triggers`: `pulumi preview` shows which task would re-run and why, and a `pulumi up` with nothing
+changed runs nothing (no SSH at all). The run task's settings are every setting: it starts the whole run on the host
+with them (or finds it running), and each phase task after it follows its own phase's part. Nothing is written while
+the program is evaluated: the settings travel as the tasks' inputs. The HF token never enters a task's environment
+(that would make every task's output secret): a separate task pipes it over stdin into a 0600 file on each host.
 """
 
 from __future__ import annotations
@@ -23,9 +22,17 @@ from pulumi_command import local
 from infra.phases import phase_inputs
 from infra.settings import Settings
 from infra.ssh_commands import iap_proxy_command, ssh_host
-from remote.pipeline import run_settings
 from remote.pipeline.profile import VM, slice_host
-from workload.core.contract import HF_TOKEN_SECRET, PHASES, PIPELINE_ENV, TARGET_ENV, phase_command, put_secret_command
+from workload.core.contract import (
+    HF_TOKEN_SECRET,
+    PHASES,
+    PIPELINE_ENV,
+    RUN_TASK,
+    TARGET_ENV,
+    phase_command,
+    put_secret_command,
+    run_command,
+)
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
 KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
@@ -38,7 +45,6 @@ class TasksArgs:
     # The VM's instance id, or the slice's MIG id and its hosts' instance ids: a new one is new hosts, and every
     # phase re-runs on them.
     identity: pulumi.Output[str]
-    hf_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_TOKEN of `pulumi up` is used
     after: Sequence[pulumi.Resource]  # what must exist before anything connects (the VM or MIG, its firewall)
 
 
@@ -132,40 +138,41 @@ class PostDeployTasks(pulumi.ComponentResource):
         super().__init__("tpu-sft:infra:PostDeployTasks", name, None, opts)
         s = args.settings
         target_json = self.target_json = args.target_json
+        self.identity = args.identity
         previous: list[pulumi.Resource] = list(args.after)
-        if args.hf_token is not None:
+        if s.hf_token:  # else the tasks place $HF_TOKEN of `pulumi up`, where it is set
+            hf_token = pulumi.Output.secret(s.hf_token)
             token = local.Command(
                 f"{name}-hf-token",
                 create=put_secret_command(HF_TOKEN_SECRET),
-                stdin=args.hf_token,
+                stdin=hf_token,
                 environment={TARGET_ENV: target_json},
-                triggers=[args.identity, args.hf_token],
+                triggers=[args.identity, hf_token],
                 add_previous_output_in_env=False,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
             previous = [*previous, token]
         inputs = phase_inputs(s.pipeline)
-        if not pulumi.runtime.is_dry_run():
-            # What the first task finds to start the whole run with: no task's input (remote/pipeline/run_settings.py).
-            run_settings.record(s.pipeline)
-        self.phases: dict[str, local.Command] = {}
-        for phase in PHASES:
-            environment: dict[str, pulumi.Input[str]] = {
-                TARGET_ENV: target_json,
-                PIPELINE_ENV: json.dumps(inputs[phase], sort_keys=True),
-            }
-            triggers: list[Any] = [args.identity, inputs[phase]]
-            command = local.Command(
-                f"{name}-{phase}",
-                create=phase_command(phase),
-                environment=environment,
-                triggers=triggers,
+
+        def task(suffix: str, create: str, settings: dict[str, Any], after: list[pulumi.Resource]) -> local.Command:
+            return local.Command(
+                f"{name}-{suffix}",
+                create=create,
+                environment={TARGET_ENV: target_json, PIPELINE_ENV: json.dumps(settings, sort_keys=True)},
+                triggers=[args.identity, settings],
                 # The previous run's whole stdout would come back as one environment variable: unbounded.
                 add_previous_output_in_env=False,
                 logging=local.Logging.STDOUT_AND_STDERR,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=after),
             )
-            self.phases[phase] = command
-            previous = [command]
+
+        self.phases: dict[str, local.Command] = {}
+        for phase in PHASES:
+            self.phases[phase] = task(phase, phase_command(phase), inputs[phase], previous)
+            previous = [self.phases[phase]]
+            if phase == PHASES[0]:
+                # After the install and before the phases: the run, with every setting (the last phase's).
+                self.run = task(RUN_TASK, run_command(), inputs[PHASES[-1]], previous)
+                previous = [self.run]
         self.summaries = {phase: c.stdout.apply(last_json_line) for phase, c in self.phases.items()}
         self.register_outputs({"summaries": self.summaries})

@@ -195,12 +195,14 @@ def run_program(
     into: Stack | None = None,
     command_stdout: Mapping[str, str] | None = None,
     instance_ids: Mapping[str, str | None] | None = None,
+    cwd: Path = ROOT,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
     `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
     `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it; None: the host does
-    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does.
+    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does. `cwd` is the
+    directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
@@ -212,8 +214,8 @@ def run_program(
     # set_mocks made a finished root resource; run_in_stack makes ours
     pulumi.runtime.settings.set_root_resource(None)  # type: ignore[arg-type]
     runtime_config.set_all_config(dict(config), list(secret_keys))
-    cwd = os.getcwd()
-    os.chdir(ROOT)
+    previous = os.getcwd()
+    os.chdir(cwd)
     try:
         loop.run_until_complete(run_in_stack(lambda: _run_main()))
     finally:
@@ -221,6 +223,6 @@ def run_program(
         # them (process-wide) for the next run to wait for, which would then fail on the closed loop.
         pulumi.runtime.settings.SETTINGS.outputs.clear()
         loop.close()
-        os.chdir(cwd)
+        os.chdir(previous)
         runtime_config.set_all_config({}, [])
     return recorded

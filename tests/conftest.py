@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import pytest
 
-from remote.pipeline.run_settings import DIR_ENV
-
 pytest_plugins = (
     "tests.fixtures.sshd",
     "tests.fixtures.mock_engine",
@@ -105,21 +103,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"every selected test was outside -m {config.option.markexpr!r}: add --all-tiers, or -m with its tier",
             yellow=True,
         )
-
-
-@pytest.fixture(scope="session", autouse=True)
-def run_settings_dir(tmp_path_factory):
-    """Where the program under test writes the run's settings and the phases it starts read them
-    (remote/pipeline/run_settings.py): for the session fixtures (the rehearsals, which record the program and run its
-    tasks in their setup), this test process's own, not the checkout's."""
-    directory = tmp_path_factory.mktemp("run-settings")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(DIR_ENV, str(directory))
-        yield
-
-
-@pytest.fixture(autouse=True)
-def run_settings_dir_per_test(run_settings_dir, tmp_path_factory, monkeypatch):
-    """Each test's own, so that no test reads what another test's program wrote: a slice-phase test found a run's
-    whole settings recorded by another test of its process with the same convert settings, and ran to keep."""
-    monkeypatch.setenv(DIR_ENV, str(tmp_path_factory.mktemp("run-settings")))

@@ -29,6 +29,7 @@ VERBS = (
     toolkit_verbs.add_cancel,
     toolkit_verbs.add_fetch,
     pipeline_verbs.add_phase,
+    pipeline_verbs.add_start_run,
     pipeline_verbs.add_publish,
     pipeline_verbs.add_put_secret,
 )

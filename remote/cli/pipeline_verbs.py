@@ -1,5 +1,5 @@
 """The pipeline's verbs of `python -m remote` (remote/pipeline), each what a `pulumi up` task runs: bootstrap the
-hosts, run a phase, publish the kept model, put a secret on every host."""
+hosts, start the run, run a phase, publish the kept model, put a secret on every host."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from remote.cli.common import print_json, target_from, verb
-from remote.pipeline import capacity, outcome, phase, publish
+from remote.pipeline import capacity, outcome, phase, publish, start_run
 from remote.pipeline.bootstrap.scheduler import bootstrap_all
 from remote.pipeline.bootstrap.seed import spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
@@ -28,6 +28,7 @@ from workload.core.contract import (
     PHASES,
     PIPELINE_ENV,
     PUBLISH_ENV,
+    RUN_TASK,
     SCRATCH_DIR,
     TARGET_ENV,
 )
@@ -102,8 +103,9 @@ def add_phase(verbs, common) -> None:
         common,
         "Run one pipeline phase on the VM and follow it to the end.",
         "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText; convert, train and export\n"
-        "(export includes verify and keep) ship workload/ to the host and run it as a detached job, printing\n"
-        "one line of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
+        "(export includes verify and keep) ship workload/ to the host and follow their part of the run that\n"
+        "`start-run` started there (or start it, where it failed or runs other settings), printing one line\n"
+        "of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
         "running the same phase again re-attaches to it, and a finished one is not run again.\n"
         "A target with workers is a slice: bootstrap runs on every host; the others run the same job on every\n"
         "worker (--worker-id I --worker-hostnames H0,… added; worker 0 = host, the one followed), and one\n"
@@ -125,6 +127,35 @@ def _phase(args) -> int:
         return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
     except BaseException as error:  # every way a phase ends prints its summary last; main says the rest
         print_json(outcome.failed(args.phase, outcome.reason_for(error)))
+        raise
+
+
+# ---- start-run
+def add_start_run(verbs, common) -> None:
+    p = verb(
+        verbs,
+        "start-run",
+        common,
+        "Start the run on the VM with every setting, unless it already runs them.",
+        "What the `…-run` task of `pulumi up` runs after bootstrap, before the phases. Ships workload/ and\n"
+        "places the token as a phase does, then takes the latest attempt of the run on the host where it runs\n"
+        "every step with these settings and is running or has succeeded; otherwise it stops that attempt where\n"
+        "it still runs and starts the next (`python -m workload run --until keep`, a detached job; on a slice,\n"
+        "on every worker). Returns at once: the phases follow the run. The last stdout line is a JSON summary.\n"
+        f"Needs ${PIPELINE_ENV} (every pipeline setting, as JSON) and the target; optional $HF_TOKEN\n"
+        "(stored on the host in a 0600 file; never on a command line).\n"
+        "Leaves on the host: <state_dir>/code, jobs/, runs/, secrets/; the work and output directories.",
+    )
+    p.set_defaults(func=_start_run)
+
+
+def _start_run(args) -> int:
+    try:
+        request = start_run.request_from_env(target_from(args), os.environ)
+        await_hosts(request.target)
+        return start_run.start_run(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
+    except BaseException as error:  # as a phase: its summary last on every path
+        print_json(outcome.failed(RUN_TASK, outcome.reason_for(error)))
         raise
 
 

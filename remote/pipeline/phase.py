@@ -3,11 +3,11 @@
     python -m remote phase bootstrap|convert|train|export
 
 bootstrap installs MaxText on every host (bootstrap/); the others ship `workload/` to the host (ship.py), claim
-the run (claim.py: the one job from convert to keep, which the first of them starts) and follow their own part of
-it (part.py), printing one progress line per event (workload/run/progress.py); on a multi-host slice, on every
-worker (slice_phase.py). The run outlives this process: running the same phase again re-attaches to it, and a part
-that finished with the same settings is not run again. The last stdout line is always a JSON summary (stack outputs
-are read from it). How a setting reaches the run, and the run itself: ARCHITECTURE.md.
+the run (claim.py: the one job from convert to keep, which the run task before them started, start_run.py) and
+follow their own part of it (part.py), printing one progress line per event (workload/run/progress.py); on a
+multi-host slice, on every worker (slice_phase.py). The run outlives this process: running the same phase again
+re-attaches to it, and a part that finished with the same settings is not run again. The last stdout line is always
+a JSON summary (stack outputs are read from it). How a setting reaches the run, and the run itself: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 from typing import TextIO
 
 from remote.pipeline.bootstrap.scheduler import bootstrap_all, detached_log
-from remote.pipeline.claim import claim
+from remote.pipeline.claim import Claimed, claim
 from remote.pipeline.part import PartDone, PartPrinter, end_with_summary
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
@@ -38,8 +38,7 @@ def run_phase(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None
         return _bootstrap(request, out, hf_token)
     with conn:
         has_token = prepare(conn, request, hf_token, out)
-        job_id, state = claim(conn, request, code_dir(request), has_token)
-        return _follow(request, job_id, state, out, conn)
+        return _follow(request, claim(conn, request, code_dir(request), has_token), out, conn)
 
 
 def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
@@ -81,11 +80,13 @@ def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
     return 0 if not failed else 1
 
 
-def _follow(request: PhaseRequest, job_id: str, state: jobs.JobStatus, out: TextIO, conn: Connection) -> int:
-    printer = PartPrinter(request.phase, out, quiet=state.state == "succeeded")
+def _follow(request: PhaseRequest, claimed: Claimed, out: TextIO, conn: Connection) -> int:
+    job_id = claimed.job_id
+    printer = PartPrinter(request.phase, out, quiet=claimed.quiet)
     log_path = jobs.log_path(request.target, job_id)
     print(
-        f"{request.phase}: job {job_id} on {request.target.host} ({state.state}); full log: {jobs.shown(log_path)}",
+        f"{request.phase}: job {job_id} on {request.target.host} ({claimed.state.state}); "
+        f"full log: {jobs.shown(log_path)}",
         file=out,
         flush=True,
     )

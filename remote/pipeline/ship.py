@@ -1,6 +1,6 @@
-"""What a phase puts on a host before it starts the job there: the whole install (train and export), the
-workload code, the HF token, and (export) the data disk mounted. The same on the VM and on every worker of a
-slice."""
+"""What a task puts on a host before it takes the run there: the workload code and the HF token (`ship`, all a
+run task needs), and for a phase the whole install (train and export) and (export) the data disk mounted
+(`prepare`). The same on the VM and on every worker of a slice."""
 
 from __future__ import annotations
 
@@ -28,11 +28,20 @@ def code_dir(request: PhaseRequest) -> str:
 
 
 def prepare(conn: Connection, request: PhaseRequest, hf_token: str | None, out: TextIO, label: str = "") -> bool:
-    """Finish the install (train and export), ship workload/ and place the token (a line on `out`, led by
-    `label`, when files changed); returns whether the host has the token. Raises `BadInput` when the settings
-    need the token and there is none."""
+    """Finish the install (train and export), `ship`, and (export) wait for the mount; returns whether the host has
+    the token."""
     if request.phase in NEEDS_WHOLE_INSTALL:
         finish_install(conn, request, out, label)
+    has_token = ship(conn, request, hf_token, out, label)
+    mount = request.target.profile.required_mount
+    if request.phase == "export" and mount is not None:
+        require_mounted(conn, mount, MOUNT_WAIT_S)
+    return has_token
+
+
+def ship(conn: Connection, request: PhaseRequest, hf_token: str | None, out: TextIO, label: str = "") -> bool:
+    """Ship workload/ and place the token (a line on `out`, led by `label`, when files changed); returns whether the
+    host has the token. Raises `BadInput` when the settings need the token and there is none."""
     pushed = push_tree(conn, WORKLOAD_DIR, f"{code_dir(request)}/workload")
     if pushed.uploaded:
         # One write per line: the workers of a slice are prepared at once.
@@ -44,9 +53,6 @@ def prepare(conn: Connection, request: PhaseRequest, hf_token: str | None, out: 
             "no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
             f"export HF_TOKEN, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`"
         )
-    mount = request.target.profile.required_mount
-    if request.phase == "export" and mount is not None:
-        require_mounted(conn, mount, MOUNT_WAIT_S)
     return has_token
 
 

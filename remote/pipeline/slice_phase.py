@@ -16,9 +16,10 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass
-from typing import Sequence, TextIO
+from typing import Iterator, Sequence, TextIO
 
 from remote.pipeline import outcome, worker_order
+from remote.pipeline.claim import Claimed
 from remote.pipeline.part import PartDone, PartPrinter, end_with_summary
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.ship import code_dir, prepare
@@ -54,34 +55,40 @@ class WorkerFailure:
 
 
 def run_on_slice(request: PhaseRequest, out: TextIO, *, hf_token: str | None = None) -> int:
-    placed = workers_of(request.target)  # the target's order: a guess from the instance names
-    conns = connect_all(request.target, placed, NEW_VM_DEADLINE_S)
-    with contextlib.ExitStack() as opened:  # each closed as a `with` does: abandoned first on Ctrl-C
-        for conn in conns:
-            opened.enter_context(conn)
-        # From here on, worker ids are the platform's own (each host's tpu-env), and conns[i] is worker i's.
-        workers, conns = worker_order.by_metadata(placed, conns)
+    with connected_workers(request) as (workers, conns):
         has_token = on_all_or_raise(workers, lambda w: prepare(conns[w.id], request, hf_token, out, f"{w}: "))
-        job_id, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
+        claimed, states = claim_on_slice(conns, workers, request, code_dir(request), has_token)
         where = each_said(workers, [s.state for s in states])
         print(
-            f"{request.phase}: job {job_id} on {len(workers)} workers: {where}; following worker 0; full log on "
-            f"each: {_shown_log(request.target, job_id)}",
+            f"{request.phase}: job {claimed.job_id} on {len(workers)} workers: {where}; following worker 0; full log "
+            f"on each: {_shown_log(request.target, claimed.job_id)}",
             file=out,
             flush=True,
         )
-        return _follow(request, workers, conns, job_id, states[0], out)
+        return _follow(request, workers, conns, claimed, out)
+
+
+@contextlib.contextmanager
+def connected_workers(request: PhaseRequest) -> Iterator[tuple[tuple[WorkerHost, ...], list[Connection]]]:
+    """Every worker of the slice and a connection to it, in the platform's worker order (each host's tpu-env), so
+    that conns[i] is worker i's; each connection closed as a `with` does (abandoned first on Ctrl-C)."""
+    placed = workers_of(request.target)  # the target's order: a guess from the instance names
+    conns = connect_all(request.target, placed, NEW_VM_DEADLINE_S)
+    with contextlib.ExitStack() as opened:
+        for conn in conns:
+            opened.enter_context(conn)
+        yield worker_order.by_metadata(placed, conns)
 
 
 def _follow(
     request: PhaseRequest,
     workers: Sequence[WorkerHost],
     conns: Sequence[Connection],
-    job_id: str,
-    first: jobs.JobStatus,
+    claimed: Claimed,
     out: TextIO,
 ) -> int:
-    printer = PartPrinter(request.phase, out, quiet=first.state == "succeeded")
+    job_id = claimed.job_id
+    printer = PartPrinter(request.phase, out, quiet=claimed.quiet)
     watch = _Watch(request.target, workers[1:], conns, job_id)
     failure: WorkerFailure | None
     try:

@@ -65,7 +65,7 @@ class PulumiUp:
     commands: list[Recorded]
     first: dict[str, Executed] = field(default_factory=dict)  # convert, train and export: after the laptop came back
     closed_output: str = ""  # what the convert command printed before it was killed
-    run_job: str = ""  # the run's job, which that convert command started
+    run_job: str = ""  # the run's job, which the run command started and that convert command followed
     run_exit: str = ""  # its exit code, read once it ended with nothing of the rehearsal left but the host
     manifests_when_the_run_ended: list[str] = field(default_factory=list)
     second: dict[str, Executed] = field(default_factory=dict)

@@ -26,7 +26,7 @@ def _summary(executed) -> dict:
 
 def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
     names = [c.name.rsplit("-", 1)[1] for c in pulumi_up.commands]
-    assert names == ["token", "bootstrap", "convert", "train", "export"]
+    assert names == ["token", "bootstrap", "run", "convert", "train", "export"]
     export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     assert export["ok"] is True
     assert export["final_step"] == 20  # the rehearsal stack's steps
@@ -144,7 +144,8 @@ def test_second_up_redoes_nothing(pulumi_up):
 def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
     first_export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     reason = f"the model kept in {first_export['kept_dir']} has these inputs and matches its manifest"
-    # Convert's task started the run, which found the kept model at once; train's and export's found it finished.
+    # The run task started the run, which found the kept model at once; convert's task, the first to follow it,
+    # shows its part, and train's and export's found it finished.
     assert f"· convert skipped: {reason}" in pulumi_up.new_vm[pulumi_up.phase("convert")].stdout
     log = pulumi_up.new_vm_host.state_dir / "jobs" / "run-1" / "log"
     skipped = [e for e in map(json.loads, log.read_text().splitlines()) if e.get("status") == "skipped"]

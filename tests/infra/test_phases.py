@@ -1,4 +1,5 @@
-"""The post-deploy tasks: one command per phase, chained, re-run exactly when their inputs change."""
+"""The post-deploy tasks: one command per phase and the run task after bootstrap, chained, re-run exactly when their
+inputs change."""
 
 import json
 import socket
@@ -7,11 +8,10 @@ import pytest
 
 from infra.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
-from remote.pipeline import run_settings
 from remote.pipeline.profile import VM
 from tests.fixtures.mock_engine import recorded_inputs
 from workload.core.config import SETTINGS, PipelineConfig
-from workload.core.contract import PHASES
+from workload.core.contract import PHASES, RUN_TASK
 
 COMMAND = "command:local:Command"
 INSTANCE = "gcp:compute/instance:Instance"
@@ -20,6 +20,11 @@ INSTANCE = "gcp:compute/instance:Instance"
 def phases(stack):
     by_name = {r.name.rsplit("-", 1)[1]: r for r in stack.of_type(COMMAND)}
     return {phase: by_name[phase] for phase in PHASES}
+
+
+def run_task(stack):
+    (task,) = [r for r in stack.of_type(COMMAND) if r.name == f"tpu-sft-dev-pipeline-{RUN_TASK}"]
+    return task
 
 
 def test_each_phase_runs_the_remote_cli(mock_stack):
@@ -41,8 +46,23 @@ def test_phases_are_chained_after_the_vm(mock_stack):
     assert stack.one("gcp:storage/bucket:Bucket").urn in steps["bootstrap"].dependencies
     for grant in stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember"):
         assert grant.urn in steps["bootstrap"].dependencies
-    for before, after in zip(PHASES, PHASES[1:], strict=False):
-        assert steps[before].urn in steps[after].dependencies
+    # Bootstrap, the run task, then the phases that follow the run.
+    chain = [steps["bootstrap"], run_task(stack), *(steps[phase] for phase in PHASES[1:])]
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert before.urn in after.dependencies
+
+
+def test_the_run_task_starts_the_run_with_every_setting(mock_stack):
+    stack = mock_stack()
+    task, export = run_task(stack), phases(stack)["export"]
+    assert task.inputs["create"] == ".venv/bin/python -m remote start-run"
+    assert task.inputs["logging"] == "stdoutAndStderr" and task.inputs["addPreviousOutputInEnv"] is False
+    env = task.inputs["environment"]
+    assert env["TPU_SFT_TARGET"] == export.inputs["environment"]["TPU_SFT_TARGET"]
+    settings = json.loads(env["TPU_SFT_PIPELINE"])
+    assert settings == PipelineConfig.from_mapping(settings).to_mapping()  # every setting, the last phase's too
+    assert task.inputs["triggers"] == ["tpu-sft-dev-id", settings]  # a new VM, or any setting: the run again
+    assert not any(is_secret(v) for v in env.values())
 
 
 def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
@@ -74,7 +94,7 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
 def test_no_secret_in_any_phase(mock_stack):
     token = "hf_" + "Zyx987" * 6
     stack = mock_stack({"tpu-sft:hfToken": token}, secret_keys=("tpu-sft:hfToken",))
-    for command in phases(stack).values():
+    for command in [*phases(stack).values(), run_task(stack)]:
         assert token not in json.dumps(command.inputs)
     assert token not in json.dumps([plain(r.inputs) for r in stack.resources])
     (uploader,) = [r for r in stack.of_type(COMMAND) if r.name.endswith("-hf-token")]
@@ -243,7 +263,9 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     from infra.plan import vm_identity
 
     beside = CHANGED_BESIDE.get(key, {})
-    before, after = recorded_inputs(mock_stack(beside)), recorded_inputs(mock_stack({**beside, key: value}))
+    tasks = (*PHASES, RUN_TASK)
+    before = recorded_inputs(mock_stack(beside), tasks)
+    after = recorded_inputs(mock_stack({**beside, key: value}), tasks)
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
     settings = [parse({**dev_config, **beside, **change}, stack="dev") for change in ({}, {key: value})]
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
@@ -252,6 +274,8 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
         # ids are the resource's name (tests/infra/test_vm.py checks what replaces it).
         recorded = set(PHASES)
     assert recorded == planned
+    # The run task's inputs are every setting: it runs again whenever a phase does, and only then.
+    assert (before[RUN_TASK] != after[RUN_TASK]) == any(before[phase] != after[phase] for phase in PHASES)
 
 
 def test_every_pipeline_setting_is_in_the_change_table():
@@ -260,17 +284,24 @@ def test_every_pipeline_setting_is_in_the_change_table():
     assert set(PipelineConfig().to_mapping()) - {"epochs"} <= changed
 
 
-def test_an_update_records_the_whole_runs_settings_for_the_first_task_and_a_preview_does_not(dev_config, monkeypatch):
-    """The first phase task starts the whole run on the host, but its own inputs stop at its phase: the program
-    hands the rest over in a file named by the convert settings (remote/pipeline/run_settings.py), written by an
-    update only, so that a preview of other settings never changes what a running `pulumi up` starts."""
+def test_a_changed_steps_shows_in_the_preview_as_the_run_tasks_input(mock_stack):
+    """What `pulumi preview` diffs: the recorded inputs. A new `steps` is the run task's, train's and export's new
+    input, never convert's (its part of the run is done with its own settings)."""
+    tasks = (*PHASES, RUN_TASK)
+    before = recorded_inputs(mock_stack(), tasks)
+    after = recorded_inputs(mock_stack({"tpu-sft:steps": "2000"}), tasks)
+    changed = {task for task in before if before[task] != after[task]}
+    assert changed == {RUN_TASK, "train", "export"}
+    settings = [json.loads(inputs[RUN_TASK]["environment"]["TPU_SFT_PIPELINE"]) for inputs in (before, after)]
+    assert (settings[0]["steps"], settings[1]["steps"]) == (None, 2000)  # the seed's length, then the one set
+    assert after[RUN_TASK]["triggers"][1] == settings[1]
+
+
+@pytest.mark.parametrize("preview", [True, False], ids=["preview", "update"])
+def test_evaluating_the_program_writes_no_file(dev_config, monkeypatch, tmp_path, preview):
+    """The settings travel as the tasks' inputs, which Pulumi tracks: the program, run where `pulumi` runs it (the
+    project directory, here an empty one), leaves it as it was, whether it previews or updates."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update of the full profile needs one
-    config = {**dev_config, "tpu-sft:steps": "1234"}
-    export = phases(run_program(config, preview=False))["export"]
-    whole = PipelineConfig.from_mapping(json.loads(plain(export.inputs["environment"])["TPU_SFT_PIPELINE"]))
-    path = run_settings.path_for(whole)
-    recorded = json.loads(path.read_text())
-    assert recorded == whole.phase_settings("export") and recorded["steps"] == 1234
-    path.unlink()
-    run_program({**config, "tpu-sft:steps": "99"}, preview=True)
-    assert not path.exists()
+    stack = run_program({**dev_config, "tpu-sft:steps": "1234"}, preview=preview, cwd=tmp_path)
+    assert json.loads(run_task(stack).inputs["environment"]["TPU_SFT_PIPELINE"])["steps"] == 1234  # it ran whole
+    assert list(tmp_path.iterdir()) == []

@@ -13,7 +13,7 @@ from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_progr
 from remote.pipeline.target import PipelineTarget
 from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
 from workload.core.config import PipelineConfig
-from workload.core.contract import PHASES
+from workload.core.contract import PHASES, RUN_TASK
 from workload.spend.bill import total
 
 COMMAND = "command:local:Command"
@@ -47,7 +47,7 @@ def slice_identity(hosts, changed_ids=None):
 @pytest.mark.parametrize(("accelerator", "hosts"), SHAPES, ids=[s[0] for s in SHAPES])
 def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator, hosts):
     declared = tasks(slice_stack(accelerator, {"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",)))
-    assert sorted(declared) == sorted([*PHASES, "token"])  # hf-token, then the four phases
+    assert sorted(declared) == sorted([*PHASES, RUN_TASK, "token"])  # hf-token, bootstrap, the run, the phases
     for name, task in declared.items():
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
         assert (
@@ -89,7 +89,8 @@ def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerat
         needed = {firewalls["tpu-sft-dev-ssh"], firewalls["tpu-sft-dev-slice"], bucket, *grants}
         assert needed <= set(first.dependencies)
     assert declared["token"].urn in declared["bootstrap"].dependencies  # the token is on every host before convert
-    for before, after in zip(PHASES, PHASES[1:], strict=False):
+    chain = ["bootstrap", RUN_TASK, *PHASES[1:]]
+    for before, after in zip(chain, chain[1:], strict=False):
         assert declared[before].urn in declared[after].dependencies
 
 

@@ -9,8 +9,9 @@ repeats or lacks an id are refused in one line.
 The user closes the laptop right after convert starts (the convert command's process group is SIGKILLed): with
 nothing else started, the run goes on alone on both workers to the model kept in the bucket, and every command run
 again re-attaches to it, starts nothing and prints what it printed. Then a train setting changes (`pulumi config
-set`): the train command starts a new run at train, which the user cancels from the stack once it has a checkpoint
-(`scripts/tpu-sft cancel`, which stops it on every worker). The next `up` resumes it from the bucket, and one
+set`): the run command starts a new run at train, and the train command follows it until the user cancels it from
+the stack once it has a checkpoint (`scripts/tpu-sft cancel`, which stops it on every worker). The next `up`'s train
+command resumes it from the bucket (the run command, unchanged since, is not run again), and one
 worker's trainer is kill -9'd (what the kernel's OOM killer does): every worker stops and the error names that
 worker. The user asks the stack (`scripts/tpu-sft status`) while the run goes on alone, once it has finished, while
 the next one trains, and once it is cancelled, and fetches the kept model from the bucket.
@@ -84,6 +85,7 @@ class SliceUp:
     addresses: tuple[str, ...]  # the hosts', in the target's order (they are gone once the fixture ends)
     worker_addresses: tuple[str, ...]  # the hosts', in worker order: their tpu-env's TPU_WORKER_ID
     bootstrap: Executed | None = None
+    started: Executed | None = None  # the run task, which starts run-1 on every worker
     closed_output: str = ""  # what the convert command printed before the laptop closed
     exits_unattended: dict[int, str] = field(default_factory=dict)  # worker → run-1's exit code, read once it ended
     jobs_unattended: dict[int, list[str]] = field(default_factory=dict)  # each worker's jobs then
@@ -96,7 +98,8 @@ class SliceUp:
     # finished" once it had ended; "status training", "cancel", "status cancelled", "logs cancelled" and "cancel
     # again" on run-2; "fetch-model" at the end.
     asked: dict[str, subprocess.CompletedProcess] = field(default_factory=dict)
-    cancelled: Executed | None = None  # the changed setting's train (run-2), which the user cancelled
+    restarted: Executed | None = None  # the changed setting's run task, which starts run-2
+    cancelled: Executed | None = None  # the changed setting's train (following run-2), which the user cancelled
     checkpoint_at_cancel: int | None = None
     trainers_after_cancel: dict[int, Trainer] = field(default_factory=dict)
     broken: Executed | None = None  # the next train (run-3), resumed, in which a worker was killed
@@ -158,8 +161,11 @@ def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
 
 
 def follow_train_and_cancel_it_from_the_stack(up: SliceUp) -> None:
-    """The changed setting's train command starts a new run at train; once a checkpoint of it is in the bucket, the
-    user cancels it from another terminal (`scripts/tpu-sft cancel`), and the command following it says so."""
+    """The changed setting's run command starts a new run, at train, and the train command follows it; once a
+    checkpoint of it is in the bucket, the user cancels it from another terminal (`scripts/tpu-sft cancel`), and the
+    command following it says so."""
+    up.restarted = up.rehearsal.run("run")
+    assert up.restarted.returncode == 0, up.restarted.stdout[-2000:] + up.restarted.stderr[-2000:]
     command = up.rehearsal.command("train")
     checkpoints = checkpoints_prefix(up.rehearsal)
     watched = Watched(proc := start(command, up.rehearsal.environment(command)))
@@ -207,6 +213,8 @@ def up(tmp_path_factory) -> SliceUp:
         result = SliceUp(rehearsal, hosts.addresses, tuple(hosts.by_worker_id(w).address for w in range(hosts.count)))
         result.bootstrap = rehearsal.run("bootstrap")
         assert result.bootstrap.returncode == 0, result.bootstrap.stdout[-3000:]
+        result.started = rehearsal.run("run")
+        assert result.started.returncode == 0, result.started.stdout[-3000:]
         close_the_laptop_after_convert_starts(result)
         result.ask("status finished", "status")
         result.again = {phase: rehearsal.run(phase) for phase in PHASES}  # the laptop back: the same `pulumi up`
@@ -264,6 +272,7 @@ def test_a_closed_laptop_leaves_the_run_going_on_every_worker_to_the_kept_model(
     """Everything the rehearsal started was killed right after convert started, but the hosts: the run went on alone
     on both workers to the model kept in the bucket with its manifest, and every command run again after it
     re-attaches to it on both workers, starts nothing, and prints what the run printed for its part."""
+    assert up.started is not None and last_json_line(up.started.stdout)["job"] == "run-1"  # the run task's
     assert "convert: job run-1 on 2 workers: " in up.closed_output and "▶ convert" in up.closed_output
     assert up.exits_unattended == {0: "0", 1: "0"}
     assert up.jobs_unattended == {0: ["run-1"], 1: ["run-1"]}
@@ -325,9 +334,17 @@ def test_hosts_whose_tpu_env_repeats_or_lacks_an_id_are_refused_in_one_line(up):
 
 
 def test_a_changed_train_setting_starts_a_new_run_at_train(up):
-    cancelled = up.cancelled
-    assert cancelled is not None
-    assert "run-1 is not whole on every worker, or runs with other train settings" in cancelled.stderr
+    restarted, cancelled = up.restarted, up.cancelled
+    assert restarted is not None and cancelled is not None
+    assert "run-1 is not whole on every worker, or runs with other settings" in restarted.stderr
+    assert last_json_line(restarted.stdout) == {
+        "event": "summary",
+        "phase": "run",
+        "ok": True,
+        "job": "run-2",
+        "state": "running",
+        "started": True,
+    }
     assert "train: job run-2 on 2 workers: " in cancelled.stdout
     assert "▶ convert" not in cancelled.stdout and "▶ train" in cancelled.stdout  # convert's output is reused
     assert up.checkpoint_at_cancel is not None  # the new run's own, under its own name

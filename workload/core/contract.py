@@ -15,8 +15,10 @@ RUN_STEPS = ("convert", "train", "export", "verify", "keep")
 PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
 # One detached job on the host runs every workload step, convert to keep (remote/pipeline/claim.py): the run. Its
 # attempts are the jobs RUN_JOB_PREFIX-1, -2, … under JOBS_DIR, numbered on the host; the highest is the run (a
-# tool that looks for "the run" takes it). Each phase task follows its own part of it.
+# tool that looks for "the run" takes it). The run task, after bootstrap, starts it with every setting; each phase
+# task after it follows its own part of it.
 RUN_JOB_PREFIX = "run"
+RUN_TASK = "run"  # the run task's name: its pulumi-command resource's last part and its summary's "phase"
 
 # Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
 MOUNT_POINT = "/mnt/tpu-sft-data"
@@ -74,6 +76,11 @@ def run_attempt(job_id: str) -> int | None:
 def phase_command(phase: str) -> str:
     """The command a phase's pulumi-command task runs."""
     return f"{PROJECT_PYTHON} -m remote phase {phase}"
+
+
+def run_command() -> str:
+    """The command of the run task, which starts the run on the host with every setting (or finds it running)."""
+    return f"{PROJECT_PYTHON} -m remote start-run"
 
 
 def publish_command() -> str:

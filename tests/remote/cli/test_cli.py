@@ -19,7 +19,7 @@ from remote.ssh.errors import (
 )
 from tests.ssh_testbed import free_port, wait_until
 
-VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "put-secret")
+VERBS = ("wait", "bootstrap", "run", "start", "status", "follow", "cancel", "fetch", "phase", "start-run", "put-secret")
 REPO = Path(__file__).resolve().parents[3]
 
 

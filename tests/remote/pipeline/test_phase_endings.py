@@ -13,6 +13,7 @@ import pytest
 from remote import cli
 from remote.cli import toolkit_verbs
 from remote.pipeline import phase
+from remote.pipeline.claim import Claimed
 from remote.pipeline.outcome import INTERRUPTED
 from remote.ssh import jobs
 from remote.ssh.errors import EXIT_JOB_LOST, EXIT_UNREACHABLE, JobLost
@@ -113,9 +114,9 @@ def test_a_job_that_ended_without_a_summary(tmp_path, capsys, monkeypatch):
     target = Target(host="127.0.0.1", user="tester", key_path="k", known_hosts="h", state_dir="/state")
     request = phase.PhaseRequest("train", target, PipelineConfig(profile="tiny"))
     monkeypatch.setattr(jobs, "follow", lambda *args, **kwargs: 137)  # the runner itself was kill -9'd
-    state = jobs.JobStatus("train-x-1", "running")
+    claimed = Claimed("train-x-1", jobs.JobStatus("train-x-1", "running"), started=True, unfollowed=True)
     out = io.StringIO()
-    assert phase._follow(request, "train-x-1", state, out, conn=None) == 137
+    assert phase._follow(request, claimed, out, conn=None) == 137
     summary = json.loads(out.getvalue().splitlines()[-1])
     assert summary == {
         "event": "summary",

@@ -195,7 +195,7 @@ def run_phase(target: PipelineTarget, phase: str = "train") -> tuple[int, list[s
 
 def test_every_worker_runs_the_same_job_with_its_own_worker_id(on_slice):
     addresses = on_slice.hosts.addresses
-    # Without the run's recorded settings (remote/pipeline/run_settings.py), convert's run ends with convert, and
+    # Without a whole run the run task started (remote/pipeline/start_run.py), convert's run ends with convert, and
     # train starts the next attempt.
     for attempt, phase in enumerate(("convert", "train"), start=1):
         code, lines, summary = run_phase(on_slice.target(), phase)
@@ -610,3 +610,50 @@ def test_worker_ids_follow_the_targets_host_order():
     target = PipelineTarget(host="10.0.0.9", workers=("10.0.0.3", "10.0.0.5"), user="u", key_path="k", known_hosts="h")
     assert [(w.id, w.host) for w in workers_of(target)] == [(0, "10.0.0.9"), (1, "10.0.0.3"), (2, "10.0.0.5")]
     assert jobs.shown("rel/log") == "~/rel/log" and jobs.shown("/abs/log") == "/abs/log"
+
+
+def start_run(target: PipelineTarget, pipeline: str = PIPELINE) -> tuple[int, list[str], dict]:
+    env = {**os.environ, "TPU_SFT_TARGET": target.to_json(), "TPU_SFT_PIPELINE": pipeline, "HF_TOKEN": TOKEN}
+    return finish(
+        subprocess.Popen(
+            [sys.executable, "-m", "remote", "start-run"],
+            cwd=REPO,
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    )
+
+
+def test_the_run_task_starts_one_whole_attempt_on_every_worker_and_a_changed_setting_the_next(on_slice):
+    """The run task takes the run on every worker and returns at once; the same settings again start nothing;
+    changed settings stop the running attempt everywhere and start the next, and train's task follows it."""
+    addresses = on_slice.hosts.addresses
+    for worker in range(3):
+        on_slice.control(worker, "hold")
+    code, lines, summary = start_run(on_slice.target())
+    assert code == 0 and (summary["job"], summary["started"]) == ("run-1", True), lines
+    assert lines[-2].startswith(f"run: job run-1 on 3 workers: 0 {addresses[0]} (") and "started" in lines[-2]
+    for worker in range(3):
+        wait_until(lambda w=worker: on_slice.calls(w), what=f"worker {worker}'s stand-in to start")
+        (argv,) = on_slice.calls(worker)
+        assert argv[argv.index("--until") + 1] == "keep"  # the whole run
+        assert argv[-4:] == ["--worker-id", str(worker), "--worker-hostnames", ",".join(addresses)]
+    code, _, again = start_run(on_slice.target())
+    assert code == 0 and (again["job"], again["started"]) == ("run-1", False)
+
+    changed = json.dumps({**json.loads(PIPELINE), "steps": 3})
+    code, lines, summary = start_run(on_slice.target(), changed)
+    assert code == 0 and (summary["job"], summary["started"]) == ("run-2", True), lines
+    train = start_phase(on_slice.target(), "train", changed)
+    following(train)  # run-2, which the run task started, held
+    for worker in range(3):
+        on_slice.control(worker, "release")
+    code, lines, summary = finish(train)
+    assert code == 0 and summary["ok"] is True, lines
+    for worker in range(3):
+        host = on_slice.hosts.hosts[worker]
+        assert on_slice.jobs(worker) == ["run-1", "run-2"]  # train followed the run task's attempt, starting none
+        assert on_slice.path(host, "jobs/run-1/cancelled").exists()
+        assert json.loads(on_slice.path(host, "runs/run-2.json").read_text())["steps"] == 3

@@ -1,0 +1,93 @@
+"""The stack's outputs: what a preview says before anything runs (what `pulumi destroy` leaves, the sweep's choice,
+the run's length, cost and throughput), how to reach the machine (`scripts/tpu-sft` reads `target`, `project`,
+`zone` and the instance or group name: remote/stack/), and what the phases' JSON summaries said (worker 0's on a
+slice)."""
+
+from __future__ import annotations
+
+import pulumi
+
+from infra import billing, run_length
+from infra.cost import estimate
+from infra.machine import Machine, runs_url
+from infra.on_destroy import on_destroy
+from infra.preflight import hbm_beside_preflight
+from infra.publish import PublishTask
+from infra.settings import Settings
+from infra.ssh_commands import gcloud_ssh_command, ssh_command
+from infra.tasks import PostDeployTasks, last_json_line
+from infra.throughput import predicted
+
+
+def export(
+    s: Settings,
+    machine: Machine,
+    bucket_url: pulumi.Output[str],
+    tasks: PostDeployTasks,
+    published: PublishTask | None,
+) -> None:
+    # `pulumi destroy` runs no program: the same line as the preview's warning stays readable (infra/on_destroy.py).
+    pulumi.export("onDestroy", on_destroy(s))
+    pulumi.export("sweepChoice", s.sweep_choice)  # perDeviceBatchSize auto: chosen and runner-up (docs/preflight.md)
+    for name, value in machine.outputs.items():
+        pulumi.export(name, value)
+    pulumi.export("zone", s.zone)
+    reach = pulumi.Output.all(machine.main_host, machine.external_ip)
+    pulumi.export("sshCommand", reach.apply(lambda a: ssh_command(s, a[0], a[1])))
+    pulumi.export("gcloudSshCommand", machine.main_host.apply(lambda name: gcloud_ssh_command(s, name)))
+    pulumi.export("checkpointsUrl", runs_url(bucket_url))
+    _cost(s)
+    _run(s, tasks)
+    # What remote/stack/ reads: the target every task gets (a key path, never a key), and the project.
+    pulumi.export("target", tasks.target_json)
+    pulumi.export("project", s.project)
+    if published is not None:
+        pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
+
+
+def _cost(s: Settings) -> None:
+    throughput = predicted(s.pipeline)  # the preflight's record, the bench's table, or the seed's figure
+    cost = estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, throughput.step_seconds)
+    pulumi.export("runLength", run_length.output(s))  # what the estimates below are of
+    pulumi.export("hourlyCostUsd", cost.hourly_usd)
+    pulumi.export("throughput", throughput.output(s.pipeline) | {"trainingHours": cost.train_hours})
+    pulumi.export("estimatedRunHours", cost.run_hours)
+    pulumi.export("estimatedRunCostUsd", cost.run_usd)
+    pulumi.export("tpuPrice", s.tpu_price.output())  # which price model the estimate used, and its basis
+    for name, value in billing.outputs(s).items():
+        pulumi.export(name, value)
+
+
+def _run(s: Settings, tasks: PostDeployTasks) -> None:
+    trained = tasks.summaries["export"]
+    pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
+    pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))
+    # The held-out loss before the first update and after the last pass, and whether it fell
+    # (workload/measure/learning.py).
+    pulumi.export(
+        "evalLoss",
+        trained.apply(
+            lambda r: (
+                {k: r.get(f"eval_loss_{k}") for k in ("first", "final")} | {"learned": r.get("learned")}
+                if "learned" in r
+                else None
+            )
+        ),
+    )
+    pulumi.export("trainedCheckpoint", trained.apply(lambda r: r.get("trained_checkpoint")))
+    pulumi.export("modelDir", trained.apply(lambda r: r.get("kept_dir")))
+    pulumi.export("verify", trained.apply(lambda r: r.get("verify")))
+    trained_on = tasks.summaries["train"]
+    pulumi.export("mfu", trained_on.apply(lambda r: r.get("mfu")))  # null off TPU: the summary's mfu_reason says why
+    pulumi.export("tokensPerSecond", trained_on.apply(lambda r: r.get("tokens_per_s")))
+    pulumi.export("hbmPerChip", trained_on.apply(lambda r: hbm_beside_preflight(r, s.pipeline)))
+    # Measured at the end of the export job: each host's chips × the time since it booted, every host's reading
+    # added up on a slice (workload/spend/bill.py).
+    bill = trained.apply(lambda r: r.get("bill") or {})
+    pulumi.export("chipHoursUsed", bill.apply(lambda b: b.get("chip_hours")))
+    pulumi.export(
+        "costUsd",
+        bill.apply(
+            lambda b: None if b.get("chip_hours") is None else round(b["chip_hours"] * s.tpu_price.usd_per_chip_hour, 2)
+        ),
+    )
