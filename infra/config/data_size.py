@@ -6,7 +6,7 @@ The size is kept as .tpu-sft/preflight/data-size-<key>.json, the key a fingerpri
 their copies), the splits and columns, the chat template and `maxTargetLength` (packing's sequences). Neither the
 run's length nor its batch is in the key: the same data is the same size at any batch.
 
-`pulumi up` (infra/settings.py `from_pulumi`) and `scripts/preflight` read the stack's config through
+`pulumi up` (infra/config/settings.py `from_pulumi`) and `scripts/preflight` read the stack's config through
 `epochs_as_tokens` before anything else parses it: `epochs` becomes `tokens`, so every phase, the plan and the VM see
 the length in tokens, and a changed data size is a changed length. Without a kept size, `epochs` is refused in one
 line, before anything is created.
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from infra.local_data import resolve
+from infra.config.local_data import resolve
 from workload.core.config import NAMESPACE, ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.run_length import epochs_in_tokens, sequence_length
 from workload.run.fingerprint import fingerprint
 
-CACHE = Path(".tpu-sft") / "preflight"  # beside the data preflight's findings (infra/data_preflight.py)
+CACHE = Path(".tpu-sft") / "preflight"  # beside the data preflight's findings (infra/preflight/data_preflight.py)
 # The pipeline keys the data's size depends on; evalInterval only so that a file dataset without evalData parses.
 SIZE_KEYS = ("model", "profile", "dataset", "trainSplit", "trainDataColumns", "chatTemplate", "evalData")
 _PARSED_WITH = SIZE_KEYS + ("maxTargetLength", "evalInterval")

@@ -1,7 +1,7 @@
 """Which settings each post-deploy phase depends on: derived from the settings table (workload/core/config.py).
 
-`phase_inputs` feeds both `infra/tasks.py` (each phase's environment and `triggers`) and `python -m infra.plan`
-(which phases a config change re-runs, and why). A phase depends on its own settings and on everything the
+`phase_inputs` feeds both `infra/resources/tasks.py` (each phase's environment and `triggers`) and `python -m
+infra.plan` (which phases a config change re-runs, and why). A phase depends on its own settings and on everything the
 phases before it depend on, so a change re-runs its phase and the ones after it, never the ones before. The VM
 fingerprints its steps from the same `phase_settings`, so it re-runs exactly what this says.
 """

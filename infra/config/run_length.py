@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infra.settings import Settings
+from infra.config.settings import Settings
 
 
 def output(settings: Settings) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 `workload/core/config.py` `SETTINGS`.
 
 A row is the key, the `Settings` field it fills, how its raw value is parsed, an example for the fix in its
-errors, and one line saying what it is. `infra/settings.py` `parse` runs the rows in this order (so that, of two
+errors, and one line saying what it is. `infra/config/settings.py` `parse` runs the rows in this order (so that, of two
 wrong keys, the same one is named first every time), derives the known keys from them and checks the rules across
 keys afterwards; tests check `Pulumi.dev.yaml` against the table. How a setting flows on: ARCHITECTURE.md.
 """
@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from infra.cost import ON_DEMAND, chip_price, estimate, seed_step_seconds
-from infra.run_cap import default_max_run_hours
-from infra.ssh_key_trust import ACCESS_MODES, os_login_user
+from infra.config.ssh_key_trust import ACCESS_MODES, os_login_user
+from infra.pricing.cost import ON_DEMAND, chip_price, estimate, seed_step_seconds
+from infra.pricing.run_cap import default_max_run_hours
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import (
     ConfigError,
@@ -247,14 +247,14 @@ def _public_key(key: str, raw: Any, example: str, given: Given) -> str:
 
 def _max_run_hours(key: str, raw: Any, example: str, given: Given) -> int | None:
     """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
-    run's estimate (infra/run_cap.py) when unset."""
+    run's estimate (infra/pricing/run_cap.py) when unset."""
     if raw is None:
         pipeline = given.pipeline
         run = estimate(
             ACCELERATORS[pipeline.accelerator_type].chips,
             chip_price(ON_DEMAND, None).usd_per_chip_hour,  # the hours are what count here, not the price
             pipeline.steps,
-            seed_step_seconds(pipeline.per_device_batch_size),  # not a prediction: infra/cost.py says why
+            seed_step_seconds(pipeline.per_device_batch_size),  # not a prediction: infra/pricing/cost.py says why
         )
         return default_max_run_hours(run)
     if raw == "off":
@@ -440,7 +440,8 @@ SETTINGS: tuple[Setting, ...] = (
         "disk_price_per_gb_month",
         _float,
         "0.08",
-        "USD per GB-month of the disks, for the cost outputs (unset: infra/cost.py's list price of each disk's type)",
+        "USD per GB-month of the disks, for the cost outputs "
+        "(unset: infra/pricing/cost.py's list price of each disk's type)",
     ),
     Setting(
         "storagePricePerGbMonth",

@@ -3,9 +3,9 @@
 `parse` is pure (a mapping of stack keys to raw values in, a frozen `Settings` out) so that any config can be
 checked without an engine; `from_pulumi` feeds it the stack's config, and infra/stack.py takes that on to the
 settings the program uses (`perDeviceBatchSize auto` and local data resolved). Each `tpu-sft:` key is one row of
-`infra/setting_table.py` (the pipeline's of `workload/core/config.py`); the rules across keys are the named functions
-of `CROSS_KEY_RULES` and `SLICE_RULES` here. Errors are `ConfigError`: one line naming the key, the problem and the
-fix. How a setting reaches the VM: ARCHITECTURE.md.
+`infra/config/setting_table.py` (the pipeline's of `workload/core/config.py`); the rules across keys are the named
+functions of `CROSS_KEY_RULES` and `SLICE_RULES` here. Errors are `ConfigError`: one line naming the key, the problem
+and the fix. How a setting reaches the VM: ARCHITECTURE.md.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from infra.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
-from infra.data_size import EpochSize, epochs_as_tokens
-from infra.local_data import Upload
-from infra.setting_table import (
+from infra.config.data_size import EpochSize, epochs_as_tokens
+from infra.config.local_data import Upload
+from infra.config.setting_table import (
     BY_KEY,
     DEFAULT_INSTANCE_NAME,
     DEFAULT_PUBLIC_KEY,
@@ -27,7 +26,8 @@ from infra.setting_table import (
     SETTINGS,
     Given,
 )
-from infra.ssh_key_pair import require_private_key
+from infra.config.ssh_key_pair import require_private_key
+from infra.pricing.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
 from workload.core import lock
 from workload.core.accelerators import ACCELERATORS, Accelerator
 from workload.core.config import BY_KEY as PIPELINE_SETTINGS
@@ -42,7 +42,7 @@ _PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 # A Hugging Face access token, searched for inside every value: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
-AUTO_BATCH_KEY, AUTO = "perDeviceBatchSize", "auto"  # the largest batch a sweep found (infra/batch_sweep.py)
+AUTO_BATCH_KEY, AUTO = "perDeviceBatchSize", "auto"  # the largest batch a sweep found (infra/preflight/batch_sweep.py)
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,10 @@ class Settings:
     ssh_public_key_path: str = DEFAULT_PUBLIC_KEY
     ssh_public_key: str = field(default="", repr=False)
     labels: tuple[tuple[str, str], ...] = ()
-    price_per_chip_hour: float | None = None  # None: infra/cost.py's price for the provisioning model (tpu_price)
-    disk_price_per_gb_month: float | None = None  # None: each disk type's list price (infra/cost.py)
+    price_per_chip_hour: float | None = (
+        None  # None: infra/pricing/cost.py's price for the provisioning model (tpu_price)
+    )
+    disk_price_per_gb_month: float | None = None  # None: each disk type's list price (infra/pricing/cost.py)
     storage_price_per_gb_month: float = STORAGE_USD_PER_GB_MONTH
     max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
@@ -77,9 +79,11 @@ class Settings:
     checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name
     checkpoint_retention_days: int = 30
     keep_checkpoint_bucket: bool = False
-    ssh_access: str = "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/ssh_key_trust.py)
+    ssh_access: str = (
+        "metadata"  # how the VM trusts the key: ssh-keys metadata, or OS Login (infra/config/ssh_key_trust.py)
+    )
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
-    autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/setting_table.py)
+    autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/config/setting_table.py)
     idle_minutes: int = 30
     publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
     publish_hub_repo: str | None = None
@@ -88,13 +92,13 @@ class Settings:
     warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
     epoch: EpochSize | None = None  # what tpu-sft:epochs, now the pipeline's tokens, was counted in (from_pulumi)
     # perDeviceBatchSize auto, not yet taken from a sweep: the pipeline holds the sweep's starting batch until
-    # infra/preflight.py `take_the_sweeps_batch` puts in the batch a sweep found (reading its record).
+    # infra/preflight/compile_step.py `take_the_sweeps_batch` puts in the batch a sweep found (reading its record).
     batch_auto: bool = False
     # perDeviceBatchSize auto, taken: the configuration the sweep chose and the runner-up, in words (the preview's
     # `sweepChoice`); None for a batch set by hand.
     sweep_choice: dict[str, str | None] | None = None
     # A local dataset's or chat template's copies in the checkpoint bucket, which the pipeline names by their URLs
-    # once infra/stack.py has resolved it (infra/local_data.py; declared by infra/data_access.py).
+    # once infra/stack.py has resolved it (infra/config/local_data.py; declared by infra/resources/data_access.py).
     data_uploads: tuple[Upload, ...] = ()
 
     @property
@@ -119,7 +123,8 @@ class Settings:
 
     @property
     def publish_destinations(self) -> dict[str, Any]:
-        """Where the publish task sends the model: one of its inputs (infra/publish.py), and a row of the plan."""
+        """Where the publish task sends the model: one of its inputs (infra/resources/publish.py), and a row of the
+        plan."""
         return {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo, "public": self.publish_hub_public}
 
     @property
@@ -271,9 +276,9 @@ _OR_ONE_VM = ", or use tpu-sft:acceleratorType v6e-1, v6e-4 or v6e-8"
 def slice_autostop(s: Settings) -> None:
     """A slice's autostop resizes its group to 0 and the next `pulumi up` sets the size back
     (workload/spend/autostop.py). A flex-start group's size is left to its first task, which fills it
-    (infra/slice.py ignore_changes), and its hosts' ids are no input of the tasks (they are made after they would be
-    read): nothing in the next `pulumi up` would see the hosts gone and fill the group again. Its hosts end with their
-    run cap instead."""
+    (infra/resources/slice.py ignore_changes), and its hosts' ids are no input of the tasks (they are made after they
+    would be read): nothing in the next `pulumi up` would see the hosts gone and fill the group again. Its hosts end
+    with their run cap instead."""
     if s.is_slice and s.autostop != "off" and s.provisioning_model == "FLEX_START":
         raise ConfigError(
             stack_key("autostop"),
@@ -289,7 +294,8 @@ COMPUTE_NAME_MAX = 63
 # x here). Google receives the whole; pulumi-gcp's own limit, 255, never fires first (provider/resources.go
 # `prov.SetAutonaming(255, "-")`; rehearsal/autonaming.py).
 AUTO_NAME_SUFFIX = "-xxxxxxx"
-_HOST_NUMBER = "-##"  # infra/slice.py HOST_NUMBER (it imports this module); tests/infra/test_names.py checks they agree
+# infra/resources/slice.py HOST_NUMBER (it imports this module); tests/infra/config/test_names.py checks they agree
+_HOST_NUMBER = "-##"
 
 
 @dataclass(frozen=True)
@@ -302,9 +308,10 @@ class DerivedName:
 
 
 def derived_names(s: Settings) -> tuple[DerivedName, ...]:
-    """Every Compute Engine name the program derives from tpu-sft:instanceName (infra/machine.py, infra/disk.py,
-    infra/network.py, infra/vm.py, infra/slice.py). tests/infra/test_names.py checks that this is exactly what the
-    program declares, so the rule below and the program cannot drift apart."""
+    """Every Compute Engine name the program derives from tpu-sft:instanceName (infra/resources/machine.py,
+    infra/resources/disk.py, infra/resources/network.py, infra/resources/vm.py, infra/resources/slice.py).
+    tests/infra/config/test_names.py checks that this is exactly what the program declares, so the rule below and the
+    program cannot drift apart."""
     n = s.instance_name
 
     def auto(what: str, logical_name: str) -> DerivedName:
@@ -341,7 +348,7 @@ def names_fit(s: Settings) -> None:
 
 
 def slice_through_iap(s: Settings) -> None:
-    """The tasks reach a slice's hosts by instance name through IAP (infra/tasks.py): the program declares the
+    """The tasks reach a slice's hosts by instance name through IAP (infra/resources/tasks.py): the program declares the
     hosts' names, not their external addresses, which the managed instance group assigns."""
     if s.is_slice and s.access != "iap":
         raise ConfigError(
@@ -421,7 +428,7 @@ def from_pulumi() -> Settings:
     Read through `pulumi.runtime.config`, not `pulumi.Config`, on purpose: `pulumi.Config` can neither list the
     keys a stack sets (so a typo such as `tpu-sft:step` would pass silently) nor say synchronously which values
     are stored as secrets (so a token in plain text would pass too); both checks are tested under the mock
-    engine (tests/infra/test_settings_errors.py). Only this function touches the runtime."""
+    engine (tests/infra/config/test_settings_errors.py). Only this function touches the runtime."""
     import pulumi
     from pulumi.runtime import config as runtime_config
 

@@ -1,4 +1,5 @@
-"""The stack's one SSH key pair (how the VM trusts it: infra/ssh_key_trust.py; ARCHITECTURE.md, "Reaching a new VM").
+"""The stack's one SSH key pair (how the VM trusts it: infra/config/ssh_key_trust.py; ARCHITECTURE.md, "Reaching a new
+VM").
 
 The VM's `ssh-keys` metadata takes the public key from stack config (`tpu-sft:sshPublicKey`), never from a
 file on the machine that runs the program: a PR preview on a fresh runner, or a teammate's `pulumi up`, would

@@ -1,4 +1,4 @@
-"""How the VM trusts the stack's SSH key (infra/ssh_key_pair.py) for which user: instance metadata, or OS Login.
+"""How the VM trusts the stack's SSH key (infra/config/ssh_key_pair.py) for which user: instance metadata, or OS Login.
 
 `metadata` (default, as `gcloud compute ssh` without OS Login): the key goes in the VM's `ssh-keys` metadata for
 `tpu-sft:sshUser`, and OS Login is switched off on the VM. `oslogin`: for organisations whose policy

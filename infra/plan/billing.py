@@ -1,14 +1,14 @@
 """What Google bills a stack for, as stack outputs: the TPU's basis (a reservation's period or the VM's uptime), the
-disks by size and type, and one run's checkpoints in the bucket by size and days kept (infra/cost.py has the prices
-and where they come from; docs/costs.md, a table per provisioning model)."""
+disks by size and type, and one run's checkpoints in the bucket by size and days kept (infra/pricing/cost.py has the
+prices and where they come from; docs/costs.md, a table per provisioning model)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from infra.cost import checkpoint_cost, data_disk_performance, disk_cost, tpu_billed_for
-from infra.settings import Settings
-from infra.vm import BOOT_DISK_TYPE
+from infra.config.settings import Settings
+from infra.pricing.cost import checkpoint_cost, data_disk_performance, disk_cost, tpu_billed_for
+from infra.resources.vm import BOOT_DISK_TYPE
 
 
 def disks(s: Settings) -> list[dict[str, Any]]:

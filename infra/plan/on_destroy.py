@@ -8,7 +8,7 @@ until the destroy.
 
 from __future__ import annotations
 
-from infra.settings import Settings
+from infra.config.settings import Settings
 from workload.core.contract import KEPT_PREFIX
 
 KEEPING = "docs/checkpoints.md#keeping-the-data-disk-and-the-bucket"

@@ -4,8 +4,8 @@
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
 request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
-infra/tasks.py, so it is what `pulumi up` will do (a local dataset read and hashed as the program does). Nothing is
-contacted; no key or secret is read.
+infra/resources/tasks.py, so it is what `pulumi up` will do (a local dataset read and hashed as the program does).
+Nothing is contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
 bounds); `--data` what scripts/preflight --data found in the head's data: what stops the run first, above the
 rows, the table last, or the one line saying why the data was not checked. `--json` prints the rows as JSON instead,
@@ -23,24 +23,25 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infra.cost import CostEstimate, estimate
-from infra.data_preflight import data_fingerprint
-from infra.data_size import epochs_as_tokens
-from infra.flex_start import group_description
-from infra.local_data import resolve
-from infra.phases import phase_inputs
-from infra.preflight import summary, take_the_sweeps_batch, train_fingerprint
-from infra.settings import AUTO_BATCH_KEY, Settings, parse
-from infra.stack_file import read_stack_config
-from infra.throughput import Throughput, predicted
+from infra.config.data_size import epochs_as_tokens
+from infra.config.local_data import resolve
+from infra.config.phases import phase_inputs
+from infra.config.settings import AUTO_BATCH_KEY, Settings, parse
+from infra.config.stack_file import read_stack_config
+from infra.plan.throughput import Throughput, predicted
+from infra.preflight.compile_step import summary, take_the_sweeps_batch, train_fingerprint
+from infra.preflight.data_preflight import data_fingerprint
+from infra.pricing.cost import CostEstimate, estimate
+from infra.resources.flex_start import group_description
 from workload.core.config import ConfigError
 from workload.core.contract import EXIT_BAD_INPUT, PHASES
 from workload.core.run_length import sequence_length
 
 
 def load(path: Path, stack: str) -> Settings:
-    """The settings as `pulumi up` hands them to the phases: the length in tokens (infra/data_size.py), a local dataset
-    named by its copies (infra/local_data.py), read relative to the project directory, as the program reads it."""
+    """The settings as `pulumi up` hands them to the phases: the length in tokens (infra/config/data_size.py), a local
+    dataset named by its copies (infra/config/local_data.py), read relative to the project directory, as the program
+    reads it."""
     settings = parse(epochs_as_tokens(read_stack_config(path))[0], stack=stack)  # epochs: as `pulumi up` counts them
     with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto without a sweep on file: plan() says so
         settings = take_the_sweeps_batch(settings)
@@ -50,8 +51,8 @@ def load(path: Path, stack: str) -> Settings:
 def vm_identity(s: Settings) -> dict[str, Any]:
     """The settings feeding VM fields that are ForceNew in pulumi-gcp's Instance (name, zone, boot_disk.*,
     scheduling.provisioning_model/preemptible/max_run_duration, reservation_affinity), or that the program replaces
-    the VM for because the provider would stop it to update them (infra/vm.py STOP_TO_UPDATE: machine type, service
-    account, network): changing one replaces the VM, and a new VM re-runs every phase."""
+    the VM for because the provider would stop it to update them (infra/resources/vm.py STOP_TO_UPDATE: machine type,
+    service account, network): changing one replaces the VM, and a new VM re-runs every phase."""
     return {
         "tpu-sft:acceleratorType": s.accelerator.name,
         "tpu-sft:serviceAccount": s.service_account,
@@ -70,14 +71,14 @@ def vm_identity(s: Settings) -> dict[str, Any]:
 def slice_identity(s: Settings) -> dict[str, Any]:
     """The settings feeding a slice's identity, which the tasks' triggers and host keys name: its managed instance
     group's name and zone are ForceNew. Other host settings change the instance template, which reaches the hosts
-    only when the group recreates them (infra/slice.py, OPPORTUNISTIC): they re-run nothing, except what makes a
-    FLEX_START slice's group anew (`_flex_start_changes`)."""
+    only when the group recreates them (infra/resources/slice.py, OPPORTUNISTIC): they re-run nothing, except what makes
+    a FLEX_START slice's group anew (`_flex_start_changes`)."""
     return {"gcp:project": s.project, "gcp:zone": s.zone, "tpu-sft:instanceName": s.instance_name}
 
 
 def _flex_start_changes(base: Settings, head: Settings) -> list[str]:
     """Another run cap, or flex-start turned on or off, replaces a FLEX_START slice's whole group
-    (infra/flex_start.py `group_description`): new hosts, every phase re-runs."""
+    (infra/resources/flex_start.py `group_description`): new hosts, every phase re-runs."""
     if group_description(base) == group_description(head):
         return []
     keys = ("tpu-sft:provisioningModel", "tpu-sft:maxRunHours")
@@ -97,8 +98,8 @@ def _host_changes(base: Settings, head: Settings) -> list[str]:
 
 
 def reach(s: Settings) -> dict[str, Any]:
-    """The settings feeding the target every phase is handed (infra/tasks.py): a new way to reach the VM, or a new
-    place for its checkpoints, changes every phase's inputs, so every phase re-runs."""
+    """The settings feeding the target every phase is handed (infra/resources/tasks.py): a new way to reach the VM, or a
+    new place for its checkpoints, changes every phase's inputs, so every phase re-runs."""
     return {
         "tpu-sft:checkpointBucket": s.checkpoint_bucket,
         "tpu-sft:access": s.access,
@@ -152,7 +153,8 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
 def _publish_row(
     base: Settings, head: Settings, everything: str, export_changes: list[str]
 ) -> tuple[str, bool, str] | None:
-    """The publish task's inputs (infra/publish.py): the target, the export phase's settings, the destinations."""
+    """The publish task's inputs (infra/resources/publish.py): the target, the export phase's settings, the
+    destinations."""
     if not head.publishes:
         return None if not base.publishes else ("publish", False, "publishing turned off: what was published stays")
     where = _changes(base.publish_destinations, head.publish_destinations)
@@ -297,7 +299,3 @@ def _data_record(path: Path) -> dict[str, Any]:
     if not isinstance(record, dict) or not isinstance(record.get("findings"), list) or "table" not in record:
         raise not_one
     return record
-
-
-if __name__ == "__main__":
-    sys.exit(main())

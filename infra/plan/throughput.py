@@ -2,7 +2,8 @@
 
 A preview cannot compile the step (minutes), so it reads a prediction of the step-time model
 (workload/preflight/step_time.py; docs/preflight.md, "The step-time model"), first found of:
-1. the preflight's record of exactly these train inputs (infra/preflight.py `known_record`), where scripts/preflight
+1. the preflight's record of exactly these train inputs (infra/preflight/compile_step.py `known_record`), where
+scripts/preflight
    left one, with its `step_time`;
 2. `PREDICTIONS`, the bench's table of known configurations on known accelerator types (bench/step_time.py writes it;
    bench/RESULTS.md, "Step time on paper");
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.cost import SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH, seed_step_seconds
-from infra.preflight import known_record, record_path
+from infra.preflight.compile_step import known_record, record_path
+from infra.pricing.cost import SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH, seed_step_seconds
 from workload.core.config import PipelineConfig
 from workload.core.run_length import sequence_length
 

@@ -2,12 +2,12 @@
 stack's per-device batch, then doubles it while the verdict says it fits, the chip's margin and a resumed attempt
 counted (workload/preflight/fit.py `Live.needed`; or halves it until it does), and names the largest that fits.
 Each compile is an ordinary preflight
-(infra/preflight.py), remembered by its train inputs, so a sweep run again, or a preflight of one of its batches,
-compiles nothing.
+(infra/preflight/compile_step.py), remembered by its train inputs, so a sweep run again, or a preflight of one of its
+batches, compiles nothing.
 
-The answer is kept beside the compiles' records, named by the train inputs but the batch (infra/preflight.py
-`sweep_path`). This is the search for one configuration; `scripts/preflight --sweep` runs it for each candidate
-configuration of levers (infra/candidates.py) and ranks what fits.
+The answer is kept beside the compiles' records, named by the train inputs but the batch
+(infra/preflight/compile_step.py `sweep_path`). This is the search for one configuration; `scripts/preflight --sweep`
+runs it for each candidate configuration of levers (infra/preflight/candidates.py) and ranks what fits.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The configurations a sweep ranks (`scripts/preflight --sweep`, and `tpu-sft:perDeviceBatchSize auto`): each a few
 levers (workload/core/config.py), compiled for the stack's accelerator at every batch the batch search tries
-(infra/batch_sweep.py); the ones that fit are ranked by the tokens/s per chip the preflight predicts for them
+(infra/preflight/batch_sweep.py); the ones that fit are ranked by the tokens/s per chip the preflight predicts for them
 (workload/preflight/step_time.py), and the first is the configuration the stack trains with, the second shown beside
 it as the runner-up.
 

@@ -9,13 +9,13 @@ from `$MAXTEXT_PYTHON`, a Python 3.12) or in `$PREFLIGHT_PYTHON`, a Python that 
 MaxText, so `pulumi preview` stays fast.
 
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
-inputs (infra/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
+inputs (infra/config/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
 `pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
-`--sweep` finds the largest per-device batch that fits with room to spare (infra/batch_sweep.py), which a stack
-with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
+`--sweep` finds the largest per-device batch that fits with room to spare (infra/preflight/batch_sweep.py), which a
+stack with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
 sweep's answer made elsewhere (the pull-request workflow's test job) after checking that it is this stack's.
-`--data` checks the dataset instead of compiling (infra/data_preflight.py): exit 1 when a finding stops the run;
-`--data --public-only` uses no credentials and says what it could not reach (the pull request's test job).
+`--data` checks the dataset instead of compiling (infra/preflight/data_preflight.py): exit 1 when a finding stops the
+run; `--data --public-only` uses no credentials and says what it could not reach (the pull request's test job).
 Exit status: 0 fits, 1 does not fit (with --sweep: no batch does), 2 bad input; any other is
 workload.preflight's own (the compile failed).
 """
@@ -34,17 +34,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from infra import batch_sweep, candidates
-from infra.data_preflight import check_data
-from infra.data_size import epochs_as_tokens
-from infra.phases import phase_inputs
-from infra.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
-from infra.stack_file import read_stack_config
+from infra.config.data_size import epochs_as_tokens
+from infra.config.phases import phase_inputs
+from infra.config.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
+from infra.config.stack_file import read_stack_config
+from infra.preflight import batch_sweep, candidates
+from infra.preflight.data_preflight import check_data
 from workload.core.config import ConfigError, PipelineConfig, stack_key
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.run.fingerprint import fingerprint
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(".tpu-sft") / "preflight"  # under the project directory, where `pulumi up` runs the program
 EXIT_DOES_NOT_FIT = 1  # workload.preflight's
 # One more whenever what a record says changes, so that none is reused: 2, HBM is the compiler's peak; 3, a step over
@@ -75,8 +75,8 @@ def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()
 
 def take_the_sweeps_batch(settings: Settings) -> Settings:
     """With `perDeviceBatchSize auto`, the settings with the configuration a sweep of these train inputs chose: its
-    batch, and its levers where the stack leaves them unset (infra/candidates.py); else as they are. They are then
-    ordinary train inputs: they name the run and decide re-runs like values set by hand, so the same sweep answer
+    batch, and its levers where the stack leaves them unset (infra/preflight/candidates.py); else as they are. They are
+    then ordinary train inputs: they name the run and decide re-runs like values set by hand, so the same sweep answer
     always gives the same run."""
     if not settings.batch_auto:
         return settings
@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sweep(pipeline: PipelineConfig, price_per_chip_hour: float, maxtext_overrides: tuple[str, ...]) -> int:
-    """Each candidate configuration's batch search (infra/candidates.py, infra/batch_sweep.py), then the ranking of
-    every configuration that fits by its predicted tokens/s per chip: the answer names the chosen one and the
-    runner-up, and the stack's own levers' largest batch."""
+    """Each candidate configuration's batch search (infra/preflight/candidates.py, infra/preflight/batch_sweep.py), then
+    the ranking of every configuration that fits by its predicted tokens/s per chip: the answer names the chosen one and
+    the runner-up, and the stack's own levers' largest batch."""
 
     def compile_one(candidate: PipelineConfig) -> tuple[int, dict[str, Any] | None]:
         status, record, _ = compile_once(candidate, price_per_chip_hour, maxtext_overrides)
@@ -395,8 +395,3 @@ def stop_on_sigterm() -> None:
     """SIGTERM (a cancelled CI job, a closed terminal) would end this process at once and leave the compile, its
     child, running on for minutes; raised as SystemExit it unwinds through run_compile, which kills the child."""
     signal.signal(signal.SIGTERM, _stop)
-
-
-if __name__ == "__main__":
-    stop_on_sigterm()
-    sys.exit(main())

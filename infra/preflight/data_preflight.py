@@ -1,7 +1,7 @@
 """`scripts/preflight --data`: the dataset checked from the stack's side, before any VM exists (docs/data.md), and
 what `pulumi up` then refuses by.
 
-First what `pulumi preview` itself checks (infra/local_data.py: local files exist, JSON Lines rows are
+First what `pulumi preview` itself checks (infra/config/local_data.py: local files exist, JSON Lines rows are
 conversations); then `python -m workload.preflight.data` in .maxtext-venv (or `$PREFLIGHT_PYTHON`) on the settings
 as the user gave them (local paths, a share), which reads a bounded sample with the model's tokenizer and asks the
 Hub whether the token may download the model. The token is `$HF_TOKEN` of this process, handed on in the
@@ -9,7 +9,7 @@ environment only.
 
 Its answer is kept as .tpu-sft/preflight/data-<fingerprint>.json, the fingerprint of the train phase's inputs but
 the run's length, with local files named by their content hash (and the data's size in tokens apart, by the data
-alone: infra/data_size.py): `pulumi up` (and preview) refuse a stack whose exact data a preflight
+alone: infra/config/data_size.py): `pulumi up` (and preview) refuse a stack whose exact data a preflight
 found a finding in (a split that does not exist, a gated model not granted), before anything is declared. A
 changed file or setting is other inputs, which nothing refuses until a preflight of them says so.
 
@@ -27,19 +27,19 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from infra import data_size
-from infra.local_data import resolve
-from infra.phases import phase_inputs
-from infra.settings import Settings
+from infra.config import data_size
+from infra.config.local_data import resolve
+from infra.config.phases import phase_inputs
+from infra.config.settings import Settings
 from workload.core.config import LENGTH_KEYS, ConfigError, PipelineConfig
 from workload.run.fingerprint import fingerprint
 
-CACHE = Path(".tpu-sft") / "preflight"  # beside the compile's records (infra/preflight.py)
+CACHE = Path(".tpu-sft") / "preflight"  # beside the compile's records (infra/preflight/compile_step.py)
 
 
 def data_fingerprint(resolved: PipelineConfig) -> str:
     """The train inputs but the run's length, which changes nothing the check reads: `epochs`, counted in this very
-    check's size (infra/data_size.py), finds the same record as the tokens it becomes."""
+    check's size (infra/config/data_size.py), finds the same record as the tokens it becomes."""
     train = {key: value for key, value in phase_inputs(resolved)["train"].items() if key not in LENGTH_KEYS}
     return fingerprint({"train": train, "check": "data"})
 

@@ -96,8 +96,8 @@ DISK_USD_PER_GB_MONTH = {"hyperdisk-balanced": 0.08, "hyperdisk-ml": 0.08}
 # exceeds 3,000 IOPS." (cloud.google.com/compute/docs/disks/hd-types/hyperdisk-balanced, "Baseline performance", read
 # through the search tool on 2026-12-05). A volume created without them gets Google's defaults, which that page leaves
 # to another ("Default IOPS and throughput values", not found here): so the data disk asks for exactly the included
-# baseline (infra/disk.py), and its performance costs nothing above capacity. Google's price of IOPS and throughput
-# above the baseline was not found (searched 2026-12-05), and none is provisioned.
+# baseline (infra/resources/disk.py), and its performance costs nothing above capacity. Google's price of IOPS and
+# throughput above the baseline was not found (searched 2026-12-05), and none is provisioned.
 # What the run needs of the data disk: it holds the kept model only (the HF cache and the converted checkpoint are on
 # /dev/shm, checkpoints in the bucket: docs/checkpoints.md), written once by export and read back by verify, in large
 # sequential files. At 140 MiB/s gemma3-4b's 7.76 GB (bfloat16) take 53 s each way against a run of ~40 minutes; a
@@ -155,11 +155,11 @@ UPTIME = "uptime: from each start until the VM is deleted"
 CHECKPOINT_BYTES_PER_PARAMETER = 3 * 4
 
 # Wall-time model of one run on v6e-8. Bootstrap, conversion and export: the seed tutorial's own figures (conversion
-# ~5 min) and minutes each as measured. Training: steps × the step time the preview reads (infra/throughput.py: the
+# ~5 min) and minutes each as measured. Training: steps × the step time the preview reads (infra/plan/throughput.py: the
 # step-time model's prediction for the run's configuration). The seed's own figure, 1,000 SFT steps of one sequence a
 # chip in ~10 min with its Tunix loop, stands in where nothing predicts the step, and sizes the run cap
-# (infra/run_cap.py): it is slower than every prediction (bench/RESULTS.md, "Step time on paper"), so a cap from it
-# does not cut a run short, and it does not move with a prediction found on one machine and not another (a new cap
+# (infra/pricing/run_cap.py): it is slower than every prediction (bench/RESULTS.md, "Step time on paper"), so a cap from
+# it does not cut a run short, and it does not move with a prediction found on one machine and not another (a new cap
 # replaces the VM).
 BOOTSTRAP_HOURS = 0.25
 CONVERT_HOURS = 5 / 60

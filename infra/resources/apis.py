@@ -26,7 +26,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.settings import Settings
+from infra.config.settings import Settings
 
 SERVICE_TYPE = "gcp:projects/service:Service"
 BOOTSTRAP = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")

@@ -1,6 +1,6 @@
 """What lets the VM delete itself (workload/spend/autostop.py), and nothing more: a custom role holding only
 compute.instances.delete, bound to the VM's service account on this one instance (never .stop: Compute Engine cannot
-restart a stopped TPU VM, infra/setting_table.py `_autostop`). For a slice, what lets its hosts resize their own
+restart a stopped TPU VM, infra/config/setting_table.py `_autostop`). For a slice, what lets its hosts resize their own
 group to 0: a custom role holding only compute.instanceGroupManagers.update (what `instanceGroupManagers.resize`
 requires, per the Compute API reference: "Authorization requires the following IAM permission on the specified
 resource instanceGroupManager"), on the project (why not on its group: below).

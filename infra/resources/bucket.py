@@ -18,7 +18,7 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.settings import Settings
+from infra.config.settings import Settings
 from workload.core.contract import RUNS_PREFIX
 
 OBJECT_USER = "roles/storage.objectUser"

@@ -1,12 +1,12 @@
 """What the VM needs to read its dataset: the local files' copies in the stack's bucket, and a read-only grant on any
 other bucket the dataset (or its held-out files) is in.
 
-The copies are `BucketObject`s named by content hash (infra/local_data.py): the same file declares the same object,
-which Pulumi does not send again; a changed file is a new object (the old one is deleted with its name). A dataset
-in another bucket is read on the VM with the VM's own identity, so that identity gets `roles/storage.objectViewer`
-(objects get and list, nothing else: MaxText's `datasets` lists a pattern and reads the objects) on that bucket
-alone, and only while the dataset is there. The stack's own bucket needs no grant: the VM already uses its objects
-(infra/bucket.py).
+The copies are `BucketObject`s named by content hash (infra/config/local_data.py): the same file declares the same
+object, which Pulumi does not send again; a changed file is a new object (the old one is deleted with its name). A
+dataset in another bucket is read on the VM with the VM's own identity, so that identity gets
+`roles/storage.objectViewer` (objects get and list, nothing else: MaxText's `datasets` lists a pattern and reads the
+objects) on that bucket alone, and only while the dataset is there. The stack's own bucket needs no grant: the VM
+already uses its objects (infra/resources/bucket.py).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.local_data import Upload
-from infra.settings import Settings
+from infra.config.local_data import Upload
+from infra.config.settings import Settings
 from workload.core.config import PipelineConfig
 from workload.core.data_source import GCS, parse_share, parse_source, parse_template
 

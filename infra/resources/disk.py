@@ -20,7 +20,8 @@ class DataDiskArgs:
     labels: dict[str, str]
     keep_on_destroy: bool
     # Asked for explicitly, never left to Google's defaults, which Hyperdisk Balanced bills above its included
-    # baseline (infra/cost.py data_disk_performance); None where the type takes none (Hyperdisk ML takes no IOPS).
+    # baseline (infra/pricing/cost.py data_disk_performance); None where the type takes none (Hyperdisk ML takes no
+    # IOPS).
     provisioned_iops: int | None = None
     provisioned_throughput: int | None = None  # MiB/s
 

@@ -1,5 +1,5 @@
 """The machine the run trains on: one TPU VM with its data disk, or a slice's hosts (a multi-host accelerator type,
-infra/slice.py), each with the SSH firewall and OS Login key that let the tasks in and autostop's grant.
+infra/resources/slice.py), each with the SSH firewall and OS Login key that let the tasks in and autostop's grant.
 
 The two differ only where Google does: a VM has a data disk, an address and an instance id; a slice's hosts
 cannot share a disk (the model is kept in the bucket too), need a firewall for their own traffic, and are named by
@@ -14,16 +14,16 @@ from typing import Any, Callable, Mapping
 
 import pulumi
 
-from infra import apis
-from infra.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
-from infra.cost import data_disk_performance
-from infra.disk import DataDisk, DataDiskArgs
-from infra.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
-from infra.settings import Settings
-from infra.slice import TpuSlice, TpuSliceArgs
-from infra.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
-from infra.tasks import slice_target_json, vm_target_json
-from infra.vm import TpuVm, TpuVmArgs
+from infra.config.settings import Settings
+from infra.config.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
+from infra.pricing.cost import data_disk_performance
+from infra.resources import apis
+from infra.resources.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
+from infra.resources.disk import DataDisk, DataDiskArgs
+from infra.resources.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
+from infra.resources.slice import TpuSlice, TpuSliceArgs
+from infra.resources.tasks import slice_target_json, vm_target_json
+from infra.resources.vm import TpuVm, TpuVmArgs
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 
@@ -114,7 +114,7 @@ def _slice(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
         service_account_email=hosts.service_account_email,
         identity=hosts.identity,
         # The MIG, declared to wait until every host exists and the group is stable; a FLEX_START group is filled by
-        # the first task instead (infra/slice.py).
+        # the first task instead (infra/resources/slice.py).
         ready=[*hosts.ready, firewall, slice_firewall, *access_key],
         target_json=target_json,
         main_host=hosts.host_names.apply(lambda names: names[0]),

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_command import local
 
-from infra.phases import phase_inputs
-from infra.settings import Settings
-from infra.tasks import PostDeployTasks
+from infra.config.phases import phase_inputs
+from infra.config.settings import Settings
+from infra.resources.tasks import PostDeployTasks
 from workload.core.contract import (
     HF_WRITE_TOKEN_SECRET,
     PIPELINE_ENV,

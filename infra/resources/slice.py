@@ -3,13 +3,13 @@ Engine: a managed instance group (MIG) of `ct6e-standard-4t` hosts made from one
 workload policy (a resource policy of type HIGH_THROUGHPUT with the slice's `accelerator_topology`) makes the
 hosts one ICI-connected slice (cloud.google.com/compute/docs/tpus/create-tpu-mig-multi-host-slice).
 
-Each host is the single VM of infra/vm.py in every fact it can be: image, boot disk, network and tag, service
+Each host is the single VM of infra/resources/vm.py in every fact it can be: image, boot disk, network and tag, service
 account, scheduling (provisioning model, termination, run cap), reservation affinity, labels and metadata
 (ssh-keys, the startup script, autostop's and the bill's settings). What differs: the machine type, no data disk
 (the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them.
 
 With FLEX_START the group starts empty and the first task resizes it to the slice's hosts
-(remote/pipeline/capacity.py; infra/flex_start.py says what is read and what is inferred).
+(remote/pipeline/capacity.py; infra/resources/flex_start.py says what is read and what is inferred).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra import flex_start
-from infra.bucket import region_of
-from infra.settings import IMAGE, Settings
-from infra.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
+from infra.config.settings import IMAGE, Settings
+from infra.resources import flex_start
+from infra.resources.bucket import region_of
+from infra.resources.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
 from remote.pipeline.capacity import group_path
 from workload.core.contract import AUTOSTOP_PREFIX
 from workload.spend import autostop
@@ -39,7 +39,7 @@ BULK = "BULK"  # the group makes its hosts all at once or none (target size poli
 # random characters. The Compute API reference, InstanceGroupManager.baseInstanceName: "If you want the MIG to
 # assign sequential numbers instead of a random string, then end the base instance name with a hyphen followed by
 # one or more hash symbols. The hash symbols indicate the number of digits. For example, a base instance name of
-# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256. infra/settings.py keeps
+# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256. infra/config/settings.py keeps
 # the name short enough (SLICE_NAME_MAX).
 HOST_NUMBER = "-##"
 # How long `pulumi up` waits on the group: creating it, patching it, deleting it, and above all its wait for STABLE,
@@ -98,7 +98,8 @@ def instance_ids(names: list[str], s: Settings) -> dict[str, str]:
 class TpuSliceArgs:
     settings: Settings
     network_tag: str
-    # What the default service account's look-up waits for (an invoke takes no stack transformation: infra/apis.py).
+    # What the default service account's look-up waits for (an invoke takes no stack transformation:
+    # infra/resources/apis.py).
     compute_api: pulumi.Resource | None = None
 
 
@@ -207,8 +208,8 @@ class TpuSlice(pulumi.ComponentResource):
                 # The first task raises the target size; a refresh reads it back, and setting it back to 0 would
                 # delete the hosts.
                 ignore_changes=["targetSize"] if flex else None,
-                # Flex-start switched on or off, or another run cap (infra/flex_start.py group_description): the
-                # group is made anew, the old one (its hosts) deleted first, as its name is the same. So is a new
+                # Flex-start switched on or off, or another run cap (infra/resources/flex_start.py group_description):
+                # the group is made anew, the old one (its hosts) deleted first, as its name is the same. So is a new
                 # workload policy (another acceleratorType: another topology, another auto-named
                 # policy): Compute Engine refuses to patch one onto a group that has hosts ("Workload policy update
                 # is not allowed when the MIG has instances.", terraform-provider-google's acceptance test

@@ -1,12 +1,12 @@
 """The SSH command lines and addresses that reach the VM, derived from the settings: the IAP ProxyCommand and host
-the post-deploy tasks use (infra/tasks.py), and the `ssh` and `gcloud compute ssh` a person copies from the stack's
-outputs."""
+the post-deploy tasks use (infra/resources/tasks.py), and the `ssh` and `gcloud compute ssh` a person copies from the
+stack's outputs."""
 
 from __future__ import annotations
 
 import shlex
 
-from infra.settings import Settings
+from infra.config.settings import Settings
 
 
 def iap_proxy_command(s: Settings, instance_name: str, port: str = "22") -> str:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infra.disk import mount_script
-from infra.settings import Settings
+from infra.config.settings import Settings
+from infra.resources.disk import mount_script
 from workload.core.contract import JOBS_DIR, STATE_DIR
 from workload.spend import autostop
 

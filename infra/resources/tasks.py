@@ -2,11 +2,11 @@
 each running the project's own CLI (`python -m remote …`) against the VM, or against every host of a slice.
 
 pulumi-command re-runs `create` when any input changes, not only `triggers`. So each task's inputs are the target
-(which names the VM instance, or the slice's hosts) and only the settings it depends on (infra/phases.py), in both
-`environment` and `triggers`: `pulumi preview` shows which task would re-run and why, and a `pulumi up` with nothing
-changed runs nothing (no SSH at all). The run task's settings are every setting: it starts the whole run on the host
-with them (or finds it running), and each phase task after it follows its own phase's part. Nothing is written while
-the program is evaluated: the settings travel as the tasks' inputs. The HF token never enters a task's environment
+(which names the VM instance, or the slice's hosts) and only the settings it depends on (infra/config/phases.py), in
+both `environment` and `triggers`: `pulumi preview` shows which task would re-run and why, and a `pulumi up` with
+nothing changed runs nothing (no SSH at all). The run task's settings are every setting: it starts the whole run on the
+host with them (or finds it running), and each phase task after it follows its own phase's part. Nothing is written
+while the program is evaluated: the settings travel as the tasks' inputs. The HF token never enters a task's environment
 (that would make every task's output secret): a separate task pipes it over stdin into a 0600 file on each host.
 """
 
@@ -19,9 +19,9 @@ from typing import Any, Mapping, Sequence
 import pulumi
 from pulumi_command import local
 
-from infra.phases import phase_inputs
-from infra.settings import Settings
-from infra.ssh_commands import iap_proxy_command, ssh_host
+from infra.config.phases import phase_inputs
+from infra.config.settings import Settings
+from infra.resources.ssh_commands import iap_proxy_command, ssh_host
 from remote.pipeline.profile import VM, slice_host
 from workload.core.contract import (
     HF_TOKEN_SECRET,
@@ -82,7 +82,7 @@ def slice_target(
     runs_url: str,
 ) -> dict[str, Any]:
     """remote.ssh.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
-    `workers`, each reached by instance name through IAP (infra/settings.py refuses direct access on a slice).
+    `workers`, each reached by instance name through IAP (infra/config/settings.py refuses direct access on a slice).
     Worker ids are positions in that order, not the TPU runtime's own numbering. Host keys are pinned per MIG, and
     each host's key to its instance id, where known: a recreated host's new key is let in by its new id. A
     flex-start slice's target names its group, which the first task fills and waits on."""

@@ -8,12 +8,12 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from infra import flex_start
-from infra.disk import DEVICE_NAME
-from infra.settings import IMAGE, Settings
-from infra.ssh_key_trust import ssh_metadata
-from infra.startup import metadata as autostop_metadata
-from infra.startup import startup_script
+from infra.config.settings import IMAGE, Settings
+from infra.config.ssh_key_trust import ssh_metadata
+from infra.resources import flex_start
+from infra.resources.disk import DEVICE_NAME
+from infra.resources.startup import metadata as autostop_metadata
+from infra.resources.startup import startup_script
 from workload.core.contract import PRICE_KEY
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -31,7 +31,7 @@ class TpuVmArgs:
 
 
 def scheduling_fields(s: Settings) -> dict[str, Any]:
-    """The scheduling a TPU host gets, one VM or each host of a slice (infra/slice.py), less the run cap."""
+    """The scheduling a TPU host gets, one VM or each host of a slice (infra/resources/slice.py), less the run cap."""
     model = s.provisioning_model
     return dict(
         provisioning_model=model,
@@ -56,7 +56,7 @@ def scheduling(s: Settings) -> gcp.compute.InstanceSchedulingArgs:
 
 def reservation_affinity(s: Settings) -> gcp.compute.InstanceReservationAffinityArgs | None:
     """RESERVATION_BOUND (a calendar-mode reservation) or STANDARD (an ordinary one) with tpu-sft:reservation; none
-    for FLEX_START, as a slice's flex-start hosts (infra/flex_start.py `takes_no_reservation`)."""
+    for FLEX_START, as a slice's flex-start hosts (infra/resources/flex_start.py `takes_no_reservation`)."""
     if flex_start.takes_no_reservation(s):
         return gcp.compute.InstanceReservationAffinityArgs(type=flex_start.NO_RESERVATION)
     if not s.reservation:
@@ -143,7 +143,7 @@ class TpuVm(pulumi.ComponentResource):
             # The provider applies these changes by stopping the VM, updating it and starting it again, which a TPU
             # VM does not survive (docs/checkpoints.md: a stopped TPU VM cannot be restarted). They replace it
             # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
-            # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan.py).
+            # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan/reruns.py).
             opts=pulumi.ResourceOptions(
                 parent=self,
                 replace_on_changes=[*STOP_TO_UPDATE, REPLACED_WHEN_STOPPED],

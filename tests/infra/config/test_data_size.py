@@ -1,4 +1,4 @@
-"""`tpu-sft:epochs` (infra/data_size.py): counted in the size of the data that scripts/preflight --data kept, it
+"""`tpu-sft:epochs` (infra/config/data_size.py): counted in the size of the data that scripts/preflight --data kept, it
 reaches every phase as tokens; without a kept size it is refused before anything is declared. The size is the
 data's: the same at any batch, length or accelerator, another for a changed file."""
 
@@ -9,8 +9,9 @@ import json
 import pytest
 from pulumi import RunError
 
-from infra import data_preflight, data_size
-from infra.settings import parse
+from infra.config import data_size
+from infra.config.settings import parse
+from infra.preflight import data_preflight
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.fixtures.mock_engine import recorded_inputs
 from workload.core.config import ConfigError, PipelineConfig
@@ -75,8 +76,8 @@ def test_the_size_is_the_datas_whatever_the_length_batch_or_accelerator(dev_conf
 
 
 def test_the_size_a_data_preflight_keeps_is_the_one_pulumi_up_looks_up(dev_config, tmp_path):
-    """scripts/preflight --data keeps it by the settings it parsed without the length (infra/data_preflight.py);
-    `pulumi up` looks it up by the stack's config with epochs in it."""
+    """scripts/preflight --data keeps it by the settings it parsed without the length
+    (infra/preflight/data_preflight.py); `pulumi up` looks it up by the stack's config with epochs in it."""
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows(20))
     (tmp_path / "chat.jinja").write_text("{{ messages }}")
     raw = {**dev_config, "tpu-sft:dataset": str(data), "tpu-sft:evalData": "10%"}

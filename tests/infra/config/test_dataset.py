@@ -39,12 +39,12 @@ def test_a_local_file_is_copied_into_the_stacks_bucket_by_content_hash(mock_stac
     assert pipeline.eval_data == f"gs://{STACK_BUCKET}/{train.replace('train.jsonl', 'held-out.jsonl')}"
     (task,) = [r for r in stack.of_type(COMMAND) if r.name.endswith("-bootstrap")]
     assert all(o.urn in task.dependencies for o in copies.values())  # copied before anything runs
-    # The stack's own bucket needs no grant beyond the VM's own two (infra/bucket.py).
+    # The stack's own bucket needs no grant beyond the VM's own two (infra/resources/bucket.py).
     assert {g[0] for g in grants(stack)} == {STACK_BUCKET}
 
 
 def test_the_held_out_share_is_cut_by_a_fixed_seed_and_shares_no_row(tmp_path):
-    from infra.local_data import resolve
+    from infra.config.local_data import resolve
 
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows(40))
     config = PipelineConfig.from_mapping({"dataset": str(data), "evalData": "10%"})
@@ -183,9 +183,9 @@ def test_a_chat_template_in_another_bucket_is_read_with_the_same_read_only_grant
 
 
 def test_up_refuses_the_very_data_a_data_preflight_found_a_finding_in(dev_config, tmp_path, monkeypatch):
-    from infra import data_preflight
-    from infra.local_data import resolve
-    from infra.settings import parse
+    from infra.config.local_data import resolve
+    from infra.config.settings import parse
+    from infra.preflight import data_preflight
 
     monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows())

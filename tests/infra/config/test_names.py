@@ -5,7 +5,7 @@ the longest names the settings accept pass it, on one VM and on slices."""
 import pytest
 from pulumi import RunError
 
-from infra import settings
+from infra.config import settings
 from rehearsal.autonaming import AutoNameTooLong, auto_named
 from rehearsal.engine import Stack, run_program
 from rehearsal.name_rules import NameRefused, refuse_invalid_names

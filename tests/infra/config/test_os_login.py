@@ -6,7 +6,7 @@ import json
 import pytest
 from pulumi import RunError
 
-from infra.ssh_key_trust import os_login_user
+from infra.config.ssh_key_trust import os_login_user
 
 INSTANCE = "gcp:compute/instance:Instance"
 OS_LOGIN_KEY = "gcp:oslogin/sshPublicKey:SshPublicKey"

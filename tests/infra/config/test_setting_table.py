@@ -1,5 +1,5 @@
-"""The infrastructure settings are one table (infra/setting_table.py), and Pulumi.dev.yaml documents it: every key
-the program knows appears there, set or commented, with a value its parser accepts, and no key there is unknown."""
+"""The infrastructure settings are one table (infra/config/setting_table.py), and Pulumi.dev.yaml documents it: every
+key the program knows appears there, set or commented, with a value its parser accepts, and no key there is unknown."""
 
 import json
 import re
@@ -7,8 +7,8 @@ import re
 import pytest
 import yaml
 
-from infra import data_size, settings
-from infra.setting_table import BY_KEY, SETTINGS
+from infra.config import data_size, settings
+from infra.config.setting_table import BY_KEY, SETTINGS
 from tests.fixtures.mock_engine import DEV_STACK
 from workload.core.config import BY_KEY as PIPELINE_SETTINGS
 

@@ -6,7 +6,7 @@ import functools
 import pytest
 from pulumi import RunError
 
-from infra import settings
+from infra.config import settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
 from workload.core.config import ConfigError
 

@@ -6,8 +6,8 @@ import functools
 import pytest
 from pulumi import RunError
 
-from infra import settings
-from infra.on_destroy import model_lost_on_destroy
+from infra.config import settings
+from infra.plan.on_destroy import model_lost_on_destroy
 from rehearsal.engine import Stack, run_program
 from tests.fixtures.mock_engine import DISK_KEYS
 from workload.core.accelerators import ACCELERATORS
@@ -127,7 +127,7 @@ def test_every_setting_a_slice_cannot_take_is_named_in_one_message(dev_config):
 def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypatch, caplog):
     """Pulumi.dev.yaml as shipped, with only tpu-sft:acceleratorType changed: it previews and runs, autostop (delete)
     and all; the data-disk keys are the one warning about settings (the other: the model that `pulumi destroy` would
-    take with the bucket, tests/infra/test_keep_on_destroy.py)."""
+    take with the bucket, tests/infra/plan/test_keep_on_destroy.py)."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
     config = {**dev_config, "tpu-sft:acceleratorType": "v6e-32"}
     run_program(config)
@@ -162,8 +162,8 @@ def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, 
 
 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
-    """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/infra/test_names.py) keep their meaning on
-    one VM."""
+    """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/infra/config/test_names.py) keep their meaning
+    on one VM."""
     parsed = settings.parse(
         {
             **dev_config,
@@ -191,7 +191,9 @@ def test_every_provisioning_model_is_accepted_on_a_slice(dev_config, model):
 
 
 def test_pulumi_up_on_a_slice_declares_the_slice_and_its_tasks(dev_config, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/infra/test_settings_errors.py)
+    monkeypatch.setenv(
+        "HF_TOKEN", "hf_" + "x" * 30
+    )  # an update needs a token (tests/infra/config/test_settings_errors.py)
     declared = run_program(_config(dev_config), preview=False)
     types = {r.type for r in declared.resources}
     assert {"gcp:compute/instanceGroupManager:InstanceGroupManager", "command:local:Command"} <= types

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from pulumi import RunError
 
-from infra.stack_file import read_stack_config
+from infra.config.stack_file import read_stack_config
 from rehearsal.engine import run_program
 from tests.fixtures.mock_engine import DEV_STACK
 

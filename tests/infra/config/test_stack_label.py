@@ -5,7 +5,7 @@ capitals, '.' and any length in a stack's name, Google's label values only 63 of
 
 import pytest
 
-from infra import settings
+from infra.config import settings
 from rehearsal.engine import run_program
 from rehearsal.name_rules import NameRefused, refuse_invalid_labels
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from infra import preflight
+from infra.preflight import compile_step
 from workload.core.models import MODELS
 
-COSTS = Path(__file__).resolve().parents[2] / "docs" / "costs.md"
+COSTS = Path(__file__).resolve().parents[3] / "docs" / "costs.md"
 ROW = re.compile(
     r"^\| (RESERVATION_BOUND|STANDARD|SPOT|FLEX_START) \| (set|set \(required\)|unset) \| ([^|]+) \| (yes|no) \|$"
 )
@@ -77,7 +77,7 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
 
 
 def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack, tmp_path, monkeypatch):
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")  # the estimate from the shipped table only
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")  # the estimate from the shipped table only
     outputs = mock_stack().outputs
     text = COSTS.read_text()
     for key in ("hourlyCostUsd", "estimatedRunHours", "estimatedRunCostUsd"):  # the bill's example

@@ -12,7 +12,7 @@ import json
 import pytest
 from pulumi import RunError
 
-from infra.plan import load, plan
+from infra.plan.reruns import load, plan
 from rehearsal.engine import ROOT, Stack, run_program
 from tests.fixtures.mock_engine import DISK_KEYS
 

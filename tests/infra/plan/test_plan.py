@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.data_preflight import data_fingerprint
-from infra.plan import load
-from infra.preflight import train_fingerprint
+from infra.plan.reruns import load
+from infra.preflight.compile_step import train_fingerprint
+from infra.preflight.data_preflight import data_fingerprint
 from rehearsal.engine import ROOT
 from tests.fixtures.datasets import good_rows, write_jsonl
 

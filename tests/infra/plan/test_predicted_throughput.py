@@ -1,4 +1,4 @@
-"""The preview's training time and cost come from the configuration's predicted throughput (infra/throughput.py):
+"""The preview's training time and cost come from the configuration's predicted throughput (infra/plan/throughput.py):
 the preflight's record of the same train inputs, else the bench's table of predictions, else the seed's figure,
 each named as the source."""
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from infra import preflight, throughput
-from infra.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
-from infra.plan import render
-from infra.settings import parse
+from infra.config.settings import parse
+from infra.plan import throughput
+from infra.plan.reruns import render
+from infra.preflight import compile_step
+from infra.pricing.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
 
 FIXED_HOURS = BOOTSTRAP_HOURS + CONVERT_HOURS + EXPORT_HOURS
 
@@ -36,7 +37,7 @@ ROW = {
 @pytest.fixture(autouse=True)
 def predictions(tmp_path, monkeypatch):
     """This machine's own preflight records are not the test's; the table is the test's own."""
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
     other = {**ROW, "configuration": {**ROW["configuration"], "per_device_batch_size": 1}}
     table = tmp_path / "step_predictions.json"
     table.write_text(json.dumps({"predictions": [other, ROW]}))
@@ -59,7 +60,7 @@ def test_the_dev_stacks_preview_shows_the_tables_prediction_and_times_the_run_by
 
 
 def test_the_preflights_record_of_the_same_train_inputs_comes_first(mock_stack, dev_config):
-    path = preflight.record_path(parse(dev_config, stack="dev").pipeline)
+    path = compile_step.record_path(parse(dev_config, stack="dev").pipeline)
     path.parent.mkdir(parents=True)
     step = {"step_s": 0.5, "tokens_per_s_per_chip": 4096.0, "mfu": 0.321, "bound": "HBM"}
     path.write_text(json.dumps({"fits": True, "hbm_bytes_per_chip": 16_000_000_000, "step_time": step}))

@@ -3,13 +3,15 @@ phase's summary."""
 
 import json
 
-from infra import preflight
-from infra.settings import parse
+from infra.config.settings import parse
+from infra.preflight import compile_step
 from rehearsal.engine import run_program
 
 
 def _outputs(dev_config, monkeypatch, train_summary):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/infra/test_settings_errors.py)
+    monkeypatch.setenv(
+        "HF_TOKEN", "hf_" + "Tok3n" * 8
+    )  # an update needs one (tests/infra/config/test_settings_errors.py)
     stdout = {"train": "train step 1000/1000 · loss 1.2300\n" + json.dumps(train_summary) + "\n"}
     return run_program(dev_config, preview=False, command_stdout=stdout).outputs
 
@@ -47,8 +49,8 @@ def test_the_chips_measured_hbm_peak_is_shown_beside_the_preflights_figure(dev_c
     """The train summary's figures are what a TPU's memory_stats() would give (the tiny run shows the real path on
     a CPU, which reports none: tests/workload/measure/test_hbm_peak.py); the preflight's record is this machine's
     file."""
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
-    path = preflight.record_path(parse(dev_config, stack="dev").pipeline)
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
+    path = compile_step.record_path(parse(dev_config, stack="dev").pipeline)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"fits": True, "hbm_bytes_per_chip": 16_000_000_000}))
     summary = {"event": "summary", "ok": True, "hbm_peak_bytes_per_chip": 17_600_000_000}
@@ -64,7 +66,7 @@ def test_the_chips_measured_hbm_peak_is_shown_beside_the_preflights_figure(dev_c
 
 
 def test_without_a_measurement_or_a_preflight_the_output_says_why(dev_config, monkeypatch, tmp_path):
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
     summary = {"event": "summary", "ok": True, "hbm_peak_bytes_per_chip": None}
     summary["hbm_reason"] = "cpu devices report no memory statistics"
     hbm = _outputs(dev_config, monkeypatch, summary)["hbmPerChip"]

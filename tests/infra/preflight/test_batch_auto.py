@@ -1,6 +1,6 @@
 """`tpu-sft:perDeviceBatchSize auto`: the stack trains with the largest batch a sweep of its train inputs found
-(infra/preflight.py `take_the_sweeps_batch`), as if that number were set by hand; without a sweep on file nothing
-is declared. The sweep's record is written here in the form `scripts/preflight --sweep` keeps (the real sweep:
+(infra/preflight/compile_step.py `take_the_sweeps_batch`), as if that number were set by hand; without a sweep on file
+nothing is declared. The sweep's record is written here in the form `scripts/preflight --sweep` keeps (the real sweep:
 tests/workload/preflight/test_preflight.py)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 import pytest
 from pulumi import RunError
 
-from infra import preflight
-from infra.plan import load, plan
-from infra.plan import main as plan_main
-from infra.settings import parse
+from infra.config.settings import parse
+from infra.plan.reruns import load, plan
+from infra.plan.reruns import main as plan_main
+from infra.preflight import compile_step
 from rehearsal.engine import Stack, run_program
 from tests.fixtures.mock_engine import recorded_inputs
 from workload.core.config import ConfigError
@@ -26,7 +26,7 @@ AUTO = {"tpu-sft:perDeviceBatchSize": "auto"}
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
     return tmp_path / "preflight"
 
 
@@ -36,8 +36,8 @@ def settings_of(config):
 
 def swept(config, batch, cache, levers=None) -> dict:
     """What `scripts/preflight --sweep` keeps for `config`'s train inputs: the configuration it chose (a row of
-    infra/candidates.py `ranked`), or none."""
-    path = preflight.sweep_path(settings_of(config).pipeline)
+    infra/preflight/candidates.py `ranked`), or none."""
+    path = compile_step.sweep_path(settings_of(config).pipeline)
     row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
     chosen = (
         None if batch is None else {**row, "levers": levers or {"trainer": "native"}, "per_device_batch_size": batch}
@@ -51,7 +51,7 @@ def swept(config, batch, cache, levers=None) -> dict:
 def test_auto_takes_the_sweeps_batch_as_if_set_by_hand(dev_config, cache):
     config = {**dev_config, **AUTO}
     swept(config, 8, cache)
-    auto = preflight.take_the_sweeps_batch(settings_of(config))
+    auto = compile_step.take_the_sweeps_batch(settings_of(config))
     by_hand = settings_of({**dev_config, "tpu-sft:perDeviceBatchSize": "8"})
     assert auto.pipeline == by_hand.pipeline and auto.batch_auto is False
     assert run_name(auto.pipeline) == run_name(by_hand.pipeline)  # the same run, and so the same re-runs
@@ -65,14 +65,14 @@ def test_auto_takes_the_sweeps_batch_as_if_set_by_hand(dev_config, cache):
 
 def test_auto_takes_the_chosen_levers_and_the_preview_names_the_choice_and_the_runner_up(dev_config, cache):
     config = {**dev_config, **AUTO}
-    path = preflight.sweep_path(settings_of(config).pipeline)
+    path = compile_step.sweep_path(settings_of(config).pipeline)
     row = {"tokens_per_s_per_chip": 9000.0, "mfu": 0.52, "step_s": 1.82, "bound": "compute"}
     chosen = {**row, "levers": {"trainer": "native", "vocabTiling": 4}, "per_device_batch_size": 8}
     runner_up = {**row, "levers": {"trainer": "native"}, "per_device_batch_size": 4, "tokens_per_s_per_chip": 8000.0}
     answer = {"chosen": chosen, "runner_up": runner_up, "sweep_fingerprint": path.stem.removeprefix("sweep-")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(answer))
-    auto = preflight.take_the_sweeps_batch(settings_of(config)).pipeline
+    auto = compile_step.take_the_sweeps_batch(settings_of(config)).pipeline
     assert (auto.per_device_batch_size, auto.vocab_tiling, auto.remat_policy) == (8, 4, None)
     assert run_program(config).outputs["sweepChoice"] == {
         "chosen": "trainer native, vocabTiling 4, perDeviceBatchSize 8: 9,000 tokens/s per chip, 52.0% MFU predicted "
@@ -96,13 +96,13 @@ def test_auto_when_no_batch_left_room_says_what_to_change(dev_config, cache):
     config = {**dev_config, **AUTO}
     swept(config, None, cache)
     with pytest.raises(ConfigError, match="found no configuration that fits with the chip.s margin. Fix: set a"):
-        preflight.take_the_sweeps_batch(settings_of(config))
+        compile_step.take_the_sweeps_batch(settings_of(config))
 
 
 def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_config, cache, tmp_path):
     config = {**dev_config, **AUTO}
     answer = swept(config, 4, cache)
-    preflight.sweep_path(settings_of(config).pipeline).unlink()
+    compile_step.sweep_path(settings_of(config).pipeline).unlink()
     given = tmp_path / "sweep.json"
     chosen = answer["chosen"]
     for bad, problem in [
@@ -116,11 +116,11 @@ def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_co
     ]:
         given.write_text(json.dumps(bad))
         with pytest.raises(ConfigError, match=problem):
-            preflight.take_sweep(given, settings_of(config).pipeline)
-        assert not preflight.sweep_path(settings_of(config).pipeline).exists()
+            compile_step.take_sweep(given, settings_of(config).pipeline)
+        assert not compile_step.sweep_path(settings_of(config).pipeline).exists()
     given.write_text(json.dumps(answer))
-    preflight.take_sweep(given, settings_of(config).pipeline)
-    assert preflight.take_the_sweeps_batch(settings_of(config)).pipeline.per_device_batch_size == 4
+    compile_step.take_sweep(given, settings_of(config).pipeline)
+    assert compile_step.take_the_sweeps_batch(settings_of(config)).pipeline.per_device_batch_size == 4
 
 
 def test_the_plan_says_train_waits_on_the_sweep_then_compares_the_batch_it_found(dev_config, cache, tmp_path):
@@ -169,10 +169,10 @@ def test_preflight_of_an_auto_stack_sweeps_first_then_answers_for_the_batch_it_f
     standin.write_text(COMPILER_STANDIN.format(python=sys.executable, calls=str(calls)))
     standin.chmod(0o755)
     monkeypatch.setenv("PREFLIGHT_PYTHON", str(standin))
-    argv = [str(preflight.REPO / "Pulumi.dev.yaml"), "tpu-sft:perDeviceBatchSize=auto"]
-    assert preflight.main(argv) == 0
-    # each candidate's batch search (infra/candidates.py): the stack's own levers' 8 is 20.4 GiB, 16 does not fit;
-    # in tiles, 16 is 25.2 GiB and 32 does not fit
+    argv = [str(compile_step.REPO / "Pulumi.dev.yaml"), "tpu-sft:perDeviceBatchSize=auto"]
+    assert compile_step.main(argv) == 0
+    # each candidate's batch search (infra/preflight/candidates.py): the stack's own levers' 8 is 20.4 GiB, 16 does not
+    # fit; in tiles, 16 is 25.2 GiB and 32 does not fit
     own, tiled = ["1", "2", "4", "8", "16"], ["1t", "2t", "4t", "8t", "16t", "32t"]
     kept = [f"{batch}k" for batch in own]  # remat minimal: as much memory here, 10 % slower
     assert calls.read_text().split() == own + kept + tiled
@@ -188,4 +188,4 @@ def test_preflight_of_an_auto_stack_sweeps_first_then_answers_for_the_batch_it_f
     assert json.loads(out[-2])["runner_up"]["tokens_per_s_per_chip"] == 8_000
     last = json.loads(out[-1])
     assert last["settings"]["per_device_batch_size"] == 16 and last["fits"] and last["levers"]["vocabTiling"] == 4
-    assert preflight.main(argv) == 0 and len(calls.read_text().split()) == 16  # all remembered: nothing compiled
+    assert compile_step.main(argv) == 0 and len(calls.read_text().split()) == 16  # all remembered: nothing compiled

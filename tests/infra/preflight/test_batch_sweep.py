@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from infra import batch_sweep
-from infra.preflight import sweep_path
+from infra.preflight import batch_sweep
+from infra.preflight.compile_step import sweep_path
 from workload.core.config import PipelineConfig
 
 GIB = 2**30

@@ -1,11 +1,11 @@
-"""The configurations a sweep ranks (infra/candidates.py): a candidate fills only the levers a stack leaves unset,
-and the ones that fit are ranked by their predicted tokens/s per chip (the whole sweep: test_batch_auto.py)."""
+"""The configurations a sweep ranks (infra/preflight/candidates.py): a candidate fills only the levers a stack leaves
+unset, and the ones that fit are ranked by their predicted tokens/s per chip (the whole sweep: test_batch_auto.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from infra import candidates
+from infra.preflight import candidates
 from workload.core.config import PipelineConfig
 
 

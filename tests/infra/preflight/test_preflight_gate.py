@@ -1,5 +1,5 @@
-"""The stack's side of preflight (infra/preflight.py): which compile a stack's train inputs name, and `pulumi up`
-refusing a VM that a preflight of the same inputs found not to fit. The records here are written in the form
+"""The stack's side of preflight (infra/preflight/compile_step.py): which compile a stack's train inputs name, and
+`pulumi up` refusing a VM that a preflight of the same inputs found not to fit. The records here are written in the form
 `python -m workload.preflight` prints (its real output is checked in tests/workload/preflight/test_preflight.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import json
 import pytest
 from pulumi import RunError
 
-from infra import preflight
-from infra.settings import parse
+from infra.config.settings import parse
+from infra.preflight import compile_step
 from rehearsal.engine import Stack, run_program
 from workload.core.contract import EXIT_BAD_INPUT
 
@@ -19,7 +19,7 @@ GIB = 2**30
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
     return tmp_path / "preflight"
 
 
@@ -29,7 +29,7 @@ def pipeline_of(config: dict[str, str]):
 
 def keep(config: dict[str, str], *, fits: bool) -> None:
     """What `compile_once` keeps after a preflight of `config`'s train inputs."""
-    path = preflight.record_path(pipeline_of(config))
+    path = compile_step.record_path(pipeline_of(config))
     path.parent.mkdir(parents=True, exist_ok=True)
     used = (15.8 if fits else 44.53) * GIB
     path.write_text(
@@ -40,7 +40,7 @@ def keep(config: dict[str, str], *, fits: bool) -> None:
 
 
 def test_the_train_fingerprint_names_what_the_compile_depends_on(dev_config):
-    base = preflight.train_fingerprint(pipeline_of(dev_config))
+    base = compile_step.train_fingerprint(pipeline_of(dev_config))
     for key, value in [
         ("tpu-sft:perDeviceBatchSize", "2"),
         ("tpu-sft:maxTargetLength", "1024"),
@@ -51,9 +51,9 @@ def test_the_train_fingerprint_names_what_the_compile_depends_on(dev_config):
         if key == "tpu-sft:acceleratorType":  # a slice stack, as it must be set
             other = {k: v for k, v in other.items() if k not in ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")}
             other["tpu-sft:autostop"] = "off"
-        assert preflight.train_fingerprint(pipeline_of(other)) != base, key
-    assert preflight.train_fingerprint(pipeline_of({**dev_config, "tpu-sft:idleMinutes": "45"})) == base
-    assert preflight.train_fingerprint(pipeline_of(dev_config), ("base_num_decoder_layers=2",)) != base
+        assert compile_step.train_fingerprint(pipeline_of(other)) != base, key
+    assert compile_step.train_fingerprint(pipeline_of({**dev_config, "tpu-sft:idleMinutes": "45"})) == base
+    assert compile_step.train_fingerprint(pipeline_of(dev_config), ("base_num_decoder_layers=2",)) != base
 
 
 def test_up_refuses_a_vm_that_a_preflight_found_not_to_fit(dev_config, cache, monkeypatch):
@@ -81,7 +81,7 @@ def test_a_fit_or_other_inputs_leave_up_alone(dev_config, cache):
 
 def test_overrides_are_set_as_pulumi_config_set_would():
     raw = {"tpu-sft:steps": "1000"}
-    assert preflight.with_overrides(raw, ["tpu-sft:perDeviceBatchSize=16", "tpu-sft:runName=a=b"]) == {
+    assert compile_step.with_overrides(raw, ["tpu-sft:perDeviceBatchSize=16", "tpu-sft:runName=a=b"]) == {
         "tpu-sft:steps": "1000",
         "tpu-sft:perDeviceBatchSize": "16",
         "tpu-sft:runName": "a=b",
@@ -99,7 +99,7 @@ def test_overrides_are_set_as_pulumi_config_set_would():
 )
 def test_bad_input_is_one_line_and_compiles_nothing(argv, expected, capsys, cache, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")  # reached only if the input passed
-    assert preflight.main([str(preflight.REPO / "Pulumi.dev.yaml"), *argv]) == EXIT_BAD_INPUT
+    assert compile_step.main([str(compile_step.REPO / "Pulumi.dev.yaml"), *argv]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err
     assert err.startswith(expected) and err.count("\n") == 1, err
     assert not cache.exists()
@@ -107,7 +107,7 @@ def test_bad_input_is_one_line_and_compiles_nothing(argv, expected, capsys, cach
 
 def test_a_missing_maxtext_python_is_one_line(capsys, cache, monkeypatch):
     monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")
-    assert preflight.main([str(preflight.REPO / "Pulumi.dev.yaml")]) == EXIT_BAD_INPUT
+    assert compile_step.main([str(compile_step.REPO / "Pulumi.dev.yaml")]) == EXIT_BAD_INPUT
     assert capsys.readouterr().err == (
         "preflight: PREFLIGHT_PYTHON: /nonexistent/python is not an executable Python. "
         "Fix: run scripts/maxtext-venv, or point PREFLIGHT_PYTHON at a Python that has MaxText\n"
@@ -120,7 +120,7 @@ def test_data_the_preview_refuses_is_refused_before_maxtext_is_looked_for(capsys
     monkeypatch.setenv("PREFLIGHT_PYTHON", "/nonexistent/python")  # reached only if the data passed
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows(), broken="missing column")
     overrides = [f"tpu-sft:dataset={data}", "tpu-sft:evalData=5%"]
-    assert preflight.main(["--data", str(preflight.REPO / "Pulumi.dev.yaml"), *overrides]) == EXIT_BAD_INPUT
+    assert compile_step.main(["--data", str(compile_step.REPO / "Pulumi.dev.yaml"), *overrides]) == EXIT_BAD_INPUT
     assert capsys.readouterr().err == (
         f"preflight: tpu-sft:dataset: {data}: row 3 has no column 'messages' (its columns: text). "
         "Fix: fix the file, or pulumi config set tpu-sft:dataset another file\n"

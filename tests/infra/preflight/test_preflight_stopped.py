@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import preflight
+from infra.preflight import compile_step
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_sigterm_stops_the_compile_it_started(tmp_path):
@@ -67,14 +67,14 @@ def test_a_sigterm_while_the_compile_starts_stops_it_too(tmp_path, monkeypatch):
         return process
 
     previous = signal.getsignal(signal.SIGTERM)
-    monkeypatch.setattr(preflight.subprocess, "Popen", popen_then_sigterm)
-    preflight.stop_on_sigterm()
+    monkeypatch.setattr(compile_step.subprocess, "Popen", popen_then_sigterm)
+    compile_step.stop_on_sigterm()
     try:
         with pytest.raises(SystemExit) as stopped:
-            preflight.run_compile([str(standin)])
+            compile_step.run_compile([str(standin)])
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert stopped.value.code == 128 + signal.SIGTERM
     [process] = started
     assert process.poll() == -signal.SIGKILL  # the compile did not outlive it
-    assert preflight._Sigterm.held is None  # and the signal was acted on once
+    assert compile_step._Sigterm.held is None  # and the signal was acted on once

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.cost import MIB
+from infra.pricing.cost import MIB
 from workload.core.models import MODELS
 
 DISK = "gcp:compute/disk:Disk"
@@ -60,8 +60,8 @@ def test_the_data_disk_asks_for_the_included_baseline_and_bills_nothing_for_it(m
 
 def test_the_baseline_is_what_the_run_needs():
     """The kept model (bfloat16) is the data disk's only large I/O: written once, read back once. At the included
-    140 MiB/s gemma3-4b's takes under a minute each way, a small share of a ~40-minute run (infra/cost.py says why
-    nothing else touches the disk)."""
+    140 MiB/s gemma3-4b's takes under a minute each way, a small share of a ~40-minute run (infra/pricing/cost.py says
+    why nothing else touches the disk)."""
     seconds = MODELS["gemma3-4b"].parameters * 2 / (INCLUDED_MIBPS * MIB)
     assert seconds < 60
 

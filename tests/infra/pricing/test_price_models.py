@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.cost import ON_DEMAND, V6E_CHIP_HOUR, chip_price
-from infra.plan import render
-from infra.setting_table import PROVISIONING_MODELS
-from infra.settings import parse
+from infra.config.setting_table import PROVISIONING_MODELS
+from infra.config.settings import parse
+from infra.plan.reruns import render
+from infra.pricing.cost import ON_DEMAND, V6E_CHIP_HOUR, chip_price
 
 NOT_FOUND = "not found"
 
@@ -86,7 +86,7 @@ def test_the_plan_comment_names_the_price_model(dev_config):
 
 
 def test_the_docs_table_is_the_price_table():
-    costs = (Path(__file__).resolve().parents[2] / "docs" / "costs.md").read_text()
+    costs = (Path(__file__).resolve().parents[3] / "docs" / "costs.md").read_text()
     rows = dict(re.findall(r"^\| ([A-Z_]+) \| ([0-9.]+|not found) \| .+ \|$", costs, re.MULTILINE))
     assert rows == {
         model: NOT_FOUND if listed.usd_per_chip_hour is None else f"{listed.usd_per_chip_hour:.2f}"

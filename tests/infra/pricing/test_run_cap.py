@@ -3,8 +3,8 @@ when asked (never for FLEX_START); the policy pack warns when a VM has no cap.""
 
 import pytest
 
-from infra.cost import estimate, seed_step_seconds
-from infra.run_cap import default_max_run_hours
+from infra.pricing.cost import estimate, seed_step_seconds
+from infra.pricing.run_cap import default_max_run_hours
 from policy import instance
 
 INSTANCE = "gcp:compute/instance:Instance"

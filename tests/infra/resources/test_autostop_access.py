@@ -8,10 +8,10 @@ import subprocess
 import pytest
 from pulumi import RunError
 
-from infra.autostop import ROLE_SUFFIX_HEX_DIGITS, role_id_prefix
-from infra.startup import WATCHER_SOURCE
+from infra.resources.autostop import ROLE_SUFFIX_HEX_DIGITS, role_id_prefix
+from infra.resources.startup import WATCHER_SOURCE
 from rehearsal.engine import Stack, run_program
-from tests.infra.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
+from tests.infra.resources.custom_role_namespace import ROLE_ID, CustomRoleNamespace, RoleIdRefused
 from workload.spend import autostop
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -50,13 +50,13 @@ def test_off_grants_nothing_and_tells_the_vm(mock_stack):
 
 
 def test_dev_stack_deletes_its_vm_after_idle_minutes(mock_stack, dev_config):
-    """The data disk outlives the VM (tests/infra/test_firewall_and_disk.py), so the next `pulumi up` makes a new VM
-    that finds the kept model."""
+    """The data disk outlives the VM (tests/infra/resources/test_firewall_and_disk.py), so the next `pulumi up` makes a
+    new VM that finds the kept model."""
     assert (dev_config["tpu-sft:autostop"], dev_config["tpu-sft:idleMinutes"]) == ("delete", "30")
     vm = mock_stack().one(INSTANCE)
     assert vm.inputs["metadata"][autostop.ACTION_KEY] == "delete"
     assert vm.inputs["metadata"][autostop.IDLE_KEY] == "30"
-    assert vm.inputs["desiredStatus"] == "RUNNING"  # a VM stopped by hand shows in the preview (infra/vm.py)
+    assert vm.inputs["desiredStatus"] == "RUNNING"  # a VM stopped by hand shows in the preview (infra/resources/vm.py)
 
 
 def test_startup_script_mounts_then_starts_the_watcher_with_the_users_jobs(mock_stack, tmp_path):

@@ -26,7 +26,7 @@ def test_bucket_fields(mock_stack):
     assert bucket.inputs["lifecycleRules"] == [
         {"action": {"type": "Delete"}, "condition": {"age": 30, "matchesPrefixes": ["runs/"]}}
     ]
-    # `pulumi destroy` empties and deletes it (tests/infra/test_keep_on_destroy.py: and what keeps it)
+    # `pulumi destroy` empties and deletes it (tests/infra/plan/test_keep_on_destroy.py: and what keeps it)
     assert bucket.inputs["forceDestroy"] is True
     assert bucket.retain_on_delete is False and bucket.protect is False
 

@@ -1,5 +1,5 @@
-"""An empty project runs the program: the stack enables every API it calls (infra/apis.py), each resource waits for
-the APIs it calls, and `pulumi destroy` turns none of them off. The mock engine's stand-in for such a project
+"""An empty project runs the program: the stack enables every API it calls (infra/resources/apis.py), each resource
+waits for the APIs it calls, and `pulumi destroy` turns none of them off. The mock engine's stand-in for such a project
 (rehearsal/project_apis.py) refuses a resource that calls an API neither on in an empty project nor enabled first.
 
 Sources, field reports rather than Google's text, read through the search tool on 2026-12-05: Google's 403 for a
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from infra import apis
+from infra.resources import apis
 from rehearsal import project_apis
 
 SERVICE = "gcp:projects/service:Service"

@@ -123,7 +123,7 @@ def test_components_and_parents(mock_stack):
         assert r.protect is False  # `pulumi destroy` must be able to remove everything
         # No resource option hides a change from the diff. A command is replaced (re-run) when its triggers change,
         # which pulumi-command itself declares; the VM is replaced, old one first, where the provider would stop
-        # it (tests/infra/test_vm.py); nothing else changes how a replacement happens.
+        # it (tests/infra/resources/test_vm.py); nothing else changes how a replacement happens.
         if r.type == INSTANCE:
             assert (r.delete_before_replace, r.ignore_changes) == (True, [])
             continue

@@ -62,7 +62,7 @@ def test_a_single_flex_start_vm_is_complete(mock_stack):
 
 
 def test_the_single_vm_and_a_slices_hosts_take_the_same_affinity(mock_stack, slice_stack):
-    """One rule for both (infra/flex_start.py takes_no_reservation), not two copies."""
+    """One rule for both (infra/resources/flex_start.py takes_no_reservation), not two copies."""
     vm = mock_stack(FLEX_VM, remove=("tpu-sft:reservation",)).one(INSTANCE).inputs
     template = slice_stack("v6e-16", FLEX_VM, remove=("tpu-sft:reservation",)).one(flex_start_rules.TEMPLATE).inputs
     assert vm["reservationAffinity"] == template["reservationAffinity"]

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from infra.phases import OWN_INPUTS
+from infra.config.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
 from remote.pipeline.profile import VM
 from tests.fixtures.mock_engine import recorded_inputs
@@ -158,7 +158,9 @@ def test_preview_connects_to_nothing(mock_stack, monkeypatch):
 
 
 def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one (tests/infra/test_settings_errors.py)
+    monkeypatch.setenv(
+        "HF_TOKEN", "hf_" + "Tok3n" * 8
+    )  # an update needs one (tests/infra/config/test_settings_errors.py)
     train = {"event": "summary", "ok": True, "final_step": 1000, "chip_hours": 1.37}
     bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
     export = {
@@ -197,7 +199,7 @@ def test_a_run_without_held_out_passes_exports_no_eval_loss(dev_config, monkeypa
 
 
 def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
-    from infra.disk import mount_script
+    from infra.resources.disk import mount_script
 
     assert VM.required_mount is not None and VM.kept_dir.startswith(VM.required_mount + "/")
     assert f"mountpoint -q {VM.required_mount} || mount" in mount_script()
@@ -256,11 +258,11 @@ CHANGED_BESIDE = {
 
 @pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
 def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config, key, value):
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     assert dev_config.get(key) != value
-    from infra.plan import vm_identity
+    from infra.plan.reruns import vm_identity
 
     beside = CHANGED_BESIDE.get(key, {})
     tasks = (*PHASES, RUN_TASK)
@@ -271,7 +273,7 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
     planned = {phase for phase, reruns, _ in plan(*settings) if reruns}
     if vm_identity(settings[0]) != vm_identity(settings[1]):
         # A replaced VM: a real engine gives it a new instance id, which every phase's triggers hold; the mock's
-        # ids are the resource's name (tests/infra/test_vm.py checks what replaces it).
+        # ids are the resource's name (tests/infra/resources/test_vm.py checks what replaces it).
         recorded = set(PHASES)
     assert recorded == planned
     # The run task's inputs are every setting: it runs again whenever a phase does, and only then.
@@ -279,7 +281,7 @@ def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config,
 
 
 def test_every_pipeline_setting_is_in_the_change_table():
-    # epochs reach the phases as the tokens they come to (tests/infra/test_data_size.py)
+    # epochs reach the phases as the tokens they come to (tests/infra/config/test_data_size.py)
     changed = {key.split(":", 1)[1] for key, _ in KEY_CHANGES}
     assert set(PipelineConfig().to_mapping()) - {"epochs"} <= changed
 

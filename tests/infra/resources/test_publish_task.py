@@ -104,8 +104,8 @@ PUBLISH_CHANGES = [
 
 @pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
 def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     def recorded(overrides):
         task = commands(mock_stack({**PUBLISHING, **overrides}))["publish"]
@@ -117,8 +117,8 @@ def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, 
 
 
 def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     off, on = parse(dev_config, stack="dev"), parse({**dev_config, **PUBLISHING}, stack="dev")
     assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export"]

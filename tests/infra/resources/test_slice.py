@@ -1,11 +1,11 @@
 """A multi-host slice, as the real program declares it under the mock engine, field by field: the workload
 policy, the instance template (each host is the single VM in every fact it can be), the managed instance group,
 the firewall, and what a slice does not get (a VM, a data disk, autostop's grant); with FLEX_START, the empty group
-and the resize request that fills it. Its tasks: tests/infra/test_slice_tasks.py."""
+and the resize request that fills it. Its tasks: tests/infra/resources/test_slice_tasks.py."""
 
 import pytest
 
-from infra.startup import WATCHER_PATH
+from infra.resources.startup import WATCHER_PATH
 from rehearsal import group_rules
 from rehearsal.engine import DEFAULT_COMPUTE_ACCOUNT
 from tests.fixtures.mock_engine import DISK_KEYS
@@ -21,10 +21,10 @@ AFFINITY = {
     "type": "SPECIFIC_RESERVATION",
     "specificReservation": {"key": "compute.googleapis.com/reservation-name", "values": ["my-v6e-reservation"]},
 }
-CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/infra/test_run_cap.py)
+CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/infra/pricing/test_run_cap.py)
 
 # (provisioning model, reservation, the template's scheduling, its reservation affinity): the single VM's
-# cases of tests/infra/test_vm.py, with the default cap on.
+# cases of tests/infra/resources/test_vm.py, with the default cap on.
 MODELS = [
     (
         "RESERVATION_BOUND",
@@ -223,7 +223,7 @@ def test_a_slice_has_no_vm_data_disk_and_its_autostop_grant_is_one_permission_on
         "project": "my-tpu-project",
         "role": f"projects/my-tpu-project/roles/{role.inputs['roleId']}",
         "member": "serviceAccount:123456789012-compute@developer.gserviceaccount.com",
-    }  # no condition: IAM Conditions cannot name a group (infra/autostop.py)
+    }  # no condition: IAM Conditions cannot name a group (infra/resources/autostop.py)
     assert "autostop" not in {r.name for r in slice_stack("v6e-32", {"tpu-sft:autostop": "off"}).resources}
 
 
@@ -369,8 +369,8 @@ def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, d
     assert "resourcePolicies.workloadPolicy" in group.replace_on_changes and group.delete_before_replace
 
     # New hosts: `python -m infra.plan` says every phase re-runs on them.
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     base = {k: v for k, v in dev_config.items() if k not in DISK_KEYS} | {"tpu-sft:autostop": "off"}
     rows = plan(*(parse(base | {"tpu-sft:acceleratorType": a}, stack="dev") for a in ("v6e-16", "v6e-32")))

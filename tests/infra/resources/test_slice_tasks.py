@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from infra.phases import OWN_INPUTS
+from infra.config.phases import OWN_INPUTS
 from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
 from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
@@ -80,7 +80,7 @@ def test_tasks_wait_for_the_stable_group_and_run_in_order(slice_stack, accelerat
     stack = slice_stack(accelerator, {"tpu-sft:hfToken": TOKEN}, secret_keys=("tpu-sft:hfToken",))
     declared = tasks(stack)
     group = stack.one(GROUP)
-    assert group.inputs["waitForInstancesStatus"] == "STABLE"  # created = every host exists (infra/slice.py)
+    assert group.inputs["waitForInstancesStatus"] == "STABLE"  # created = every host exists (infra/resources/slice.py)
     firewalls = {r.name: r.urn for r in stack.of_type(FIREWALL)}
     bucket = stack.one("gcp:storage/bucket:Bucket").urn
     grants = {m.urn for m in stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")}
@@ -193,7 +193,7 @@ def test_the_measured_bill_of_a_slice_is_every_hosts(dev_config, monkeypatch):
 
 def test_the_single_vm_keeps_its_own_target(mock_stack):
     """v6e-8 is unchanged: one host, pinned per instance id, the data disk's profile
-    (tests/infra/test_phases.py checks its target field by field)."""
+    (tests/infra/resources/test_phases.py checks its target field by field)."""
     for task in tasks(mock_stack()).values():
         target = json.loads(task.inputs["environment"]["TPU_SFT_TARGET"])
         assert "workers" not in target and target["host"] == "tpu-sft-dev"
@@ -217,8 +217,8 @@ SLICE_CHANGES = [
 
 @pytest.mark.parametrize(("change", "rerun"), SLICE_CHANGES, ids=[next(iter(c)) for c, _ in SLICE_CHANGES])
 def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, change, rerun):
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     before, after = recorded_inputs(slice_stack()), recorded_inputs(slice_stack(overrides=change))
     recorded = {phase for phase in PHASES if before[phase] != after[phase]}
@@ -235,8 +235,8 @@ def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, ch
 
 
 def test_the_plan_says_when_the_hosts_change(dev_config):
-    from infra.plan import plan, render
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan, render
 
     single = parse(dev_config, stack="dev")
     sliced = parse(
@@ -280,8 +280,8 @@ FLEX_CHANGES = [
 def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_config, base, head, why):
     """Another run cap reaches a flex-start group's hosts only when they are made anew, so the program replaces the
     group when its description changes (replace_on_changes) and the plan says every phase re-runs."""
-    from infra.plan import plan
-    from infra.settings import parse
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
 
     common = {
         k: v
@@ -337,7 +337,9 @@ def test_after_autostop_emptied_the_group_a_preview_shows_every_phase_again_and_
         assert task.inputs["triggers"][0] != before[name].inputs["triggers"][0]
         assert task.inputs["triggers"][0] == "/".join([str(MIG_ID), *["none yet: made by this update"] * 4])
         assert task.inputs["triggers"][1:] == before[name].inputs["triggers"][1:]
-    monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)  # an update needs a token (tests/infra/test_settings_errors.py)
+    monkeypatch.setenv(
+        "HF_TOKEN", "hf_" + "x" * 30
+    )  # an update needs a token (tests/infra/config/test_settings_errors.py)
     config = {k: v for k, v in {**dev_config, "tpu-sft:acceleratorType": "v6e-16"}.items() if k not in DISK_KEYS}
     new_ids = {name: str(8_000_000_000 + number) for number, name in enumerate(names(4), 1)}
     made_again = tasks(run_program(config, preview=False, instance_ids=new_ids))

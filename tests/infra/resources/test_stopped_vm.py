@@ -2,7 +2,7 @@
 replaced by the next `pulumi up`, never started: Compute Engine cannot restart an instance with TPUs attached
 ("Stop or restart a Compute Engine instance", Limitations, read 2026-12-05; the stand-in refuses the start as
 Google does, tests/workload/gce_standin.py). The refresh, the engine's step and the provider's calls are played as
-their sources say (tests/infra/status_refresh.py) on what the program declares under the mock engine."""
+their sources say (tests/infra/resources/status_refresh.py) on what the program declares under the mock engine."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from infra.vm import REPLACED_WHEN_STOPPED
-from tests.infra.status_refresh import ProviderError, Step, up
+from infra.resources.vm import REPLACED_WHEN_STOPPED
+from tests.infra.resources.status_refresh import ProviderError, Step, up
 from tests.workload.gce_standin import GceStandin
 
 INSTANCE = "gcp:compute/instance:Instance"

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from infra.vm import _service_account_email
+from infra.resources.vm import _service_account_email
 
 INSTANCE = "gcp:compute/instance:Instance"
 
@@ -53,7 +53,9 @@ def test_scheduling_is_reservation_bound(vm):
         "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
-        "maxRunDuration": {"seconds": 4 * 3600},  # not in the seed: the default cap (tests/infra/test_run_cap.py)
+        "maxRunDuration": {
+            "seconds": 4 * 3600
+        },  # not in the seed: the default cap (tests/infra/pricing/test_run_cap.py)
     }
 
 
@@ -176,7 +178,8 @@ def test_other_provisioning_models(mock_stack, model, extra, expected):
     )
     vm = stack.one(INSTANCE)
     assert vm.inputs["scheduling"] == expected
-    # A flex-start VM names no reservation outright (tests/infra/test_flex_start_vm.py); the others leave it unset.
+    # A flex-start VM names no reservation outright (tests/infra/resources/test_flex_start_vm.py); the others leave it
+    # unset.
     affinity = {"type": "NO_RESERVATION"} if model == "FLEX_START" else None
     assert vm.inputs.get("reservationAffinity") == affinity
 
@@ -204,7 +207,7 @@ def test_changes_the_provider_would_stop_the_vm_for_replace_it_instead(vm):
         "serviceAccount",
         "networkInterfaces[*].network",
         "networkInterfaces[*].subnetwork",
-        "desiredStatus",  # a VM found stopped: tests/infra/test_stopped_vm.py
+        "desiredStatus",  # a VM found stopped: tests/infra/resources/test_stopped_vm.py
     ]
     assert vm.delete_before_replace
 
