@@ -2,17 +2,18 @@
 
 Wiring only: settings → the machine → its bucket and data → the post-deploy tasks → exports. Each piece lives in
 infra/. The settings are built once (infra/stack.py). A multi-host accelerator type (v6e-16 and up) is a slice's
-hosts instead of the VM and its data disk (infra/machine.py); the same tasks run the remote CLI on every host.
+hosts instead of the VM and its data disk (infra/resources/machine.py); the same tasks run the remote CLI on every host.
 """
 
 import pulumi
 
-from infra import apis, bucket, data_access, machine, outputs, publish, stack
-from infra.on_destroy import model_lost_on_destroy
-from infra.tasks import PostDeployTasks, TasksArgs
+from infra import outputs, stack
+from infra.plan.on_destroy import model_lost_on_destroy
+from infra.resources import apis, bucket, data_access, machine, publish
+from infra.resources.tasks import PostDeployTasks, TasksArgs
 
 settings = stack.settings()
-# The APIs the stack calls, enabled by the stack itself, before anything that calls them (infra/apis.py).
+# The APIs the stack calls, enabled by the stack itself, before anything that calls them (infra/resources/apis.py).
 services = apis.declare(settings)
 # `pulumi destroy` runs no program: the preview and update before it are where a model it would take is named.
 if lost := model_lost_on_destroy(settings):

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 
-from infra.cost import checkpoints_per_run
+from infra.pricing.cost import checkpoints_per_run
 from workload.core.models import MODELS, parameter_count
 
 GEMMA3_4B = MODELS["gemma3-4b"].shape  # configs/models/gemma3-4b.yml in MaxText 0.2.2

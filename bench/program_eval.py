@@ -37,7 +37,7 @@ def _record(self, address):
 socket.socket.connect = _record
 socket.socket.connect_ex = _record
 sys.path.insert(0, {root!r})
-from infra.stack_file import read_stack_config
+from infra.config.stack_file import read_stack_config
 from rehearsal.engine import ROOT, run_program
 stack = run_program(read_stack_config(ROOT / "Pulumi.dev.yaml"))
 print(json.dumps({{"resources": len(stack.resources), "outputs": len(stack.outputs), "connects": attempts}}))

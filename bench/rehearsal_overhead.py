@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from infra.stack_file import read_stack_config
+from infra.config.stack_file import read_stack_config
 from rehearsal.__main__ import CONFIG
 from rehearsal.local_host import MAXTEXT_VENV, LocalHost
 from workload.core.config import BY_KEY, PipelineConfig

@@ -7,7 +7,7 @@
   report COSTS.json… [--table F]  predict each case's step from its costs, beside its measured step where a chip
                                   measured one, as a Markdown table for bench/RESULTS.md; with --table, write the
                                   predictions of the cases on a stack's accelerator type for the preview
-                                  (infra/cost.py `STEP_PREDICTIONS`). Standard library.
+                                  (infra/pricing/cost.py `STEP_PREDICTIONS`). Standard library.
 
 A case file is `{"cases": [{"case": {…bench/tpu/cases.py Case fields…}, "topology": "v5e-1", "measured_step_ms": 106,
 "measured": "where"}, …]}`: the case compiles as the bench's chip runs it (bench/tpu/cases.py `maxtext_arguments`),
@@ -161,7 +161,7 @@ def report(costs: list[Path], hlo_dir: Path | None) -> str:
 
 def table(costs: list[Path], hlo_dir: Path | None, commit: str) -> dict[str, Any]:
     """The predictions of the cases compiled for a stack's accelerator type with the whole model, as the preview reads
-    them (infra/throughput.py): each with the configuration it was compiled with and where it comes from."""
+    them (infra/plan/throughput.py): each with the configuration it was compiled with and where it comes from."""
     recorded = load(costs, hlo_dir)
     date = recorded["environment"]["date"][:10]
     rows = []

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import pulumi
 
-from infra import billing, run_length
-from infra.cost import estimate
-from infra.machine import Machine, runs_url
-from infra.on_destroy import on_destroy
-from infra.preflight import hbm_beside_preflight
-from infra.publish import PublishTask
-from infra.settings import Settings
-from infra.ssh_commands import gcloud_ssh_command, ssh_command
-from infra.tasks import PostDeployTasks, last_json_line
-from infra.throughput import predicted
+from infra.config import run_length
+from infra.config.settings import Settings
+from infra.plan import billing
+from infra.plan.on_destroy import on_destroy
+from infra.plan.throughput import predicted
+from infra.preflight.compile_step import hbm_beside_preflight
+from infra.pricing.cost import estimate
+from infra.resources.machine import Machine, runs_url
+from infra.resources.publish import PublishTask
+from infra.resources.ssh_commands import gcloud_ssh_command, ssh_command
+from infra.resources.tasks import PostDeployTasks, last_json_line
 
 
 def export(
@@ -26,7 +27,8 @@ def export(
     tasks: PostDeployTasks,
     published: PublishTask | None,
 ) -> None:
-    # `pulumi destroy` runs no program: the same line as the preview's warning stays readable (infra/on_destroy.py).
+    # `pulumi destroy` runs no program: the same line as the preview's warning stays readable
+    # (infra/plan/on_destroy.py).
     pulumi.export("onDestroy", on_destroy(s))
     pulumi.export("sweepChoice", s.sweep_choice)  # perDeviceBatchSize auto: chosen and runner-up (docs/preflight.md)
     for name, value in machine.outputs.items():

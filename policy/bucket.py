@@ -1,5 +1,5 @@
 """The checkpoint bucket holds every run's checkpoints, and a slice's kept model: `pulumi destroy` empties and deletes
-it by default (infra/bucket.py, `force_destroy`), and so does any change that replaces it (another
+it by default (infra/resources/bucket.py, `force_destroy`), and so does any change that replaces it (another
 `tpu-sft:checkpointBucket`, or a zone in another region): such a change must not pass unless the user said so."""
 
 from __future__ import annotations

@@ -73,5 +73,6 @@ def group_recreates_ended_hosts(name: str, props: Mapping[str, Any]) -> list[str
         return []
     return [
         f"instance group {name} recreates hosts that Google ended ({action}), so a run cap or preemption would "
-        f"not stop the bill: set instanceLifecyclePolicy.defaultActionOnFailure {RECREATE_NOTHING} (infra/slice.py)"
+        f"not stop the bill: set instanceLifecyclePolicy.defaultActionOnFailure {RECREATE_NOTHING} "
+        "(infra/resources/slice.py)"
     ]

@@ -1,6 +1,6 @@
 """What pulumi-gcp's `BucketObject` does on `pulumi up`, for the rehearsals: each object the program declared (a local
-dataset's copies, infra/data_access.py) is written into the emulator's bucket before the post-deploy tasks run,
-as the tasks depend on those objects.
+dataset's copies, infra/resources/data_access.py) is written into the emulator's bucket before the post-deploy tasks
+run, as the tasks depend on those objects.
 
 It stands for the provider's create: the asset's bytes uploaded under the declared name, as the person who runs
 `pulumi up` (the project's owner: the emulator's own, unchecked address, rehearsal/gcs_emulator.py). The asset is

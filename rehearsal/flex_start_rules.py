@@ -10,7 +10,7 @@ Enforced, each with where it was read (through the search tool, 2026-12-05):
 - no reservation: flex-start capacity comes from DWS's pool, not a reservation ("Create a Flex-start VM",
   cloud.google.com/compute/docs/instances/create-flex-start-vm, whose gcloud form passes `--reservation-affinity=none`;
   the stored copy's command was cut off, so this is also from the provider's own flex-start example,
-  pulumi-gcp `RegionResizeRequest`: reservation affinity `NO_RESERVATION`, as infra/flex_start.py quotes it);
+  pulumi-gcp `RegionResizeRequest`: reservation affinity `NO_RESERVATION`, as infra/resources/flex_start.py quotes it);
 - host maintenance TERMINATE and no automatic restart: as the brief of issue 51 lists them for flex-start VMs; Google's
   own words on these two were not read here (the stored pages were cut off before them).
 

@@ -7,8 +7,8 @@ The refusal is the shape of Google's 403 for a disabled API, as the field report
 #6101 and #11435 (2020, 2022) and GoogleCloudPlatform/k8s-config-connector#135 (2020) quote it: "<API> has not been
 used in project <P> before or it is disabled. Enable it by visiting …". Which API each resource type calls is this
 stand-in's own table (each service's REST endpoint in the provider's resource documentation), kept apart from
-infra/apis.py so that the program's table is checked against it, not against itself. What an empty project has on is
-an assumption the README states instead of checking: the two APIs its prerequisites enable by hand.
+infra/resources/apis.py so that the program's table is checked against it, not against itself. What an empty project has
+on is an assumption the README states instead of checking: the two APIs its prerequisites enable by hand.
 """
 
 from __future__ import annotations

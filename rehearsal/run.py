@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from infra.stack_file import read_stack_config
-from infra.tasks import last_json_line
+from infra.config.stack_file import read_stack_config
+from infra.resources.tasks import last_json_line
 from rehearsal.engine import ROOT, Declared, Stack, run_program
 
 COMMAND = "command:local:Command"

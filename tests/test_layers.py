@@ -29,7 +29,11 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("remote.exit_status", "remote.pipeline"),  # how both CLIs end; the phases over the toolkit
     ("remote.cli", "remote.stack"),  # `python -m remote`, `scripts/tpu-sft`
     ("remote.__main__",),
-    ("infra",),  # the Pulumi side, which writes the profile and settings the phases read
+    ("infra.__init__", "infra.pricing"),  # the Pulumi side: prices and the run's estimate, which defaults derive from
+    ("infra.config",),  # the stack's settings: the table, parsed and checked, and what each phase depends on
+    ("infra.preflight", "infra.resources"),  # the step compiled before any VM; what the program declares
+    ("infra.plan", "infra.stack"),  # what a change costs and re-runs; the settings as the program uses them
+    ("infra.outputs",),  # the stack's outputs, from all of the above
 )
 FLOORED = ("workload", "remote", "infra")
 

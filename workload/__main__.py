@@ -105,8 +105,8 @@ def worker_of(config: PipelineConfig, args: argparse.Namespace) -> JaxProcess:
 
 
 def held_out_files(config: PipelineConfig) -> None:
-    """A held-out share is cut from the local file by `pulumi up` (infra/local_data.py); on the host, where nothing
-    cuts it, MaxText needs the held-out files themselves."""
+    """A held-out share is cut from the local file by `pulumi up` (infra/config/local_data.py); on the host, where
+    nothing cuts it, MaxText needs the held-out files themselves."""
     if parse_share(config.eval_data) is not None:
         raise ConfigError(
             "tpu-sft:evalData",
@@ -116,8 +116,8 @@ def held_out_files(config: PipelineConfig) -> None:
 
 
 def length_in_tokens(config: PipelineConfig) -> None:
-    """`pulumi up` turns epochs into tokens by the data preflight's count of the data (infra/data_size.py); on the host,
-    where nothing counts it, the length must come as tokens or steps."""
+    """`pulumi up` turns epochs into tokens by the data preflight's count of the data (infra/config/data_size.py); on
+    the host, where nothing counts it, the length must come as tokens or steps."""
     if config.epochs is not None:
         raise ConfigError(
             "tpu-sft:epochs",

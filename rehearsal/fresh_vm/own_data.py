@@ -6,7 +6,7 @@ conversations), in the `messages` column alone, the shape a team's export has: t
 the lengths the tiny model learns from in 20 steps, so the held-out loss stays a measure of learning. They are
 written at rehearsal time into its directory (the same rows every time, so the same content hash and the same
 objects in the bucket) rather than committed: some 44 KB of generated text. `evalData` holds out a share by the fixed
-seed (infra/local_data.py), as many rows as the built dataset held out.
+seed (infra/config/local_data.py), as many rows as the built dataset held out.
 """
 
 from __future__ import annotations

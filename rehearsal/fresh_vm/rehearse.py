@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
-from infra.tasks import last_json_line
+from infra.resources.tasks import last_json_line
 from rehearsal import bucket_objects, storage_iam
 from rehearsal.fresh_vm import own_data
 from rehearsal.fresh_vm.address import claim_address

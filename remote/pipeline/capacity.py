@@ -4,7 +4,7 @@ least every minute; the SSH wait's 10 minutes start only once the hosts exist.
 
 Why a plain resize, not a resize request: Compute Engine refuses resize requests in a group of TPU VMs ("Creating
 resize requests for managed instance group with TPU is not allowed", a field report of 2026-07-20), and a group with
-a TPU accelerator topology must create its hosts in BULK mode (infra/slice.py), all at once or none. The path
+a TPU accelerator topology must create its hosts in BULK mode (infra/resources/slice.py), all at once or none. The path
 reported to work puts FLEX_START in the template, creates the BULK group at size 0, then resizes it to N
 (`instanceGroupManagers.resize`; the Compute API reference: "If you increase the size, the group creates new
 instances using the current instance template"). A BULK group "waits for the full capacity to become available"

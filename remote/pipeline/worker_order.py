@@ -1,8 +1,8 @@
 """A slice's worker order as the platform numbers it: each host's `TPU_WORKER_ID`, read on the host itself from the
 `tpu-env` attribute of its instance metadata, before any worker's job starts.
 
-Why not the target's order: the target lists the group's hosts by instance name (infra/slice.py `host_names`), a
-guess at the platform's numbering; libtpu forms the slice by the platform's own ids, so `--worker-id` and
+Why not the target's order: the target lists the group's hosts by instance name (infra/resources/slice.py `host_names`),
+a guess at the platform's numbering; libtpu forms the slice by the platform's own ids, so `--worker-id` and
 `--worker-hostnames` must follow them (ARCHITECTURE.md, "One VM or a slice").
 
 Where the shape comes from: field reports of v6e/TPU7x slices made as managed instance groups on Compute Engine

@@ -1,9 +1,9 @@
 """What Compute Engine says of the stack's VM when SSH does not answer: running, stopped, or gone (autostop deletes
 an idle VM, workload/spend/autostop.py; Google may stop or delete a SPOT one). With the caller's gcloud token, as
 remote/pipeline/capacity.py asks: GET …/instances/NAME (`compute.instances.get`); never a start: Compute Engine cannot
-restart a TPU VM once stopped, so `pulumi up` replaces it (infra/vm.py REPLACED_WHEN_STOPPED). $TPU_SFT_COMPUTE_API
-overrides the API's base URL. Without gcloud, or refused, the state is "unknown" and the reason says why: never a
-guess.
+restart a TPU VM once stopped, so `pulumi up` replaces it (infra/resources/vm.py REPLACED_WHEN_STOPPED).
+$TPU_SFT_COMPUTE_API overrides the API's base URL. Without gcloud, or refused, the state is "unknown" and the reason
+says why: never a guess.
 """
 
 from __future__ import annotations

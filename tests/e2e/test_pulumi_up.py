@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.tasks import last_json_line
+from infra.resources.tasks import last_json_line
 from rehearsal.engine import plain
 from remote.pipeline.part import PartDone, PartPrinter
 from remote.ssh.errors import EXIT_UNREACHABLE

@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from infra import data_preflight, data_size, preflight
-from infra.local_data import resolve
+from infra.config import data_size
+from infra.config.local_data import resolve
+from infra.preflight import compile_step, data_preflight
 from rehearsal.fresh_vm import own_data
 from rehearsal.fresh_vm.rehearse import CONFIG, identity_overrides
 from rehearsal.sshd import keygen
@@ -78,7 +79,7 @@ def test_the_data_preflight_gives_the_table_for_that_file(tmp_path, monkeypatch,
     monkeypatch.delenv("HF_TOKEN", raising=False)
     settings = {**identity_overrides(keygen(tmp_path / "id_ed25519")), **own_data.overrides(own_data.write(tmp_path))}
     overrides = [f"{key}={value}" for key, value in settings.items()]
-    assert preflight.main(["--data", str(CONFIG), *overrides]) == 0
+    assert compile_step.main(["--data", str(CONFIG), *overrides]) == 0
     out = capsys.readouterr().out
     table = json.loads(out.splitlines()[-1])["table"]
     assert table["rows in all"] == table["rows read"] == TRAINING_ROWS

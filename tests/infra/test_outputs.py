@@ -5,10 +5,11 @@ import re
 
 import pytest
 
-from infra import preflight, throughput
-from infra.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
-from infra.plan import render
-from infra.settings import parse
+from infra.config.settings import parse
+from infra.plan import throughput
+from infra.plan.reruns import render
+from infra.preflight import compile_step
+from infra.pricing.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
 from rehearsal.engine import is_secret, plain
 
 
@@ -56,7 +57,7 @@ def test_the_example_stacks_preview_shows_the_chosen_configuration_its_predictio
 ):
     """Issue 54's acceptance: `pulumi preview` on Pulumi.dev.yaml as shipped names the chip's chosen loop and batch,
     and times and prices the run by that configuration's prediction in the bench's table, as the plan comment does."""
-    monkeypatch.setattr(preflight, "CACHE", tmp_path / "preflight")  # this machine's own records are not shipped
+    monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")  # this machine's own records are not shipped
     [row] = [
         r
         for r in json.loads(throughput.PREDICTIONS.read_text())["predictions"]

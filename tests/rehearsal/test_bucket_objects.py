@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_data import resolve
+from infra.config.local_data import resolve
 from rehearsal import gcs_emulator
 from rehearsal.bucket_objects import NotUploadable, upload_declared
 from rehearsal.storage_iam import DeclaredStorage

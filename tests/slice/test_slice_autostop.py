@@ -3,7 +3,7 @@ would start (workload/spend/autostop.py, the one file copied there, this machine
 namespaces, watching the host's own jobs, which are real detached jobs started over SSH as the phases start them.
 Worker 0 exports alone, as on a slice: worker 1, idle for longer than idle minutes, waits for it; once worker 0's
 job has ended and its own idle minutes have passed, one host resizes the group to 0, with the grant the program
-declared (one permission, on the project: infra/autostop.py).
+declared (one permission, on the project: infra/resources/autostop.py).
 
 Stand-ins, where nothing real exists here: the metadata server and the Compute Engine API
 (tests/workload/gce_standin.py, one per host: each host's own name), Cloud Storage (gcp-storage-emulator behind the

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.tasks import last_json_line
+from infra.resources.tasks import last_json_line
 from rehearsal import slice as slice_rehearsal
 from rehearsal.metadata_standin import tpu_env
 from rehearsal.run import Executed, start

@@ -36,12 +36,12 @@ def test_the_known_regressions_are_among_the_mutants(monkeypatch):
         for module, target in MODULES.items()
         for w in work_items(module, target)
     }
-    jobs, settings = Path("remote/ssh/jobs.py").read_text(), Path("infra/setting_table.py").read_text()
+    jobs, settings = Path("remote/ssh/jobs.py").read_text(), Path("infra/config/setting_table.py").read_text()
     chmod_line = next(i for i, line in enumerate(jobs.splitlines(), 1) if "f.chmod(0o600)" in line)
     iap_line = next(i for i, line in enumerate(settings.splitlines(), 1) if line.startswith("IAP_RANGE = "))
     assert ("remote/ssh/jobs.py", "tpu-sft/WidenFileMode", chmod_line) in made
     assert ("remote/ssh/jobs.py", "tpu-sft/SkipProtection", chmod_line) in made
-    assert ("infra/setting_table.py", "tpu-sft/OpenToInternet", iap_line) in made
+    assert ("infra/config/setting_table.py", "tpu-sft/OpenToInternet", iap_line) in made
 
 
 def test_no_mutants_in_annotations_signature_markers_or_log_lines():

@@ -243,7 +243,7 @@ class TestPreflightStep:
 
 class TestDataStep:
     """The test job's data preflight: after a compile that fits (train re-runs), with no credentials; a finding
-    does not fail the check but goes to the plan comment, whose head it is (tests/infra/test_plan.py)."""
+    does not fail the check but goes to the plan comment, whose head it is (tests/infra/plan/test_plan.py)."""
 
     STEP = step("test", "Check the data when train re-runs")
 
@@ -283,7 +283,7 @@ class TestDataStep:
 
 def test_the_preview_job_takes_the_sweep_as_data_checked_before_it_plans_or_previews(tmp_path):
     """The sweep came from a job that ran the pull request's code: it reaches the credentialed job as a file that
-    `--take-sweep` checks (tests/infra/test_batch_auto.py), never as script text."""
+    `--take-sweep` checks (tests/infra/preflight/test_batch_auto.py), never as script text."""
     names = [s.get("name") or s.get("uses") for s in JOBS["preview"]["steps"]]
     take = step("preview", "Take the test job's sweep (perDeviceBatchSize auto)")
     assert names.index(take["name"]) < names.index("Plan which pipeline phases re-run")

@@ -1,6 +1,6 @@
 """A run on the user's own JSON Lines file (real MaxText 0.2.2, tiny profile, CPU), end to end but for the VM: the
-file and a chat template of the user's resolved as `pulumi up` resolves them (infra/local_data.py: a share held out
-by the fixed seed, every object named by its content hash), those objects put in the checkpoint bucket (the
+file and a chat template of the user's resolved as `pulumi up` resolves them (infra/config/local_data.py: a share held
+out by the fixed seed, every object named by its content hash), those objects put in the checkpoint bucket (the
 IAM-enforcing stand-in, `gcs`, which MaxText reaches as the VM's service account with the grants the program
 declared), and MaxText's HF pipeline reading the training part from the bucket through `hf_path=json` /
 `hf_train_files`, measuring the held-out loss on the held-out part through `hf_eval_files`, with the template the
@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from infra.local_data import resolve
+from infra.config.local_data import resolve
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.workload.tiny_run import TINY_SETTINGS, copy_converted, run_workload
 from workload.core.config import PipelineConfig
@@ -34,7 +34,7 @@ def trained_on_jsonl(maxtext_python, tiny_converted, gcs, tmp_path_factory):
     user = {"dataset": str(chats), "evalData": "20%", "chatTemplate": str(tmp / "chat.jinja")}
     local = resolve(PipelineConfig.from_mapping(user), gcs.bucket)
     copies = tmp / "copies"
-    for upload in local.uploads:  # what the program's BucketObjects hold (infra/data_access.py)
+    for upload in local.uploads:  # what the program's BucketObjects hold (infra/resources/data_access.py)
         (copies / upload.object_name).parent.mkdir(parents=True, exist_ok=True)
         if upload.path:
             shutil.copyfile(upload.path, copies / upload.object_name)

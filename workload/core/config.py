@@ -146,7 +146,8 @@ class PipelineConfig:
 
     model: str = "gemma3-4b"
     # The run's length (workload/core/run_length.py): at most one of tokens, epochs (which `pulumi up` turns into
-    # tokens, infra/data_size.py) and a step count; none: the seed's tokens per chip. `steps` is what they come to.
+    # tokens, infra/config/data_size.py) and a step count; none: the seed's tokens per chip. `steps` is what they come
+    # to.
     tokens: int | None = None
     epochs: float | None = None
     step_count: int | None = None
@@ -451,7 +452,7 @@ SETTINGS: tuple[Setting, ...] = (
         "train",
     ),
     # A Hub id, gs:// files or local files (workload/core/data_source.py); `pulumi up` puts a local one's
-    # content-hashed copy here (infra/local_data.py), so a changed file is a changed value.
+    # content-hashed copy here (infra/config/local_data.py), so a changed file is a changed value.
     Setting("dataset", "dataset", _dataset, "HuggingFaceH4/ultrachat_200k", "train", names_run=True),
     Setting("trainSplit", "train_split", _pattern(_COLUMN, "a split name"), "train_sft", "train", names_run=True),
     Setting("trainDataColumns", "train_data_columns", _columns, '["messages"]', "train", names_run=True),

@@ -20,11 +20,11 @@ PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
 RUN_JOB_PREFIX = "run"
 RUN_TASK = "run"  # the run task's name: its pulumi-command resource's last part and its summary's "phase"
 
-# Where the VM's startup script mounts the data disk (infra/disk.py), and what is kept there.
+# Where the VM's startup script mounts the data disk (infra/resources/disk.py), and what is kept there.
 MOUNT_POINT = "/mnt/tpu-sft-data"
 KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
-# The object prefix, in the stack's checkpoint bucket (infra/bucket.py), of the workload's --runs-dir: training
-# checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
+# The object prefix, in the stack's checkpoint bucket (infra/resources/bucket.py), of the workload's --runs-dir:
+# training checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
 RUNS_PREFIX = "runs"
 # The prefix, in the same bucket, of a slice's kept model (remote/pipeline/profile.py slice_host): a slice has no
 # data disk. Outside RUNS_PREFIX, so the lifecycle rule never expires it.
@@ -48,8 +48,8 @@ HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put
 HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish/__main__.py)
 PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/pipeline/publish.py)
 
-# The instance metadata attribute that holds the price per chip-hour: written by infra/vm.py, read on the VM by
-# workload/spend/bill.py. (Autostop's own attributes, and the variables that point it and remote/ at stand-ins of
+# The instance metadata attribute that holds the price per chip-hour: written by infra/resources/vm.py, read on the VM
+# by workload/spend/bill.py. (Autostop's own attributes, and the variables that point it and remote/ at stand-ins of
 # Google's APIs, are in workload/spend/autostop.py, which imports nothing of tpu-sft.)
 PRICE_KEY = "tpu-sft-usd-per-chip-hour"
 

@@ -6,7 +6,7 @@ here, so a value parses the same on every machine):
 - `gs://BUCKET/PATH.jsonl` or `.parquet` (the object part may hold `*`): read on the VM with the VM's own identity;
 - a path: absolute, `./…`, `../…` or `~/…`, or any value ending in `.jsonl`, `.json` or `.parquet`: a file, or a
   folder's files of one format (`./data/*.jsonl`). `pulumi up` copies it into the stack's bucket by content
-  hash (infra/local_data.py); on the VM (and in tests) a path is the host's own;
+  hash (infra/config/local_data.py); on the VM (and in tests) a path is the host's own;
 - otherwise a Hub id, `owner/name`, as MaxText's sft.yml reads UltraChat.
 
 A file dataset goes to MaxText's HF pipeline as `hf_path=json|parquet` with the files in `hf_train_files` /

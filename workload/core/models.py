@@ -4,8 +4,8 @@ a row here (tests/workload/core/test_models.py fails on a row with a field missi
 A row: the model's MaxText name (`tpu-sft:model`, and `model_name=` in MaxText's argv); its Hugging Face repository,
 which MaxText's to_maxtext reads the weights from and bootstrap downloads them from before MaxText is installed
 (remote/pipeline/bootstrap/seed.py), and whose gated access the data preflight checks (workload/preflight/data.py);
-its decoder's shape, which a checkpoint's and the kept model's sizes follow from (infra/cost.py); and the licence a
-fine-tune of it is published under (workload/publish/model_card.py).
+its decoder's shape, which a checkpoint's and the kept model's sizes follow from (infra/pricing/cost.py); and the
+licence a fine-tune of it is published under (workload/publish/model_card.py).
 """
 
 from __future__ import annotations

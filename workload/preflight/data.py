@@ -11,7 +11,7 @@ profile's gated tokenizer) is said to be not checked, with why, rather than foun
 
 Each finding that would stop the run is one line on stderr naming the key and the fix (`ConfigError`'s); then a
 table on stdout, and a JSON line last (`ok`, the findings as key, problem and fix, the table, `not_checked`), which
-`scripts/preflight --data` keeps for `pulumi up` to refuse by (infra/data_preflight.py).
+`scripts/preflight --data` keeps for `pulumi up` to refuse by (infra/preflight/data_preflight.py).
 Exit 0: nothing stops the run; 1: a finding does; 2: bad input.
 Needs .maxtext-venv's Python (datasets, transformers).
 """
@@ -51,7 +51,7 @@ class Report:
     public_only: bool = False  # `--public-only`: what needs a credential is not checked, not a finding
     not_checked: str | None = None  # why, when it was not
     # The training data's size in the run's tokens (workload/core/run_length.py): what `tpu-sft:epochs` counts in
-    # (infra/data_size.py); exact when every row was read, else the rows in all x the sample's positions per row.
+    # (infra/config/data_size.py); exact when every row was read, else the rows in all x the sample's positions per row.
     epoch_tokens: int | None = None
     epoch_tokens_exact: bool = False
 

@@ -3,7 +3,7 @@ every one of them has been idle that long. It never stops a VM: Compute Engine c
 what is kept outlives the VM (the data disk, attached without auto-delete, and the checkpoint bucket).
 
 Runs on the VM as root, started at every boot by the startup script the Pulumi program declares
-(infra/startup.py), which copies this one file there: it needs only the standard library of the image's
+(infra/resources/startup.py), which copies this one file there: it needs only the standard library of the image's
 python3 and imports nothing from tpu-sft. It works with the laptop that ran `pulumi up` closed.
 
 Every poll it reads its settings from the instance's metadata (`tpu-sft-autostop`: delete or off;
@@ -21,8 +21,8 @@ never logs the token. After a request the API
 accepted it exits; the next boot starts it again.
 
 On a slice's host (metadata `tpu-sft-slice-group`, `-hosts` and `tpu-sft-autostop-reports`, written by
-infra/slice.py) no host may decide alone: export and verify run on worker 0 only, and a user may log in to any one
-host. Every poll each host writes what it sees to the checkpoint bucket (`<reports>/<host>.json`: busy with what,
+infra/resources/slice.py) no host may decide alone: export and verify run on worker 0 only, and a user may log in to any
+one host. Every poll each host writes what it sees to the checkpoint bucket (`<reports>/<host>.json`: busy with what,
 or idle since when), and once it has itself been idle for idle minutes it reads every host's report. Only when all
 agree does it ask the API to resize the slice's managed instance group to 0 (`instanceGroupManagers.resize`,
 size 0: the group deletes its hosts and their bill; the group, its template and the bucket stay, and the next
@@ -50,9 +50,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 ACTIONS = ("delete", "off")
-ACTION_KEY = "tpu-sft-autostop"  # instance metadata attributes written by infra/vm.py
+ACTION_KEY = "tpu-sft-autostop"  # instance metadata attributes written by infra/resources/vm.py
 IDLE_KEY = "tpu-sft-idle-minutes"
-GROUP_KEY = "tpu-sft-slice-group"  # a slice's: written by infra/slice.py
+GROUP_KEY = "tpu-sft-slice-group"  # a slice's: written by infra/resources/slice.py
 HOSTS_KEY = "tpu-sft-slice-hosts"  # its hosts' names, comma-separated
 REPORTS_KEY = "tpu-sft-autostop-reports"  # gs://BUCKET/PREFIX
 DEFAULT_METADATA_HOST = "metadata.google.internal"

@@ -4,8 +4,8 @@ POST …/resize remote/pipeline/capacity.py makes, at their real paths and in th
 request.
 
 Enforced, as Google does: the bearer token (401 without the one gcloud gave); a group other than the one it holds is
-404; the resize sets the target size. BULK mode (every slice's group: infra/slice.py): the group makes all its hosts
-at once or none ("the MIG doesn't create any instance until" the capacity for all of them is there,
+404; the resize sets the target size. BULK mode (every slice's group: infra/resources/slice.py): the group makes all its
+hosts at once or none ("the MIG doesn't create any instance until" the capacity for all of them is there,
 compute/docs/instance-groups/about-bulk-mode), so `currentActions.none` goes from 0 to the target in one reading.
 Until then each reading carries the next entry of `waiting`, the reason as `status.bulkInstanceOperation.
 lastProgressCheck.error` gives it (a field report's codes: tests/remote/pipeline/test_capacity.py); "" is a reading

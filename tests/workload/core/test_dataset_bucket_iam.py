@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.local_data import resolve
+from infra.config.local_data import resolve
 from rehearsal import storage_iam
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.fixtures.home import _home  # noqa: F401 (autouse: the program reads the stack's key pair there)
@@ -70,7 +70,8 @@ def test_without_the_grant_the_vm_is_refused(maxtext_python, mock_stack, team_fi
 def test_a_local_files_copy_in_the_stacks_bucket_is_read_with_the_vms_own_grant(
     maxtext_python, mock_stack, team_files, tmp_path
 ):
-    """What `pulumi up` uploads (infra/local_data.py's objects) is what the VM reads, at the URL the phases get."""
+    """What `pulumi up` uploads (infra/config/local_data.py's objects) is what the VM reads, at the URL the phases
+    get."""
     settings = {"tpu-sft:dataset": str(team_files / "sft" / "chats.jsonl"), "tpu-sft:evalData": "10%"}
     declared = storage_iam.DeclaredStorage.of(mock_stack(settings))
     local = resolve(PipelineConfig.from_mapping({"dataset": settings["tpu-sft:dataset"], "evalData": "10%"}), "b")

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from infra import cost
+from infra.pricing import cost
 from workload.core.config import ConfigError, PipelineConfig
 from workload.core.models import GEMMA_TERMS, MODELS, SHAPE_KEYS, Licence, Model
 

@@ -141,13 +141,13 @@ def test_bad_settings_are_bad_input(maxtext_python, tmp_path):
 
 
 def test_scripts_preflight_data_keeps_the_answer_that_pulumi_up_refuses_by(maxtext_python, tmp_path, monkeypatch):
-    from infra import data_preflight, preflight
+    from infra.preflight import compile_step, data_preflight
 
     monkeypatch.setenv("PREFLIGHT_PYTHON", maxtext_python)
     monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")
     data = write_jsonl(tmp_path / "chats.jsonl", good_rows(10))
     overrides = ["tpu-sft:profile=tiny", f"tpu-sft:dataset={data}", "tpu-sft:evalData=10%"]
-    assert preflight.main(["--data", str(REPO / "Pulumi.dev.yaml"), *overrides]) == 0
+    assert compile_step.main(["--data", str(REPO / "Pulumi.dev.yaml"), *overrides]) == 0
     (record,) = (tmp_path / "preflight").glob("data-*.json")
     assert json.loads(record.read_text())["ok"] is True
 
@@ -182,21 +182,22 @@ def test_public_only_says_what_it_could_not_check_and_uses_no_token(maxtext_pyth
 def _plan_comment(tmp_path: Path, capsys, head: dict[str, str]) -> str:
     """scripts/preflight --data --public-only on the head stack, then the plan comment made with its JSON line,
     as the pull request's two jobs make it (.github/workflows/preview.yml)."""
-    from infra import plan, preflight
+    from infra.plan import reruns
+    from infra.preflight import compile_step
 
     dev = (REPO / "Pulumi.dev.yaml").read_text()
     (tmp_path / "base.yaml").write_text(dev)
     head_text = "".join(line for line in dev.splitlines(True) if not any(line.startswith(f"  {k}:") for k in head))
     (tmp_path / "head.yaml").write_text(head_text + "".join(f"  {k}: '{v}'\n" for k, v in head.items()))
-    preflight.main(["--data", "--public-only", str(tmp_path / "head.yaml")])
+    compile_step.main(["--data", "--public-only", str(tmp_path / "head.yaml")])
     (tmp_path / "data.json").write_text(capsys.readouterr().out.splitlines()[-1])
     base, head_file = str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml")
-    assert plan.main(["--base", base, "--head", head_file, "--data", str(tmp_path / "data.json")]) == 0
+    assert reruns.main(["--base", base, "--head", head_file, "--data", str(tmp_path / "data.json")]) == 0
     return capsys.readouterr().out
 
 
 def test_the_pull_requests_data_check_reaches_the_plan_comment(maxtext_python, tmp_path, monkeypatch, capsys):
-    from infra import data_preflight
+    from infra.preflight import data_preflight
 
     monkeypatch.setenv("PREFLIGHT_PYTHON", maxtext_python)
     monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")

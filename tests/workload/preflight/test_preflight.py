@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from infra.preflight import train_fingerprint
-from infra.settings import parse
-from infra.stack_file import read_stack_config
+from infra.config.settings import parse
+from infra.config.stack_file import read_stack_config
+from infra.preflight.compile_step import train_fingerprint
 from workload.core.config import PipelineConfig
 from workload.launch.jax_process import JaxProcess
 from workload.preflight import fit
@@ -291,11 +291,11 @@ def two_preflights(maxtext_python, tmp_path_factory) -> TwoPreflights:
     """A preflight that fits, for each loop, and one that cannot, compiled at the same time (libtpu lets one process
     per machine hold its lockfile unless told that none drives a TPU); then the one that cannot, again, from its cache.
 
-    The one that cannot goes through the stack's side (scripts/preflight → infra/preflight.py), as a user runs it:
-    the dev stack with the small gemma3 of one layer, a batch whose logits alone are 32 GiB a chip (65,536
+    The one that cannot goes through the stack's side (scripts/preflight → infra/preflight/compile_step.py), as a user
+    runs it: the dev stack with the small gemma3 of one layer, a batch whose logits alone are 32 GiB a chip (65,536
     sequences x 128 tokens x 1,024 words x 4 bytes), in the dev stack's loop, MaxText's own: its compiler accepts the
     step, at 78.66 GiB a chip, and the verdict refuses it. (A sweep compiles such batches for minutes each: its search
-    is tested on a stand-in, tests/infra/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
+    is tested on a stand-in, tests/infra/preflight/test_batch_sweep.py, and the real one is in bench/RESULTS.md.)"""
     directory = tmp_path_factory.mktemp("preflight")
     started = directory / "started"
     python = directory / "python"

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from infra.stack_file import read_stack_config
+from infra.config.stack_file import read_stack_config
 from rehearsal.engine import ROOT, run_program
 from remote.ssh import jobs
 from remote.ssh.connection import connect

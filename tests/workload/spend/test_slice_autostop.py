@@ -56,7 +56,8 @@ def test_the_grant_lets_the_hosts_resize_groups_and_do_nothing_else(slice_autost
     try:
         assert _resize(standin, "tpu-sft-dev")[0] == 200
         assert standin.resizes == [("tpu-sft-dev", 0)]
-        # On the project, as IAM can grant it (infra/autostop.py): another group of the project too, said so there.
+        # On the project, as IAM can grant it (infra/resources/autostop.py): another group of the project too, said so
+        # there.
         assert _resize(standin, "someone-elses-group")[0] == 404
         assert _resize(standin, "tpu-sft-dev", token="ya29.someone-else")[0] == 401
         standin.group_access = slice_autostop.access_off  # autostop off declares no grant: nothing may resize

@@ -1,0 +1,60 @@
+"""What `pulumi destroy` will delete and leave, said while a `pulumi preview` or `pulumi up` can still change it.
+
+`pulumi destroy` does not run the program: it deletes what the state lists, with the deletion flags the last
+`pulumi up` recorded. So the one moment the program can warn is the preview and update before it; the same line
+stays readable afterwards as the `onDestroy` stack output (`pulumi stack output onDestroy`), which the state keeps
+until the destroy.
+"""
+
+from __future__ import annotations
+
+from infra.config.settings import Settings
+from workload.core.contract import KEPT_PREFIX
+
+KEEPING = "docs/checkpoints.md#keeping-the-data-disk-and-the-bucket"
+
+
+def published_outside(s: Settings) -> list[str]:
+    """Where the publish task copies the kept model to that `pulumi destroy` does not delete: the Hub, or a
+    Cloud Storage destination outside the stack's own checkpoint bucket (a destination inside it goes with it)."""
+    places = [f"hf.co/{s.publish_hub_repo}"] if s.publish_hub_repo else []
+    if s.publish_gcs_uri and s.publish_gcs_uri.removeprefix("gs://").split("/", 1)[0] != s.checkpoint_bucket:
+        places.append(s.publish_gcs_uri)
+    return places
+
+
+def model_lost_on_destroy(s: Settings) -> str | None:
+    """One line, or None: the kept model exists only in something `pulumi destroy` deletes."""
+    if published_outside(s):
+        return None
+    if s.is_slice:
+        if s.keeps_bucket:
+            return None
+        kept = f"gs://{s.checkpoint_bucket}/{KEPT_PREFIX}/"
+        return (
+            f"the fine-tuned model will be only in {kept}, and `pulumi destroy` empties and deletes that bucket: "
+            f"publish it (tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off (gcloud storage cp -r {kept} "
+            f".), or keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the last `pulumi up`: "
+            f"{KEEPING})"
+        )
+    if s.keep_data_disk:
+        return None
+    return (
+        "the fine-tuned model will be only on the data disk, and `pulumi destroy` deletes it: publish it "
+        "(tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off "
+        "(docs/checkpoints.md#getting-the-model-out-before-pulumi-destroy), or keep the disk (pulumi config set "
+        f"tpu-sft:keepDataDisk true; after the last `pulumi up`: {KEEPING})"
+    )
+
+
+def on_destroy(s: Settings) -> str:
+    """The `onDestroy` stack output: what `pulumi destroy` leaves, in one line."""
+    lost = model_lost_on_destroy(s)
+    if lost:
+        return lost
+    kept = (["the data disk"] if s.keep_data_disk and not s.is_slice else []) + (
+        [f"the checkpoint bucket gs://{s.checkpoint_bucket}"] if s.keeps_bucket else []
+    )
+    if kept:
+        return f"`pulumi destroy` leaves {' and '.join(kept)}, billable until you delete them; it deletes the rest"
+    return f"`pulumi destroy` deletes everything billable; the model is published to {', '.join(published_outside(s))}"

@@ -1,0 +1,144 @@
+"""The machine the run trains on: one TPU VM with its data disk, or a slice's hosts (a multi-host accelerator type,
+infra/resources/slice.py), each with the SSH firewall and OS Login key that let the tasks in and autostop's grant.
+
+The two differ only where Google does: a VM has a data disk, an address and an instance id; a slice's hosts
+cannot share a disk (the model is kept in the bucket too), need a firewall for their own traffic, and are named by
+their group. `Machine` is what the rest of the stack needs of either: the bucket's grant, the tasks' target and
+triggers, and the outputs of its kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import pulumi
+
+from infra.config.settings import Settings
+from infra.config.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
+from infra.pricing.cost import data_disk_performance
+from infra.resources import apis
+from infra.resources.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
+from infra.resources.disk import DataDisk, DataDiskArgs
+from infra.resources.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
+from infra.resources.slice import TpuSlice, TpuSliceArgs
+from infra.resources.tasks import slice_target_json, vm_target_json
+from infra.resources.vm import TpuVm, TpuVmArgs
+from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
+
+
+@dataclass(frozen=True)
+class Machine:
+    service_account_email: pulumi.Output[str]  # what the hosts act as: the bucket's grants name it
+    identity: pulumi.Output[str]  # what the tasks' triggers hold: new hosts re-run every task
+    ready: list[pulumi.Resource]  # what must exist before a task connects
+    target_json: Callable[[pulumi.Output[str]], pulumi.Output[str]]  # the tasks' target, given the bucket's URL
+    main_host: pulumi.Output[str]  # the VM's instance name, or worker 0's: where a person's ssh goes
+    external_ip: pulumi.Output[str | None]  # None on a slice, which is reached through IAP only
+    outputs: dict[str, Any]  # the stack outputs of its kind
+
+
+def declare(settings: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
+    return _slice(settings, services) if settings.is_slice else _vm(settings)
+
+
+def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
+    """Where training checkpoints outlive the hosts (the `checkpointsUrl` output)."""
+    return bucket_url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
+
+
+def _vm(s: Settings) -> Machine:
+    data_disk = DataDisk(
+        f"{s.instance_name}-data",
+        DataDiskArgs(
+            zone=s.zone,
+            size_gb=s.data_disk_size_gb,
+            disk_type=s.data_disk_type,
+            labels=dict(s.labels),
+            keep_on_destroy=s.keep_data_disk,
+            provisioned_iops=data_disk_performance(s.data_disk_type).iops,
+            provisioned_throughput=data_disk_performance(s.data_disk_type).mib_per_s,
+        ),
+    )
+    firewall = _ssh_firewall(s)
+    access_key = _os_login_key(s)
+    vm = TpuVm(
+        s.instance_name, TpuVmArgs(settings=s, data_disk_self_link=data_disk.self_link, network_tag=s.instance_name)
+    )
+    if s.autostop != "off":
+        AutostopAccess(
+            f"{s.instance_name}-autostop",
+            AutostopAccessArgs(
+                project=s.project,
+                zone=s.zone,
+                stack=s.stack,
+                instance_name=vm.name,
+                service_account_email=vm.service_account_email,
+            ),
+        )
+    return Machine(
+        service_account_email=vm.service_account_email,
+        identity=vm.instance_id,
+        ready=[vm, firewall, data_disk, *access_key],
+        target_json=lambda bucket_url: vm_target_json(s, vm.name, vm.instance_id, vm.external_ip, runs_url(bucket_url)),
+        main_host=vm.name,
+        external_ip=vm.external_ip,
+        outputs={"instanceName": vm.name, "dataDiskName": data_disk.name, "dataDiskMountPoint": MOUNT_POINT},
+    )
+
+
+def _slice(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
+    # No data disk (the hosts cannot share one): the model is kept in the bucket too.
+    firewall = _ssh_firewall(s)
+    slice_firewall = SliceFirewall(
+        f"{s.instance_name}-slice", SliceFirewallArgs(network=s.network, tag=s.instance_name)
+    )
+    access_key = _os_login_key(s)
+    hosts = TpuSlice(
+        s.instance_name, TpuSliceArgs(settings=s, network_tag=s.instance_name, compute_api=services[apis.COMPUTE])
+    )
+    if s.autostop != "off":
+        SliceAutostopAccess(
+            f"{s.instance_name}-autostop",
+            SliceAutostopAccessArgs(
+                project=s.project, stack=s.stack, service_account_email=hosts.service_account_email
+            ),
+        )
+
+    def target_json(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
+        kept_url = bucket_url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
+        names, ids, group = hosts.host_names, hosts.host_ids, hosts.flex_start_group
+        return slice_target_json(s, hosts.group_id, names, ids, group, kept_url, runs_url(bucket_url))
+
+    return Machine(
+        service_account_email=hosts.service_account_email,
+        identity=hosts.identity,
+        # The MIG, declared to wait until every host exists and the group is stable; a FLEX_START group is filled by
+        # the first task instead (infra/resources/slice.py).
+        ready=[*hosts.ready, firewall, slice_firewall, *access_key],
+        target_json=target_json,
+        main_host=hosts.host_names.apply(lambda names: names[0]),
+        external_ip=pulumi.Output.from_input(None),
+        outputs={
+            "instanceGroupName": hosts.name,
+            "acceleratorType": s.accelerator.name,
+            "hosts": hosts.hosts,
+            "hostNames": hosts.host_names,  # worker 0 first: the worker ids the phases give the hosts
+            "chips": s.accelerator.chips,
+        },
+    )
+
+
+def _ssh_firewall(s: Settings) -> SshFirewall:
+    """The SSH allow on the hosts' network tag (their instance name), and a deny of everything else."""
+    return SshFirewall(
+        f"{s.instance_name}-ssh",
+        SshFirewallArgs(network=s.network, source_ranges=s.ssh_source_ranges, target_tag=s.instance_name),
+    )
+
+
+def _os_login_key(s: Settings) -> list[OsLoginKey]:
+    if s.ssh_access != "oslogin":
+        return []
+    args = OsLoginKeyArgs(project=s.project, account=s.os_login_account or "", public_key=s.ssh_public_key)
+    return [OsLoginKey(f"{s.instance_name}-oslogin-key", args)]

@@ -1,0 +1,56 @@
+"""The VM's startup script (metadata `startup-script`, run as root at every boot): mount the data disk, then
+start autostop (workload/spend/autostop.py) in the background.
+
+The watcher is copied into the script whole, because at boot nothing of tpu-sft is on the VM yet (the phases
+ship workload/ later, over SSH, into the user's home). Its settings travel as metadata attributes, which it
+re-reads every poll: a changed tpu-sft:autostop or idleMinutes needs no reboot, and no new script.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infra.config.settings import Settings
+from infra.resources.disk import mount_script
+from workload.core.contract import JOBS_DIR, STATE_DIR
+from workload.spend import autostop
+
+WATCHER_SOURCE = Path(autostop.__file__)
+WATCHER_PATH = "/var/lib/tpu-sft/autostop.py"
+WATCHER_LOG = "/var/log/tpu-sft-autostop.log"
+WATCHER_LOCK = "/run/tpu-sft-autostop.lock"  # one watcher per boot, even if the script is run again
+_END = "TPU_SFT_AUTOSTOP_PY"
+# sshd drops a client that stopped answering after 3 minutes, instead of TCP's ~2 hours: a laptop that went
+# to sleep mid-`pulumi up` must not hold an SSH session (and so the VM) open. Live clients answer: the remote
+# layer's own keepalive is every 15 s.
+CLIENT_ALIVE = "/etc/ssh/sshd_config.d/60-tpu-sft-client-alive.conf"
+
+
+def metadata(s: Settings) -> dict[str, str]:
+    """The watcher's settings, as instance metadata attributes (changed in place, without a restart)."""
+    return {autostop.ACTION_KEY: s.autostop, autostop.IDLE_KEY: str(s.idle_minutes)}
+
+
+def startup_script(s: Settings, *, data_disk: bool = True) -> str:
+    """The script every boot runs. `data_disk`: whether a data disk is attached to mount (a slice's hosts have
+    none: its script starts with the same `#!/bin/bash` and `set -euo pipefail`, without the mount)."""
+    source = WATCHER_SOURCE.read_text()
+    jobs_root = f"/home/{s.ssh_user}/{STATE_DIR}/{JOBS_DIR}"
+    head = mount_script() if data_disk else "#!/bin/bash\nset -euo pipefail\n"
+    return head + "\n".join(
+        [
+            f"printf 'ClientAliveInterval 60\\nClientAliveCountMax 3\\n' > {CLIENT_ALIVE}",
+            "systemctl reload ssh 2>/dev/null || true",
+            f"install -d -m 755 {Path(WATCHER_PATH).parent}",
+            f"cat > {WATCHER_PATH} <<'{_END}'",
+            source.rstrip("\n"),
+            _END,
+            "if command -v python3 >/dev/null; then",
+            f"  setsid nohup flock -n {WATCHER_LOCK} python3 {WATCHER_PATH} --jobs-root {jobs_root} "
+            f"</dev/null >>{WATCHER_LOG} 2>&1 &",
+            "else",
+            f"  echo 'tpu-sft: no python3 on this image, so autostop cannot run' >>{WATCHER_LOG}",
+            "fi",
+            "",
+        ]
+    )

@@ -1,0 +1,55 @@
+"""maxRunHours: on by default for every provisioning model, from the run's estimate with a margin; off only
+when asked (never for FLEX_START); the policy pack warns when a VM has no cap."""
+
+import pytest
+
+from infra.pricing.cost import estimate, seed_step_seconds
+from infra.pricing.run_cap import default_max_run_hours
+from policy import instance
+
+INSTANCE = "gcp:compute/instance:Instance"
+
+
+@pytest.mark.parametrize(
+    ("model", "reservation"),
+    [("RESERVATION_BOUND", "my-v6e-reservation"), ("STANDARD", None), ("SPOT", None), ("FLEX_START", None)],
+)
+def test_every_provisioning_model_is_capped_by_default(mock_stack, model, reservation):
+    overrides = {"tpu-sft:provisioningModel": model, **({"tpu-sft:reservation": reservation} if reservation else {})}
+    vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
+    # The dev stack's run, 250 steps of batch 4 at the seed's 0.6 s per sequence (the seed's 1,000 of 1): estimated
+    # 0.667 h → twice that plus an hour → rounded up to 4 h.
+    assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 4 * 3600}
+    # What Google does at the cap: delete, so nothing billable is left but the data disk.
+    assert vm.inputs["scheduling"]["instanceTerminationAction"] == "DELETE"
+    assert instance.run_duration_uncapped("vm", vm.inputs) == []
+
+
+def test_the_default_follows_the_estimate_with_margin():
+    run = estimate(8, 2.70, 1000, seed_step_seconds(1))
+    assert run.run_hours == pytest.approx(0.667)
+    assert default_max_run_hours(run) == 4
+    # A much longer run gets a cap above twice its estimate.
+    long_run = estimate(8, 2.70, 50_000, seed_step_seconds(1))  # 8.83 h
+    assert default_max_run_hours(long_run) == 32 and 32 >= 2 * long_run.run_hours
+
+
+def test_ordinary_step_changes_keep_the_cap_so_the_vm_is_not_replaced(mock_stack):
+    """max_run_duration is ForceNew: a new cap would replace the VM and re-run every phase."""
+    caps = {
+        steps: mock_stack({"tpu-sft:steps": steps}).one(INSTANCE).inputs["scheduling"]["maxRunDuration"]
+        for steps in ("125", "250", "500", "1250")  # the stack's batch 4: the tokens of 500 to 5,000 steps of 1
+    }
+    assert all(cap == {"seconds": 4 * 3600} for cap in caps.values()), caps
+
+
+def test_an_explicit_cap_wins(mock_stack):
+    vm = mock_stack({"tpu-sft:maxRunHours": "9"}).one(INSTANCE)
+    assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 9 * 3600}
+
+
+def test_off_removes_the_cap_and_the_policy_pack_warns(mock_stack):
+    vm = mock_stack({"tpu-sft:maxRunHours": "off"}).one(INSTANCE)
+    assert "maxRunDuration" not in vm.inputs["scheduling"]
+    [warning] = instance.run_duration_uncapped("vm", vm.inputs)
+    assert "no run-duration cap" in warning and "tpu-sft:maxRunHours" in warning

@@ -1,0 +1,141 @@
+"""Publishing in the program: opt-in, after the export phase, with the Hub write token travelling like the read
+token (a secret piped over stdin by its own task), never in a phase's environment, a plain output or state."""
+
+import json
+
+import pytest
+
+from rehearsal.engine import MIG_ID, plain, run_program
+from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV, TARGET_ENV
+
+COMMAND = "command:local:Command"
+WRITE_TOKEN = "hf_" + "Wr1teCanary" * 4
+
+
+def commands(stack):
+    return {c.name.removeprefix("tpu-sft-dev-pipeline-"): c for c in stack.of_type(COMMAND)}
+
+
+def test_off_by_default(mock_stack):
+    assert "publish" not in commands(mock_stack())
+    assert "published" not in mock_stack().outputs
+
+
+def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
+    stack = mock_stack(
+        {
+            "tpu-sft:publishGcsUri": "gs://models/team/gemma",
+            "tpu-sft:publishHubRepo": "team/gemma-sft",
+            "tpu-sft:hfWriteToken": WRITE_TOKEN,
+        },
+        secret_keys=("tpu-sft:hfWriteToken",),
+    )
+    tasks = commands(stack)
+    publish = tasks["publish"]
+    assert publish.inputs["create"] == ".venv/bin/python -m remote publish"
+    assert json.loads(publish.inputs["environment"][PUBLISH_ENV]) == {
+        "gcs": "gs://models/team/gemma",
+        "hub": "team/gemma-sft",
+        "public": False,
+    }
+    assert tasks["export"].urn in publish.dependencies
+    token_task = tasks["publish-hf-write-token"]
+    assert token_task.inputs["create"] == f".venv/bin/python -m remote put-secret {HF_WRITE_TOKEN_SECRET}"
+    assert token_task.urn in publish.dependencies
+    # The token: only in the secret stdin of its own task; nowhere readable in state or outputs.
+    assert token_task.inputs["stdin"]["value"] == WRITE_TOKEN
+    for r in stack.resources:
+        assert WRITE_TOKEN not in json.dumps(plain(r.inputs))
+    assert WRITE_TOKEN not in json.dumps(plain(stack.outputs))
+
+
+def test_a_new_destination_or_model_re_runs_it_a_price_change_does_not(mock_stack):
+    def inputs(overrides):
+        return commands(mock_stack({"tpu-sft:publishGcsUri": "gs://models/m", **overrides}))["publish"].inputs
+
+    base = inputs({})
+    assert inputs({"tpu-sft:publishGcsUri": "gs://models/other"})["triggers"] != base["triggers"]
+    assert inputs({"tpu-sft:steps": "2000"})["triggers"] != base["triggers"]
+    assert inputs({"tpu-sft:pricePerChipHour": "1.5"}) == base
+
+
+@pytest.mark.parametrize(
+    ("overrides", "secret_keys", "key"),
+    [
+        ({"tpu-sft:publishGcsUri": "s3://models/m"}, (), "tpu-sft:publishGcsUri"),
+        ({"tpu-sft:publishHubRepo": "no-owner"}, (), "tpu-sft:publishHubRepo"),
+        ({"tpu-sft:publishHubPublic": "maybe"}, (), "tpu-sft:publishHubPublic"),
+        ({"tpu-sft:hfWriteToken": "not-a-secret-value"}, (), "tpu-sft:hfWriteToken"),
+        ({"tpu-sft:hfWriteToken": WRITE_TOKEN}, (), "tpu-sft:hfWriteToken"),
+    ],
+)
+def test_malformed_publish_settings_are_one_line_before_anything(mock_stack, overrides, secret_keys, key):
+    import pulumi
+
+    with pytest.raises(pulumi.RunError) as raised:
+        mock_stack(overrides, secret_keys=secret_keys)
+    message = str(raised.value)
+    assert message.startswith(f"{key}: ") and "Fix: " in message and "\n" not in message
+    assert WRITE_TOKEN not in message
+
+
+def test_an_update_publishing_to_the_hub_needs_a_write_token(dev_config, monkeypatch):
+    import pulumi
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)
+    monkeypatch.delenv("HF_WRITE_TOKEN", raising=False)
+    with pytest.raises(pulumi.RunError, match=r"^tpu-sft:hfWriteToken: is not set"):
+        run_program({**dev_config, "tpu-sft:publishHubRepo": "team/gemma-sft"}, preview=False)
+
+
+PUBLISHING = {"tpu-sft:publishGcsUri": "gs://models/m"}
+# Each publish input (target, export's settings, destinations) and changes that touch none of them.
+PUBLISH_CHANGES = [
+    {"tpu-sft:publishGcsUri": "gs://models/other"},
+    {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:steps": "2000"},
+    {"tpu-sft:model": "gemma3-12b"},
+    {"tpu-sft:access": "direct"},
+    {"tpu-sft:checkpointPeriod": "50"},
+    {"tpu-sft:pricePerChipHour": "1.5"},
+    {"tpu-sft:labels": '{"owner": "x"}'},
+]
+
+
+@pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
+def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
+
+    def recorded(overrides):
+        task = commands(mock_stack({**PUBLISHING, **overrides}))["publish"]
+        return {k: task.inputs.get(k) for k in ("create", "environment", "triggers")}
+
+    base, head = ({**dev_config, **PUBLISHING, **c} for c in ({}, change))
+    (row,) = [r for r in plan(parse(base, stack="dev"), parse(head, stack="dev")) if r[0] == "publish"]
+    assert row[1] == (recorded({}) != recorded(change)), row
+
+
+def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
+    from infra.config.settings import parse
+    from infra.plan.reruns import plan
+
+    off, on = parse(dev_config, stack="dev"), parse({**dev_config, **PUBLISHING}, stack="dev")
+    assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export"]
+    assert plan(off, on)[-1] == ("publish", True, 'publishing turned on: `gcs`: null → "gs://models/m"')
+    assert plan(on, off)[-1] == ("publish", False, "publishing turned off: what was published stays")
+
+
+def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack):
+    """The same task, with the slice's target: `remote publish` runs on its main host (worker 0), and the kept dir
+    it reads is the bucket's (workload/publish/__main__.py copies it to the host first)."""
+    stack = slice_stack("v6e-16", {"tpu-sft:publishGcsUri": "gs://models/team/gemma"})
+    tasks = commands(stack)
+    publish = tasks["publish"]
+    assert publish.inputs["create"] == ".venv/bin/python -m remote publish"
+    assert publish.inputs["environment"][TARGET_ENV] == tasks["export"].inputs["environment"][TARGET_ENV]
+    target = json.loads(publish.inputs["environment"][TARGET_ENV])
+    assert target["host"] == "tpu-sft-dev-01" and target["profile"]["kept_dir"].startswith("gs://")
+    assert tasks["export"].urn in publish.dependencies
+    assert tasks["export"].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
+    assert publish.inputs["triggers"][0].startswith(f"{MIG_ID}/")  # or group publishes again
