@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from remote.pipeline.claim import Claimed
 from remote.pipeline.phase import _follow
 from remote.pipeline.request import PhaseRequest
 from remote.ssh import jobs
@@ -108,7 +109,8 @@ def test_the_phase_ends_with_the_bill_line_before_its_summary(target):
         state = jobs.start(conn, run_job_id(1), f"echo '{summary}'")
         out = io.StringIO()
         request = PhaseRequest(phase="export", target=target, pipeline=PipelineConfig())
-        assert _follow(request, run_job_id(1), state, out, conn) == 0
+        claimed = Claimed(run_job_id(1), state, started=True, unfollowed=True)
+        assert _follow(request, claimed, out, conn) == 0
     lines = out.getvalue().splitlines()
     assert lines[-2] == describe(bill)
     assert json.loads(lines[-1])["bill"] == bill
