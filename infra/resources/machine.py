@@ -48,6 +48,7 @@ def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
 
 
 def _vm(s: Settings) -> Machine:
+    performance = data_disk_performance(s.data_disk_type)
     data_disk = DataDisk(
         f"{s.instance_name}-data",
         DataDiskArgs(
@@ -56,8 +57,8 @@ def _vm(s: Settings) -> Machine:
             disk_type=s.data_disk_type,
             labels=dict(s.labels),
             keep_on_destroy=s.keep_data_disk,
-            provisioned_iops=data_disk_performance(s.data_disk_type).iops,
-            provisioned_throughput=data_disk_performance(s.data_disk_type).mib_per_s,
+            provisioned_iops=performance.iops,
+            provisioned_throughput=performance.mib_per_s,
         ),
     )
     firewall = _ssh_firewall(s)

@@ -9,7 +9,6 @@ the listed ranges" true whatever the network holds: GCE applies the rule with th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
@@ -20,18 +19,32 @@ ANYWHERE = "0.0.0.0/0"
 
 
 def _ingress(
-    parent: pulumi.Resource, name: str, network: str, target_tag: str, description: str, **rule: Any
+    parent: pulumi.Resource,
+    name: str,
+    network: str,
+    target_tag: str,
+    description: str,
+    *,
+    priority: int,
+    allows: list[gcp.compute.FirewallAllowArgs] | None = None,
+    denies: list[gcp.compute.FirewallDenyArgs] | None = None,
+    source_ranges: list[str] | None = None,
+    source_tags: list[str] | None = None,
 ) -> gcp.compute.Firewall:
-    """An ingress rule, of `parent`, for the instances tagged `target_tag`: `rule` says its priority, what it allows
-    or denies, and from where."""
+    """An ingress rule, of `parent`, for the instances tagged `target_tag`: its priority, what it allows or denies,
+    and from where."""
     return gcp.compute.Firewall(
         name,
         network=network,
         direction="INGRESS",
         target_tags=[target_tag],
         description=description,
+        priority=priority,
+        allows=allows,
+        denies=denies,
+        source_ranges=source_ranges,
+        source_tags=source_tags,
         opts=pulumi.ResourceOptions(parent=parent),
-        **rule,
     )
 
 
