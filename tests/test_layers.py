@@ -30,7 +30,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("remote.cli", "remote.stack"),  # `python -m remote`, `scripts/tpu-sft`
     ("remote.__main__",),
     ("infra.__init__", "infra.pricing"),  # the Pulumi side: prices and the run's estimate, which defaults derive from
-    ("infra.config",),  # the stack's settings: the table, parsed and checked, and what each phase depends on
+    ("infra.config",),  # the stack's settings: the table, parsed and checked
     ("infra.preflight", "infra.resources"),  # the step compiled before any VM; what the program declares
     ("infra.plan", "infra.stack"),  # what a change costs and re-runs; the settings as the program uses them
     ("infra.outputs",),  # the stack's outputs, from all of the above

@@ -7,7 +7,7 @@ declares (infra/resources/data_access.py) and what every phase is handed:
 - each file becomes an object `data/<hash>/<name>` of the stack's bucket, the hash of what is copied: the same file
   is the same object (Pulumi sends it once), a changed file a new one;
 - the pipeline's `dataset` (and `evalData`) become those objects' `gs://` URL, so a changed file changes the train
-  phase's inputs (infra/config/phases.py), re-running train and export, and the same file changes nothing;
+  phase's inputs (`PipelineConfig.phase_settings`), re-running train and export, and the same file changes nothing;
 - `evalData 5%` holds that share of the rows out, picked by a fixed seed (workload/core/data_source.py SHARE_SEED):
   two objects, the training rows and the held-out ones (JSON Lines only: cutting Parquet needs pyarrow, which the
   project's venv has not);

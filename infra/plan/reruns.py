@@ -3,8 +3,8 @@
     python -m infra.plan --base BASE.yaml --head Pulumi.dev.yaml [--preflight RECORD.json] [--data RECORD.json] [--json]
 
 Both files are stack config files (`Pulumi.<stack>.yaml`), e.g. the base branch's copy and the pull
-request's. The answer comes from the same `phase_inputs` that sets each phase's `triggers` in
-infra/resources/tasks.py, so it is what `pulumi up` will do (a local dataset read and hashed as the program does).
+request's. The answer comes from the same `PipelineConfig.phase_settings` that sets each phase's `triggers`
+in infra/resources/tasks.py, so it is what `pulumi up` will do (a local dataset read and hashed as the program does).
 Nothing is contacted; no key or secret is read.
 `--preflight` adds what scripts/preflight found for the head's train inputs (whether the step fits, its
 bounds); `--data` what scripts/preflight --data found in the head's data: what stops the run first, above the
@@ -25,7 +25,6 @@ from typing import Any
 
 from infra.config.data_size import epochs_as_tokens
 from infra.config.local_data import resolve
-from infra.config.phases import phase_inputs
 from infra.config.settings import AUTO_BATCH_KEY, Settings, parse
 from infra.config.stack_file import read_stack_config
 from infra.plan.throughput import Throughput, predicted
@@ -125,7 +124,7 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     # perDeviceBatchSize auto with no sweep on file: the head's batch is where a sweep would start, not the batch it
     # will train with, so it is not compared (below, train waits on the sweep instead).
     awaited = replace(head.pipeline, per_device_batch_size=base.pipeline.per_device_batch_size)
-    before, after = phase_inputs(base.pipeline), phase_inputs(awaited if head.batch_auto else head.pipeline)
+    before, after = base.pipeline, awaited if head.batch_auto else head.pipeline
     what = "the slice" if head.is_slice else "the VM"
     everything = (
         f"the hosts change: {', '.join(host_changes)}"
@@ -138,7 +137,7 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
     )
     rows = [
         (phase, True, everything) if everything else (phase, bool(changed), ", ".join(changed))
-        for phase, changed in ((p, _changes(before[p], after[p])) for p in PHASES)
+        for phase, changed in ((p, _changes(before.phase_settings(p), after.phase_settings(p))) for p in PHASES)
     ]
     if head.batch_auto:  # the batch, and so whether train re-runs, waits on a sweep
         unknown = (
@@ -146,7 +145,8 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
         )
         trained = PHASES[PHASES.index("train") :]
         rows = [(p, True, why or unknown) if p in trained else (p, reruns, why) for p, reruns, why in rows]
-    publish = _publish_row(base, head, everything, _changes(before["export"], after["export"]))
+    exported = _changes(before.phase_settings("export"), after.phase_settings("export"))
+    publish = _publish_row(base, head, everything, exported)
     return rows if publish is None else [*rows, publish]
 
 

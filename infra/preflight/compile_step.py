@@ -9,8 +9,8 @@ from `$MAXTEXT_PYTHON`, a Python 3.12) or in `$PREFLIGHT_PYTHON`, a Python that 
 MaxText, so `pulumi preview` stays fast.
 
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
-inputs (infra/config/phases.py), the accelerator type among them, so the same inputs are never compiled twice, and
-`pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
+inputs (`PipelineConfig.phase_settings`), the accelerator type among them, so the same inputs are never compiled
+twice, and `pulumi up` refuses a VM whose train inputs a preflight found not to fit (`refuse_a_known_misfit`).
 `--sweep` finds the largest per-device batch that fits with room to spare (infra/preflight/batch_sweep.py), which a
 stack with `tpu-sft:perDeviceBatchSize auto` then trains with (`take_the_sweeps_batch`); `--take-sweep FILE` keeps a
 sweep's answer made elsewhere (the pull-request workflow's test job) after checking that it is this stack's.
@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from infra.config.data_size import epochs_as_tokens
-from infra.config.phases import phase_inputs
 from infra.config.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
 from infra.config.stack_file import read_stack_config
 from infra.preflight import batch_sweep, candidates
@@ -60,7 +59,7 @@ def _named(train_inputs: dict[str, Any], maxtext_overrides: tuple[str, ...]) -> 
 
 def train_fingerprint(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> str:
     """What names one compile: the train phase's inputs and any MaxText options added to them (tests)."""
-    return _named(phase_inputs(pipeline)["train"], maxtext_overrides)
+    return _named(pipeline.phase_settings("train"), maxtext_overrides)
 
 
 def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
@@ -69,7 +68,7 @@ def record_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = (
 
 def sweep_path(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = ()) -> Path:
     """A sweep's answer: named by the train inputs but the batch, which the sweep chooses."""
-    inputs = {k: v for k, v in phase_inputs(pipeline)["train"].items() if k != "perDeviceBatchSize"}
+    inputs = {k: v for k, v in pipeline.phase_settings("train").items() if k != "perDeviceBatchSize"}
     return CACHE / f"sweep-{_named(inputs, maxtext_overrides)}.json"
 
 

@@ -29,7 +29,6 @@ from typing import Any, Callable
 
 from infra.config import data_size
 from infra.config.local_data import resolve
-from infra.config.phases import phase_inputs
 from infra.config.settings import Settings
 from workload.core.config import LENGTH_KEYS, ConfigError, PipelineConfig
 from workload.run.fingerprint import fingerprint
@@ -40,7 +39,7 @@ CACHE = Path(".tpu-sft") / "preflight"  # beside the compile's records (infra/pr
 def data_fingerprint(resolved: PipelineConfig) -> str:
     """The train inputs but the run's length, which changes nothing the check reads: `epochs`, counted in this very
     check's size (infra/config/data_size.py), finds the same record as the tokens it becomes."""
-    train = {key: value for key, value in phase_inputs(resolved)["train"].items() if key not in LENGTH_KEYS}
+    train = {key: value for key, value in resolved.phase_settings("train").items() if key not in LENGTH_KEYS}
     return fingerprint({"train": train, "check": "data"})
 
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import pulumi
 from pulumi_command import local
 
-from infra.config.phases import phase_inputs
 from infra.config.settings import Settings
 from infra.resources.tasks import PostDeployTasks
 from workload.core.contract import (
@@ -54,7 +53,7 @@ class PublishTask(pulumi.ComponentResource):
                 )
             )
         where = json.dumps(args.settings.publish_destinations, sort_keys=True)
-        pipeline = json.dumps(phase_inputs(args.settings.pipeline)["export"], sort_keys=True)
+        pipeline = json.dumps(args.settings.pipeline.phase_settings("export"), sort_keys=True)
         self.command = local.Command(
             name,
             create=publish_command(),

@@ -1,8 +1,8 @@
 """The post-deploy tasks: one pulumi-command `local.Command` per pipeline phase, and the run task after bootstrap,
 each running the project's own CLI (`python -m remote …`) against the VM, or against every host of a slice.
 
-pulumi-command re-runs `create` when any input changes, not only `triggers`. So each task's inputs are the target
-(which names the VM instance, or the slice's hosts) and only the settings it depends on (infra/config/phases.py), in
+pulumi-command re-runs `create` when any input changes, not only `triggers`. So each task's inputs are the target (which
+names the VM instance, or the slice's hosts) and only the settings it depends on (`PipelineConfig.phase_settings`), in
 both `environment` and `triggers`: `pulumi preview` shows which task would re-run and why, and a `pulumi up` with
 nothing changed runs nothing (no SSH at all). The run task's settings are every setting: it starts the whole run on the
 host with them (or finds it running), and each phase task after it follows its own phase's part. Nothing is written
@@ -19,7 +19,6 @@ from typing import Any, Mapping, Sequence
 import pulumi
 from pulumi_command import local
 
-from infra.config.phases import phase_inputs
 from infra.config.settings import Settings
 from infra.resources.ssh_commands import iap_proxy_command, ssh_host
 from remote.pipeline.profile import VM, slice_host
@@ -152,7 +151,6 @@ class PostDeployTasks(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=previous),
             )
             previous = [*previous, token]
-        inputs = phase_inputs(s.pipeline)
 
         def task(suffix: str, create: str, settings: dict[str, Any], after: list[pulumi.Resource]) -> local.Command:
             return local.Command(
@@ -168,11 +166,11 @@ class PostDeployTasks(pulumi.ComponentResource):
 
         self.phases: dict[str, local.Command] = {}
         for phase in PHASES:
-            self.phases[phase] = task(phase, phase_command(phase), inputs[phase], previous)
+            self.phases[phase] = task(phase, phase_command(phase), s.pipeline.phase_settings(phase), previous)
             previous = [self.phases[phase]]
             if phase == PHASES[0]:
                 # After the install and before the phases: the run, with every setting (the last phase's).
-                self.run = task(RUN_TASK, run_command(), inputs[PHASES[-1]], previous)
+                self.run = task(RUN_TASK, run_command(), s.pipeline.phase_settings(PHASES[-1]), previous)
                 previous = [self.run]
         self.summaries = {phase: c.stdout.apply(last_json_line) for phase, c in self.phases.items()}
         self.register_outputs({"summaries": self.summaries})

@@ -250,9 +250,10 @@ class PipelineConfig:
     def phase_settings(self, phase: str) -> dict[str, Any]:
         """The settings `phase` depends on, stack-keyed: its own and every earlier phase's. The one answer to
         "does this change re-run that phase", for the Pulumi program (each phase's inputs), the plan command
-        and the VM (job identity and done-markers)."""
+        and the VM (job identity and done-markers). A phase task's inputs are exactly this (infra/resources/tasks.py),
+        keys sorted, so that a change re-runs its phase and the ones after it, never the ones before."""
         depth = PHASES.index(phase)
-        return {s.key: _plain(getattr(self, s.field)) for s in SETTINGS if PHASES.index(s.phase) <= depth}
+        return dict(sorted((s.key, _plain(getattr(self, s.field))) for s in SETTINGS if PHASES.index(s.phase) <= depth))
 
     def weight_inputs(self) -> dict[str, Any]:
         """The settings the trained weights depend on, by field name: what names a run. The length is the steps it

@@ -6,10 +6,9 @@ import socket
 
 import pytest
 
-from infra.config.phases import OWN_INPUTS
 from rehearsal.engine import is_secret, plain, run_program
 from remote.pipeline.profile import VM
-from tests.fixtures.mock_engine import recorded_inputs
+from tests.fixtures.mock_engine import OWN_INPUTS, recorded_inputs
 from workload.core.config import SETTINGS, PipelineConfig
 from workload.core.contract import PHASES, RUN_TASK
 
@@ -84,7 +83,7 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
         settings = json.loads(env["TPU_SFT_PIPELINE"])
         pipeline = PipelineConfig.from_mapping(settings)
         assert pipeline.phase_settings(phase) == settings  # only what this phase depends on
-        assert {*OWN_INPUTS[phase]} <= set(settings)
+        assert OWN_INPUTS[phase] <= set(settings)
         assert pipeline.model == "gemma3-4b"
         if phase in ("train", "export"):  # the phases the batch feeds: the seed's tokens at the stack's batch 4
             assert pipeline.steps == 250
@@ -106,7 +105,7 @@ def test_triggers_are_vm_identity_and_phase_inputs(mock_stack):
     for phase, command in phases(mock_stack()).items():
         instance_id, inputs = command.inputs["triggers"]
         assert instance_id == "tpu-sft-dev-id"  # a replaced VM has a new id: every phase re-runs
-        assert set(OWN_INPUTS[phase]) <= set(inputs)
+        assert OWN_INPUTS[phase] <= set(inputs)
 
 
 def test_every_pipeline_setting_feeds_a_phase():

@@ -8,10 +8,9 @@ import json
 
 import pytest
 
-from infra.config.phases import OWN_INPUTS
 from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
-from tests.fixtures.mock_engine import DISK_KEYS, recorded_inputs
+from tests.fixtures.mock_engine import DISK_KEYS, OWN_INPUTS, recorded_inputs
 from workload.core.config import PipelineConfig
 from workload.core.contract import PHASES, RUN_TASK
 from workload.spend.bill import total
@@ -133,7 +132,7 @@ def test_each_phase_holds_only_its_settings_and_the_group_identity(slice_stack, 
         assert set(env) == {"TPU_SFT_TARGET", "TPU_SFT_PIPELINE"}
         settings = json.loads(env["TPU_SFT_PIPELINE"])
         assert PipelineConfig.from_mapping(settings).phase_settings(phase) == settings  # only its phase's
-        assert {*OWN_INPUTS[phase]} <= set(settings)
+        assert OWN_INPUTS[phase] <= set(settings)
         # The slice's type feeds train (and so export), as on the VM; convert and bootstrap never see it.
         assert settings.get("acceleratorType") == (accelerator if phase in ("train", "export") else None)
         identity, inputs = task.inputs["triggers"]
