@@ -97,7 +97,8 @@ COMPUTE_NAME_MAX = 63
 # x here). Google receives the whole; pulumi-gcp's own limit, 255, never fires first (provider/resources.go
 # `prov.SetAutonaming(255, "-")`; rehearsal/autonaming.py).
 AUTO_NAME_SUFFIX = "-xxxxxxx"
-# infra/resources/slice.py HOST_NUMBER (it imports this module); tests/infra/config/test_names.py checks they agree
+# infra/resources/slice.py HOST_NUMBER, not imported (infra/resources is a floor above: tests/test_layers.py);
+# tests/infra/config/test_names.py checks they agree
 _HOST_NUMBER = "-##"
 
 
