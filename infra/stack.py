@@ -1,6 +1,6 @@
 """The stack's settings, built once: the one path from the stack's config to the frozen `Settings` the program uses.
 
-    the engine's config → infra/config/settings.py `from_pulumi` (every key parsed and checked; epochs as tokens)
+    the engine's config → infra/config/read_settings.py `from_pulumi` (every key parsed and checked; epochs as tokens)
       → perDeviceBatchSize auto: the configuration the sweep chose, and the choice in words
       (infra/preflight/compile_step.py) → refused where a preflight of these train inputs found that the step does not
       fit → a local dataset or chat template named by its copies in the bucket, and the copies to declare
@@ -17,7 +17,8 @@ from dataclasses import replace
 import pulumi
 
 from infra.config.local_data import resolve
-from infra.config.settings import Settings, from_pulumi
+from infra.config.read_settings import from_pulumi
+from infra.config.settings import Settings
 from infra.preflight.compile_step import refuse_a_known_misfit, sweep_choice, take_the_sweeps_batch
 from infra.preflight.data_preflight import refuse_known_bad_data
 from workload.core.config import ConfigError

@@ -6,7 +6,7 @@ The size is kept as .tpu-sft/preflight/data-size-<key>.json, the key a fingerpri
 their copies), the splits and columns, the chat template and `maxTargetLength` (packing's sequences). Neither the
 run's length nor its batch is in the key: the same data is the same size at any batch.
 
-`pulumi up` (infra/config/settings.py `from_pulumi`) and `scripts/preflight` read the stack's config through
+`pulumi up` (infra/config/read_settings.py `from_pulumi`) and `scripts/preflight` read the stack's config through
 `epochs_as_tokens` before anything else parses it: `epochs` becomes `tokens`, so every phase, the plan and the VM see
 the length in tokens, and a changed data size is a changed length. Without a kept size, `epochs` is refused in one
 line, before anything is created.

@@ -2,9 +2,9 @@
 `workload/core/config.py` `SETTINGS`.
 
 A row is the key, the `Settings` field it fills, how its raw value is parsed, an example for the fix in its
-errors, and one line saying what it is. `infra/config/settings.py` `parse` runs the rows in this order (so that, of two
-wrong keys, the same one is named first every time), derives the known keys from them and checks the rules across
-keys afterwards; tests check `Pulumi.dev.yaml` against the table. How a setting flows on: ARCHITECTURE.md.
+errors, and one line saying what it is. `infra/config/read_settings.py` `parse` runs the rows in this order (so
+that, of two wrong keys, the same one is named first every time), derives the known keys from them and checks the
+rules across keys afterwards; tests check `Pulumi.dev.yaml` against the table. How a setting flows on: ARCHITECTURE.md.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ from typing import Any
 
 from infra.config.data_size import epochs_as_tokens
 from infra.config.local_data import resolve
-from infra.config.settings import AUTO_BATCH_KEY, Settings, parse
+from infra.config.read_settings import AUTO_BATCH_KEY, parse
+from infra.config.settings import Settings
 from infra.config.stack_file import read_stack_config
 from infra.plan.throughput import Throughput, predicted
 from infra.preflight.compile_step import summary, take_the_sweeps_batch, train_fingerprint

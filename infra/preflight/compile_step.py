@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from infra.config.data_size import epochs_as_tokens
-from infra.config.settings import AUTO, AUTO_BATCH_KEY, Settings, parse
+from infra.config.read_settings import AUTO, AUTO_BATCH_KEY, parse
+from infra.config.settings import Settings
 from infra.config.stack_file import read_stack_config
 from infra.preflight import batch_sweep, candidates
 from infra.preflight.data_preflight import check_data

@@ -44,7 +44,7 @@ def takes_no_reservation(s: Settings) -> bool:
     its capacity comes from DWS's pool, so it names no reservation (rehearsal/flex_start_rules.py says where each rule
     was read). Nothing else of a flex-start VM differs from the others' here: its run cap, DELETE at the cap, TERMINATE
     on host maintenance and no automatic restart are infra/resources/vm.py `scheduling_fields`, the cap required and at
-    most seven days by infra/config/settings.py. The window its request waits for capacity
+    most seven days by infra/config/cross_key_rules.py. The window its request waits for capacity
     (`--request-valid-for-duration`) cannot be sent: pulumi-gcp 10.2.0's Instance has no such field, so Google's default
     applies (not found), and `pulumi up` waits for the VM at most the provider's create timeout."""
     return s.provisioning_model == MODEL

@@ -39,8 +39,8 @@ BULK = "BULK"  # the group makes its hosts all at once or none (target size poli
 # random characters. The Compute API reference, InstanceGroupManager.baseInstanceName: "If you want the MIG to
 # assign sequential numbers instead of a random string, then end the base instance name with a hyphen followed by
 # one or more hash symbols. The hash symbols indicate the number of digits. For example, a base instance name of
-# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256. infra/config/settings.py keeps
-# the name short enough (SLICE_NAME_MAX).
+# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256.
+# infra/config/cross_key_rules.py keeps the name short enough (SLICE_NAME_MAX).
 HOST_NUMBER = "-##"
 # How long `pulumi up` waits on the group: creating it, patching it, deleting it, and above all its wait for STABLE,
 # which the provider times against the create timeout even on an update (terraform-provider-google

@@ -81,9 +81,9 @@ def slice_target(
     runs_url: str,
 ) -> dict[str, Any]:
     """remote.ssh.target JSON of a slice: its hosts in worker order, worker 0 the main host (`host`), the rest
-    `workers`, each reached by instance name through IAP (infra/config/settings.py refuses direct access on a slice).
-    Worker ids are positions in that order, not the TPU runtime's own numbering. Host keys are pinned per MIG, and
-    each host's key to its instance id, where known: a recreated host's new key is let in by its new id. A
+    `workers`, each reached by instance name through IAP (infra/config/cross_key_rules.py refuses direct access on a
+    slice). Worker ids are positions in that order, not the TPU runtime's own numbering. Host keys are pinned per MIG,
+    and each host's key to its instance id, where known: a recreated host's new key is let in by its new id. A
     flex-start slice's target names its group, which the first task fills and waits on."""
     return {
         "host": host_names[0],

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.plan import throughput
 from infra.plan.reruns import render
 from infra.preflight import compile_step

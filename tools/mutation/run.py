@@ -13,7 +13,7 @@ mutant behind. Sessions are kept in .cache/mutation/<module>.sqlite (`cr-report`
 Run (as root: the remote tests start sshd):
   nice -n 10 .venv/bin/python -m tools.mutation                          every module, then the scores
   nice -n 10 .venv/bin/python -m tools.mutation --module remote/ssh/jobs.py  one module
-  … --module infra/config/settings.py --only core/AddNot:118                    one survivor again, after a new test
+  … --module infra/config/cross_key_rules.py --only core/AddNot:40              one survivor again, after a new test
 Exit status 1 if any mutant survived.
 """
 

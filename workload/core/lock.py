@@ -1,6 +1,6 @@
 """The versions the tests ran, as workload/maxtext-requirements.txt (the MaxText venv's lock) pins them: the one
 place that names them. The VM's install pins the trainer's libraries from it (remote/pipeline/bootstrap/seed.py),
-and the preview says when a stack's settings would train with others (infra/config/settings.py)."""
+and the preview says when a stack's settings would train with others (infra/config/cross_key_rules.py)."""
 
 from __future__ import annotations
 

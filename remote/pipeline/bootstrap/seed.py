@@ -104,7 +104,7 @@ def spec_for(
 
 def trainer_pins(config: PipelineConfig) -> tuple[str, ...]:
     """The trainer's libraries as the tests ran them (workload/core/lock.py), for the MaxText they ran with; another
-    MaxText version resolves its own, and the preview says so (infra/config/settings.py)."""
+    MaxText version resolves its own, and the preview says so (infra/config/cross_key_rules.py)."""
     if config.maxtext_version != lock.versions()["maxtext"]:
         return ()
     return lock.pinned(lock.TRAINER)

@@ -10,7 +10,7 @@ import pytest
 from pulumi import RunError
 
 from infra.config import data_size
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.preflight import data_preflight
 from tests.fixtures.datasets import good_rows, write_jsonl
 from tests.fixtures.mock_engine import recorded_inputs

@@ -184,7 +184,7 @@ def test_a_chat_template_in_another_bucket_is_read_with_the_same_read_only_grant
 
 def test_up_refuses_the_very_data_a_data_preflight_found_a_finding_in(dev_config, tmp_path, monkeypatch):
     from infra.config.local_data import resolve
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.preflight import data_preflight
 
     monkeypatch.setattr(data_preflight, "CACHE", tmp_path / "preflight")

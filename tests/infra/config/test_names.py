@@ -5,7 +5,7 @@ the longest names the settings accept pass it, on one VM and on slices."""
 import pytest
 from pulumi import RunError
 
-from infra.config import settings
+from infra.config import cross_key_rules, read_settings
 from rehearsal.autonaming import AutoNameTooLong, auto_named
 from rehearsal.engine import Stack, run_program
 from rehearsal.name_rules import NameRefused, refuse_invalid_names
@@ -46,7 +46,7 @@ def _longest_accepted(config: dict[str, str], key: str) -> int:
     """The longest value of `key` (a run of 'a') that the settings accept, found by asking them."""
     for length in range(63, 0, -1):
         try:
-            settings.parse({**config, key: "a" * length}, stack="dev")
+            read_settings.parse({**config, key: "a" * length}, stack="dev")
         except ConfigError:
             continue
         return length
@@ -151,13 +151,13 @@ def test_a_name_still_unknown_at_preview_is_checked_when_known():
 
 
 def _declared_compute_names(stack: Stack) -> set[str]:
-    """What each Compute Engine resource is named by, as settings.derived_names writes it: a given name as is, an
-    auto-name as the logical name plus settings.AUTO_NAME_SUFFIX."""
+    """What each Compute Engine resource is named by, as cross_key_rules.derived_names writes it: a given name as is, an
+    auto-name as the logical name plus cross_key_rules.AUTO_NAME_SUFFIX."""
     names = set()
     for resource in stack.resources:
         named = "name" in auto_named(resource.type, resource.name, resource.inputs)
         if resource.type.startswith("gcp:compute/") and named:
-            names.add(resource.inputs.get("name") or resource.name + settings.AUTO_NAME_SUFFIX)
+            names.add(resource.inputs.get("name") or resource.name + cross_key_rules.AUTO_NAME_SUFFIX)
         if resource.type == MIG:
             names.add(resource.inputs["baseInstanceName"])
     return names
@@ -168,9 +168,9 @@ def test_the_longest_instance_name_the_settings_accept_passes_google(dev_config,
     config = _config(dev_config, shape)
     longest = _longest_accepted(config, "tpu-sft:instanceName")
     stack = run_program({**config, "tpu-sft:instanceName": "a" * longest})
-    parsed = settings.parse({**config, "tpu-sft:instanceName": "a" * longest}, stack="dev")
+    parsed = read_settings.parse({**config, "tpu-sft:instanceName": "a" * longest}, stack="dev")
     # settings and program cannot drift: the names settings check are exactly the names the program declares
-    assert {d.name for d in settings.derived_names(parsed)} == _declared_compute_names(stack)
+    assert {d.name for d in cross_key_rules.derived_names(parsed)} == _declared_compute_names(stack)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -204,5 +204,5 @@ def test_the_longest_project_and_bucket_pass_google(dev_config, shape):
 )
 def test_a_bucket_name_cloud_storage_refuses_is_refused_by_the_settings(dev_config, overrides, words):
     with pytest.raises(ConfigError) as refused:
-        settings.parse({**dev_config, **overrides}, stack="dev")
+        read_settings.parse({**dev_config, **overrides}, stack="dev")
     assert str(refused.value).startswith("tpu-sft:checkpointBucket: ") and words in str(refused.value)

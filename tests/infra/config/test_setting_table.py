@@ -7,7 +7,7 @@ import re
 import pytest
 import yaml
 
-from infra.config import data_size, settings
+from infra.config import data_size, read_settings
 from infra.config.setting_table import BY_KEY, SETTINGS
 from tests.fixtures.mock_engine import DEV_STACK
 from workload.core.config import BY_KEY as PIPELINE_SETTINGS
@@ -55,7 +55,7 @@ def test_every_known_key_is_in_the_dev_stack_and_every_key_there_is_known():
 )
 def test_every_commented_value_is_accepted(dev_config, key, value, tmp_path, monkeypatch):
     if isinstance(value, dict) and set(value) == {"secure"}:  # a secret, as `pulumi config set --secret` writes it
-        parsed = settings.parse({**dev_config, key: TOKEN}, stack="dev", secret_keys=frozenset({key}))
+        parsed = read_settings.parse({**dev_config, key: TOKEN}, stack="dev", secret_keys=frozenset({key}))
         assert TOKEN in (parsed.hf_token, parsed.hf_write_token)
         return
     text = value if isinstance(value, str) else json.dumps(value)
@@ -64,7 +64,7 @@ def test_every_commented_value_is_accepted(dev_config, key, value, tmp_path, mon
         monkeypatch.chdir(tmp_path)
         data_size.keep(data_size.data_settings(raw), epoch_tokens=16_384_000, exact=True)
         raw = data_size.epochs_as_tokens(raw)[0]
-    settings.parse(raw, stack="dev")
+    read_settings.parse(raw, stack="dev")
 
 
 def test_the_table_has_one_row_per_key_each_with_a_one_line_description():

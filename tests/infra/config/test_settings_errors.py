@@ -6,7 +6,7 @@ import functools
 import pytest
 from pulumi import RunError
 
-from infra.config import settings
+from infra.config import read_settings
 from rehearsal.engine import Stack, is_secret, plain, run_program
 from workload.core.config import ConfigError
 
@@ -166,7 +166,7 @@ BOUNDS = [
 
 @pytest.mark.parametrize(("key", "lowest", "below"), BOUNDS, ids=[b[0] for b in BOUNDS])
 def test_the_lowest_valid_value_is_accepted_and_one_below_refused(dev_config, key, lowest, below):
-    parse = functools.partial(settings.parse, stack="dev")
+    parse = functools.partial(read_settings.parse, stack="dev")
     parse({**dev_config, key: lowest})
     with pytest.raises(ConfigError, match=f"^{key}:"):
         parse({**dev_config, key: below})
@@ -176,7 +176,7 @@ def test_settings_never_show_the_token(dev_config):
     """Settings end up in logs and tracebacks: their repr leaves the tokens (and the long public key) out."""
     public_key = "ssh-ed25519 AAAAC3NzaPublicKeyBody"
     write_token = "hf_" + "Wrt456" * 6
-    parsed = settings.parse(
+    parsed = read_settings.parse(
         {**dev_config, "tpu-sft:sshPublicKey": public_key, SECRET: TOKEN, "tpu-sft:hfWriteToken": write_token},
         stack="dev",
         secret_keys=frozenset({SECRET, "tpu-sft:hfWriteToken"}),
@@ -187,7 +187,7 @@ def test_settings_never_show_the_token(dev_config):
 
 def test_of_several_unknown_keys_the_first_in_order_is_named_with_its_own_fix(dev_config):
     with pytest.raises(ConfigError) as raised:
-        settings.parse({**dev_config, "tpu-sft:zzz": "1", "tpu-sft:stepz": "10"}, stack="dev")
+        read_settings.parse({**dev_config, "tpu-sft:zzz": "1", "tpu-sft:stepz": "10"}, stack="dev")
     assert str(raised.value) == (
         "tpu-sft:stepz: is not a tpu-sft setting (a typo?). Fix: `pulumi config rm "
         "tpu-sft:stepz`; the settings are listed in Pulumi.dev.yaml"
@@ -197,7 +197,7 @@ def test_of_several_unknown_keys_the_first_in_order_is_named_with_its_own_fix(de
 def test_a_key_with_a_second_colon_is_not_taken_for_the_setting_before_it(dev_config):
     """A hand-edited stack file (read as it is by `python -m infra.plan`) can hold one; it is a typo, not steps."""
     with pytest.raises(ConfigError, match=r"steps:10: is not a tpu-sft setting"):
-        settings.parse({**dev_config, "tpu-sft:steps:10": "10"}, stack="dev")
+        read_settings.parse({**dev_config, "tpu-sft:steps:10": "10"}, stack="dev")
 
 
 @pytest.mark.parametrize(
@@ -210,19 +210,19 @@ def test_a_key_with_a_second_colon_is_not_taken_for_the_setting_before_it(dev_co
 )
 def test_a_token_in_plain_text_points_at_the_secret_key_it_belongs_in(dev_config, key, secret_key):
     with pytest.raises(ConfigError) as raised:
-        settings.parse({**dev_config, key: TOKEN}, stack="dev")
+        read_settings.parse({**dev_config, key: TOKEN}, stack="dev")
     assert str(raised.value).endswith(f"Fix: remove it and run `pulumi config set --secret {secret_key}` instead")
     assert TOKEN not in str(raised.value)
 
 
 def test_iap_access_needs_no_external_ip(dev_config):
     """Without an external IP the VM's egress is Cloud NAT's business; IAP reaches it all the same."""
-    parsed = settings.parse({**dev_config, "tpu-sft:access": "iap", "tpu-sft:externalIp": "false"}, stack="dev")
+    parsed = read_settings.parse({**dev_config, "tpu-sft:access": "iap", "tpu-sft:externalIp": "false"}, stack="dev")
     assert (parsed.access, parsed.external_ip) == ("iap", False)
 
 
 def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
-    parsed = settings.parse(
+    parsed = read_settings.parse(
         {
             "gcp:project": "my-project-123",
             "gcp:zone": "us-east5-b",
@@ -300,6 +300,6 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
 
 
 def test_validated_settings_cannot_be_changed_afterwards(dev_config):
-    parsed = settings.parse(dev_config, stack="dev")
+    parsed = read_settings.parse(dev_config, stack="dev")
     with pytest.raises(dataclasses.FrozenInstanceError):
         parsed.ssh_source_ranges = ("0.0.0.0/0",)  # type: ignore[misc]

@@ -6,7 +6,7 @@ import functools
 import pytest
 from pulumi import RunError
 
-from infra.config import settings
+from infra.config import read_settings
 from infra.plan.on_destroy import model_lost_on_destroy
 from rehearsal.engine import Stack, run_program
 from tests.fixtures.mock_engine import DISK_KEYS
@@ -47,7 +47,7 @@ def _config(dev_config, overrides=None, remove=DISK_KEYS):
 
 
 def test_a_slice_parses(dev_config):
-    parsed = settings.parse(_config(dev_config), stack="dev")
+    parsed = read_settings.parse(_config(dev_config), stack="dev")
     assert parsed.is_slice and parsed.accelerator.hosts == 8
     assert parsed.max_run_hours == 4  # the same derived cap: it is each host's
 
@@ -137,20 +137,20 @@ def test_switching_the_example_stack_to_a_slice_is_one_key(dev_config, monkeypat
     assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
         "tpu-sft:dataDiskSizeGb, tpu-sft:dataDiskType ignored: a v6e-32 slice's hosts cannot share one read-write "
         "data disk, so a slice declares none and keeps its model in the checkpoint bucket",
-        model_lost_on_destroy(settings.parse(config, stack="dev")),
+        model_lost_on_destroy(read_settings.parse(config, stack="dev")),
     ] * 2
 
 
 def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, monkeypatch, caplog):
     """The example stack sets them; a slice declares no data disk, so they are ignored, not refused: switching a
     stack to a slice does not mean removing them first."""
-    parsed = settings.parse(_config(dev_config, remove=()), stack="dev")
+    parsed = read_settings.parse(_config(dev_config, remove=()), stack="dev")
     assert parsed.warnings == (
         "tpu-sft:dataDiskSizeGb, tpu-sft:dataDiskType ignored: a v6e-32 slice's hosts cannot share one read-write "
         "data disk, so a slice declares none and keeps its model in the checkpoint bucket",
     )
-    assert settings.parse(_config(dev_config), stack="dev").warnings == ()
-    assert settings.parse(dev_config, stack="dev").warnings == ()  # one VM uses them
+    assert read_settings.parse(_config(dev_config), stack="dev").warnings == ()
+    assert read_settings.parse(dev_config, stack="dev").warnings == ()  # one VM uses them
     monkeypatch.setenv("HF_TOKEN", "hf_" + "x" * 30)
     declared = run_program(_config(dev_config, remove=()), preview=False)
     # The mock engine hands the program's warnings to Python's logging; the CLI prints them as `warning: …`
@@ -164,7 +164,7 @@ def test_the_data_disk_keys_are_ignored_on_a_slice_with_one_warning(dev_config, 
 def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
     """dataDiskSizeGb, dataDiskType, autostop and the longest name (tests/infra/config/test_names.py) keep their meaning
     on one VM."""
-    parsed = settings.parse(
+    parsed = read_settings.parse(
         {
             **dev_config,
             "tpu-sft:autostop": "delete",
@@ -178,14 +178,14 @@ def test_single_host_settings_are_still_accepted_on_v6e_8(dev_config):
 
 def test_the_longest_slice_name_is_accepted(dev_config):
     long_name = {"tpu-sft:instanceName": "a" * 40, "tpu-sft:checkpointBucket": "my-runs"}
-    parsed = settings.parse(_config(dev_config, long_name), stack="dev")
+    parsed = read_settings.parse(_config(dev_config, long_name), stack="dev")
     assert parsed.instance_name == "a" * 40
 
 
 @pytest.mark.parametrize("model", ["RESERVATION_BOUND", "STANDARD", "SPOT", "FLEX_START"])
 def test_every_provisioning_model_is_accepted_on_a_slice(dev_config, model):
     remove = DISK_KEYS if model == "RESERVATION_BOUND" else (*DISK_KEYS, "tpu-sft:reservation")
-    parse = functools.partial(settings.parse, stack="dev")
+    parse = functools.partial(read_settings.parse, stack="dev")
     overrides = FLEX if model == "FLEX_START" else {"tpu-sft:provisioningModel": model}
     assert parse(_config(dev_config, overrides, remove)).provisioning_model == model
 
@@ -226,7 +226,7 @@ FLEX_REFUSED = [
 def test_what_a_flex_start_slice_cannot_take_is_one_whole_line(dev_config, overrides, remove, line):
     config = _config(dev_config, {**FLEX, **overrides}, remove)
     with pytest.raises(ConfigError) as raised:
-        settings.parse(config, stack="dev")
+        read_settings.parse(config, stack="dev")
     assert str(raised.value) == line
 
 
@@ -236,4 +236,4 @@ def test_a_flex_start_slice_takes_seven_days(dev_config):
         {**FLEX, "tpu-sft:maxRunHours": "168"},
         (*DISK_KEYS, "tpu-sft:reservation"),
     )
-    assert settings.parse(config, stack="dev").max_run_hours == 168
+    assert read_settings.parse(config, stack="dev").max_run_hours == 168

@@ -5,7 +5,7 @@ capitals, '.' and any length in a stack's name, Google's label values only 63 of
 
 import pytest
 
-from infra.config import settings
+from infra.config import read_settings
 from rehearsal.engine import run_program
 from rehearsal.name_rules import NameRefused, refuse_invalid_labels
 
@@ -22,7 +22,7 @@ INSTANCE = "gcp:compute/instance:Instance"
     ],
 )
 def test_the_stack_label_is_derived_as_google_accepts_it(dev_config, stack, label):
-    assert dict(settings.parse(dev_config, stack=stack).labels)["stack"] == label
+    assert dict(read_settings.parse(dev_config, stack=stack).labels)["stack"] == label
     declared = run_program(dev_config, stack=stack)
     labelled = [r for r in declared.resources if "labels" in r.inputs]
     assert labelled and all(r.inputs["labels"]["stack"] == label for r in labelled)

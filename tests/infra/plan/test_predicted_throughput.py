@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.plan import throughput
 from infra.plan.reruns import render
 from infra.preflight import compile_step

@@ -3,7 +3,7 @@ phase's summary."""
 
 import json
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.preflight import compile_step
 from rehearsal.engine import run_program
 

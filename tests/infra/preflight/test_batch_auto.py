@@ -11,7 +11,7 @@ import sys
 import pytest
 from pulumi import RunError
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.plan.reruns import load, plan
 from infra.plan.reruns import main as plan_main
 from infra.preflight import compile_step

@@ -9,7 +9,7 @@ import json
 import pytest
 from pulumi import RunError
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.preflight import compile_step
 from rehearsal.engine import Stack, run_program
 from workload.core.contract import EXIT_BAD_INPUT

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from infra.config.read_settings import parse
 from infra.config.setting_table import PROVISIONING_MODELS
-from infra.config.settings import parse
 from infra.plan.reruns import render
 from infra.pricing.cost import ON_DEMAND, V6E_CHIP_HOUR, chip_price
 

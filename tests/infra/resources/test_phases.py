@@ -257,7 +257,7 @@ CHANGED_BESIDE = {
 
 @pytest.mark.parametrize(("key", "value"), KEY_CHANGES, ids=[k for k, _ in KEY_CHANGES])
 def test_phases_whose_inputs_change_are_the_plans_answer(mock_stack, dev_config, key, value):
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     assert dev_config.get(key) != value

@@ -104,7 +104,7 @@ PUBLISH_CHANGES = [
 
 @pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
 def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     def recorded(overrides):
@@ -117,7 +117,7 @@ def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, 
 
 
 def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     off, on = parse(dev_config, stack="dev"), parse({**dev_config, **PUBLISHING}, stack="dev")

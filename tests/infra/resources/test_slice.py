@@ -369,7 +369,7 @@ def test_a_slice_of_another_size_is_a_new_group_not_a_patched_one(slice_stack, d
     assert "resourcePolicies.workloadPolicy" in group.replace_on_changes and group.delete_before_replace
 
     # New hosts: `python -m infra.plan` says every phase re-runs on them.
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     base = {k: v for k, v in dev_config.items() if k not in DISK_KEYS} | {"tpu-sft:autostop": "off"}

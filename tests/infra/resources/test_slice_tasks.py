@@ -216,7 +216,7 @@ SLICE_CHANGES = [
 
 @pytest.mark.parametrize(("change", "rerun"), SLICE_CHANGES, ids=[next(iter(c)) for c, _ in SLICE_CHANGES])
 def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, change, rerun):
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     before, after = recorded_inputs(slice_stack()), recorded_inputs(slice_stack(overrides=change))
@@ -234,7 +234,7 @@ def test_the_plan_answers_what_a_slices_tasks_record(slice_stack, dev_config, ch
 
 
 def test_the_plan_says_when_the_hosts_change(dev_config):
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan, render
 
     single = parse(dev_config, stack="dev")
@@ -279,7 +279,7 @@ FLEX_CHANGES = [
 def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_config, base, head, why):
     """Another run cap reaches a flex-start group's hosts only when they are made anew, so the program replaces the
     group when its description changes (replace_on_changes) and the plan says every phase re-runs."""
-    from infra.config.settings import parse
+    from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     common = {

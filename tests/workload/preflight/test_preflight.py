@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from infra.config.stack_file import read_stack_config
 from infra.preflight.compile_step import train_fingerprint
 from workload.core.config import PipelineConfig

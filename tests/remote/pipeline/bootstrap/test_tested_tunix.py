@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.config.settings import parse
+from infra.config.read_settings import parse
 from remote.pipeline.bootstrap.seed import spec_for
 from workload.core import lock
 from workload.core.config import PipelineConfig
