@@ -8,8 +8,8 @@ Google's bf16 figure per chip (workload/core/accelerators.py PEAK_BF16_TFLOPS), 
 lent v5e as much as a v6e. A CPU has no published peak, so there the MFU is null with the reason.
 
 Goodput is the share of the train phase's wall time spent in training steps: the steps' own time (MaxText
-measures step end to step end, so loading the next batch counts as step time), less checkpoint saves, and
-only for steps that were kept (steps re-trained after a resume count once, in the attempt that kept them).
+measures step end to step end, so loading the next batch counts as step time), less the checkpoint saves inside it,
+and only for steps that were kept (steps re-trained after a resume count once, in the attempt that kept them).
 The rest is split into imports, setup (loading the checkpoint, building the data pipeline), the first step
 of each attempt (XLA compilation), checkpoint saves, held-out evaluation (Tunix's passes, from its "Running
 evaluation" line to MaxText's eval metrics line; a pass inside training also lands in its step's own time, which
@@ -30,12 +30,13 @@ from workload.measure import devices as devices_line
 from workload.measure import hbm_peak
 
 _DEVICES = re.compile(r"Num_devices: (\d+)")
+_STEP = re.compile(r"completed step: (\d+)")
 # Marks in MaxText's log, in the order they appear: the first line after pyconfig (imports done), the
 # parameter count logged by the training hooks' on_train_start (model and data ready, step 1 compiles next).
 _MARKS = {
     "imported": re.compile(r"System Information: Jax Version"),
     "training_started": re.compile(r"number parameters: "),
-    "first_step": re.compile(r"completed step: \d+"),
+    "first_step": _STEP,
 }
 # Tunix logs the start of a held-out pass; MaxText's MetricLogger its end (workload/run/events.py parse_eval).
 _EVAL_START = re.compile(r"Running evaluation on train step (\d+)")
@@ -54,12 +55,15 @@ def peak_tflops_per_device(device_kind: str | None) -> tuple[float | None, str |
 class AttemptTimeline:
     """Where one training attempt's time went, read from MaxText's output line by line: seconds from the
     attempt's start to each mark, the blocking seconds of checkpoint saves, the backend and device count, and the
-    chips' kind and HBM peak as the trainer's launcher printed them (workload/measure/devices.py, hbm_peak.py)."""
+    chips' kind and HBM peak as the trainer's launcher printed them (workload/measure/devices.py, hbm_peak.py).
+
+    A save blocks inside the time of the step logged next (MaxText measures a step from one step's logging to the
+    next): `saves_in_steps` holds [step, seconds] for each step that held saves. Saves after the last step logged
+    (the final one, or one a kill cut off) are inside no step's time: `trailing_checkpoint_s`."""
 
     def __init__(self, started: float):
         self.started = started
-        # Tunix saves at the first step too, inside that step's time: kept apart from the later saves.
-        self.facts: dict[str, Any] = {"checkpoint_s": 0.0, "first_step_checkpoint_s": 0.0, "saves": 0}
+        self.facts: dict[str, Any] = {"saves_in_steps": [], "trailing_checkpoint_s": 0.0, "saves": 0}
         self._eval_started: float | None = None
 
     @property
@@ -68,9 +72,13 @@ class AttemptTimeline:
 
     def observe(self, line: str, now: float) -> None:
         if found := _SAVE_BLOCKED.search(line):
-            key = "checkpoint_s" if "first_step_s" in self.facts else "first_step_checkpoint_s"
-            self.facts[key] = round(self.facts[key] + float(found.group(1) or found.group(2)), 3)
+            self.facts["trailing_checkpoint_s"] = round(
+                self.facts["trailing_checkpoint_s"] + float(found.group(1) or found.group(2)), 3
+            )
             self.facts["saves"] += 1
+        elif (step := _STEP.search(line)) and self.facts["trailing_checkpoint_s"]:
+            self.facts["saves_in_steps"].append([int(step.group(1)), self.facts["trailing_checkpoint_s"]])
+            self.facts["trailing_checkpoint_s"] = 0.0
         if _EVAL_START.search(line):
             self._eval_started = now
         elif (found := _EVAL_END.search(line)) and self._eval_started is not None:
@@ -135,12 +143,16 @@ def train_figures(attempts: list[dict], metrics: list[dict], wall_s: float) -> d
 
 
 def goodput(ended: list[dict], first: list[dict], steady: list[dict], wall_s: float) -> dict[str, Any]:
-    later_saves = sum(a.get("checkpoint_s", 0.0) for a in ended)
-    first_saves = sum(a.get("first_step_checkpoint_s", 0.0) for a in ended)
+    saves = [(a["attempt"], step, s) for a in ended for step, s in a.get("saves_in_steps", [])]
+    all_saves = sum(s for _, _, s in saves) + sum(a.get("trailing_checkpoint_s", 0.0) for a in ended)
     passes = [(a["attempt"], step, s, inside) for a in ended for step, s, inside in a.get("eval_passes", [])]
     kept = {(r.get("attempt"), r["step"]) for r in steady}
+    kept_first = {(r.get("attempt"), r["step"]) for r in first}
+    # A save or a pass inside a step trained again later is inside no kept step's time: not taken from theirs.
+    steady_saves = sum(s for attempt, step, s in saves if (attempt, step) in kept)
+    first_saves = sum(s for attempt, step, s in saves if (attempt, step) in kept_first)
     in_steps = sum(s for attempt, step, s, inside in passes if inside and (attempt, step) in kept)
-    steps = max(sum(_finite(steady, "step_seconds")) - later_saves - in_steps, 0.0)
+    steps = max(sum(_finite(steady, "step_seconds")) - steady_saves - in_steps, 0.0)
     split = {
         "imports": sum(a.get("imported_s", 0.0) for a in ended),
         "setup": sum(
@@ -148,7 +160,7 @@ def goodput(ended: list[dict], first: list[dict], steady: list[dict], wall_s: fl
         )
         - sum(s for _, _, s, inside in passes if not inside),
         "first_steps": max(sum(_finite(first, "step_seconds")) - first_saves, 0.0),
-        "checkpoints": later_saves + first_saves,
+        "checkpoints": all_saves,
         "eval": sum(s for _, _, s, _ in passes),
         "steps": steps,
     }

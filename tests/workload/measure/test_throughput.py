@@ -40,9 +40,10 @@ def test_the_timeline_reads_backend_devices_marks_and_checkpoint_saves():
         "imported_s": 10.0,
         "training_started_s": 15.0,
         "first_step_s": 17.0,
-        # the save inside step 1 is kept apart from the later ones; the checkpoint *load* is not a save
-        "first_step_checkpoint_s": 0.9,
-        "checkpoint_s": 0.48,
+        # the save before step 1's line is inside step 1's time, the one after the last step inside none; the
+        # checkpoint *load* is not a save
+        "saves_in_steps": [[1, 0.9]],
+        "trailing_checkpoint_s": 0.48,
         "saves": 2,
     }
 
@@ -52,7 +53,8 @@ def test_an_async_save_counts_only_its_blocking_part():
     timeline.observe("completed step: 1, seconds: 3.0\n", now=1.0)
     timeline.observe("[process=0] [async] Finished blocking save in 1.25 seconds. Continuing save @ /c/10.\n", now=2.0)
     timeline.observe("[process=0] [async] Finished save (blocking + background) in 9.00 seconds @ /c/10\n", now=3.0)
-    assert timeline.facts["checkpoint_s"] == 1.25 and timeline.facts["saves"] == 1
+    timeline.observe("completed step: 2, seconds: 4.3\n", now=4.0)
+    assert timeline.facts["saves_in_steps"] == [[2, 1.25]] and timeline.facts["saves"] == 1
 
 
 def test_the_peak_is_that_of_the_chip_that_ran_and_unknown_elsewhere():
@@ -136,8 +138,8 @@ def test_train_figures_use_the_steady_steps_and_count_kept_steps_once():
             "imported_s": 20.0,
             "training_started_s": 30.0,
             "first_step_s": 80.0,
-            "first_step_checkpoint_s": 0.0,
-            "checkpoint_s": 1.0,
+            "saves_in_steps": [[7, 1.0]],
+            "trailing_checkpoint_s": 0.0,
             "saves": 1,
         },
     ]
@@ -218,3 +220,35 @@ def test_held_out_passes_are_their_own_share_of_the_time_and_leave_the_step_rate
     assert (split["eval"], split["setup"], split["steps"]) == (10.0, 14.0, 2.0)
     assert split["imports"] + split["setup"] + split["first_steps"] + split["eval"] + split["steps"] <= 50.0
     assert figures["tokens_per_s_per_device"] == 60.0  # the median of steps 2 and 3; no pass is a step
+
+
+def test_a_save_inside_no_kept_step_is_not_taken_from_the_kept_steps_time():
+    """The tiny pipeline's resume under load: attempt 1 saved at step 10 after logging step 9 and was killed, so
+    that save is inside no step's time; attempt 2 resumed at 11. Only its own saves, inside its steps 20 and 30,
+    come out of the steps' time (taking attempt 1's too once left nothing: goodput 0)."""
+    metrics = [_step(s, 1.0, 5.0 if s > 1 else 240.0, 0.002, 24.0) for s in range(1, 10)]
+    metrics += [_step(s, 2.0, 2.0, 0.006, 60.0) for s in range(11, 31)]
+    metrics[-11] = _step(20, 2.0, 36.0, 0.0, 3.5)  # 32.6 s of it the save at 20
+    metrics[-1] = _step(30, 2.0, 65.0, 0.0, 2.0)  # 47.5 s of it the save at 30
+    attempts = [
+        {"attempt": 1.0},
+        {"attempt": 1.0, "seconds": 700.0, "saves_in_steps": [[1, 113.4]], "trailing_checkpoint_s": 137.2, "saves": 2},
+        {"attempt": 2.0},
+        {
+            "attempt": 2.0,
+            "seconds": 300.0,
+            "backend": "cpu",
+            "device_kind": "cpu",
+            "devices": 1,
+            "saves_in_steps": [[20, 32.6], [30, 47.5]],
+            "trailing_checkpoint_s": 0.0,
+            "saves": 2,
+        },
+    ]
+    figures = train_figures(attempts, metrics, wall_s=1000.0)
+    split = figures["time_split_s"]
+    # steady: 8 × 5 s (attempt 1: 2-9) + 17 × 2 s, 36 s and 65 s (attempt 2: 12-30), less its two saves
+    assert split["steps"] == pytest.approx(8 * 5.0 + 17 * 2.0 + 36.0 + 65.0 - 32.6 - 47.5, abs=0.1)
+    assert split["first_steps"] == pytest.approx(240.0 + 2.0 - 113.4, abs=0.1)  # step 11 is attempt 2's first
+    assert split["checkpoints"] == pytest.approx(113.4 + 137.2 + 32.6 + 47.5, abs=0.1)
+    assert figures["goodput"] == pytest.approx(split["steps"] / 1000.0, abs=1e-4) and figures["goodput"] > 0
