@@ -251,7 +251,8 @@ class PipelineConfig:
         """The settings `phase` depends on, stack-keyed: its own and every earlier phase's. The one answer to
         "does this change re-run that phase", for the Pulumi program (each phase's inputs), the plan command
         and the VM (job identity and done-markers). A phase task's inputs are exactly this (infra/resources/tasks.py),
-        keys sorted, so that a change re-runs its phase and the ones after it, never the ones before."""
+        so a change re-runs its phase and the ones after it, never the ones before. Keys sorted: one order wherever
+        it is written."""
         depth = PHASES.index(phase)
         return dict(sorted((s.key, _plain(getattr(self, s.field))) for s in SETTINGS if PHASES.index(s.phase) <= depth))
 
