@@ -13,7 +13,8 @@ from workload.core.config import ConfigError, PipelineConfig
 from workload.run.commands import run_name, train_sft
 from workload.run.layout import Layout
 
-BASE_YML = Path(__file__).resolve().parents[3] / ".maxtext-venv/lib/python3.12/site-packages/maxtext/configs/base.yml"
+# MaxText's own defaults, in the MaxText venv beside its Python (.maxtext-venv/bin/python).
+BASE_YML = "lib/python3.12/site-packages/maxtext/configs/base.yml"
 
 
 def steps(**given: object) -> int:
@@ -73,11 +74,11 @@ def test_the_run_is_named_by_the_steps_however_the_length_was_given():
     assert run_name(PipelineConfig.from_mapping({**at_batch_2, "steps": 501})) != run_name(by_steps)
 
 
-def test_the_learning_rate_schedule_follows_the_tokens_not_the_steps():
+def test_the_learning_rate_schedule_follows_the_tokens_not_the_steps(maxtext_python):
     """MaxText sets its schedule in steps: warm-up over a fraction of `learning_rate_schedule_steps`, which is
     `steps` unless set (base.yml -1). tpu-sft sets neither, so at any batch the warm-up and the decay cover the same
     share of the run's tokens."""
-    base = yaml.safe_load(BASE_YML.read_text())
+    base = yaml.safe_load((Path(maxtext_python).parents[1] / BASE_YML).read_text())
     assert base["learning_rate_schedule_steps"] == -1 and base["warmup_steps_fraction"] == 0.1
     for batch in (1, 2, 4):
         config = PipelineConfig.from_mapping({"perDeviceBatchSize": batch})
