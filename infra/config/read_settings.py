@@ -17,16 +17,13 @@ from typing import Any, Mapping
 
 from infra.config.cross_key_rules import CROSS_KEY_RULES, fits_a_slice, single_host_keys_on_a_slice, untested_trainer
 from infra.config.data_size import epochs_as_tokens
-from infra.config.setting_table import BY_KEY, RETIRED, SETTINGS, Given
+from infra.config.setting_table import BY_KEY, PROJECT_ID, RETIRED, SETTINGS, ZONE, Given
 from infra.config.settings import Settings
 from infra.config.ssh_key_pair import require_private_key
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import BY_KEY as PIPELINE_SETTINGS
 from workload.core.config import NAMESPACE, ConfigError, PipelineConfig, parse_pattern, stack_key
 
-# Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only, like the table's patterns.
-_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 # A Hugging Face access token, searched for inside every value: never allowed in a plain (non-secret) setting.
 _HF_TOKEN = re.compile(r"hf_[A-Za-z0-9]{20,}")
 AUTO_BATCH_KEY, AUTO = "perDeviceBatchSize", "auto"  # the largest batch a sweep found (infra/preflight/batch_sweep.py)
@@ -72,11 +69,11 @@ def parse(
     project = raw.get("gcp:project")
     if project is None:
         raise ConfigError("gcp:project", "is not set", "pulumi config set gcp:project <your-project-id>")
-    parse_pattern("gcp:project", project, _PROJECT, "a Google Cloud project id", "my-project-123")
+    parse_pattern("gcp:project", project, PROJECT_ID, "a Google Cloud project id", "my-project-123")
     zone = raw.get("gcp:zone")
     if zone is None:
         raise ConfigError("gcp:zone", "is not set", "pulumi config set gcp:zone us-east5-b")
-    parse_pattern("gcp:zone", zone, _ZONE, "a zone like us-east5-b", "us-east5-b")
+    parse_pattern("gcp:zone", zone, ZONE, "a zone like us-east5-b", "us-east5-b")
 
     pipeline_raw = {k: v for k, v in ours.items() if k in PIPELINE_SETTINGS}
     batch_auto = pipeline_raw.get(AUTO_BATCH_KEY) == AUTO

@@ -41,8 +41,8 @@ DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compu
 DEFAULT_INSTANCE_NAME = "tpu-sft"
 
 # Matched whole (re.fullmatch, through parse_pattern), with ASCII classes only: the rule workload/core/config.py states.
-_PROJECT = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
-_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+PROJECT_ID = re.compile(r"[a-z][a-z0-9-]{4,28}[a-z0-9]")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 _RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _RESERVATION = re.compile(r"(projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/reservations/)?[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
