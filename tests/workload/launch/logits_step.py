@@ -49,7 +49,7 @@ def variant(config, mesh, drop: bool) -> dict:
         model, optimizer = aot_step._model_and_optimizer(config, mesh)  # the config's seed: the same start
         data = batch(config)
         compiled = step.lower(model, optimizer, data).compile()  # run as compiled: one compile a variant
-        output_bytes = compiled.compiled.memory_analysis().output_size_in_bytes
+        output_bytes = compiled.memory_analysis().output_size_in_bytes
         losses, norms = [], []
         for _ in range(STEPS):
             loss, aux, norm = compiled(model, optimizer, data)
