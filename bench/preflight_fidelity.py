@@ -6,7 +6,8 @@ real `train_sft` process with the same arguments (workload/run/commands.py), who
 
     .venv/bin/python -m bench.preflight_fidelity [--batches 2 4 8] [--length 256]
 
-The tiny model's 262,144-token vocabulary makes the logits the step's largest buffers, so batches of sequences of 256
+The step is the tiny model's with Gemma 3's whole 262,144-token vocabulary (the tiny tokenizer keeps 8,192 of its
+pieces) and random weights: its logits are the step's largest buffers, as on a TPU, so batches of sequences of 256
 tokens give steps of gigabytes, far above what the process's memory moves by otherwise. What is compared, per
 batch: the compiler's sum of the step's parts (arguments + outputs − aliased + temporaries: the CPU's own "peak"
 leaves the temporaries out, unlike the TPU's) against the process's peak resident memory. The difference is what the
@@ -36,6 +37,7 @@ from workload.run.layout import Layout
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 STEPS = 3
+WHOLE_VOCABULARY = "vocab_size=262144"  # after the tiny model's own: MaxText takes the last
 SAMPLE_S = 0.02
 # In .maxtext-venv: the program's path first, from which pyconfig picks train_sft's own config, as preflight does.
 COMPILE = """
@@ -113,10 +115,11 @@ def main() -> int:
             subprocess.run(convert, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
             layout = Layout(str(work), str(out), config.model, commands.run_name(config))
             train = commands.train_sft(config, layout, commands.OnHost(python=str(MAXTEXT_PYTHON)))
+            argv = [a for a in train.argv if not a.startswith("load_parameters_path=")] + [WHOLE_VOCABULARY]
             train_env = {**env, **train.env}
-            compiled = compiled_memory(train.argv, train_env, work)
+            compiled = compiled_memory(tuple(argv), train_env, work)
             parts = Memory(**compiled).parts
-            peak = real_peak(list(train.argv), train_env, work)
+            peak = real_peak(argv, train_env, work)
             rows.append({"batch": batch, "compiled": compiled, "compiled_parts": parts, "process_peak": peak})
             print(json.dumps(rows[-1]), flush=True)
     gib = 2**30
