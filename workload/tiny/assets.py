@@ -130,6 +130,11 @@ def hf_config(hidden_activation: str | None = None):
     return Gemma3Config(**fields)
 
 
+def gemma_tokenizer_file() -> str:
+    """Gemma 3's SentencePiece model as the maxtext wheel ships it: what the tiny tokenizer is cut from."""
+    return _maxtext_file("assets", "tokenizers", "tokenizer.gemma3")
+
+
 def build_tokenizer(out_dir: str):
     """Gemma 3's own SentencePiece model cut to `vocab_size` pieces: its first ones, with their ids (the control
     tokens, the chat turns' marks and newlines, the 256 bytes it falls back to and its most frequent merges), then
@@ -141,7 +146,7 @@ def build_tokenizer(out_dir: str):
 
     os.makedirs(out_dir, exist_ok=True)
     model = sentencepiece_model_pb2.ModelProto()
-    with open(_maxtext_file("assets", "tokenizers", "tokenizer.gemma3"), "rb") as f:
+    with open(gemma_tokenizer_file(), "rb") as f:
         model.ParseFromString(f.read())
     normal = sentencepiece_model_pb2.ModelProto.SentencePiece.NORMAL
     characters = [p for p in model.pieces if p.type == normal and len(p.piece) == 1][:_CHARACTERS]

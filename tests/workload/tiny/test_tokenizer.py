@@ -16,9 +16,7 @@ from transformers import AutoTokenizer
 from workload.tiny import assets
 
 cut = AutoTokenizer.from_pretrained(sys.argv[1])
-gemma = sentencepiece.SentencePieceProcessor(
-    model_file=assets._maxtext_file("assets", "tokenizers", "tokenizer.gemma3")
-)
+gemma = sentencepiece.SentencePieceProcessor(model_file=assets.gemma_tokenizer_file())
 marks = ["<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>"]
 text = sys.argv[2]
 print(json.dumps({
