@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from workload.core.config import PipelineConfig
+from workload.core.models import MODELS
 from workload.preflight.fit import Memory
 from workload.run import commands
 from workload.run.layout import Layout
@@ -37,7 +38,6 @@ from workload.run.layout import Layout
 REPO = Path(__file__).resolve().parents[1]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
 STEPS = 3
-WHOLE_VOCABULARY = "vocab_size=262144"  # after the tiny model's own: MaxText takes the last
 SAMPLE_S = 0.02
 # In .maxtext-venv: the program's path first, from which pyconfig picks train_sft's own config, as preflight does.
 COMPILE = """
@@ -115,7 +115,9 @@ def main() -> int:
             subprocess.run(convert, cwd=REPO, env=env, check=True, stdout=subprocess.DEVNULL)
             layout = Layout(str(work), str(out), config.model, commands.run_name(config))
             train = commands.train_sft(config, layout, commands.OnHost(python=str(MAXTEXT_PYTHON)))
-            argv = [a for a in train.argv if not a.startswith("load_parameters_path=")] + [WHOLE_VOCABULARY]
+            # the tiny model given its model's whole vocabulary, after its own (MaxText takes the last), random weights
+            whole_vocabulary = f"vocab_size={MODELS[config.model].shape['vocab_size']}"
+            argv = [a for a in train.argv if not a.startswith("load_parameters_path=")] + [whole_vocabulary]
             train_env = {**env, **train.env}
             compiled = compiled_memory(tuple(argv), train_env, work)
             parts = Memory(**compiled).parts
