@@ -1,8 +1,9 @@
 """The remote-layer tests' and bench's test bed: real OpenSSH servers on loopback (rehearsal/sshd.py), the
-unprivileged user they log in as, a TCP proxy that can blackhole, and a poll-with-deadline helper."""
+unprivileged user they log in as, an ssh-agent, a TCP proxy that can blackhole, and a poll-with-deadline helper."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import pwd
 import select
@@ -10,6 +11,8 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from rehearsal.sshd import SSHD, Sshd, UserKey, free_port, keygen, make_user_key  # noqa: F401  (re-exported)
 
@@ -92,6 +95,27 @@ class TcpProxy:
             s.close()
 
 
+@contextlib.contextmanager
+def ssh_agent(socket_path: Path, timeout: float = 300.0) -> Iterator[subprocess.Popen]:
+    """An ssh-agent that listens on `socket_path` once entered. In the foreground (`-D`) it prints its
+    `SSH_AUTH_SOCK=…` line only after `unix_listener` has bound and listened (OpenSSH ssh-agent.c, main), so that
+    line is the handshake: the socket file alone exists before the agent listens, and a clock loses under load."""
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert agent.stdout is not None
+        ready, _, _ = select.select([agent.stdout], [], [], timeout)
+        line = agent.stdout.readline() if ready else ""
+        if not line.startswith(f"SSH_AUTH_SOCK={socket_path};"):
+            raise AssertionError(
+                f"ssh-agent did not say it listens on {socket_path} within {timeout} s "
+                f"(it printed {line!r}; exit status {agent.poll()})"
+            )
+        yield agent
+    finally:
+        agent.terminate()
+        agent.wait()
+
+
 def wait_until(predicate, timeout: float = 300.0, what: str = "condition"):
     """Poll `predicate` until it returns something truthy, or fail after `timeout` s: no fixed sleeps in tests. The
     bound only ends a wait that has failed, so it is far beyond what a loaded machine takes (a 60 s one was lost)."""
@@ -115,5 +139,5 @@ def held_by_another_thread(lock) -> threading.Event:
             done.wait()
 
     threading.Thread(target=hold, daemon=True).start()
-    assert taken.wait(5)
+    assert taken.wait(60)
     return done

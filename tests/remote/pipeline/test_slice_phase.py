@@ -458,7 +458,7 @@ def test_ctrl_c_inside_paramiko_still_ends_the_phase(on_slice, monkeypatch, caps
     codes: list[int] = []
     phase = threading.Thread(target=lambda: codes.append(cli.main(["phase", "train"])), daemon=True)
     phase.start()
-    phase.join(20)
+    phase.join(300)  # a hang never ends: the bound only has to outlast a slow start
     for release in releases:
         release.set()
     assert codes == [130], "the phase hung after Ctrl-C on a connection whose send lock was left held"
@@ -537,7 +537,7 @@ def test_a_worker_unreachable_for_too_long_counts_as_lost(testbed, user_key, rem
         on_two, following = _two_held_workers_followed(hosts, remote_user, monkeypatch)
 
         def take_worker_1_down() -> None:  # its host goes away mid-run: no status, no exit code, ever
-            assert following.wait(20)
+            assert following.wait(300)
             hosts.hosts[1].sshd.stop()
 
         down = threading.Thread(target=take_worker_1_down)

@@ -14,7 +14,7 @@ import pytest
 
 from remote.ssh.connection import _known_hosts_name, connect, run
 from remote.ssh.errors import AuthError, CommandFailed, HostKeyError, TargetError, Unreachable
-from tests.ssh_testbed import free_port, held_by_another_thread, make_user_key
+from tests.ssh_testbed import free_port, held_by_another_thread, make_user_key, ssh_agent
 
 
 def test_connects_with_pinned_key_and_keepalive(target):
@@ -114,19 +114,12 @@ def test_only_the_targets_own_key_is_offered(target, tmp_path, monkeypatch):
     (home / ".ssh" / "id_ed25519").chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
     socket_path = tmp_path / "agent.sock"
-    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(socket_path)], stdout=subprocess.DEVNULL)
-    try:
+    with ssh_agent(socket_path):
         monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
-        deadline = time.monotonic() + 5
-        while not socket_path.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
         subprocess.run(["ssh-add", "-q", target.key_path], check=True, capture_output=True)
         stranger = make_user_key(tmp_path / "stranger").private
         with pytest.raises(AuthError, match="refused key"):
             connect(dataclasses.replace(target, key_path=str(stranger)))
-    finally:
-        agent.terminate()
-        agent.wait()
 
 
 def test_no_agent_is_forwarded_to_the_host(target):
@@ -244,7 +237,7 @@ def test_leaving_a_connection_on_ctrl_c_never_waits_for_a_send_lock_it_left_held
 
     threading.Thread(target=interrupted, daemon=True).start()
     try:
-        assert ended.wait(10), "closing the connection after Ctrl-C hung on the transport's send lock"
+        assert ended.wait(60), "closing the connection after Ctrl-C hung on the transport's send lock"
         assert not conn.transport.is_active()
     finally:
         release.set()
