@@ -147,9 +147,8 @@ class _Mocks(pulumi.runtime.Mocks):
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
         if args.token == "gcp:compute/getInstance:getInstance":  # the VM, or a slice's host, by name
             name, project = args.args["name"], args.args["project"]
-            if (
-                self.compute_api_off
-            ):  # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
+            # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
+            if self.compute_api_off:
                 said = f"Compute Engine API has not been used in project {project} before or it is disabled"
                 return {}, [("name", f"Error when reading or editing Instance {name}: googleapi: Error 403: {said}")]
             if name in self.instance_ids and self.instance_ids[name] is None:  # the invoke fails as pulumi-gcp's 404

@@ -55,8 +55,8 @@ def declared_status(status: str | None) -> str | None:
     """The `desired_status` to declare for a VM found in `status`: RUNNING only for one stopped for good."""
     if status is not None and stopped_for_good(status):
         pulumi.log.warn(
-            f"the VM is {status}, stopped for good (a TPU VM cannot be started again): this update replaces it with a "
-            "new one on the same data disk, and the run resumes from its checkpoints"
+            f"the VM is {status}, stopped for good (a person cannot start a TPU VM again): this update replaces it "
+            "with a new one on the same data disk, and the run resumes from its checkpoints"
         )
         return DECLARED_WHEN_STOPPED
     return None
