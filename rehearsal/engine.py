@@ -33,8 +33,9 @@ MIG_ID = 4815162342  # the server-assigned id of a managed instance group (an in
 
 def instance_id_of(name: str) -> str:
     """What Compute Engine would answer for a host's id unless a test says otherwise: decimal, as the API gives it,
-    one per host number (tpu-sft-dev-02 → 7000000002)."""
-    return str(7_000_000_000 + int(name.rsplit("-", 1)[1]))
+    one per host number (tpu-sft-dev-02 → 7000000002; a VM's name has none: 7000000000)."""
+    number = name.rsplit("-", 1)[-1]
+    return str(7_000_000_000 + (int(number) if number.isdigit() else 0))
 
 
 def is_secret(value: Any) -> bool:
@@ -97,8 +98,15 @@ def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, An
 class _Mocks(pulumi.runtime.Mocks):
     """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
 
-    def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str | None]):
+    def __init__(
+        self,
+        command_stdout: Mapping[str, str],
+        instance_ids: Mapping[str, str | None],
+        statuses: Mapping[str, str],
+        compute_api_off: bool,
+    ):
         self.command_stdout, self.instance_ids = command_stdout, instance_ids
+        self.statuses, self.compute_api_off = statuses, compute_api_off
         self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
         self.templates: dict[str, dict[str, Any]] = {}  # by unique self link, as a group's version names its template
         self.groups: dict[str, dict[str, Any]] = {}  # by name, as a resize request names its group
@@ -137,12 +145,20 @@ class _Mocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs):
         if args.token == "gcp:compute/getDefaultServiceAccount:getDefaultServiceAccount":
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
-        if args.token == "gcp:compute/getInstance:getInstance":  # a slice's host, by name
-            name = args.args["name"]
+        if args.token == "gcp:compute/getInstance:getInstance":  # the VM, or a slice's host, by name
+            name, project = args.args["name"], args.args["project"]
+            # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
+            if self.compute_api_off:
+                said = f"Compute Engine API has not been used in project {project} before or it is disabled"
+                return {}, [("name", f"Error when reading or editing Instance {name}: googleapi: Error 403: {said}")]
             if name in self.instance_ids and self.instance_ids[name] is None:  # the invoke fails as pulumi-gcp's 404
-                where = f"projects/{args.args['project']}/zones/{args.args['zone']}/instances/{name}"
+                where = f"projects/{project}/zones/{args.args['zone']}/instances/{name}"
                 return {}, [("name", f"{where} not found")]
-            return {"name": name, "instanceId": self.instance_ids.get(name) or instance_id_of(name)}
+            return {
+                "name": name,
+                "instanceId": self.instance_ids.get(name) or instance_id_of(name),
+                "currentStatus": self.statuses.get(name, "RUNNING"),
+            }
         return {}
 
 
@@ -195,20 +211,24 @@ def run_program(
     into: Stack | None = None,
     command_stdout: Mapping[str, str] | None = None,
     instance_ids: Mapping[str, str | None] | None = None,
+    statuses: Mapping[str, str] | None = None,
+    compute_api_off: bool = False,
     cwd: Path = ROOT,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
     `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
     `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it; None: the host does
-    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does. `cwd` is the
+    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does; `statuses` the
+    status getInstance answers for an instance (by name), RUNNING unless told; `compute_api_off`: an empty project's
+    Compute Engine API, off, which fails every getInstance with Google's 403. `cwd` is the
     directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    mocks = _Mocks(command_stdout or {}, instance_ids or {})
+    mocks = _Mocks(command_stdout or {}, instance_ids or {}, statuses or {}, compute_api_off)
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     # set_mocks made a finished root resource; run_in_stack makes ours

@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 
 from infra.config.settings import IMAGE, Settings
 from infra.config.ssh_key_trust import ssh_metadata
-from infra.resources import flex_start
+from infra.resources import flex_start, vm_status
 from infra.resources.disk import DEVICE_NAME
 from infra.resources.startup import metadata as autostop_metadata
 from infra.resources.startup import startup_script
@@ -90,21 +90,14 @@ STOP_TO_UPDATE = (
     "networkInterfaces[*].subnetwork",
 )
 
-# A VM left TERMINATED (host maintenance, a stop from the console or gcloud, a spot VM's STOP) cannot run again:
-# Compute Engine cannot restart an instance with TPUs attached; once stopped it can only be deleted ("Stop or restart
-# a Compute Engine instance", Limitations, read 2026-12-05: docs/checkpoints.md). The provider's Read sets
-# `desired_status` to the instance's status whenever the program declares one, and its Update answers a change back to
-# RUNNING by starting the VM, which Google refuses (terraform-provider-google, resource_compute_instance.go,
-# resourceComputeInstanceRead and resourceComputeInstanceUpdate). Named here, the change is a replacement instead
-# (the engine's applyReplaceOnChanges, pulumi/pulumi pkg/resource/deploy/step_generator.go): the next `pulumi up`
-# makes a new VM with the same data disk, and every phase resumes there, as after autostop deleted one.
-REPLACED_WHEN_STOPPED = "desiredStatus"
-
 
 class TpuVm(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuVmArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:TpuVm", name, None, opts)
         s = args.settings
+        # Declared only for a VM found stopped for good, which this update then replaces (its change is in
+        # `replace_on_changes`); never while Google is restarting it (infra/resources/vm_status.py).
+        status = vm_status.declared_status(vm_status.status_now(s))
         self.instance = gcp.compute.Instance(
             name,
             name=s.instance_name,
@@ -137,16 +130,14 @@ class TpuVm(pulumi.ComponentResource):
             scheduling=scheduling(s),
             reservation_affinity=reservation_affinity(s),
             metadata=metadata(s),
-            # Every refresh (Pulumi.yaml: `refresh: always`) reads the VM's real status into this field, so a VM
-            # that Google or a person stopped differs from "RUNNING" (see REPLACED_WHEN_STOPPED).
-            desired_status="RUNNING",
+            desired_status=status,
             # The provider applies these changes by stopping the VM, updating it and starting it again, which a TPU
-            # VM does not survive (docs/checkpoints.md: a stopped TPU VM cannot be restarted). They replace it
+            # VM does not survive (docs/checkpoints.md: a person cannot start a stopped TPU VM). They replace it
             # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
             # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan/reruns.py).
             opts=pulumi.ResourceOptions(
                 parent=self,
-                replace_on_changes=[*STOP_TO_UPDATE, REPLACED_WHEN_STOPPED],
+                replace_on_changes=[*STOP_TO_UPDATE, *([vm_status.REPLACED_WHEN_STOPPED] if status else [])],
                 delete_before_replace=True,
             ),
         )

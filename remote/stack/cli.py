@@ -29,10 +29,11 @@ from remote.ssh.errors import (
 )
 from remote.ssh.hosts import WorkerError, WorkerHost, each_said
 from remote.stack import outputs as stack_outputs
+from remote.stack import vm_state
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.reach import Reached, VmUnreachable, reach, vm_name
-from remote.stack.run_log import bucket_log, job_log, latest_job
+from remote.stack.run_log import bucket_log, job_log, last_checkpoint, latest_job
 from workload.core.contract import EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
 from workload.run import run_state
@@ -165,14 +166,30 @@ def _copied_log(runs_dir: str | None) -> tuple[tuple[str, list[str]] | None, str
     return found, "" if found else f"no copy of a run's log in {runs_dir} yet"
 
 
+def _resumes(found: tuple[str, list[str]] | None) -> str:
+    """From where a new VM resumes the run: the last checkpoint beside the log's copy in the bucket."""
+    if found is None:
+        return vm_state.RESUMES
+    try:
+        step = last_checkpoint(Gcs.from_env(), found[0])
+    except RemoteError as error:
+        return f"{vm_state.RESUMES} (the bucket's could not be listed: {error})"
+    if step is None:
+        return "the run resumes from step 0 (no checkpoint in the bucket yet)"
+    return f"the run resumes from step {step}"
+
+
 def _status(args) -> int:
     outputs = stack_outputs.read(args.stack)
     target = outputs.target()
     try:
         reached = reach(outputs, target)
     except VmUnreachable as error:
-        print(f"{'slice' if len(target.hosts) > 1 else 'VM'}: {error}")
         found, why_not = _copied_log(target.profile.runs_dir)
+        if error.state is not None and error.ssh:  # one VM's: which case it is, and from where a new VM resumes
+            print(f"VM: {error.ssh}; {error.state.line(vm_name(outputs), _resumes(found))}")
+        else:
+            print(f"{'slice' if len(target.hosts) > 1 else 'VM'}: {error}")
         if found is None:
             print(f"run: unknown ({why_not})")
         else:

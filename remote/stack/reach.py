@@ -29,12 +29,13 @@ class KeyMissing(RemoteError):
 
 
 class VmUnreachable(RemoteError):
-    """SSH did not answer; `state` is what Compute Engine says of the VM (None for a slice: not asked)."""
+    """SSH did not answer; `state` is what Compute Engine says of the VM (None for a slice: not asked), `ssh` what
+    SSH said of one VM ("" where the message says no more of it)."""
 
     exit_code = EXIT_UNREACHABLE
 
-    def __init__(self, message: str, state: vm_state.VmState | None):
-        self.state = state
+    def __init__(self, message: str, state: vm_state.VmState | None, ssh: str = ""):
+        self.state, self.ssh = state, ssh
         super().__init__(message)
 
 
@@ -68,7 +69,8 @@ def connect_vm(outputs: StackOutputs, target: PipelineTarget) -> Connection:
     except Unreachable as error:
         state = state_of(outputs)
         said = state.line(vm_name(outputs)) if state is not None else "a slice's hosts: check them in the console"
-        raise VmUnreachable(f"{target.host} does not answer SSH ({error.reason}); {said}", state) from None
+        ssh = f"{target.host} does not answer SSH ({error.reason})"
+        raise VmUnreachable(f"{ssh}; {said}", state, ssh) from None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from remote.ssh.connection import Connection, run
 from remote.stack.gcs import Gcs
 from workload.core.contract import run_job_id
 from workload.run import log_mirror
+from workload.run.steps import ORBAX_COMMIT_FILE
 
 LOG_BYTES = 1 << 20  # a run's events are a few hundred lines (workload/run/events.py): the whole log
 
@@ -45,3 +46,13 @@ def bucket_log(gcs: Gcs, runs_url: str) -> tuple[str, list[str]] | None:
     _, url = max(found)  # named by when the runner started: the latest sorts last
     data = gcs.read(url) or b""
     return url, data.decode("utf-8", "replace").splitlines()
+
+
+def last_checkpoint(gcs: Gcs, log_url: str) -> int | None:
+    """The highest checkpoint the run finished beside its log's copy at `log_url` (`<run dir>/checkpoints/<step>`,
+    whose `commit_success.txt` orbax writes last on Cloud Storage: workload/run/steps.py `latest_checkpoint`), as the
+    trainer numbers it; None if there is none yet."""
+    checkpoints = f"{log_url.rsplit(f'/{log_mirror.LOG_DIR}/', 1)[0]}/checkpoints"
+    _, steps = gcs.listing(checkpoints)
+    done = [int(s) for s in steps if s.isdigit() and gcs.read(f"{checkpoints}/{s}/{ORBAX_COMMIT_FILE}") is not None]
+    return max(done, default=None)

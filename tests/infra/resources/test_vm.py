@@ -207,8 +207,7 @@ def test_changes_the_provider_would_stop_the_vm_for_replace_it_instead(vm):
         "serviceAccount",
         "networkInterfaces[*].network",
         "networkInterfaces[*].subnetwork",
-        "desiredStatus",  # a VM found stopped: tests/infra/resources/test_stopped_vm.py
-    ]
+    ]  # and `desiredStatus` for a VM found stopped for good: tests/infra/resources/test_stopped_vm.py
     assert vm.delete_before_replace
 
 

@@ -114,12 +114,13 @@ def test_a_vm_that_does_not_answer_is_said_in_one_line(tmp_path, nobody_there, v
 
 
 class ComputeStandin:
-    """Compute Engine's instances.get for the stack's VM, answering `status` (None: 404, the VM is gone), and a
-    `gcloud` that prints a token: a stand-in for Google's API, which this machine cannot reach. A POST (a start) is
-    recorded and refused, as Google refuses a stopped TPU VM's start (tests/workload/gce_standin.py)."""
+    """Compute Engine's instances.get for the stack's VM, answering `status` (None: 404, the VM is gone) and its
+    `scheduling.automaticRestart`, and a `gcloud` that prints a token: a stand-in for Google's API, which this machine
+    cannot reach. A POST (a start) is recorded and refused, as Google refuses a stopped TPU VM's start
+    (tests/workload/gce_standin.py)."""
 
-    def __init__(self, bin_dir, status: str | None):
-        self.status = status
+    def __init__(self, bin_dir, status: str | None, automatic_restart: bool = True):
+        self.status, self.automatic_restart = status, automatic_restart
         self.asked: list[tuple[str, str | None]] = []
         outer = self
 
@@ -132,7 +133,8 @@ class ComputeStandin:
                 if outer.status is None:
                     reply_json(self, 404, {"error": {"code": 404, "message": "not found"}})
                 else:
-                    reply_json(self, 200, {"status": outer.status})
+                    scheduling = {"automaticRestart": outer.automatic_restart}
+                    reply_json(self, 200, {"status": outer.status, "scheduling": scheduling})
 
             def do_POST(self):
                 outer.asked.append((self.path, self.headers.get("Authorization")))
@@ -146,23 +148,38 @@ class ComputeStandin:
         self.env = {"TPU_SFT_COMPUTE_API": f"http://127.0.0.1:{self.server.server_address[1]}"}
 
 
+# Without the bucket's copy of the run's log (this stack's bucket is not reachable here), the line says no step.
+STOPPED_FOR_GOOD = (
+    "VM tpu-sft-rehearsal stopped for good ({}): `pulumi up` replaces it; the run resumes from its last checkpoint"
+)
+RESTARTING = "VM tpu-sft-rehearsal: Google is restarting it ({}): the run resumes by itself"
+
+
 @pytest.mark.parametrize(
-    ("status", "says"),
+    ("status", "automatic_restart", "says"),
     [
-        (None, "VM tpu-sft-rehearsal is gone (autostop deletes an idle VM; the data disk and bucket stay)"),
+        (None, True, "VM tpu-sft-rehearsal is gone (autostop deletes an idle VM; the data disk and bucket stay)"),
+        ("TERMINATED", True, STOPPED_FOR_GOOD.format("TERMINATED")),
+        ("TERMINATED", False, STOPPED_FOR_GOOD.format("TERMINATED")),
+        ("STOPPING", True, RESTARTING.format("STOPPING")),
+        ("REPAIRING", True, RESTARTING.format("REPAIRING")),
+        ("PROVISIONING", False, RESTARTING.format("PROVISIONING")),
         (
-            "TERMINATED",
-            "VM tpu-sft-rehearsal was stopped (TERMINATED) by a person (the console, gcloud) or by Google (host "
-            "maintenance, a spot VM's STOP); a TPU VM cannot be restarted: run `pulumi up` to replace it, and the run "
-            "resumes from its checkpoint",
+            "STOPPING",
+            False,
+            "VM tpu-sft-rehearsal stopped for good (STOPPING, no automatic restart): `pulumi up` replaces it once it "
+            "has stopped; the run resumes from its last checkpoint",
         ),
     ],
 )
-def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobody_there, status, says):
-    google = ComputeStandin(tmp_path / "bin", status)
+def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(
+    tmp_path, nobody_there, status, automatic_restart, says
+):
+    google = ComputeStandin(tmp_path / "bin", status, automatic_restart)
     result = tpu_sft(tmp_path, nobody_there, "status", env=google.env)
     assert result.returncode == EXIT_UNREACHABLE
-    assert result.stdout.startswith("VM: 127.0.0.1 does not answer SSH") and says in result.stdout
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("VM: 127.0.0.1 does not answer SSH") and says in first
     assert google.asked == [
         (
             "/compute/v1/projects/rehearsal-project/zones/us-east5-b/instances/tpu-sft-rehearsal",
@@ -177,11 +194,48 @@ def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobod
             "restarted (a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model again"
         )
     else:
-        assert "the model is on the VM's data disk, and" in one_line(fetched) and "is gone" in fetched.stderr
+        assert "the model is on the VM's data disk, and" in one_line(fetched) and says in fetched.stderr
     assert not (tmp_path / "model").exists()
     assert all(path.endswith("/instances/tpu-sft-rehearsal") for path, _ in google.asked)  # gets only, no start
     flag = tpu_sft(tmp_path, nobody_there, "fetch-model", "--start-vm", env=google.env)
     assert flag.returncode == EXIT_BAD_INPUT and "unrecognized arguments: --start-vm" in flag.stderr  # not offered
+
+
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (
+            "TERMINATED",
+            "VM tpu-sft-rehearsal stopped for good (TERMINATED): `pulumi up` replaces it; the run resumes from step 40",
+        ),
+        ("STOPPING", "VM tpu-sft-rehearsal: Google is restarting it (STOPPING): the run resumes by itself"),
+    ],
+)
+def test_status_says_from_which_step_a_new_vm_resumes(tmp_path, recorded, gcs, status, says):
+    """The step is the last checkpoint the run finished in the bucket, beside its log's copy: 60's commit marker is
+    not written yet (orbax writes it last), so a new VM resumes from 40."""
+    runs = f"status-{status.lower()}/runs"  # this test's own runs: another's log copy is never the latest here
+    run_dir = f"{runs}/gemma3-4b/post-train/run-a"
+    gcs.put(f"{run_dir}/run-log/20261201T000000Z.jsonl", b"".join(f"{line}\n".encode() for line in RUNNING))
+    for step in (20, 40):
+        gcs.put(f"{run_dir}/checkpoints/{step}/commit_success.txt", b"ok")
+    gcs.put(f"{run_dir}/checkpoints/60/items/_METADATA", b"{}")
+    target = json.loads(recorded["target"]) | {
+        "host": "127.0.0.1",
+        "port": free_port("127.0.0.1"),
+        "connect_timeout": 3,
+    }
+    target["profile"]["runs_dir"] = gcs.gs(runs)
+    google = ComputeStandin(tmp_path / "bin", status)
+    result = tpu_sft(
+        tmp_path,
+        {**recorded, "target": json.dumps(target)},
+        "status",
+        env={**google.env, "STORAGE_EMULATOR_HOST": gcs.url},
+    )
+    assert result.returncode == EXIT_UNREACHABLE, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("VM: 127.0.0.1 does not answer SSH") and first.endswith(says)
 
 
 def started(target, job_id: str, command: str) -> None:
