@@ -34,10 +34,18 @@ from workload.core.contract import PROJECT_PYTHON
 VERBS = (("status",), ("logs",), ("cancel",), ("fetch-model",))
 
 
+def no_copy(recorded: dict, gcs, tmp_path: Path) -> dict:
+    """The outputs with the VM's copy in the bucket at a prefix that holds none (a model kept before the VM copied it
+    there): fetch-model goes to the VM."""
+    target = json.loads(recorded["target"])
+    target["profile"]["kept_copy_dir"] = gcs.gs(f"kept-{tmp_path.name}")
+    return {**recorded, "target": json.dumps(target)}
+
+
 @pytest.fixture
-def nobody_there(recorded, tmp_path):
-    """The outputs with the VM at a port nobody listens on: a VM that does not answer."""
-    target = json.loads(recorded["target"]) | {
+def nobody_there(recorded, gcs, tmp_path):
+    """The outputs with the VM at a port nobody listens on: a VM that does not answer (and no copy in the bucket)."""
+    target = json.loads(no_copy(recorded, gcs, tmp_path)["target"]) | {
         "host": "127.0.0.1",
         "port": free_port("127.0.0.1"),
         "known_hosts": str(tmp_path / "known_hosts"),
@@ -96,9 +104,11 @@ def test_a_stack_pulumi_does_not_know_is_named(tmp_path, recorded):
 
 
 @pytest.mark.parametrize("verb", VERBS)
-def test_a_missing_ssh_key_says_so_before_connecting(tmp_path, recorded, verb):
-    target = json.loads(recorded["target"]) | {"key_path": str(tmp_path / "gone" / "id_ed25519")}
-    result = tpu_sft(tmp_path, {**recorded, "target": json.dumps(target)}, *verb)
+def test_a_missing_ssh_key_says_so_before_connecting(tmp_path, recorded, gcs, verb):
+    target = json.loads(no_copy(recorded, gcs, tmp_path)["target"])
+    target["key_path"] = str(tmp_path / "gone" / "id_ed25519")
+    env = {"STORAGE_EMULATOR_HOST": gcs.url}
+    result = tpu_sft(tmp_path, {**recorded, "target": json.dumps(target)}, *verb, env=env)
     assert result.returncode == EXIT_BAD_INPUT
     assert f"the stack's SSH private key {tmp_path}/gone/id_ed25519 is not on this machine" in one_line(result)
 
@@ -158,7 +168,7 @@ class ComputeStandin:
         ),
     ],
 )
-def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobody_there, status, says):
+def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobody_there, gcs, status, says):
     google = ComputeStandin(tmp_path / "bin", status)
     result = tpu_sft(tmp_path, nobody_there, "status", env=google.env)
     assert result.returncode == EXIT_UNREACHABLE
@@ -169,7 +179,8 @@ def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(tmp_path, nobod
             "Bearer ya29.standin",
         )
     ]
-    fetched = tpu_sft(tmp_path, nobody_there, "fetch-model", str(tmp_path / "model"), env=google.env)
+    storage = {"STORAGE_EMULATOR_HOST": gcs.url}  # the bucket holds no copy: the model is on the VM's data disk
+    fetched = tpu_sft(tmp_path, nobody_there, "fetch-model", str(tmp_path / "model"), env={**google.env, **storage})
     assert fetched.returncode == EXIT_UNREACHABLE
     if status == "TERMINATED":  # never started: Compute Engine cannot restart a TPU VM; `pulumi up` replaces it
         assert one_line(fetched).endswith(
