@@ -11,7 +11,8 @@ file itself, or a private temporary copy of $HF_TOKEN), never as HF_TOKEN, which
 TensorBoard files.
 It leaves: scratch outputs, logs and done-markers in WORK; checkpoints and TensorBoard logs in RUNS (--runs-dir,
 default WORK); the kept model, metrics, TensorBoard logs,
-loss curve and manifest in OUTPUT/<run name>/.
+loss curve and manifest in OUTPUT/<run name>/, and a copy of them in COPY/<run name>/ (--kept-copy-dir, a gs://
+prefix: the model is fetched from there with no VM).
 """
 
 from __future__ import annotations
@@ -76,12 +77,19 @@ def check_writable_dir(flag: str, path: str) -> None:
     raise ConfigError(flag, problem, "give a directory you can write to (it is created if missing)")
 
 
-def _layout(config: PipelineConfig, work_dir: str, output_dir: str, runs_dir: str | None = None) -> Layout:
+def _layout(
+    config: PipelineConfig,
+    work_dir: str,
+    output_dir: str,
+    runs_dir: str | None = None,
+    kept_copy_dir: str | None = None,
+) -> Layout:
     def located(url: str) -> str:
         return url if storage.is_remote(url) else os.path.abspath(url)
 
     runs = None if runs_dir is None else located(runs_dir)
-    return Layout(os.path.abspath(work_dir), located(output_dir), config.model, commands.run_name(config), runs)
+    copy = None if kept_copy_dir is None else located(kept_copy_dir)
+    return Layout(os.path.abspath(work_dir), located(output_dir), config.model, commands.run_name(config), runs, copy)
 
 
 def worker_of(config: PipelineConfig, args: argparse.Namespace) -> JaxProcess:
@@ -156,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with token_file_env(args.hf_token_file, token) as token_env:
         context = Context(
             config=config,
-            layout=_layout(config, args.work_dir, args.output_dir, args.runs_dir),
+            layout=_layout(config, args.work_dir, args.output_dir, args.runs_dir, args.kept_copy_dir),
             events=events,
             python=sys.executable,
             hostname=socket.gethostname(),
@@ -194,6 +202,11 @@ def parser() -> argparse.ArgumentParser:
     go.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"scratch dir (default {DEFAULT_WORK_DIR})")
     go.add_argument("--output-dir", required=True, help="persistent dir; the run is kept in OUTPUT/<run name>/")
     go.add_argument("--runs-dir", help=RUNS_DIR_HELP)
+    go.add_argument(
+        "--kept-copy-dir",
+        metavar="COPY",
+        help="where keep also copies the run (COPY/<run name>/, manifest last): a gs:// prefix readable with no VM",
+    )
     go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
     go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
     go.add_argument(

@@ -1,13 +1,14 @@
 """What Google bills a stack for, as stack outputs: the TPU's basis (a reservation's period or the VM's uptime), the
-disks by size and type, and one run's checkpoints in the bucket by size and days kept (infra/pricing/cost.py has the
-prices and where they come from; docs/costs.md, a table per provisioning model)."""
+disks by size and type, one run's checkpoints in the bucket by size and days kept, and the kept model in the bucket by
+size and month (infra/pricing/cost.py has the prices and where they come from; docs/costs.md, a table per provisioning
+model)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from infra.config.settings import Settings
-from infra.pricing.cost import checkpoint_cost, data_disk_performance, disk_cost, tpu_billed_for
+from infra.pricing.cost import checkpoint_cost, data_disk_performance, disk_cost, kept_model_cost, tpu_billed_for
 from infra.resources.vm import BOOT_DISK_TYPE
 
 
@@ -35,4 +36,5 @@ def outputs(s: Settings) -> dict[str, Any]:
             s.checkpoint_retention_days,
             s.storage_price_per_gb_month,
         ),
+        "keptModelCost": kept_model_cost(pipeline.model, s.storage_price_per_gb_month),
     }

@@ -24,27 +24,29 @@ def published_outside(s: Settings) -> list[str]:
 
 
 def model_lost_on_destroy(s: Settings) -> str | None:
-    """One line, or None: the kept model exists only in something `pulumi destroy` deletes."""
-    if published_outside(s):
+    """One line, or None: the kept model exists only in what `pulumi destroy` deletes. A slice keeps it in the bucket;
+    a VM on its data disk and in the bucket (workload/run/kept.py `copy`), so keeping either keeps the model."""
+    if published_outside(s) or s.keeps_bucket:
         return None
-    if s.is_slice:
-        if s.keeps_bucket:
-            return None
-        kept = f"gs://{s.checkpoint_bucket}/{KEPT_PREFIX}/"
-        return (
-            f"the fine-tuned model will be only in {kept}, and `pulumi destroy` empties and deletes that bucket: "
-            f"publish it (tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off (gcloud storage cp -r {kept} "
-            f".), or keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the last `pulumi up`: "
-            f"{KEEPING})"
-        )
-    if s.keep_data_disk:
-        return None
-    return (
-        "the fine-tuned model will be only on the data disk, and `pulumi destroy` deletes it: publish it "
-        "(tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off "
-        "(docs/checkpoints.md#getting-the-model-out-before-pulumi-destroy), or keep the disk (pulumi config set "
-        f"tpu-sft:keepDataDisk true; after the last `pulumi up`: {KEEPING})"
+    kept = kept_in_bucket(s)
+    fetch = "fetch it (scripts/tpu-sft fetch-model, no VM needed)"
+    keep = (
+        f"keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the last `pulumi up`: {KEEPING})"
     )
+    where, deletes = (
+        (f"only in {kept}", "empties and deletes that bucket")
+        if s.is_slice
+        else (f"on the data disk and in {kept}", "deletes the disk and empties and deletes the bucket")
+    )
+    return (
+        f"the fine-tuned model will be {where}, and `pulumi destroy` {deletes}: {fetch}, publish it "
+        f"(tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), or {keep}"
+    )
+
+
+def kept_in_bucket(s: Settings) -> str:
+    """Where the kept model is in the stack's bucket: a slice's only copy, the VM's copy of its data disk's."""
+    return f"gs://{s.checkpoint_bucket}/{KEPT_PREFIX}/"
 
 
 def on_destroy(s: Settings) -> str:
@@ -53,8 +55,13 @@ def on_destroy(s: Settings) -> str:
     if lost:
         return lost
     kept = (["the data disk"] if s.keep_data_disk and not s.is_slice else []) + (
-        [f"the checkpoint bucket gs://{s.checkpoint_bucket}"] if s.keeps_bucket else []
+        [f"the checkpoint bucket gs://{s.checkpoint_bucket} (the model in {kept_in_bucket(s)})"]
+        if s.keeps_bucket
+        else []
     )
     if kept:
         return f"`pulumi destroy` leaves {' and '.join(kept)}, billable until you delete them; it deletes the rest"
-    return f"`pulumi destroy` deletes everything billable; the model is published to {', '.join(published_outside(s))}"
+    return (
+        f"`pulumi destroy` deletes everything billable, the bucket with the model in {kept_in_bucket(s)}; the model is "
+        f"published to {', '.join(published_outside(s))}"
+    )

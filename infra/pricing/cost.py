@@ -144,6 +144,10 @@ def kept_model_seconds(model: str, mib_per_s: int) -> float:
     return round(MODELS[model].parameters * KEPT_MODEL_BYTES_PER_PARAMETER / (mib_per_s * MIB), 1)
 
 
+# Standard storage in one region: $0.020 per GB-month in Columbus (us-east5, where the default zone's bucket is) and in
+# us-central1, us-east1 and us-south1; $0.023 in us-east4, us-west2 … (cloud.google.com/storage/pricing, "Data storage",
+# read through the search tool on 2026-12-06 in stored copies of that page: the web archive's of 2022-12-30 and a later
+# undated one agree). Another region's price differs: set yours with storagePricePerGbMonth.
 STORAGE_USD_PER_GB_MONTH = 0.020
 DAYS_PER_MONTH = 365 / 12
 
@@ -233,3 +237,11 @@ def checkpoint_cost(
         "daysKept": days_kept,
         "usd": round(gb * usd_per_gb_month * days_kept / DAYS_PER_MONTH, 2),
     }
+
+
+def kept_model_cost(model: str, usd_per_gb_month: float) -> dict[str, Any]:
+    """What the kept model costs a month in the bucket (a slice's only copy, a VM's copy of its data disk's: the
+    export's weights; its metrics and loss curve are small beside them), from keep until `pulumi destroy` deletes the
+    bucket, or for as long as a kept bucket stays (tpu-sft:keepCheckpointBucket, keepDataDisk)."""
+    gb = MODELS[model].parameters * KEPT_MODEL_BYTES_PER_PARAMETER / 1e9
+    return {"gb": round(gb, 1), "usdPerMonth": round(gb * usd_per_gb_month, 2), "until": "pulumi destroy"}

@@ -47,6 +47,11 @@ def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
     return bucket_url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
 
 
+def kept_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
+    """Where the kept model is in the bucket: a slice's only copy, the VM's copy of its data disk's."""
+    return bucket_url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
+
+
 def _vm(s: Settings) -> Machine:
     performance = data_disk_performance(s.data_disk_type)
     data_disk = DataDisk(
@@ -81,7 +86,9 @@ def _vm(s: Settings) -> Machine:
         service_account_email=vm.service_account_email,
         identity=vm.instance_id,
         ready=[vm, firewall, data_disk, *access_key],
-        target_json=lambda bucket_url: vm_target_json(s, vm.name, vm.instance_id, vm.external_ip, runs_url(bucket_url)),
+        target_json=lambda bucket_url: vm_target_json(
+            s, vm.name, vm.instance_id, vm.external_ip, kept_url(bucket_url), runs_url(bucket_url)
+        ),
         main_host=vm.name,
         external_ip=vm.external_ip,
         outputs={"instanceName": vm.name, "dataDiskName": data_disk.name, "dataDiskMountPoint": MOUNT_POINT},
@@ -107,9 +114,8 @@ def _slice(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
         )
 
     def target_json(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
-        kept_url = bucket_url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
         names, ids, group = hosts.host_names, hosts.host_ids, hosts.flex_start_group
-        return slice_target_json(s, hosts.group_id, names, ids, group, kept_url, runs_url(bucket_url))
+        return slice_target_json(s, hosts.group_id, names, ids, group, kept_url(bucket_url), runs_url(bucket_url))
 
     return Machine(
         service_account_email=hosts.service_account_email,

@@ -60,14 +60,14 @@ def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
 
 
 def vm_target(
-    s: Settings, instance_name: str, instance_id: str, external_ip: str | None, runs_url: str
+    s: Settings, instance_name: str, instance_id: str, external_ip: str | None, kept_url: str, runs_url: str
 ) -> dict[str, Any]:
     """remote.ssh.target JSON of the VM. Host keys are pinned per instance id: a replaced VM is a new host, not a
-    changed key."""
+    changed key. The model is kept on the data disk and copied to `kept_url`, where it is fetched with no VM."""
     return {
         "host": ssh_host(s, instance_name, external_ip),
         **_reach(s, f"{s.stack}-{instance_id}"),
-        "profile": replace(VM, runs_dir=runs_url).to_mapping(),
+        "profile": replace(VM, kept_copy_dir=kept_url, runs_dir=runs_url).to_mapping(),
     }
 
 
@@ -100,9 +100,10 @@ def vm_target_json(
     instance_name: pulumi.Output[str],
     instance_id: pulumi.Output[str],
     external_ip: pulumi.Output[str | None],
+    kept_url: pulumi.Output[str],
     runs_url: pulumi.Output[str],
 ) -> pulumi.Output[str]:
-    return pulumi.Output.all(instance_name, instance_id, external_ip, runs_url).apply(
+    return pulumi.Output.all(instance_name, instance_id, external_ip, kept_url, runs_url).apply(
         lambda a: json.dumps(vm_target(s, *a), sort_keys=True)
     )
 

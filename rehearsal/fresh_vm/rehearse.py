@@ -44,7 +44,7 @@ from rehearsal.fresh_vm.substitutions import PLATFORM, StorageEndpoint, Substitu
 from rehearsal.run import Executed, Recorded, record, start
 from rehearsal.sshd import keygen
 from remote.pipeline.bootstrap.spec import BootstrapSpec
-from remote.pipeline.profile import VM, HostProfile
+from remote.pipeline.profile import HostProfile
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.target import PipelineTarget
 from workload.core.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
@@ -87,6 +87,7 @@ class FreshVmRun:
     storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the VM's clients
     kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from the last boot
     kept_train_steps: list[dict] = field(default_factory=list)  # its metrics/train_steps.jsonl: the loss curve
+    kept_manifest: dict = field(default_factory=dict)  # its manifest.json, which its copy in the bucket must match
     vm_created_at: float = 0.0
     first_train_step_at: float | None = None
     finished_at: float = 0.0
@@ -122,13 +123,14 @@ def rehearse(
     train = next(c for c in commands if c.name.endswith("-train"))
     until_train = commands[: commands.index(train)]
     checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
-    runs_url = PipelineTarget.from_json(train.environment[TARGET_ENV]).profile.runs_dir or ""
+    declared_profile = PipelineTarget.from_json(train.environment[TARGET_ENV]).profile
+    runs_url = declared_profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
     declared_storage = storage_iam.DeclaredStorage.of(stack)
     cloud_storage = storage_iam.start(declared_storage, directory / "storage-emulator.log")
     emulator = cloud_storage.emulator
-    # The third kind of host (remote/pipeline/profile.py): a VM's in every fact but how MaxText is installed.
-    profile = dataclasses.replace(VM, name="fresh-vm", bootstrap=spec.to_mapping(), runs_dir=runs_url)
+    # The third kind of host (remote/pipeline/profile.py): the declared VM's in every fact but how MaxText is installed.
+    profile = dataclasses.replace(declared_profile, name="fresh-vm", bootstrap=spec.to_mapping())
     address, address_lock = claim_address()
     storage = StorageEndpoint(cloud_storage.env(declared_storage.host), declared_storage.host)
     result = FreshVmRun(address, image, [*PLATFORM, storage.substitution, *made])
@@ -205,6 +207,8 @@ def rehearse(
         curve = kept / "metrics" / "train_steps.jsonl"
         if curve.is_file():
             result.kept_train_steps = [json.loads(line) for line in curve.read_text().splitlines()]
+        if (kept / "manifest.json").is_file():
+            result.kept_manifest = json.loads((kept / "manifest.json").read_text())
         say(
             f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
             f"{len(result.kept_after_recreate)} entries"

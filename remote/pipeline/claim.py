@@ -220,6 +220,8 @@ def start_attempt(
         argv += ["--required-mount", request.target.profile.required_mount]  # export's task waits too, maybe later
     if request.target.profile.runs_dir is not None:
         argv += ["--runs-dir", request.target.profile.runs_dir]
+    if request.target.profile.kept_copy_dir is not None:
+        argv += ["--kept-copy-dir", request.target.profile.kept_copy_dir]
     if has_token:
         argv += ["--hf-token-file", f"../secrets/{HF_TOKEN_SECRET}"]
     argv += extra_argv

@@ -20,6 +20,9 @@ class HostProfile:
     name: str = "vm"
     scratch_dir: str = SCRATCH_DIR  # the workload's --work-dir
     kept_dir: str = KEPT_DIR  # the workload's --output-dir: what outlives the host (a path, or gs://bucket/prefix)
+    # The workload's --kept-copy-dir: where keep copies the model too (gs://bucket/prefix), so that it can be fetched
+    # with no VM; None: nowhere (a slice, whose kept_dir is in the bucket already; a host with no bucket).
+    kept_copy_dir: str | None = None
     # The workload's --runs-dir: checkpoints that outlive the host (gs://bucket/prefix or a path); None: scratch.
     runs_dir: str | None = None
     required_mount: str | None = MOUNT_POINT  # kept outputs wait until this is mounted; None: nothing to wait for
@@ -36,6 +39,14 @@ class HostProfile:
                 "profile.runs_dir",
                 f"{self.runs_dir!r} is neither gs://bucket/prefix nor an absolute path",
                 'give "gs://<bucket>/<prefix>", an absolute path, or null',
+            )
+        if self.kept_copy_dir is not None and not (
+            self.kept_copy_dir.startswith("gs://") and len(self.kept_copy_dir) > 5 and self.kept_copy_dir.isprintable()
+        ):
+            raise TargetError(
+                "profile.kept_copy_dir",
+                f"{self.kept_copy_dir!r} is not gs://bucket/prefix",
+                'give "gs://<bucket>/<prefix>", or null for no copy',
             )
         if self.kept_dir.startswith("gs://"):  # a slice keeps its model in the bucket: its hosts share no disk
             if len(self.kept_dir) <= 5 or not self.kept_dir.isprintable():
@@ -77,10 +88,15 @@ class HostProfile:
         return cls(**raw)
 
     def to_mapping(self) -> dict[str, Any]:
-        return asdict(self)
+        # Without a copy, as before there was one: a task whose target changes runs again (infra/resources/tasks.py).
+        mapping = asdict(self)
+        if mapping["kept_copy_dir"] is None:
+            del mapping["kept_copy_dir"]
+        return mapping
 
 
-# A Compute Engine VM made by the Pulumi program: the seed's install, /dev/shm scratch, the data disk.
+# A Compute Engine VM made by the Pulumi program: the seed's install, /dev/shm scratch, the data disk (the program adds
+# the bucket: `runs_dir` and `kept_copy_dir`, infra/resources/tasks.py).
 VM = HostProfile()
 
 

@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch-model",
         parents=[common],
         help="copy the kept model here, every file checked against its manifest",
-        description="From the bucket when the model is kept there (a slice), else from its published Cloud Storage "
-        "copy, else from the VM's data disk over SSH. Run again after a broken transfer: verified files are not "
+        description="From the bucket, with no VM (a slice keeps the model there, a VM copies it there), else from "
+        "its published Cloud Storage copy, else from the VM's data disk over SSH. Run again after a broken transfer: "
+        "verified files are not "
         "fetched again, a partial one (.NAME.partial) continues. Leaves DIR (default models/<run name>), in the "
         "kept layout; its manifest.json is written last.",
     )

@@ -1,12 +1,13 @@
 """`fetch-model`: the kept model and its manifest (workload/run/kept.py: every file's size and sha256) onto the user's
 machine, every file checked against the manifest.
 
-Where from, through Cloud Storage's API (remote/stack/gcs.py) where it can: the bucket when the model is kept there
-(a slice keeps to gs://<bucket>/kept/<run>/); else the copy the publish task made in Cloud Storage (the `published`
-output), laid out as a Hub repo; else the VM's data disk over SSH (remote/ssh/sync.py `fetch`, which checks each file
-against the VM's own sha256 too). Which model: the stack's `modelDir` output (what the last `pulumi up` saw kept),
-else the one whose manifest was written last under the profile's kept dir. Whatever the source, DIR gets the kept
-layout (the Hugging Face model in DIR/hf-model/).
+Where from, through Cloud Storage's API (remote/stack/gcs.py) where it can, with no VM: the bucket, where a slice
+keeps its model and a VM copies its data disk's (both gs://<bucket>/kept/<run>/: the profile's `kept_dir` or
+`kept_copy_dir`); else the copy the publish task made in Cloud Storage (the `published` output), laid out as a Hub repo;
+only then the VM's data disk over SSH (remote/ssh/sync.py `fetch`, which checks each file against the VM's own sha256
+too): a model kept before the VM copied it to the bucket. Which model: the stack's `modelDir` output (what the last
+`pulumi up` saw kept; on a VM the same run's copy in the bucket), else the one whose manifest was written last under
+the kept dir. Whatever the source, DIR gets the kept layout (the Hugging Face model in DIR/hf-model/).
 
 A broken transfer resumes: a file already here that matches the manifest is not fetched again, and a partial one
 (`.NAME.partial` beside it) continues from its last byte. The manifest is written last, so a folder holding it holds
@@ -60,9 +61,11 @@ def fetch_model(
     kept_root = target.profile.kept_dir
     if (model_dir or kept_root).startswith("gs://"):
         model_dir = (model_dir or _latest_in_bucket(gcs, kept_root)).rstrip("/")
-        return _from_bucket(
-            gcs, Copy(model_dir, f"{model_dir}/{MANIFEST}", lambda path: f"{model_dir}/{path}"), dest, progress
-        )
+        return _from_bucket(gcs, _kept(model_dir), dest, progress)
+    copy_root = target.profile.kept_copy_dir
+    copied = None if copy_root is None else _copy_of(gcs, copy_root.rstrip("/"), model_dir)
+    if copied is not None:
+        return _from_bucket(gcs, copied, dest, progress)
     published = _published_to_gcs(outputs)
     if published is not None:
         return _from_bucket(gcs, published, dest, progress)
@@ -74,8 +77,8 @@ def fetch_model(
 
 def _vm(outputs: StackOutputs) -> Connection:
     """The VM holding the model on its data disk (a model in the bucket, kept or published, was fetched from there
-    before this). One that was stopped is never started (Compute Engine cannot restart a TPU VM): `pulumi up` replaces
-    it, with the same data disk, and verifies the kept model there."""
+    before this). One stopped for good is never started (a person cannot start a TPU VM): `pulumi up` replaces it,
+    with the same data disk, and verifies the kept model there; one Google is restarting is waited for."""
     try:
         return connect_vm(outputs, outputs.target())
     except VmUnreachable as error:
@@ -84,9 +87,9 @@ def _vm(outputs: StackOutputs) -> Connection:
             said = f"the model is on the VM's data disk, and {error}; then fetch-model again"
             raise VmUnreachable(said, state) from None
         raise VmUnreachable(
-            f"the model is on the data disk of VM {vm_name(outputs)}, which was stopped ({state.state}) and cannot be "
-            "restarted (a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model "
-            "again",
+            f"the model is on the data disk of VM {vm_name(outputs)}, which is stopped for good ({state.state}; a "
+            "person cannot start a TPU VM): run `pulumi up`, which replaces it with the same data disk, then "
+            "fetch-model again",
             state,
         ) from None
 
@@ -136,6 +139,23 @@ class Copy:
     url: str
     manifest: str
     object_of: Callable[[str], str]  # a path in the manifest → its object's gs:// URL
+
+
+def _kept(url: str) -> Copy:
+    """A model kept in the bucket (workload/run/kept.py): its manifest and files side by side."""
+    return Copy(url, f"{url}/{MANIFEST}", lambda path: f"{url}/{path}")
+
+
+def _copy_of(gcs: Gcs, copy_root: str, model_dir: str | None) -> Copy | None:
+    """The VM's copy in the bucket of the model on its data disk (`model_dir`: the same run's; None: the latest), or
+    None while the bucket holds no manifest for it (kept before the copy was made, or the copy is not finished)."""
+    if model_dir is not None:
+        url = f"{copy_root}/{PurePosixPath(model_dir.rstrip('/')).name}"
+        return _kept(url) if gcs.read(f"{url}/{MANIFEST}") is not None else None
+    try:
+        return _kept(_latest_in_bucket(gcs, copy_root))
+    except NoModel:
+        return None
 
 
 def _published_to_gcs(outputs: StackOutputs) -> Copy | None:

@@ -57,6 +57,18 @@ def test_the_checkpoints_are_in_the_bucket_not_on_the_vm(fresh_vm):
     assert any("/train-metrics/train_steps.jsonl" in n for n in names)
 
 
+def test_keep_copies_the_model_from_the_data_disk_to_the_bucket_which_outlives_the_vm(fresh_vm):
+    """What `tpu-sft fetch-model` reads once autostop has deleted the VM (tests/remote/stack/test_fetch_model_no_vm.py):
+    gs://<bucket>/kept/<run>/, every file the kept manifest lists, at its size, and the manifest itself."""
+    run = fresh_vm.run
+    name = run.summary["kept_dir"].rsplit("/", 1)[1]
+    assert run.summary["kept_copy"].endswith(f"/kept/{name}")
+    copied = {n.removeprefix(f"kept/{name}/"): size for n, size in run.bucket_objects.items() if n.startswith("kept/")}
+    listed = {entry["path"]: entry["size"] for entry in run.kept_manifest["files"]}
+    assert listed and "manifest.json" in copied
+    assert {path: size for path, size in copied.items() if path != "manifest.json"} == listed
+
+
 def test_the_vms_reached_the_bucket_as_their_service_account_and_were_refused_nothing(fresh_vm):
     """Cloud Storage here enforces the roles the program declared for the VM's account (rehearsal/storage_iam.py):
     the resume above passed on the declared grant, with not one 403 on the way."""

@@ -26,8 +26,9 @@ KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
 # The object prefix, in the stack's checkpoint bucket (infra/resources/bucket.py), of the workload's --runs-dir:
 # training checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
 RUNS_PREFIX = "runs"
-# The prefix, in the same bucket, of a slice's kept model (remote/pipeline/profile.py slice_host): a slice has no
-# data disk. Outside RUNS_PREFIX, so the lifecycle rule never expires it.
+# The prefix, in the same bucket, of the kept model: a slice's only copy (remote/pipeline/profile.py slice_host: a
+# slice has no data disk), the VM's copy of its data disk's (`kept_copy_dir`), fetched from there with no VM. Outside
+# RUNS_PREFIX, so the lifecycle rule never expires it.
 KEPT_PREFIX = "kept"
 # The prefix, in the same bucket, where a slice's hosts tell each other how long they have been idle
 # (workload/spend/autostop.py): one small object per host, overwritten every poll.

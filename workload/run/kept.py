@@ -9,7 +9,9 @@ whose recorded inputs equal its own for exactly those steps and whose files stil
 VM, decide what may be reused.
 
 A slice keeps to its bucket (gs://): there the files are checked by name and size, not sha256 (that would
-download the model; Cloud Storage checks each upload's CRC32C itself), and the manifest is written last.
+download the model; Cloud Storage checks each upload's CRC32C itself), and the manifest is written last. A VM keeps
+to its data disk and copies the model to the same place in the bucket (`copy`), so that it can be fetched after the VM
+is gone (remote/stack/model.py), with every file's sha256 in the manifest to check it by.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from workload.launch.proc import StepFailed
 from workload.run import storage
 from workload.run.fingerprint import manifest_mismatches
 
@@ -82,3 +85,16 @@ def find(preferred_dir: str, inputs: dict[str, str]) -> tuple[str, dict[str, Any
 def facts(found: dict[str, Any], steps: list[str]) -> dict[str, Any]:
     """What those steps reported when the kept model was made."""
     return {key: value for step in steps for key, value in found["steps"].get(step, {}).get("facts", {}).items()}
+
+
+def copy(kept_dir: str, copy_dir: str) -> None:
+    """The model kept in `kept_dir` (the data disk) to `copy_dir` (the bucket) too, replacing what was there, its
+    manifest last: a reader that finds the manifest there finds every file it lists."""
+    try:
+        storage.upload_tree(kept_dir, copy_dir, last=MANIFEST)
+    except Exception as error:  # noqa: BLE001  gcsfs raises OSError, ValueError or its own HttpError
+        said = (str(error).splitlines() or [type(error).__name__])[0]
+        raise StepFailed(
+            f"the model is kept in {kept_dir}, but its copy to {copy_dir} failed ({type(error).__name__}: {said}); "
+            "the VM's service account needs roles/storage.objectUser on the bucket: run `pulumi up` again"
+        ) from None

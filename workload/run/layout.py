@@ -14,8 +14,9 @@
     <work>/tiny/             the tiny profile's model and dataset
     <runs>/jax-cache/        JAX's persistent compilation cache, when <runs> is set
 
-and what is kept lands in `<output>/<run>/`. `<runs>` is where training outlives the VM (workload/run/storage.py):
-a gs:// prefix in a bucket or a directory on the data disk; without one, the work dir (the seed's layout).
+and what is kept lands in `<output>/<run>/`, copied to `<kept copy>/<run>/` where one is given (the bucket). `<runs>`
+is where training outlives the VM (workload/run/storage.py): a gs:// prefix in a bucket or a directory on the data
+disk; without one, the work dir (the seed's layout).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Layout:
     model: str
     run_name: str
     runs_dir: str | None = None  # a local path or gs:// URL; None: the work dir
+    kept_copy_root: str | None = None  # where keep copies what it keeps too (gs://…: fetched with no VM); None: nowhere
 
     def _model(self, *parts: str) -> str:
         return os.path.join(self.work_dir, self.model, *parts)
@@ -135,6 +137,10 @@ class Layout:
     @property
     def kept_dir(self) -> str:
         return storage.join(self.output_dir, self.run_name)
+
+    @property
+    def kept_copy_dir(self) -> str | None:
+        return None if self.kept_copy_root is None else storage.join(self.kept_copy_root, self.run_name)
 
     def result(self, name: str) -> str:
         return os.path.join(self.results_dir, name)

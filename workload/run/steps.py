@@ -357,15 +357,17 @@ def keep(ctx: Context) -> Outcome:
     else:
         _fresh(layout.kept_dir)
         os.replace(partial, layout.kept_dir)
-    return Outcome(
-        outputs,
-        {
-            "kept_dir": layout.kept_dir,
-            "manifest": storage.join(layout.kept_dir, kept.MANIFEST),
-            "kept_files": len(files),
-            "kept_bytes": sum(e["size"] for e in files),
-        },
-    )
+    facts = {
+        "kept_dir": layout.kept_dir,
+        "manifest": storage.join(layout.kept_dir, kept.MANIFEST),
+        "kept_files": len(files),
+        "kept_bytes": sum(e["size"] for e in files),
+    }
+    # Only a TPU VM mounts the data disk: the copy in the bucket is what the user fetches once the VM is gone.
+    if layout.kept_copy_dir is not None:
+        kept.copy(layout.kept_dir, layout.kept_copy_dir)
+        facts["kept_copy"] = layout.kept_copy_dir
+    return Outcome(outputs, facts)
 
 
 def _local_copy(url: str, local_dir: str) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -69,6 +70,10 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
     # 250 steps at checkpointPeriod 63: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
     assert MODELS["gemma3-4b"].parameters == 3_880_099_328  # docs/checkpoints.md
     assert vm["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
+    # The kept model in the bucket (the VM's copy; a slice's only one): 3,880,099,328 parameters × 2 bytes (bfloat16)
+    # at $0.020 per GB-month, until `pulumi destroy` deletes the bucket.
+    assert vm["keptModelCost"] == {"gb": 7.8, "usdPerMonth": 0.16, "until": "pulumi destroy"}
+    assert slice_stack("v6e-32").outputs["keptModelCost"] == vm["keptModelCost"]
     # A slice: each host's boot disk, at the list price; no data disk.
     assert slice_stack("v6e-32").outputs["diskCost"] == {
         "disks": [{"disk": "boot", "count": 8, "gb": 200, "type": "hyperdisk-balanced", "usdPerMonth": 128.0}],
@@ -85,3 +90,4 @@ def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack, tmp_path, monkey
     assert f"tpuBilledFor    {outputs['tpuBilledFor']}" in text
     assert '"usdPerMonth": 24.0}' in text and outputs["diskCost"]["usdPerMonth"] == 24.0
     assert outputs["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
+    assert f"keptModelCost   {json.dumps(outputs['keptModelCost'], sort_keys=True)}" in text

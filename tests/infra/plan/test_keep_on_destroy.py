@@ -126,18 +126,23 @@ def test_the_retired_bucket_force_destroy_is_refused_in_one_line_naming_the_fix(
     assert declared.resources == []  # before anything is created
 
 
-LOST_ON_DISK = (
-    "the fine-tuned model will be only on the data disk, and `pulumi destroy` deletes it: publish it "
-    "(tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off "
-    "(docs/checkpoints.md#getting-the-model-out-before-pulumi-destroy), or keep the disk (pulumi config set "
-    "tpu-sft:keepDataDisk true; after the last `pulumi up`: docs/checkpoints.md#keeping-the-data-disk-and-the-bucket)"
+STACK_BUCKET = "gs://my-tpu-project-tpu-sft-dev-runs"
+KEPT = f"{STACK_BUCKET}/kept/"
+BUCKET_LEFT = f"the checkpoint bucket {STACK_BUCKET} (the model in {KEPT})"
+DELETED_WITH_THE_BUCKET = f"`pulumi destroy` deletes everything billable, the bucket with the model in {KEPT}"
+KEEP_THE_BUCKET = (
+    "fetch it (scripts/tpu-sft fetch-model, no VM needed), publish it (tpu-sft:publishHubRepo or "
+    "tpu-sft:publishGcsUri), or keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the last "
+    "`pulumi up`: docs/checkpoints.md#keeping-the-data-disk-and-the-bucket)"
+)
+# A VM keeps its model on the data disk and copies it to the bucket (workload/run/kept.py `copy`): destroy takes both.
+LOST_ON_DISK_AND_IN_BUCKET = (
+    f"the fine-tuned model will be on the data disk and in {KEPT}, and `pulumi destroy` deletes the disk and empties "
+    f"and deletes the bucket: {KEEP_THE_BUCKET}"
 )
 LOST_IN_BUCKET = (
-    "the fine-tuned model will be only in gs://my-tpu-project-tpu-sft-dev-runs/kept/, and `pulumi destroy` empties "
-    "and deletes that bucket: publish it (tpu-sft:publishHubRepo or tpu-sft:publishGcsUri), copy it off (gcloud "
-    "storage cp -r gs://my-tpu-project-tpu-sft-dev-runs/kept/ .), or keep the bucket (pulumi config set "
-    "tpu-sft:keepCheckpointBucket true; after the last `pulumi up`: "
-    "docs/checkpoints.md#keeping-the-data-disk-and-the-bucket)"
+    f"the fine-tuned model will be only in {KEPT}, and `pulumi destroy` empties and deletes that bucket: "
+    f"{KEEP_THE_BUCKET}"
 )
 HUB = {"tpu-sft:publishHubRepo": "my-org/gemma3-4b-sft"}
 
@@ -145,46 +150,49 @@ HUB = {"tpu-sft:publishHubRepo": "my-org/gemma3-4b-sft"}
 @pytest.mark.parametrize(
     ("overrides", "slice_", "warned", "output"),
     [
-        pytest.param({}, False, LOST_ON_DISK, LOST_ON_DISK, id="default"),
+        pytest.param({}, False, LOST_ON_DISK_AND_IN_BUCKET, LOST_ON_DISK_AND_IN_BUCKET, id="default"),
         pytest.param({}, True, LOST_IN_BUCKET, LOST_IN_BUCKET, id="slice"),
         pytest.param(
-            {"tpu-sft:keepCheckpointBucket": "true"}, False, LOST_ON_DISK, LOST_ON_DISK, id="bucket-kept-model-on-disk"
+            {"tpu-sft:keepCheckpointBucket": "true"},
+            False,
+            None,
+            f"`pulumi destroy` leaves {BUCKET_LEFT}, billable until you delete them; it deletes the rest",
+            id="bucket-kept-with-the-vms-copy",
         ),
         pytest.param(
             {"tpu-sft:keepDataDisk": "true"},
             False,
             None,
-            "`pulumi destroy` leaves the data disk and the checkpoint bucket gs://my-tpu-project-tpu-sft-dev-runs, "
-            "billable until you delete them; it deletes the rest",
+            f"`pulumi destroy` leaves the data disk and {BUCKET_LEFT}, billable until you delete them; it deletes the "
+            "rest",
             id="keepDataDisk",
         ),
         pytest.param(
             {"tpu-sft:keepCheckpointBucket": "true"},
             True,
             None,
-            "`pulumi destroy` leaves the checkpoint bucket gs://my-tpu-project-tpu-sft-dev-runs, billable until you "
-            "delete them; it deletes the rest",
+            f"`pulumi destroy` leaves {BUCKET_LEFT}, billable until you delete them; it deletes the rest",
             id="slice-keepCheckpointBucket",
         ),
         pytest.param(
             HUB,
             False,
             None,
-            "`pulumi destroy` deletes everything billable; the model is published to hf.co/my-org/gemma3-4b-sft",
+            f"{DELETED_WITH_THE_BUCKET}; the model is published to hf.co/my-org/gemma3-4b-sft",
             id="published-to-the-hub",
         ),
         pytest.param(
             {"tpu-sft:publishGcsUri": "gs://team-models/gemma"},
             True,
             None,
-            "`pulumi destroy` deletes everything billable; the model is published to gs://team-models/gemma",
+            f"{DELETED_WITH_THE_BUCKET}; the model is published to gs://team-models/gemma",
             id="published-to-another-bucket",
         ),
         pytest.param(
             {"tpu-sft:publishGcsUri": "gs://my-tpu-project-tpu-sft-dev-runs/published"},
             False,
-            LOST_ON_DISK,
-            LOST_ON_DISK,
+            LOST_ON_DISK_AND_IN_BUCKET,
+            LOST_ON_DISK_AND_IN_BUCKET,
             id="published-into-the-stacks-own-bucket",
         ),
     ],

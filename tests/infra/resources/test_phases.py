@@ -77,8 +77,13 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
             "gateway": "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b "
             "--project=my-tpu-project --verbosity=warning",
             "trust_on_first_use": True,
-            # the seed's install, /dev/shm scratch, kept on the mounted data disk, checkpoints in the bucket
-            "profile": {**VM.to_mapping(), "runs_dir": "gs://my-tpu-project-tpu-sft-dev-runs/runs"},
+            # the seed's install, /dev/shm scratch, kept on the mounted data disk and copied to the bucket,
+            # checkpoints in the bucket
+            "profile": {
+                **VM.to_mapping(),
+                "kept_copy_dir": "gs://my-tpu-project-tpu-sft-dev-runs/kept",
+                "runs_dir": "gs://my-tpu-project-tpu-sft-dev-runs/runs",
+            },
         }
         settings = json.loads(env["TPU_SFT_PIPELINE"])
         pipeline = PipelineConfig.from_mapping(settings)

@@ -3,6 +3,7 @@ mid-file, then the same command again continues the partial file and leaves the 
 from the manifest is refused and not kept."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -73,3 +74,21 @@ def test_a_file_that_differs_from_its_manifest_is_refused(target, scratch, tmp_p
     assert line.startswith(f"error: {target.host}:{model}/hf-model/config.json is 27 bytes sha256 ")
     assert line.endswith("the kept copy is damaged; nothing of it was kept")
     assert not (dest / "hf-model" / "config.json").exists() and not (dest / "manifest.json").exists()
+
+
+def test_the_vms_copy_in_the_bucket_first_the_vm_only_while_it_lacks_one(target, scratch, tmp_path, recorded, gcs):
+    """A VM copies its kept model to gs://<bucket>/kept/<run>/ (workload/run/kept.py `copy`): a model kept before
+    that, with no copy there, is fetched from the data disk; once the copy is there, from the bucket."""
+    model = kept_model(scratch / "kept", "run-copied")
+    prefix = f"kept-{tmp_path.name}"
+    copying = replace(target, profile=replace(target.profile, kept_copy_dir=gcs.gs(prefix)))
+    outputs = standing_at(recorded, copying, modelDir=str(model))
+    env = {"STORAGE_EMULATOR_HOST": gcs.url}
+    from_vm = tpu_sft(tmp_path, outputs, "fetch-model", str(tmp_path / "a"), env=env)
+    assert from_vm.returncode == 0, from_vm.stderr
+    assert from_vm.stdout.startswith(f"the model from {target.host}:{model} is in {tmp_path / 'a'}: 3 files match")
+    gcs.upload(model, f"{prefix}/run-copied")
+    from_bucket = tpu_sft(tmp_path, outputs, "fetch-model", str(tmp_path / "b"), env=env)
+    assert from_bucket.returncode == 0, from_bucket.stderr
+    assert from_bucket.stdout.startswith(f"the model from {gcs.gs(prefix, 'run-copied')} is in {tmp_path / 'b'}")
+    assert same_files(model, tmp_path / "a") and same_files(model, tmp_path / "b")

@@ -56,8 +56,9 @@ def test_a_damaged_copy_in_the_bucket_is_refused(gcs, slice_like, tmp_path):
 
 
 def test_a_copy_published_to_cloud_storage_needs_no_vm(gcs, recorded, tmp_path):
-    """A VM's stack that publishes to Cloud Storage (the `published` output names where): the model comes from there,
-    laid out as a Hub repo (workload/publish/layout.py), into the kept layout here; the VM is never asked."""
+    """A VM's stack that publishes to Cloud Storage (the `published` output names where), whose copy in the bucket is
+    missing: the model comes from the published copy, laid out as a Hub repo (workload/publish/layout.py), into the
+    kept layout here; the VM is never asked."""
     model = kept_model(tmp_path / "src", "run-c")
     repo = tmp_path / "repo"
     for entry in json.loads((model / "manifest.json").read_text())["files"]:
@@ -66,7 +67,10 @@ def test_a_copy_published_to_cloud_storage_needs_no_vm(gcs, recorded, tmp_path):
     (repo / layout.MANIFEST).write_bytes((model / "manifest.json").read_bytes())
     (repo / layout.CARD).write_text("# the model card\n")
     gcs.upload(repo, "published/sft")
-    outputs = {**recorded, "published": {gcs.gs("published/sft"): {"unchanged": False, "skipped": 0}}}
+    target = json.loads(recorded["target"])
+    target["profile"]["kept_copy_dir"] = gcs.gs("kept-by-none")  # the VM's copy is not there (kept before it copied)
+    published = {gcs.gs("published/sft"): {"unchanged": False, "skipped": 0}}
+    outputs = {**recorded, "target": json.dumps(target), "published": published}
     dest = tmp_path / "model"
     result = tpu_sft(tmp_path, outputs, "fetch-model", str(dest), env={"STORAGE_EMULATOR_HOST": gcs.url})
     assert result.returncode == 0, result.stderr

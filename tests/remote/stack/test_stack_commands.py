@@ -34,10 +34,18 @@ from workload.core.contract import PROJECT_PYTHON
 VERBS = (("status",), ("logs",), ("cancel",), ("fetch-model",))
 
 
+def no_copy(recorded: dict, gcs, tmp_path: Path) -> dict:
+    """The outputs with the VM's copy in the bucket at a prefix that holds none (a model kept before the VM copied it
+    there): fetch-model goes to the VM."""
+    target = json.loads(recorded["target"])
+    target["profile"]["kept_copy_dir"] = gcs.gs(f"kept-{tmp_path.name}")
+    return {**recorded, "target": json.dumps(target)}
+
+
 @pytest.fixture
-def nobody_there(recorded, tmp_path):
-    """The outputs with the VM at a port nobody listens on: a VM that does not answer."""
-    target = json.loads(recorded["target"]) | {
+def nobody_there(recorded, gcs, tmp_path):
+    """The outputs with the VM at a port nobody listens on: a VM that does not answer (and no copy in the bucket)."""
+    target = json.loads(no_copy(recorded, gcs, tmp_path)["target"]) | {
         "host": "127.0.0.1",
         "port": free_port("127.0.0.1"),
         "known_hosts": str(tmp_path / "known_hosts"),
@@ -96,9 +104,11 @@ def test_a_stack_pulumi_does_not_know_is_named(tmp_path, recorded):
 
 
 @pytest.mark.parametrize("verb", VERBS)
-def test_a_missing_ssh_key_says_so_before_connecting(tmp_path, recorded, verb):
-    target = json.loads(recorded["target"]) | {"key_path": str(tmp_path / "gone" / "id_ed25519")}
-    result = tpu_sft(tmp_path, {**recorded, "target": json.dumps(target)}, *verb)
+def test_a_missing_ssh_key_says_so_before_connecting(tmp_path, recorded, gcs, verb):
+    target = json.loads(no_copy(recorded, gcs, tmp_path)["target"])
+    target["key_path"] = str(tmp_path / "gone" / "id_ed25519")
+    env = {"STORAGE_EMULATOR_HOST": gcs.url}
+    result = tpu_sft(tmp_path, {**recorded, "target": json.dumps(target)}, *verb, env=env)
     assert result.returncode == EXIT_BAD_INPUT
     assert f"the stack's SSH private key {tmp_path}/gone/id_ed25519 is not on this machine" in one_line(result)
 
@@ -173,7 +183,7 @@ RESTARTING = "VM tpu-sft-rehearsal: Google is restarting it ({}): the run resume
     ],
 )
 def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(
-    tmp_path, nobody_there, status, automatic_restart, says
+    tmp_path, nobody_there, gcs, status, automatic_restart, says
 ):
     google = ComputeStandin(tmp_path / "bin", status, automatic_restart)
     result = tpu_sft(tmp_path, nobody_there, "status", env=google.env)
@@ -186,12 +196,13 @@ def test_status_of_a_vm_that_does_not_answer_asks_compute_engine(
             "Bearer ya29.standin",
         )
     ]
-    fetched = tpu_sft(tmp_path, nobody_there, "fetch-model", str(tmp_path / "model"), env=google.env)
+    storage = {"STORAGE_EMULATOR_HOST": gcs.url}  # the bucket holds no copy: the model is on the VM's data disk
+    fetched = tpu_sft(tmp_path, nobody_there, "fetch-model", str(tmp_path / "model"), env={**google.env, **storage})
     assert fetched.returncode == EXIT_UNREACHABLE
-    if status == "TERMINATED":  # never started: Compute Engine cannot restart a TPU VM; `pulumi up` replaces it
+    if status == "TERMINATED":  # never started: a person cannot start a TPU VM; `pulumi up` replaces it
         assert one_line(fetched).endswith(
-            "the model is on the data disk of VM tpu-sft-rehearsal, which was stopped (TERMINATED) and cannot be "
-            "restarted (a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model again"
+            "the model is on the data disk of VM tpu-sft-rehearsal, which is stopped for good (TERMINATED; a person "
+            "cannot start a TPU VM): run `pulumi up`, which replaces it with the same data disk, then fetch-model again"
         )
     else:
         assert "the model is on the VM's data disk, and" in one_line(fetched) and says in fetched.stderr
