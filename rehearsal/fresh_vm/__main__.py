@@ -12,7 +12,8 @@
      going to the stack's bucket (gcp-storage-emulator on this machine);
   4. deletes the VM once a checkpoint is in the bucket (a preemption), creates it again on the same data disk
      and runs every command on it: training resumes from the bucket; then runs them all again (a further `up`
-     finds everything done), deletes the VM, creates it again, and checks that the kept model is still there;
+     finds everything done), deletes the VM, creates it again, checks that the kept model is still there, and
+     runs every command on that VM once more: nothing is redone and the kept model's bytes do not change;
   5. prints how each first-boot hazard was met, and where the new VM's training resumed.
 
 Needs: root, debootstrap (scripts/rehearse --fresh-vm installs it), .venv, pyenv's Python 3.12.1, uv's cache

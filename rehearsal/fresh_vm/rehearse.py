@@ -15,7 +15,9 @@ VM resumes; a further `up` finds everything done; then delete and recreate.
 4. create the VM again (refresh found it gone) and run every command on it: training resumes from the bucket;
 5. run them all again on that VM (a further `up`: each must find its work done);
 6. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
-   and the kept model must still be there.
+   and the kept model must still be there;
+7. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
+   redone and the kept model's bytes must not change.
 Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
 """
 
@@ -48,6 +50,7 @@ from remote.pipeline.profile import HostProfile
 from remote.pipeline.request import PhaseRequest
 from remote.pipeline.target import PipelineTarget
 from workload.core.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
+from workload.run.fingerprint import manifest
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
 STARTUP_WAIT_S = 120
@@ -88,6 +91,9 @@ class FreshVmRun:
     kept_after_recreate: list[str] = field(default_factory=list)  # the kept model's files, seen from the last boot
     kept_train_steps: list[dict] = field(default_factory=list)  # its metrics/train_steps.jsonl: the loss curve
     kept_manifest: dict = field(default_factory=dict)  # its manifest.json, which its copy in the bucket must match
+    after_finished_up: list[Executed] = field(default_factory=list)  # every command, on the VM after the finished run
+    kept_before: list[dict] = field(default_factory=list)  # the kept model's files and sha256, before that `up`
+    kept_after: list[dict] = field(default_factory=list)  # and after it
     vm_created_at: float = 0.0
     first_train_step_at: float | None = None
     finished_at: float = 0.0
@@ -213,6 +219,13 @@ def rehearse(
             f"boot {len(result.boots)}: the kept model {result.summary.get('kept_dir')} holds "
             f"{len(result.kept_after_recreate)} entries"
         )
+
+        say("the next `pulumi up` on the new VM (a new instance id: every command runs again), the run finished")
+        _remove(directory / "known_hosts")  # the new boot disk made new host keys
+        result.kept_before = manifest(str(kept), hashes=True)
+        up(record(CONFIG, overrides)[1], result.after_finished_up)
+        result.kept_after = manifest(str(kept), hashes=True)
+        say(f"  the kept model's {len(result.kept_after)} files unchanged: {result.kept_after == result.kept_before}")
         result.bucket_objects = emulator.objects()
     except RehearsalFailed:
         _keep_vm_logs(vm, directory / "vm-logs")

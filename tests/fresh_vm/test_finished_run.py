@@ -1,0 +1,22 @@
+"""A finished run stays finished: once the run has kept its model, the VM is deleted and made again on the same data
+disk (autostop's normal case after a finished run), and the next `pulumi up` runs every command on the new VM (a new
+instance id). With the same settings it redoes nothing, and the kept model's bytes stay as they were."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_a_new_vm_after_a_finished_run_redoes_nothing(fresh_vm):
+    run = fresh_vm.run
+    assert [c.name for c in run.after_finished_up] == [c.name for c in run.resumed_up]  # every command ran again
+    for done in run.after_finished_up:
+        assert done.returncode == 0, f"{done.name}:\n{done.stdout}\n{done.stderr[-3000:]}"
+        assert "▶" not in done.stdout, f"{done.name} ran a step again:\n{done.stdout}"
+        assert json.loads(done.stdout.splitlines()[-1])["ok"]
+
+
+def test_the_kept_model_s_bytes_are_unchanged(fresh_vm):
+    run = fresh_vm.run
+    assert any(e["path"] == "hf-model/model.safetensors" for e in run.kept_before)
+    assert run.kept_after == run.kept_before
