@@ -24,8 +24,17 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NEVER = float("inf")
-# The path's first part → the API it belongs to (remote/pipeline/apis_ready.py PROBES).
-API_OF = {"compute": "compute.googleapis.com", "storage": "storage-api.googleapis.com", "v1": "iam.googleapis.com"}
+# The path's first parts → the API it belongs to (remote/pipeline/apis_ready.py PROBES).
+API_OF = {
+    "compute/v1": "compute.googleapis.com",
+    "storage/v1": "storage-api.googleapis.com",
+    "v1/projects": "iam.googleapis.com",
+    "v1/users": "oslogin.googleapis.com",
+}
+
+
+def api_of(path: str) -> str:
+    return API_OF.get("/".join(path.strip("/").split("/")[:2]), "")
 
 
 class GoogleApis:
@@ -48,7 +57,7 @@ class GoogleApis:
             self.enabled_at.setdefault(api, now)
 
     def answer(self, path: str) -> tuple[int, dict]:
-        api = API_OF.get(path.strip("/").split("/")[0], "")
+        api = api_of(path)
         with self._lock:
             since = self.enabled_at.get(api)
             if since is None or time.monotonic() - since < self.delay_s:
@@ -74,7 +83,7 @@ class GoogleApis:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 status, body = apis.answer(self.path)
-                apis.requests.append((API_OF.get(self.path.strip("/").split("/")[0], ""), status))
+                apis.requests.append((api_of(self.path), status))
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

@@ -81,7 +81,10 @@ def declare(s: Settings) -> dict[str, pulumi.Resource]:
         for api in needed(s)
     }
 
-    asked = json.dumps({"project": s.project, "network": s.network, "apis": sorted(services)}, sort_keys=True)
+    account = {"account": s.os_login_account} if s.os_login_account else {}
+    asked = json.dumps(
+        {"project": s.project, "network": s.network, "apis": sorted(services), **account}, sort_keys=True
+    )
     ready = command.local.Command(
         f"{s.instance_name}-apis-ready",
         create=apis_ready_command(),

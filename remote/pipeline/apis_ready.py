@@ -10,7 +10,8 @@ Compute Engine's first request has made it (GoogleCloudPlatform/magic-modules PR
 one cheap read, with the caller's gcloud token, every POLL_S seconds until it answers; a 403 that says the API is off,
 and a 404 of the network, mean "not yet"; any other refusal ends the wait at once with Google's words.
 
-Input: $TPU_SFT_APIS_READY, JSON: project, network, apis (the API names), and optionally wait_s and poll_s.
+Input: $TPU_SFT_APIS_READY, JSON: project, network, apis (the API names), account (with OS Login: whose login profile
+is read), and optionally wait_s and poll_s.
 $TPU_SFT_GOOGLE_APIS replaces every API's base URL (a stand-in; then no token is asked for), and $TPU_SFT_APIS_POLL_S
 the seconds between polls (the rehearsal's shorter propagation). Standard library only.
 """
@@ -48,8 +49,8 @@ class Probe:
 
 _BUCKETS = Probe("https://storage.googleapis.com", "/storage/v1/b?project={project}&maxResults=1")
 # (API, its probe): Compute Engine's networks.get of the stack's network (so it also waits for `default` to exist),
-# Cloud Storage's buckets.list (both of its API names), IAM's projects.roles.list. OS Login is not probed: its one read
-# needs the account's login profile.
+# Cloud Storage's buckets.list (both of its API names), IAM's projects.roles.list, OS Login's users.getLoginProfile of
+# the account the stack's key goes to.
 PROBES: dict[str, Probe] = {
     "compute.googleapis.com": Probe(
         "https://compute.googleapis.com", "/compute/v1/projects/{project}/global/networks/{network}"
@@ -57,6 +58,7 @@ PROBES: dict[str, Probe] = {
     "storage-api.googleapis.com": _BUCKETS,
     "storage.googleapis.com": _BUCKETS,
     "iam.googleapis.com": Probe("https://iam.googleapis.com", "/v1/projects/{project}/roles?pageSize=1"),
+    "oslogin.googleapis.com": Probe("https://oslogin.googleapis.com", "/v1/users/{account}/loginProfile"),
 }
 
 
@@ -104,7 +106,8 @@ def wait(
     while True:
         for api in list(left):
             probe = PROBES[api]
-            url = (base or probe.base).rstrip("/") + probe.path.format(project=project, network=network)
+            path = probe.path.format(project=project, network=network, account=request.get("account", ""))
+            url = (base or probe.base).rstrip("/") + path
             status, body = answer(url, token)
             state = pending(status, body, network=api == "compute.googleapis.com")
             if state is None:

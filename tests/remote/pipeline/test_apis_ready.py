@@ -15,11 +15,24 @@ from rehearsal.google_apis import NEVER, GoogleApis
 from remote.pipeline import apis_ready
 
 PROJECT = "my-tpu-project"
-APIS = ["compute.googleapis.com", "storage-api.googleapis.com", "storage.googleapis.com", "iam.googleapis.com"]
+APIS = [
+    "compute.googleapis.com",
+    "storage-api.googleapis.com",
+    "storage.googleapis.com",
+    "iam.googleapis.com",
+    "oslogin.googleapis.com",
+]
 
 
 def request(**extra) -> dict:
-    return {"project": PROJECT, "network": "default", "apis": APIS, "poll_s": 0.05, **extra}
+    return {
+        "project": PROJECT,
+        "network": "default",
+        "apis": APIS,
+        "account": "me@example.com",
+        "poll_s": 0.05,
+        **extra,
+    }
 
 
 def test_it_waits_until_every_api_answers_and_the_default_network_exists():
