@@ -130,7 +130,8 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         name="run-duration-capped",
-        description="A VM (or each slice host) has a run-duration cap, so a forgotten one stops billing by itself.",
+        description="A VM (or each slice host) has a run-duration cap, so a forgotten one stops billing by itself; a "
+        "reservation-bound one ends with its reservation.",
         level=ADVISORY,
         types=HOSTS,
         check=lambda r, c, s: instance.run_duration_uncapped(r.name, r.props),

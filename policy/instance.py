@@ -53,8 +53,12 @@ def boot_disk_too_small(name: str, props: Mapping[str, Any], minimum_gb: int = M
 
 
 def run_duration_uncapped(name: str, props: Mapping[str, Any]) -> list[str]:
+    """A VM Google never ends bills until someone deletes it; a reservation-bound one ends with its reservation, which
+    bills its whole period anyway (infra/pricing/run_cap.py says why it gets no cap by default)."""
     seconds = dig(props, "scheduling", "maxRunDuration", "seconds")
     if seconds is not None and float(seconds) > 0:
+        return []
+    if dig(props, "scheduling", "provisioningModel") == "RESERVATION_BOUND":
         return []
     return [
         f"instance {name} has no run-duration cap, so a forgotten VM bills until someone deletes it: "

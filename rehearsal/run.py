@@ -1,13 +1,17 @@
 """Record what `pulumi up` would run, then run it the way pulumi-command does.
 
-`record` evaluates the real program (__main__.py) under the Pulumi SDK's mock engine and returns its
-post-deploy commands in dependency order. `execute` runs one like pulumi-command's local provider:
-`/bin/sh -c CREATE` in the project directory, with this process's environment plus the command's own, the
-`stdin` piped in, stdout and stderr captured (and echoed live, as `pulumi up` shows them).
+`record` evaluates the real program (__main__.py) under the Pulumi SDK's mock engine, runs its APIs-ready task
+against the stand-in of a project whose APIs were just enabled (rehearsal/google_apis.py: every call refused for
+PROPAGATION_S, `default` made by Compute Engine's first answered request), as `pulumi up` runs it after the enables
+and before anything that calls them, and returns its post-deploy commands in dependency order. `execute` runs one
+like pulumi-command's local provider: `/bin/sh -c CREATE` in the project directory, with this process's environment
+plus the command's own, the `stdin` piped in, stdout and stderr captured (and echoed live, as `pulumi up` shows
+them).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,8 +24,13 @@ from typing import Callable
 from infra.config.stack_file import read_stack_config
 from infra.resources.tasks import last_json_line
 from rehearsal.engine import ROOT, Declared, Stack, run_program
+from rehearsal.google_apis import GoogleApis
+from remote.pipeline import apis_ready
+from workload.core.contract import APIS_READY_ENV, apis_ready_command
 
 COMMAND = "command:local:Command"
+PROPAGATION_S = 2.0  # how long the rehearsal's project refuses an API after enabling it (Google publishes no figure)
+POLL_S = "0.25"  # the task's poll, shortened to the stand-in's propagation
 
 
 @dataclass
@@ -52,8 +61,22 @@ def record(
     config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()
 ) -> tuple[Stack, list[Recorded]]:
     stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
-    commands = _in_dependency_order(stack.of_type(COMMAND))
-    return stack, [Recorded.of(c) for c in commands]
+    commands = [Recorded.of(c) for c in _in_dependency_order(stack.of_type(COMMAND))]
+    for wait in (c for c in commands if c.create == apis_ready_command()):
+        wait_for_the_apis(wait)
+    return stack, [c for c in commands if c.create != apis_ready_command()]
+
+
+def wait_for_the_apis(command: Recorded, delay_s: float = PROPAGATION_S) -> Executed:
+    """The APIs-ready task against a project whose APIs it lists were enabled just now; raises its one line if it
+    fails, as `pulumi up` would stop there."""
+    asked = json.loads(command.environment[APIS_READY_ENV])
+    with GoogleApis(asked["project"], delay_s) as google:
+        google.enable(*asked["apis"])
+        done = execute(command, {apis_ready.BASE_ENV: google.url, apis_ready.POLL_ENV: POLL_S})
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.strip() or f"{command.name} failed (exit {done.returncode})")
+    return done
 
 
 def _in_dependency_order(commands: list[Declared]) -> list[Declared]:

@@ -78,7 +78,7 @@ def parse(
     pipeline_raw = {k: v for k, v in ours.items() if k in PIPELINE_SETTINGS}
     batch_auto = pipeline_raw.get(AUTO_BATCH_KEY) == AUTO
     if batch_auto:
-        pipeline_raw[AUTO_BATCH_KEY] = PipelineConfig.per_device_batch_size  # the sweep starts at the seed's batch
+        del pipeline_raw[AUTO_BATCH_KEY]  # the sweep starts at the default batch (the profile's)
     pipeline = PipelineConfig.from_mapping(pipeline_raw)
     parsed: dict[str, Any] = {}
     given = Given(stack=stack, project=project, pipeline=pipeline, secret_keys=secret_keys, parsed=parsed)

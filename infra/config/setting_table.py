@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra.config.ssh_key_trust import ACCESS_MODES, os_login_user
 from infra.pricing.cost import ON_DEMAND, chip_price, estimate, seed_step_seconds
-from infra.pricing.run_cap import default_max_run_hours
+from infra.pricing.run_cap import capped_by_default, default_max_run_hours
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import (
     ConfigError,
@@ -33,6 +33,7 @@ from workload.core.config import (
 )
 
 PROVISIONING_MODELS = ("RESERVATION_BOUND", "SPOT", "FLEX_START", "STANDARD")
+DEFAULT_PROVISIONING_MODEL = "RESERVATION_BOUND"  # as the seed's gcloud
 ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or straight to its external IP
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
@@ -246,8 +247,10 @@ def _public_key(key: str, raw: Any, example: str, given: Given) -> str:
 
 
 def _max_run_hours(key: str, raw: Any, example: str, given: Given) -> int | None:
-    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or derived from the
-    run's estimate (infra/pricing/run_cap.py) when unset."""
+    """The cap as set, None for "off" (flex_start_needs_run_cap refuses that for FLEX_START), or, when unset, none for
+    RESERVATION_BOUND and derived from the run's estimate for the others (infra/pricing/run_cap.py)."""
+    if raw is None and not capped_by_default(given.parsed.get("provisioningModel", DEFAULT_PROVISIONING_MODEL)):
+        return None
     if raw is None:
         pipeline = given.pipeline
         run = estimate(
@@ -455,7 +458,8 @@ SETTINGS: tuple[Setting, ...] = (
         "max_run_hours",
         _max_run_hours,
         "4",
-        "hours after each start at which Google deletes the VM (unset: derived from the run; off: none)",
+        "hours after each start at which Google deletes the VM (unset: none for RESERVATION_BOUND, else derived from "
+        "the run; off: none)",
         when_unset=True,
     ),
     Setting(

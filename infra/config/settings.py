@@ -12,7 +12,12 @@ from typing import Any
 
 from infra.config.data_size import EpochSize
 from infra.config.local_data import Upload
-from infra.config.setting_table import DEFAULT_INSTANCE_NAME, DEFAULT_PUBLIC_KEY, IAP_RANGE
+from infra.config.setting_table import (
+    DEFAULT_INSTANCE_NAME,
+    DEFAULT_PROVISIONING_MODEL,
+    DEFAULT_PUBLIC_KEY,
+    IAP_RANGE,
+)
 from infra.pricing.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
 from workload.core.accelerators import Accelerator
 from workload.core.config import PipelineConfig
@@ -28,7 +33,7 @@ class Settings:
     pipeline: PipelineConfig
     accelerator: Accelerator
     reservation: str | None = None
-    provisioning_model: str = "RESERVATION_BOUND"
+    provisioning_model: str = DEFAULT_PROVISIONING_MODEL
     instance_name: str = DEFAULT_INSTANCE_NAME
     network: str = "default"
     subnetwork: str | None = None
@@ -48,7 +53,8 @@ class Settings:
     )
     disk_price_per_gb_month: float | None = None  # None: each disk type's list price (infra/pricing/cost.py)
     storage_price_per_gb_month: float = STORAGE_USD_PER_GB_MONTH
-    max_run_hours: int | None = None  # None: no cap (tpu-sft:maxRunHours off); unset, parse() derives one
+    # None: no cap (tpu-sft:maxRunHours off, or unset with RESERVATION_BOUND); unset otherwise, parse() derives one
+    max_run_hours: int | None = None
     hf_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     service_account: str | None = None  # the VM's service account; None: the project's default compute one
     checkpoint_bucket: str = ""  # "" until parse derives it from the project and instance name

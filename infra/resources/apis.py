@@ -1,10 +1,15 @@
 """The Google APIs the stack calls, declared as resources, so that an empty project runs the program.
 
 Declared, not checked: a check before anything bills could only fail and name a command for the user to run, then
-run again; declaring each API (`gcp.projects.Service`) enables it in the same `pulumi up`, and every resource that
-calls it waits for it (`depends_on`, added to each pulumi-gcp resource by its type, below). `disable_on_destroy=False`:
-`pulumi destroy` forgets the API and leaves it on, so it never turns off an API another workload of the project uses
-(an enabled API bills nothing by itself).
+run again; declaring each API (`gcp.projects.Service`) enables it in the same `pulumi up`. Google enables an API
+eventually, and a new project's `default` network may appear only with Compute Engine's first request, which the
+provider retries for neither (remote/pipeline/apis_ready.py cites both): so after the enable calls the `…-apis-ready`
+task waits, bounded, until each API answers and the network exists, and every resource that calls an API waits for
+that task (`depends_on`, added to each pulumi-gcp resource by its type, below). Pulumi starts a resource's create only
+once every resource it depends on is created, and a pulumi-command `local.Command` is created when its command exits 0.
+The task runs once: its inputs (the APIs, the project, the network) change only with the stack's needs.
+`disable_on_destroy=False`: `pulumi destroy` forgets the API and leaves it on, so it never turns off an API another
+workload of the project uses (an enabled API bills nothing by itself).
 
 What must already be on, and cannot be declared: the Service Usage API (serviceusage.googleapis.com), which enabling any
 API goes through, and the Cloud Resource Manager API (cloudresourcemanager.googleapis.com), which pulumi-gcp's
@@ -21,12 +26,15 @@ Engine and calls tpu.googleapis.com nowhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
+import pulumi_command as command
 import pulumi_gcp as gcp
 
 from infra.config.settings import Settings
+from workload.core.contract import APIS_READY_ENV, apis_ready_command
 
 SERVICE_TYPE = "gcp:projects/service:Service"
 BOOTSTRAP = ("serviceusage.googleapis.com", "cloudresourcemanager.googleapis.com")
@@ -58,9 +66,10 @@ def needed(s: Settings) -> tuple[str, ...]:
     )
 
 
-def declare(s: Settings) -> dict[str, gcp.projects.Service]:
-    """Each needed API as a resource, and a stack transformation that makes every later pulumi-gcp resource depend on
-    the APIs it calls. Call it before any other resource is declared."""
+def declare(s: Settings) -> dict[str, pulumi.Resource]:
+    """Each needed API as a resource, the task that waits until they answer, and a stack transformation that makes
+    every later pulumi-gcp resource that calls one of them wait for that task. Call it before any other resource is
+    declared. Returns, for each API, what a call the transformation does not reach (an invoke) must wait for."""
     services = {
         api: gcp.projects.Service(
             f"{s.instance_name}-api-{api.split('.')[0]}",
@@ -72,13 +81,25 @@ def declare(s: Settings) -> dict[str, gcp.projects.Service]:
         for api in needed(s)
     }
 
+    account = {"account": s.os_login_account} if s.os_login_account else {}
+    asked = json.dumps(
+        {"project": s.project, "network": s.network, "apis": sorted(services), **account}, sort_keys=True
+    )
+    ready = command.local.Command(
+        f"{s.instance_name}-apis-ready",
+        create=apis_ready_command(),
+        environment={APIS_READY_ENV: asked},
+        triggers=[asked],
+        opts=pulumi.ResourceOptions(depends_on=list(services.values())),
+    )
+
     def wait_for_its_apis(args: pulumi.ResourceTransformationArgs) -> pulumi.ResourceTransformationResult | None:
-        waits: list[Any] = [services[api] for api in apis_of(args.type_) if api in services]
-        if not waits:
+        if not any(api in services for api in apis_of(args.type_)):
             return None
+        waits: list[Any] = [ready]
         return pulumi.ResourceTransformationResult(
             args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(depends_on=waits))
         )
 
     pulumi.runtime.register_stack_transformation(wait_for_its_apis)
-    return services
+    return dict.fromkeys(services, ready)

@@ -112,6 +112,7 @@ def test_every_message_is_one_line_saying_what_to_do():
     bad_vm = {"scheduling": {"provisioningModel": "RESERVATION_BOUND"}, "networkInterfaces": [{"accessConfigs": [{}]}]}
     resources = [
         Resource(INSTANCE, "vm", bad_vm),
+        Resource(INSTANCE, "uncapped", {**bad_vm, "scheduling": {"provisioningModel": "STANDARD"}}),
         Resource(DISK, "data", {"labels": {"tpu-sft-role": "data"}}),
         Resource(FIREWALL, "ssh", {**SSH, "targetTags": ["elsewhere"], "sourceRanges": ["0.0.0.0/0", "::/0"]}),
         Resource(FIREWALL, "iap", {**SSH, "targetTags": []}),

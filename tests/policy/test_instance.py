@@ -92,9 +92,17 @@ class TestRunDuration:
         props = vm(scheduling={"provisioningModel": "SPOT", "maxRunDuration": {"seconds": 14400}})
         assert instance.run_duration_uncapped("vm", props) == []
 
+    def test_passes_a_reservation_bound_vm_without_one(self):
+        """It ends with its reservation, which bills its whole period whatever the VM does (run_cap.py says where)."""
+        assert instance.run_duration_uncapped("vm", vm(scheduling={"provisioningModel": "RESERVATION_BOUND"})) == []
+
     @pytest.mark.parametrize(
         "scheduling",
-        [{"provisioningModel": "RESERVATION_BOUND"}, {"maxRunDuration": {"seconds": 0}}, {"maxRunDuration": {}}],
+        [
+            {"provisioningModel": "STANDARD"},
+            {"provisioningModel": "SPOT", "maxRunDuration": {"seconds": 0}},
+            {"maxRunDuration": {}},
+        ],
     )
     def test_fails_without_one(self, scheduling):
         [message] = instance.run_duration_uncapped("vm", vm(scheduling=scheduling))

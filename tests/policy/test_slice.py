@@ -40,7 +40,12 @@ def test_the_declared_slice_passes_every_mandatory_rule(slice_resources):
 
 def test_rules_see_a_broken_slice(slice_resources):
     resources, stack_config = slice_resources(
-        {"tpu-sft:bootDiskSizeGb": "150", "tpu-sft:maxRunHours": "off", "tpu-sft:labels": '{"owner": "me"}'}
+        {
+            "tpu-sft:bootDiskSizeGb": "150",
+            "tpu-sft:provisioningModel": "STANDARD",  # a reservation-bound slice ends with its reservation: no advisory
+            "tpu-sft:maxRunHours": "off",
+            "tpu-sft:labels": '{"owner": "me"}',
+        }
     )
     found = {(v.policy, v.level, v.resource) for v in check_stack(resources, stack_config=stack_config)}
     assert found == {

@@ -7,6 +7,7 @@ every error names the full stack key, what is wrong and how to fix it, in one li
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from workload.core.run_length import default_tokens, sequence_length, steps_for
 NAMESPACE = "tpu-sft"
 
 PROFILES = ("full", "tiny")  # "tiny": a locally built model and dataset, for tests and the rehearsal only
+# What a profile sets unless the stack does, over PipelineConfig's defaults: the tiny model trains one of its short
+# sequences a step, as its CPU and its 48 conversations allow (workload/tiny/assets.py).
+PROFILE_DEFAULTS: dict[str, dict[str, Any]] = {"full": {}, "tiny": {"perDeviceBatchSize": 1}}
 TORCH_BACKENDS = ("cpu", "auto")
 # The SFT loop: MaxText's own (linen `train_step`, its own checkpoints; 1.41x Tunix's tokens/s at the seed's flags
 # on a v5e chip, bench/RESULTS.md) or the seed's, Tunix's PeftTrainer (MaxText's `train_sft`).
@@ -140,9 +144,12 @@ def parse_list(name: str, raw: Any, example: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What the VM-side pipeline needs. Defaults reproduce the seed tutorial exactly, except that training also
-    measures the loss on held-out examples, which the seed leaves off; each field is a row of SETTINGS below,
-    which says how it is parsed and which phase it feeds."""
+    """What the VM-side pipeline needs; each field is a row of SETTINGS below, which says how it is parsed and which
+    phase it feeds. The defaults are the seed tutorial's run (its model, data, MaxText and length in tokens) trained
+    as a chip measured it fastest (docs/trainer.md, "The defaults"): MaxText's own loop at batch 4, with a held-out
+    loss and checkpoints to resume from, which the seed leaves off. The example stack (Pulumi.dev.yaml) repeats
+    them; the seed's loop and batch are `trainer tunix` and `perDeviceBatchSize 1`. The tiny profile keeps its own
+    batch (PROFILE_DEFAULTS)."""
 
     model: str = "gemma3-4b"
     # The run's length (workload/core/run_length.py): at most one of tokens, epochs (which `pulumi up` turns into
@@ -151,7 +158,9 @@ class PipelineConfig:
     tokens: int | None = None
     epochs: float | None = None
     step_count: int | None = None
-    per_device_batch_size: int = 1
+    # 4: the native loop's tokens/s per chip levelled off at batch 3 and 4 on a v5e chip (bench/RESULTS.md, issue 54's
+    # sweep), and the preflight fits it on a v6e-8 (docs/trainer.md, "The defaults"); the seed's is 1.
+    per_device_batch_size: int = 4
     dataset: str = "HuggingFaceH4/ultrachat_200k"
     train_split: str = "train_sft"
     train_data_columns: tuple[str, ...] = ("messages",)
@@ -159,12 +168,15 @@ class PipelineConfig:
     accelerator_type: str = "v6e-8"
     learning_rate: float | None = None  # None: MaxText's own default (sft.yml)
     max_target_length: int | None = None  # None: MaxText's own default
-    checkpoint_period: int | None = None  # None: MaxText's default (10,000: only the final checkpoint, no resume)
+    # A checkpoint every 63 steps, so that an interrupted run resumes (the default run's 250 steps: 4 checkpoints, as
+    # many as 250 made in the seed's 1,000 steps of batch 1). None: MaxText's default (10,000: only the final one).
+    checkpoint_period: int | None = 63
     run_name: str | None = None  # None: derived from the training inputs, so a re-run resumes the same run
     # Held-out loss (docs/learning.md): a pass of eval_steps batches of eval_split before the first update and
-    # every eval_interval steps (0: none). Five passes in the default run: ~4 % of its time (docs/learning.md).
-    eval_interval: int = 250
-    eval_steps: int = 10
+    # every eval_interval steps (0: none). Six passes in the default run's 250 steps: ~4 % of its time
+    # (docs/learning.md); 3 batches of 4 sequences a chip stand for the 10 of 1 the seed's batch would read.
+    eval_interval: int = 50
+    eval_steps: int = 3
     eval_split: str = "test_sft"  # UltraChat's held-out split, sft.yml's hf_eval_split
     # A file dataset's held-out examples (a Hub one's are eval_split): files, or a share like "5%" of the training
     # file that `pulumi up` holds out by a fixed seed (workload/core/data_source.py).
@@ -213,6 +225,8 @@ class PipelineConfig:
                 f"pulumi config rm {stack_key(lengths[1])}, or pulumi config rm {stack_key(lengths[0])}",
             )
         config = cls(**{s.field: s.parse(s.key, raw[s.key], s.example) for s in SETTINGS if raw.get(s.key) is not None})
+        profile = PROFILE_DEFAULTS[config.profile]
+        config = dataclasses.replace(config, **{BY_KEY[k].field: v for k, v in profile.items() if raw.get(k) is None})
         held_out_source(config)
         lever_rules(config)
         if config.require_learning and not config.eval_interval:

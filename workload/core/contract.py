@@ -47,6 +47,9 @@ JOBS_DIR = "jobs"
 
 HF_TOKEN_SECRET = "hf_token"  # the secret's file name on the host, and the `put-secret` verb's argument
 HF_WRITE_TOKEN_SECRET = "hf_write_token"  # for publishing to the Hub (workload/publish/__main__.py)
+APIS_READY_ENV = (
+    "TPU_SFT_APIS_READY"  # the APIs-ready task's project, network and APIs JSON (remote/pipeline/apis_ready.py)
+)
 PUBLISH_ENV = "TPU_SFT_PUBLISH"  # the publish task's destinations JSON (remote/pipeline/publish.py)
 
 # The instance metadata attribute that holds the price per chip-hour: written by infra/resources/vm.py, read on the VM
@@ -87,6 +90,11 @@ def run_command() -> str:
 def publish_command() -> str:
     """The command of the task that publishes the kept model after the export phase."""
     return f"{PROJECT_PYTHON} -m remote publish"
+
+
+def apis_ready_command() -> str:
+    """The command of the task that waits until the APIs the stack enabled answer (infra/resources/apis.py)."""
+    return f"{PROJECT_PYTHON} -m remote.pipeline.apis_ready"
 
 
 def put_secret_command(name: str) -> str:

@@ -7,6 +7,7 @@ import pytest
 from pulumi import RunError
 
 from infra.config.ssh_key_trust import os_login_user
+from tests.fixtures.mock_engine import tasks_of
 
 INSTANCE = "gcp:compute/instance:Instance"
 OS_LOGIN_KEY = "gcp:oslogin/sshPublicKey:SshPublicKey"
@@ -31,7 +32,7 @@ def test_os_login_registers_the_key_and_logs_in_as_the_accounts_posix_user(mock_
         "key": dev_config["tpu-sft:sshPublicKey"],
         "project": "my-tpu-project",
     }
-    commands = stack.of_type(COMMAND)
+    commands = tasks_of(stack)
     targets = {json.loads(c.inputs["environment"]["TPU_SFT_TARGET"])["user"] for c in commands}
     assert targets == {"jane_doe_example_com"}
     [first] = [c for c in commands if c.name.endswith("-bootstrap")]  # the others run after it
@@ -40,7 +41,7 @@ def test_os_login_registers_the_key_and_logs_in_as_the_accounts_posix_user(mock_
 
 
 def test_an_explicit_posix_user_wins(mock_stack):
-    commands = mock_stack({**OS_LOGIN, "tpu-sft:sshUser": "ext_jane"}).of_type(COMMAND)
+    commands = tasks_of(mock_stack({**OS_LOGIN, "tpu-sft:sshUser": "ext_jane"}))
     assert {json.loads(c.inputs["environment"]["TPU_SFT_TARGET"])["user"] for c in commands} == {"ext_jane"}
 
 

@@ -282,7 +282,7 @@ def test_a_stack_with_only_the_required_keys_gets_the_documented_defaults():
         "ssh_public_key": "ssh-ed25519 AAAA me@laptop",
         "labels": (("app", "tpu-sft"), ("stack", "dev")),
         "price_per_chip_hour": None,
-        "max_run_hours": 4,
+        "max_run_hours": None,  # RESERVATION_BOUND: the VM ends with its reservation (infra/pricing/run_cap.py)
         "hf_token": None,
         "service_account": None,
         "ssh_access": "metadata",

@@ -49,7 +49,12 @@ def _config(dev_config, overrides=None, remove=DISK_KEYS):
 def test_a_slice_parses(dev_config):
     parsed = read_settings.parse(_config(dev_config), stack="dev")
     assert parsed.is_slice and parsed.accelerator.hosts == 8
-    assert parsed.max_run_hours == 4  # the same derived cap: it is each host's
+    assert parsed.max_run_hours is None  # reservation-bound, as the single VM: its hosts end with the reservation
+    spot = read_settings.parse(
+        _config(dev_config, {"tpu-sft:provisioningModel": "SPOT"}, remove=(*DISK_KEYS, "tpu-sft:reservation")),
+        stack="dev",
+    )
+    assert spot.max_run_hours == 4  # the same derived cap as one VM's: it is each host's
 
 
 # (overrides, keys removed, the key the message must name, words it must hold)

@@ -13,14 +13,18 @@ destroyed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 import pytest
 
 from infra.resources import apis
 from rehearsal import project_apis
+from workload.core.contract import APIS_READY_ENV, apis_ready_command
 
 SERVICE = "gcp:projects/service:Service"
+COMMAND = "command:local:Command"
+DISK = "gcp:compute/disk:Disk"
 
 
 @dataclass
@@ -28,15 +32,49 @@ class Registered:
     type: str
     urn: str
     inputs: dict
+    dependencies: list[str] = field(default_factory=list)
+
+
+COMPUTE = Registered(SERVICE, "urn:compute", {"service": "compute.googleapis.com"})
+READY = Registered(
+    COMMAND,
+    "urn:ready",
+    {"create": apis_ready_command(), "environment": {APIS_READY_ENV: json.dumps({"apis": ["compute.googleapis.com"]})}},
+    ["urn:compute"],
+)
 
 
 def test_the_stand_in_refuses_a_call_to_an_api_not_enabled_first():
-    compute = Registered(SERVICE, "urn:compute", {"service": "compute.googleapis.com"})
-    with pytest.raises(ValueError, match="compute.googleapis.com has not been used in project p"):
-        project_apis.refuse_a_call_to_a_disabled_api("gcp:compute/disk:Disk", "p", [], [compute])
-    project_apis.refuse_a_call_to_a_disabled_api("gcp:compute/disk:Disk", "p", ["urn:compute"], [compute])
+    with pytest.raises(ValueError, match="compute.googleapis.com has not been used in project p.*accessNotConfigured"):
+        project_apis.refuse_a_call_to_a_disabled_api(DISK, "p", [], [COMPUTE, READY])
     # What an empty project has on needs nothing declared: Cloud Resource Manager, for a project IAM binding.
     project_apis.refuse_a_call_to_a_disabled_api("gcp:projects/iAMMember:IAMMember", "p", [], [])
+
+
+def test_the_stand_in_refuses_a_call_made_as_soon_as_the_enable_returned():
+    """terraform-provider-google#2129: an API enabled a moment ago does not answer yet (SERVICE_DISABLED)."""
+    with pytest.raises(ValueError, match="If you enabled this API recently, wait a few minutes.*SERVICE_DISABLED"):
+        project_apis.refuse_a_call_to_a_disabled_api(DISK, "p", ["urn:compute"], [COMPUTE, READY])
+    # a wait that did not wait for the enable first waited for nothing
+    early = Registered(COMMAND, "urn:early", READY.inputs)
+    with pytest.raises(ValueError, match="SERVICE_DISABLED"):
+        project_apis.refuse_a_call_to_a_disabled_api(DISK, "p", ["urn:early", "urn:compute"], [COMPUTE, early])
+    project_apis.refuse_a_call_to_a_disabled_api(DISK, "p", ["urn:ready"], [COMPUTE, READY])
+
+
+def test_every_resource_that_calls_an_api_waits_for_the_apis_ready_task_which_waits_for_the_enables(mock_stack):
+    stack = mock_stack()
+    [ready] = [c for c in stack.of_type(COMMAND) if c.inputs["create"] == apis_ready_command()]
+    services = stack.of_type(SERVICE)
+    assert set(ready.dependencies) == {s.urn for s in services}
+    asked = json.loads(ready.inputs["environment"][APIS_READY_ENV])
+    assert asked == {
+        "project": "my-tpu-project",
+        "network": "default",
+        "apis": sorted(s.inputs["service"] for s in services),
+    }
+    callers = [r for r in stack.resources if project_apis.calls(r.type) - project_apis.ON_IN_AN_EMPTY_PROJECT]
+    assert callers and all(ready.urn in r.dependencies for r in callers)
 
 
 @pytest.mark.parametrize(
@@ -72,6 +110,13 @@ def test_a_resource_that_does_not_wait_for_its_api_is_refused(mock_stack, monkey
     """The program's own table with Cloud Storage left out: the bucket would be created before its API is on."""
     monkeypatch.setattr(apis, "BY_TYPE", tuple(row for row in apis.BY_TYPE if row[0] != "gcp:storage/"))
     with pytest.raises(Exception, match="storage-api.googleapis.com has not been used in project"):
+        mock_stack()
+
+
+def test_a_resource_that_waits_for_the_enable_but_not_for_the_answer_is_refused(mock_stack, monkeypatch):
+    """A task that does not poll (as the program had none): the resources after it call APIs enabled a moment ago."""
+    monkeypatch.setattr(apis, "apis_ready_command", lambda: "true")  # a task that waits for nothing
+    with pytest.raises(Exception, match="SERVICE_DISABLED"):
         mock_stack()
 
 

@@ -24,7 +24,8 @@ AFFINITY = {
 CAP = {"seconds": 4 * 3600}  # the derived default cap, as on the single VM (tests/infra/pricing/test_run_cap.py)
 
 # (provisioning model, reservation, the template's scheduling, its reservation affinity): the single VM's
-# cases of tests/infra/resources/test_vm.py, with the default cap on.
+# cases of tests/infra/resources/test_vm.py, with the default cap on (none for RESERVATION_BOUND: its hosts end with
+# the reservation, infra/pricing/run_cap.py).
 MODELS = [
     (
         "RESERVATION_BOUND",
@@ -33,7 +34,6 @@ MODELS = [
             "provisioningModel": "RESERVATION_BOUND",
             "onHostMaintenance": "TERMINATE",
             "instanceTerminationAction": "DELETE",
-            "maxRunDuration": CAP,
         },
         AFFINITY,
     ),
@@ -230,6 +230,7 @@ def test_a_slice_has_no_vm_data_disk_and_its_autostop_grant_is_one_permission_on
 def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
     """The list docs/slices.md shows under "What `pulumi preview` would show"."""
     assert sorted((r.type, r.name) for r in slice_stack("v6e-32").resources) == [
+        ("command:local:Command", "tpu-sft-dev-apis-ready"),
         ("command:local:Command", "tpu-sft-dev-pipeline-bootstrap"),
         ("command:local:Command", "tpu-sft-dev-pipeline-convert"),
         ("command:local:Command", "tpu-sft-dev-pipeline-export"),

@@ -10,7 +10,7 @@ import pytest
 
 from rehearsal.engine import MIG_ID, instance_id_of, is_secret, plain, run_program
 from remote.pipeline.target import PipelineTarget
-from tests.fixtures.mock_engine import DISK_KEYS, OWN_INPUTS, recorded_inputs
+from tests.fixtures.mock_engine import DISK_KEYS, OWN_INPUTS, recorded_inputs, tasks_of
 from workload.core.config import PipelineConfig
 from workload.core.contract import PHASES, RUN_TASK
 from workload.spend.bill import total
@@ -31,7 +31,7 @@ SHAPES = [("v6e-16", 4), ("v6e-256", 64)]
 
 def tasks(stack):
     """Task name's last part (bootstrap, convert, …, token) → what was declared."""
-    return {r.name.rsplit("-", 1)[1]: r for r in stack.of_type(COMMAND)}
+    return {r.name.rsplit("-", 1)[1]: r for r in tasks_of(stack)}
 
 
 def names(hosts):

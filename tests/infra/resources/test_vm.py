@@ -53,9 +53,7 @@ def test_scheduling_is_reservation_bound(vm):
         "onHostMaintenance": "TERMINATE",  # --maintenance-policy=TERMINATE
         "instanceTerminationAction": "DELETE",  # --instance-termination-action=DELETE
         "provisioningModel": "RESERVATION_BOUND",  # --provisioning-model=RESERVATION_BOUND
-        "maxRunDuration": {
-            "seconds": 4 * 3600
-        },  # not in the seed: the default cap (tests/infra/pricing/test_run_cap.py)
+        # and, as the seed, no run cap: the VM ends with its reservation (tests/infra/pricing/test_run_cap.py)
     }
 
 

@@ -22,17 +22,19 @@ def steps(**given: object) -> int:
 
 
 def test_no_length_is_the_seeds_tokens_per_chip_on_the_stacks_accelerator():
-    # The seed: 1,000 steps of 1 x 2,048 on each of a v6e-8's chips; twice the chips, twice the tokens.
-    assert PipelineConfig().tokens_per_step == 8 * 2048 and steps() == 1000
-    assert steps(acceleratorType="v6e-16") == 1000 and steps(acceleratorType="v6e-1") == 1000
-    assert steps(tokens=1000 * 8 * 2048) == 1000
-    assert steps(profile="tiny") == 1000  # of its 128-position sequences, the seed's 1,000 steps too
+    # The seed: 1,000 steps of 1 x 2,048 on each of a v6e-8's chips, 250 at the default batch of 4; twice the chips,
+    # twice the tokens.
+    assert PipelineConfig().tokens_per_step == 4 * 8 * 2048 and steps() == 250
+    assert steps(perDeviceBatchSize=1) == 1000  # the seed's own batch: its 1,000 steps
+    assert steps(acceleratorType="v6e-16") == 250 and steps(acceleratorType="v6e-1") == 250
+    assert steps(tokens=1000 * 8 * 2048, perDeviceBatchSize=1) == 1000
+    assert steps(profile="tiny") == 1000  # of its 128-position sequences at its batch of 1: the seed's 1,000 steps
 
 
 def test_a_larger_batch_trains_the_same_tokens_in_fewer_steps_a_partial_last_step_whole():
     assert steps(perDeviceBatchSize=2) == 500 and steps(perDeviceBatchSize=4) == 250
     assert steps(perDeviceBatchSize=3) == 334  # 333 1/3 steps: the run trains at least the tokens asked
-    assert steps(maxTargetLength=1024) == 2000  # shorter sequences, more of them
+    assert steps(maxTargetLength=1024) == 500  # shorter sequences, more of them
     assert steps(tokens=1) == 1
 
 

@@ -65,8 +65,13 @@ def seed_launched(seed_train):
     return [python, *LAUNCHED, *arguments]
 
 
+# The seed's flags, each one setting from the defaults (docs/trainer.md, "The defaults"), with the held-out loss at its
+# 1,000 steps' rhythm and no checkpoints but the final one.
+SEED_FLAGS = dict(trainer="tunix", per_device_batch_size=1, checkpoint_period=None, eval_interval=250, eval_steps=10)
+
+
 def test_the_tunix_trainer_reproduces_the_seed_commands_token_by_token_plus_the_held_out_loss():
-    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
+    _, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **SEED_FLAGS))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
     assert [a for a in train.argv if a not in HELD_OUT] == seed_launched(SEED_TRAIN)
     assert [a for a in train.argv if a in HELD_OUT] == HELD_OUT
@@ -75,24 +80,25 @@ def test_the_tunix_trainer_reproduces_the_seed_commands_token_by_token_plus_the_
 
 def test_the_default_native_trainer_runs_maxtexts_own_loop_with_the_seeds_arguments_and_exports_its_last_state():
     """MaxText's own loop names the state after update 1000 checkpoint 999 and keeps the parameters under items."""
-    layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00"))
-    _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", trainer="tunix"))
+    native = {**SEED_FLAGS, "trainer": "native"}  # the default loop at the seed's other flags
+    layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **native))
+    _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **SEED_FLAGS))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
     assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_deprecated"
     assert commands.trainer_arguments(train.argv) == commands.trainer_arguments(seed_train.argv)
     parameters = f"load_parameters_path={layout.checkpoint(999)}/items"
     assert list(export.argv) == [parameters if a.startswith("load_parameters_path=") else a for a in seed_export.argv]
-    assert parameters in commands.logit_parity(PipelineConfig(), layout).argv
+    assert parameters in commands.logit_parity(PipelineConfig(**native), layout).argv
 
 
 def test_without_held_out_passes_train_is_the_seeds_with_base_ymls_never_said_out_loud():
-    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", eval_interval=0, trainer="tunix"))
+    _, (_, train, _) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **{**SEED_FLAGS, "eval_interval": 0}))
     assert [a for a in train.argv if a != "eval_interval=-1"] == seed_launched(SEED_TRAIN)
     assert "eval_interval=-1" in train.argv  # 0 would divide by zero in Tunix's loop
 
 
 def test_a_held_out_pass_comes_at_least_once_after_training_and_reads_the_training_columns():
-    _, (_, short, _) = build(PipelineConfig(step_count=30))  # the default interval, 250, is longer than the run
+    _, (_, short, _) = build(PipelineConfig(step_count=30))  # the default interval, 50, is longer than the run
     assert "eval_interval=30" in short.argv
     config = PipelineConfig(eval_interval=7, eval_steps=3, eval_split="test_gen", train_data_columns=("prompt",))
     _, (_, train, _) = build(config)
