@@ -20,6 +20,9 @@ from typing import Callable
 from infra.config.stack_file import read_stack_config
 from infra.resources.tasks import last_json_line
 from rehearsal.engine import ROOT, Declared, Stack, run_program
+from rehearsal.pulumi_display import StatusLine, end, failure
+from workload.core.contract import PHASES
+from workload.run.phase_outcome import outcome_lines
 
 COMMAND = "command:local:Command"
 
@@ -88,8 +91,10 @@ def start(command: Recorded, extra_env: dict[str, str], *, new_session: bool = F
     return proc
 
 
-def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) -> Executed:
-    """Run `command` to the end, echoing its output live as `pulumi up` shows it."""
+def execute(
+    command: Recorded, extra_env: dict[str, str], *, echo: bool = True, status: StatusLine | None = None
+) -> Executed:
+    """Run `command` to the end, echoing its output live (or, given `status`, into it: pulumi-command's view)."""
     started = time.monotonic()
     proc = start(command, extra_env)
     streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
@@ -97,7 +102,9 @@ def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) 
     def pump(name: str, source, sink) -> None:
         for line in source:
             streams[name].append(line)
-            if echo:
+            if status is not None:
+                status.line(line)
+            elif echo:
                 sink.write(line)
                 sink.flush()
 
@@ -130,3 +137,26 @@ def up(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str
             return None
         summary = last_json_line(done.stdout)
     return summary
+
+
+def up_as_pulumi_shows(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str]]) -> dict | None:
+    """Every command in order, each shown as pulumi-command shows it: its last status line when it ends. Then what
+    `pulumi up` leaves on screen: a failed command's error and the stack output `phases` (rehearsal/pulumi_display.py).
+    Returns the last command's JSON summary, or None once one failed."""
+    summaries: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    last: dict = {}
+    for command in commands:
+        status = StatusLine()
+        done = execute(command, environment(command), status=status)
+        print(f"  {command.name}: {status.text}", flush=True)
+        task = command.name.rsplit("-", 1)[1]
+        if done.returncode != 0:
+            errors[command.name] = failure(command.create, done.returncode, done.stdout, done.stderr)
+            break
+        last = last_json_line(done.stdout)
+        if task in PHASES:
+            summaries[task] = last
+    phases = outcome_lines(summaries)
+    print(f"\n`pulumi up` would end with:\n{end({'phases': phases} if phases else {}, errors)}", flush=True)
+    return None if errors else last
