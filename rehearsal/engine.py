@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import runpy
 import secrets
 from dataclasses import dataclass, field
@@ -67,6 +68,7 @@ class Declared:
     replace_on_changes: list[str]
     urn: str = ""
     custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete, as Pulumi sends them
+    import_id: str = ""  # the `import` option: the id of an existing resource to take into the state
 
 
 @dataclass
@@ -97,8 +99,13 @@ def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, An
 class _Mocks(pulumi.runtime.Mocks):
     """What the cloud and pulumi-command would answer: ids and addresses, and each command's stdout."""
 
-    def __init__(self, command_stdout: Mapping[str, str], instance_ids: Mapping[str, str | None]):
-        self.command_stdout, self.instance_ids = command_stdout, instance_ids
+    def __init__(
+        self,
+        command_stdout: Mapping[str, str],
+        instance_ids: Mapping[str, str | None],
+        capacity: flex_start_rules.FlexStartCapacity | None = None,
+    ):
+        self.command_stdout, self.instance_ids, self.capacity = command_stdout, instance_ids, capacity
         self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
         self.templates: dict[str, dict[str, Any]] = {}  # by unique self link, as a group's version names its template
         self.groups: dict[str, dict[str, Any]] = {}  # by name, as a resize request names its group
@@ -137,25 +144,34 @@ class _Mocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs):
         if args.token == "gcp:compute/getDefaultServiceAccount:getDefaultServiceAccount":
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
-        if args.token == "gcp:compute/getInstance:getInstance":  # a slice's host, by name
+        if args.token == "gcp:compute/getInstance:getInstance":  # a slice's host, or the VM, by name
             name = args.args["name"]
-            if name in self.instance_ids and self.instance_ids[name] is None:  # the invoke fails as pulumi-gcp's 404
-                where = f"projects/{args.args['project']}/zones/{args.args['zone']}/instances/{name}"
+            where = f"projects/{args.args['project']}/zones/{args.args['zone']}/instances/{name}"
+            if self.capacity is not None and name in self.capacity.made:  # the provider's id: the instance's path
+                return {"id": self.capacity.made[name], "name": name, "instanceId": "7000000000"}
+            hosts_number = re.search(r"-[0-9]+$", name)  # a slice's hosts are numbered; any other VM is absent
+            if (name in self.instance_ids and self.instance_ids[name] is None) or (
+                name not in self.instance_ids and not hosts_number
+            ):  # the invoke fails as pulumi-gcp's 404
                 return {}, [("name", f"{where} not found")]
-            return {"name": name, "instanceId": self.instance_ids.get(name) or instance_id_of(name)}
+            return {"id": where, "name": name, "instanceId": self.instance_ids.get(name) or instance_id_of(name)}
         return {}
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
-    def __init__(self, mocks: pulumi.runtime.Mocks, stack: Stack):
+    def __init__(self, mocks: _Mocks, stack: Stack):
         super().__init__(mocks)
-        self.stack = stack
+        self.stack, self.capacity = stack, mocks.capacity
 
     def RegisterResource(self, request):
         inputs = json_format.MessageToDict(request.object)
         project_apis.refuse_a_call_to_a_disabled_api(
             request.type, inputs.get("project", "<gcp:project>"), request.dependencies, self.stack.resources
         )
+        capacity = self.capacity
+        flex = (inputs.get("scheduling") or {}).get("provisioningModel") == flex_start_rules.FLEX_START
+        if capacity is not None and flex and request.type == flex_start_rules.INSTANCE and not request.importId:
+            capacity.create(inputs["name"], inputs["zone"], request.customTimeouts.create)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.stack.resources.append(
@@ -172,6 +188,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     urn=response.urn,
                     custom_timeouts=json_format.MessageToDict(request.customTimeouts),
+                    import_id=request.importId,
                 )
             )
         return response
@@ -195,20 +212,22 @@ def run_program(
     into: Stack | None = None,
     command_stdout: Mapping[str, str] | None = None,
     instance_ids: Mapping[str, str | None] | None = None,
+    capacity: flex_start_rules.FlexStartCapacity | None = None,
     cwd: Path = ROOT,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
     `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
     `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it; None: the host does
-    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does. `cwd` is the
+    not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does; the VM itself
+    exists only where `capacity` (Compute Engine filling flex-start requests late) has made it. `cwd` is the
     directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    mocks = _Mocks(command_stdout or {}, instance_ids or {})
+    mocks = _Mocks(command_stdout or {}, instance_ids or {}, capacity)
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     # set_mocks made a finished root resource; run_in_stack makes ours

@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 
 from infra.config.settings import IMAGE, Settings
 from infra.config.ssh_key_trust import ssh_metadata
-from infra.resources import flex_start
+from infra.resources import flex_start, vm_outside_state
 from infra.resources.disk import DEVICE_NAME
 from infra.resources.startup import metadata as autostop_metadata
 from infra.resources.startup import startup_script
@@ -144,10 +144,15 @@ class TpuVm(pulumi.ComponentResource):
             # VM does not survive (docs/checkpoints.md: a stopped TPU VM cannot be restarted). They replace it
             # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
             # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan/reruns.py).
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                replace_on_changes=[*STOP_TO_UPDATE, REPLACED_WHEN_STOPPED],
-                delete_before_replace=True,
+            # A flex-start VM waits as long as Google holds its request, and one Google made after an earlier `pulumi
+            # up` gave up is taken into the state (infra/resources/vm_outside_state.py).
+            opts=pulumi.ResourceOptions.merge(
+                pulumi.ResourceOptions(
+                    parent=self,
+                    replace_on_changes=[*STOP_TO_UPDATE, REPLACED_WHEN_STOPPED],
+                    delete_before_replace=True,
+                ),
+                vm_outside_state.options(s),
             ),
         )
         self.name = self.instance.name
