@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 
 import pytest
@@ -22,18 +21,8 @@ PROGRESS = [f"train step {n}/500 · loss {3 - n / 500:.4f}" for n in range(1, 50
 
 
 @pytest.fixture
-def task_env(tmp_path, monkeypatch):
-    (tmp_path / "key").write_text("never read\n")
-    target = {
-        "host": "127.0.0.1",
-        "port": 1,
-        "user": "tester",
-        "key_path": str(tmp_path / "key"),
-        "known_hosts": str(tmp_path / "known_hosts"),
-        "task_logs": str(tmp_path / "logs"),
-    }
-    monkeypatch.setenv("TPU_SFT_TARGET", json.dumps(target))
-    monkeypatch.setenv("TPU_SFT_PIPELINE", json.dumps({"profile": "tiny", "steps": 2}))
+def task_env(unreachable_target, tmp_path, monkeypatch):
+    monkeypatch.setenv("TPU_SFT_TARGET", json.dumps({**unreachable_target, "task_logs": str(tmp_path / "logs")}))
     return tmp_path / "logs" / "train.log"
 
 
@@ -105,11 +94,9 @@ def test_while_it_runs_the_status_names_the_live_view_and_the_whole_log(task_env
     assert json.loads(status)["tokens_per_s"] == 5123.4
 
 
-def test_without_task_logs_a_phase_prints_everything_on_stdout(task_env, capsys, monkeypatch):
+def test_without_task_logs_a_phase_prints_everything_on_stdout(unreachable_target, tmp_path, capsys, monkeypatch):
     """A phase run by hand, and the tests' own runs of it, as before."""
-    target = json.loads(os.environ["TPU_SFT_TARGET"])
-    monkeypatch.setenv("TPU_SFT_TARGET", json.dumps({k: v for k, v in target.items() if k != "task_logs"}))
     monkeypatch.setattr(phase, "run_phase", progress_then({"event": "summary", "ok": False, "error": "x"}, 1))
     cli.main(["phase", "train"])
     out, _ = capsys.readouterr()
-    assert out.splitlines()[:-1] == PROGRESS and not task_env.exists()
+    assert out.splitlines()[:-1] == PROGRESS and not (tmp_path / "logs").exists()
