@@ -18,6 +18,7 @@ from infra.resources.machine import Machine, runs_url
 from infra.resources.publish import PublishTask
 from infra.resources.ssh_commands import gcloud_ssh_command, ssh_command
 from infra.resources.tasks import PostDeployTasks, last_json_line
+from workload.run.phase_outcome import outcome_lines
 
 
 def export(
@@ -61,6 +62,14 @@ def _cost(s: Settings) -> None:
 
 
 def _run(s: Settings, tasks: PostDeployTasks) -> None:
+    # Each phase's outcome in one line: the phases' own output is gone from the screen when `pulumi up` ends
+    # (workload/run/phase_outcome.py), its outputs are printed last.
+    pulumi.export(
+        "phases",
+        pulumi.Output.all(*tasks.summaries.values()).apply(
+            lambda summaries: outcome_lines(dict(zip(tasks.summaries, summaries, strict=True)))
+        ),
+    )
     trained = tasks.summaries["export"]
     pulumi.export("finalStep", trained.apply(lambda r: r.get("final_step")))
     pulumi.export("finalLoss", trained.apply(lambda r: r.get("final_loss")))

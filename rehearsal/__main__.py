@@ -4,7 +4,8 @@
      engine, and takes the post-deploy commands it declares (what `pulumi up` would run);
   2. starts a throwaway sshd on 127.0.0.1 as the VM, with its own host and user keys;
   3. runs those commands in order as pulumi-command would: bootstrap → convert → train → export (export
-     includes verify and keep), printing their live progress;
+     includes verify and keep), each shown as pulumi-command shows it (its last status line; its whole log in
+     DIR/task-logs), then what `pulumi up` would leave on screen: each phase's outcome, or the failed one's error;
   4. prints where the model, the loss curve and the manifest are, whether the held-out loss fell, and the
      before/after answers (samples.md); stops the sshd and deletes its keys.
 
@@ -16,8 +17,8 @@ outright once convert has started (a laptop closed), it leaves the run going on 
 its own session) to the kept model; running it again re-attaches to the run, or prints a finished run's summaries,
 and starts nothing.
 Only one rehearsal at a time may use a DIR (a lock file in it says which process holds it).
-Exit status: 0 done, 1 a phase failed (its message says which and why), 2 bad input (as every CLI here),
-3 DIR is in use by another rehearsal or cannot be created.
+Exit status: 0 done, 1 a phase failed (its error, as `pulumi up` would show it, says which and why), 2 bad
+input (as every CLI here), 3 DIR is in use by another rehearsal or cannot be created.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from rehearsal import cli
 from rehearsal.dir_lock import DirectoryUnusable, exclusive
 from rehearsal.local_host import LocalHost
-from rehearsal.run import record, up
+from rehearsal.run import record, up_as_pulumi_shows
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.measure.learning import describe as describe_learning
 
@@ -60,7 +61,10 @@ def _rehearse(directory: Path, steps: int | None) -> int:
         if steps is not None:
             overrides["tpu-sft:steps"] = str(steps)
         _, commands = record(CONFIG, overrides)
-        summary = up(commands, lambda command: host.environment(command.environment, directory), "rehearsal")
+        summary = up_as_pulumi_shows(
+            commands,
+            lambda command: host.environment(command.environment, directory, task_logs=directory / "task-logs"),
+        )
         if summary is None:
             return 1
     finally:

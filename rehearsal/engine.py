@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import runpy
 import secrets
 from dataclasses import dataclass, field
@@ -68,6 +69,7 @@ class Declared:
     replace_on_changes: list[str]
     urn: str = ""
     custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete, as Pulumi sends them
+    import_id: str = ""  # the `import` option: the id of an existing resource to take into the state
 
 
 @dataclass
@@ -104,8 +106,9 @@ class _Mocks(pulumi.runtime.Mocks):
         instance_ids: Mapping[str, str | None],
         statuses: Mapping[str, str],
         compute_api_off: bool,
+        capacity: flex_start_rules.FlexStartCapacity | None = None,
     ):
-        self.command_stdout, self.instance_ids = command_stdout, instance_ids
+        self.command_stdout, self.instance_ids, self.capacity = command_stdout, instance_ids, capacity
         self.statuses, self.compute_api_off = statuses, compute_api_off
         self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
         self.templates: dict[str, dict[str, Any]] = {}  # by unique self link, as a group's version names its template
@@ -147,14 +150,26 @@ class _Mocks(pulumi.runtime.Mocks):
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
         if args.token == "gcp:compute/getInstance:getInstance":  # the VM, or a slice's host, by name
             name, project = args.args["name"], args.args["project"]
+            where = f"projects/{project}/zones/{args.args['zone']}/instances/{name}"
             # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
             if self.compute_api_off:
                 said = f"Compute Engine API has not been used in project {project} before or it is disabled"
                 return {}, [("name", f"Error when reading or editing Instance {name}: googleapi: Error 403: {said}")]
-            if name in self.instance_ids and self.instance_ids[name] is None:  # the invoke fails as pulumi-gcp's 404
-                where = f"projects/{project}/zones/{args.args['zone']}/instances/{name}"
+            if self.capacity is not None and name in self.capacity.made:  # the provider's id: the instance's path
+                return {
+                    "id": self.capacity.made[name],
+                    "name": name,
+                    "instanceId": "7000000000",
+                    "currentStatus": "RUNNING",
+                }
+            # A slice's hosts are numbered and exist unless told gone; the VM exists where a test gives its status
+            # or id; anything else fails as pulumi-gcp's 404.
+            gone = name in self.instance_ids and self.instance_ids[name] is None
+            known = name in self.instance_ids or name in self.statuses or re.search(r"-[0-9]+$", name)
+            if gone or not known:
                 return {}, [("name", f"{where} not found")]
             return {
+                "id": where,
                 "name": name,
                 "instanceId": self.instance_ids.get(name) or instance_id_of(name),
                 "currentStatus": self.statuses.get(name, "RUNNING"),
@@ -163,15 +178,19 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 class _RecordingMonitor(pulumi_mocks.MockMonitor):
-    def __init__(self, mocks: pulumi.runtime.Mocks, stack: Stack):
+    def __init__(self, mocks: _Mocks, stack: Stack):
         super().__init__(mocks)
-        self.stack = stack
+        self.stack, self.capacity = stack, mocks.capacity
 
     def RegisterResource(self, request):
         inputs = json_format.MessageToDict(request.object)
         project_apis.refuse_a_call_to_a_disabled_api(
             request.type, inputs.get("project", "<gcp:project>"), request.dependencies, self.stack.resources
         )
+        capacity = self.capacity
+        flex = (inputs.get("scheduling") or {}).get("provisioningModel") == flex_start_rules.FLEX_START
+        if capacity is not None and flex and request.type == flex_start_rules.INSTANCE and not request.importId:
+            capacity.create(inputs["name"], inputs["zone"], request.customTimeouts.create)
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
             self.stack.resources.append(
@@ -188,6 +207,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     replace_on_changes=list(request.replaceOnChanges),
                     urn=response.urn,
                     custom_timeouts=json_format.MessageToDict(request.customTimeouts),
+                    import_id=request.importId,
                 )
             )
         return response
@@ -213,6 +233,7 @@ def run_program(
     instance_ids: Mapping[str, str | None] | None = None,
     statuses: Mapping[str, str] | None = None,
     compute_api_off: bool = False,
+    capacity: flex_start_rules.FlexStartCapacity | None = None,
     cwd: Path = ROOT,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
@@ -220,15 +241,16 @@ def run_program(
     `command_stdout` gives the stdout each post-deploy command (by its last name part, e.g. "train") reports;
     `instance_ids` the id Compute Engine gives a host (by name), where not `instance_id_of` it; None: the host does
     not exist (the group has not made it, or deleted it), and getInstance fails as pulumi-gcp's does; `statuses` the
-    status getInstance answers for an instance (by name), RUNNING unless told; `compute_api_off`: an empty project's
-    Compute Engine API, off, which fails every getInstance with Google's 403. `cwd` is the
-    directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
+    status getInstance answers for an instance (by name), RUNNING unless told; the VM itself exists only where a test
+    gives its id or status, or where `capacity` (Compute Engine filling flex-start requests late) has made it;
+    `compute_api_off`: an empty project's Compute Engine API, off, which fails every getInstance with Google's 403.
+    `cwd` is the directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    mocks = _Mocks(command_stdout or {}, instance_ids or {}, statuses or {}, compute_api_off)
+    mocks = _Mocks(command_stdout or {}, instance_ids or {}, statuses or {}, compute_api_off, capacity)
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     # set_mocks made a finished root resource; run_in_stack makes ours

@@ -16,6 +16,11 @@ Enforced, each with where it was read (through the search tool, 2026-12-05):
 
 The refusal's wording is the stand-in's, not Google's: no real error of Compute Engine's for these was found.
 
+`FlexStartCapacity` stands in for Compute Engine answering a single flex-start VM's create request late: after
+`fills_after_s` it makes the VM. A provider that waits less (its create timeout, 20 minutes unless the resource sets
+`customTimeouts`: terraform-provider-google resource_compute_instance.go) fails the create with its wait's timeout and
+drops the id (`d.SetId("")`), and the VM is made anyway, outside the state; `getInstance` then finds it.
+
 Not enforced: the window in which the request waits for capacity (`--request-valid-for-duration`): pulumi-gcp 10.2.0's
 Instance has no such field (its InstanceSchedulingArgs, read in the installed SDK), so the program cannot send one,
 and Google's default for it was not found.
@@ -23,6 +28,8 @@ and Google's default for it was not found.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -58,3 +65,34 @@ def refuse_an_incomplete_flex_start_vm(typ: str, state: dict[str, Any]) -> None:
     wrong = refusals(state)
     if wrong:
         raise ValueError(f"googleapi: Error 400: invalid FLEX_START request: {'; '.join(wrong)}., badRequest")
+
+
+PROVIDER_CREATE_TIMEOUT_S = 20 * 60  # the provider's default for an instance's create
+
+
+def timeout_s(pulumi_timeout: str | None) -> float:
+    """A Pulumi custom timeout ("130m", "2h", "90s": Go's duration syntax) in seconds (unset: the provider's)."""
+    if not pulumi_timeout:
+        return PROVIDER_CREATE_TIMEOUT_S
+    units = {"h": 3600, "m": 60, "s": 1}
+    return sum(float(n) * units[u] for n, u in re.findall(r"([0-9.]+)([hms])", pulumi_timeout))
+
+
+@dataclass
+class FlexStartCapacity:
+    """Compute Engine filling flex-start requests `fills_after_s` after they are made, and the VMs it made."""
+
+    fills_after_s: float
+    project: str
+    made: dict[str, str] = field(default_factory=dict)  # the provider's id of each VM, by name
+
+    def create(self, name: str, zone: str, create_timeout: str | None) -> None:
+        """The provider's create of a flex-start VM: returns once the VM is made, or raises the provider's error
+        where its wait ends first, and the VM is made later all the same."""
+        self.made[name] = f"projects/{self.project}/zones/{zone}/instances/{name}"
+        waited = timeout_s(create_timeout)
+        if self.fills_after_s > waited:
+            raise ValueError(
+                "Error waiting for instance to create: timeout while waiting for state to become 'DONE' "
+                f"(last state: 'RUNNING', timeout: {create_timeout or '20m0s'})"
+            )

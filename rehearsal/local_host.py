@@ -56,9 +56,12 @@ class LocalHost:
             "tpu-sft:sshPublicKey": self.public_key_path.read_text().strip(),
         }
 
-    def environment(self, recorded: Mapping[str, str], run_dir: Path) -> dict[str, str]:
+    def environment(
+        self, recorded: Mapping[str, str], run_dir: Path, *, task_logs: Path | None = None
+    ) -> dict[str, str]:
         """What a recorded command's environment gets on top to run here: its target pointed at this sshd, with
-        this host's profile in place of the VM's."""
+        this host's profile in place of the VM's; each phase's whole log in `task_logs` as `pulumi up` keeps it
+        (remote/pipeline/task_log.py), or with None every line on stdout, where the tests read the progress."""
         target = {
             **json.loads(recorded[TARGET_ENV]),
             "host": self.sshd.address,
@@ -68,6 +71,7 @@ class LocalHost:
             "trust_on_first_use": False,  # pinned at start: the rehearsal knows its host key
             "state_dir": str(self.state_dir),
             "profile": self.profile(run_dir).to_mapping(),
+            "task_logs": None if task_logs is None else str(task_logs),
         }
         return {TARGET_ENV: json.dumps(target)}
 

@@ -25,8 +25,10 @@ from infra.config.stack_file import read_stack_config
 from infra.resources.tasks import last_json_line
 from rehearsal.engine import ROOT, Declared, Stack, run_program
 from rehearsal.google_apis import GoogleApis
+from rehearsal.pulumi_display import StatusLine, end, failure
 from remote.pipeline import apis_ready
-from workload.core.contract import APIS_READY_ENV, apis_ready_command
+from workload.core.contract import APIS_READY_ENV, PHASES, apis_ready_command
+from workload.run.phase_outcome import outcome_lines
 
 COMMAND = "command:local:Command"
 PROPAGATION_S = 2.0  # how long the rehearsal's project refuses an API after enabling it (Google publishes no figure)
@@ -111,8 +113,10 @@ def start(command: Recorded, extra_env: dict[str, str], *, new_session: bool = F
     return proc
 
 
-def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) -> Executed:
-    """Run `command` to the end, echoing its output live as `pulumi up` shows it."""
+def execute(
+    command: Recorded, extra_env: dict[str, str], *, echo: bool = True, status: StatusLine | None = None
+) -> Executed:
+    """Run `command` to the end, echoing its output live (or, given `status`, into it: pulumi-command's view)."""
     started = time.monotonic()
     proc = start(command, extra_env)
     streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
@@ -120,7 +124,9 @@ def execute(command: Recorded, extra_env: dict[str, str], *, echo: bool = True) 
     def pump(name: str, source, sink) -> None:
         for line in source:
             streams[name].append(line)
-            if echo:
+            if status is not None:
+                status.line(line)
+            elif echo:
                 sink.write(line)
                 sink.flush()
 
@@ -153,3 +159,26 @@ def up(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str
             return None
         summary = last_json_line(done.stdout)
     return summary
+
+
+def up_as_pulumi_shows(commands: list[Recorded], environment: Callable[[Recorded], dict[str, str]]) -> dict | None:
+    """Every command in order, each shown as pulumi-command shows it: its last status line when it ends. Then what
+    `pulumi up` leaves on screen: a failed command's error and the stack output `phases` (rehearsal/pulumi_display.py).
+    Returns the last command's JSON summary, or None once one failed."""
+    summaries: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+    last: dict = {}
+    for command in commands:
+        status = StatusLine()
+        done = execute(command, environment(command), status=status)
+        print(f"  {command.name}: {status.text}", flush=True)
+        task = command.name.rsplit("-", 1)[1]
+        if done.returncode != 0:
+            errors[command.name] = failure(command.create, done.returncode, done.stdout, done.stderr)
+            break
+        last = last_json_line(done.stdout)
+        if task in PHASES:
+            summaries[task] = last
+    phases = outcome_lines(summaries)
+    print(f"\n`pulumi up` would end with:\n{end({'phases': phases} if phases else {}, errors)}", flush=True)
+    return None if errors else last

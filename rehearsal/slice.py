@@ -86,6 +86,7 @@ class SliceRehearsal:
             trust_on_first_use=False,
             host_ids=(),  # the program's, for its own hosts' names: these hosts' keys are pinned before any use
             profile=dataclasses.replace(recorded.profile, name="slice-rehearsal", bootstrap=linked),
+            task_logs=None,  # every line on stdout, where the slice's tests read the phases' progress
         )
         return {TARGET_ENV: target.to_json()}
 

@@ -34,6 +34,18 @@ EMPTY_GROUP = 0
 NO_RESERVATION = "NO_RESERVATION"
 
 
+# How long Compute Engine keeps a flex-start request waiting for capacity at most: "By allowing your capacity requests
+# to persist in a queue for up to two hours" (Google Cloud blog, "GPUs when you need them: Introducing Flex-start VMs",
+# 2025-09-25; the Compute API's `requestValidForDuration`, which pulumi-gcp 10.2.0's Instance cannot send, so Google's
+# default applies, which was not found: its longest is assumed). The provider waits for the create operation only 20
+# minutes by default and then drops the VM's id (terraform-provider-google resource_compute_instance.go: `Create:
+# schema.DefaultTimeout(20 * time.Minute)`; `resourceComputeInstanceCreate`: `d.SetId("")` when
+# `ComputeOperationWaitTime(..., d.Timeout(schema.TimeoutCreate))` fails), so a VM Google filled later would run outside
+# the state. A single flex-start VM's create waits the whole window, and 10 minutes more for the VM to be RUNNING.
+REQUEST_VALID_MAX_S = 2 * 3600
+CREATE_TIMEOUT = f"{REQUEST_VALID_MAX_S // 60 + 10}m"
+
+
 def is_flex_start(s: Settings) -> bool:
     """A flex-start slice: its group starts empty and its first task fills it."""
     return s.is_slice and s.provisioning_model == MODEL
@@ -46,7 +58,7 @@ def takes_no_reservation(s: Settings) -> bool:
     on host maintenance and no automatic restart are infra/resources/vm.py `scheduling_fields`, the cap required and at
     most seven days by infra/config/cross_key_rules.py. The window its request waits for capacity
     (`--request-valid-for-duration`) cannot be sent: pulumi-gcp 10.2.0's Instance has no such field, so Google's default
-    applies (not found), and `pulumi up` waits for the VM at most the provider's create timeout."""
+    applies (not found), and `pulumi up` waits for the VM as long as Google holds a request (`CREATE_TIMEOUT`)."""
     return s.provisioning_model == MODEL
 
 

@@ -35,6 +35,7 @@ from workload.core.contract import (
 
 # Relative to the project directory, where `pulumi up` runs: the same state on every machine.
 KNOWN_HOSTS_DIR = ".tpu-sft/known_hosts"
+TASK_LOGS_DIR = ".tpu-sft/logs"  # each task's whole log, one folder per VM or slice (remote/pipeline/task_log.py)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ def _reach(s: Settings, known_hosts: str) -> dict[str, Any]:
         "user": s.ssh_user,
         "key_path": s.ssh_private_key_path,
         "known_hosts": f"{KNOWN_HOSTS_DIR}/{known_hosts}",
+        "task_logs": f"{TASK_LOGS_DIR}/{known_hosts}",
         "gateway": iap_proxy_command(s, "%h", "%p") if s.access == "iap" else None,
         "trust_on_first_use": True,
     }

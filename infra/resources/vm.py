@@ -10,7 +10,7 @@ import pulumi_gcp as gcp
 
 from infra.config.settings import IMAGE, Settings
 from infra.config.ssh_key_trust import ssh_metadata
-from infra.resources import flex_start, vm_status
+from infra.resources import flex_start, vm_outside_state, vm_status
 from infra.resources.disk import DEVICE_NAME
 from infra.resources.startup import metadata as autostop_metadata
 from infra.resources.startup import startup_script
@@ -97,7 +97,8 @@ class TpuVm(pulumi.ComponentResource):
         s = args.settings
         # Declared only for a VM found stopped for good, which this update then replaces (its change is in
         # `replace_on_changes`); never while Google is restarting it (infra/resources/vm_status.py).
-        status = vm_status.declared_status(vm_status.status_now(s))
+        found = vm_status.vm_now(s)
+        status = vm_status.declared_status(None if found is None else found.current_status)
         self.instance = gcp.compute.Instance(
             name,
             name=s.instance_name,
@@ -135,10 +136,15 @@ class TpuVm(pulumi.ComponentResource):
             # VM does not survive (docs/checkpoints.md: a person cannot start a stopped TPU VM). They replace it
             # instead: the old one deleted first (its name, and the data disk it holds read-write, are the new
             # one's), the data disk and the bucket kept, and every phase re-runs on the new VM (infra/plan/reruns.py).
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                replace_on_changes=[*STOP_TO_UPDATE, *([vm_status.REPLACED_WHEN_STOPPED] if status else [])],
-                delete_before_replace=True,
+            # A flex-start VM waits as long as Google holds its request, and one Google made after an earlier `pulumi
+            # up` gave up is taken into the state (infra/resources/vm_outside_state.py).
+            opts=pulumi.ResourceOptions.merge(
+                pulumi.ResourceOptions(
+                    parent=self,
+                    replace_on_changes=[*STOP_TO_UPDATE, *([vm_status.REPLACED_WHEN_STOPPED] if status else [])],
+                    delete_before_replace=True,
+                ),
+                vm_outside_state.options(s, found),
             ),
         )
         self.name = self.instance.name

@@ -255,6 +255,7 @@ def target_env(command: Recorded, profile: HostProfile, address: str, directory:
         "host": address,
         "known_hosts": str(directory / "known_hosts"),
         "profile": profile.to_mapping(),
+        "task_logs": None,  # every line on stdout, where this rehearsal reads the phases' progress
     }
     return {TARGET_ENV: json.dumps(target)}
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from remote.cli.common import print_json, target_from, verb
-from remote.pipeline import capacity, outcome, phase, publish, start_run
+from remote.pipeline import capacity, outcome, phase, publish, start_run, task_log
 from remote.pipeline.bootstrap.scheduler import bootstrap_all
 from remote.pipeline.bootstrap.seed import spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
@@ -122,12 +122,21 @@ def add_phase(verbs, common) -> None:
 
 def _phase(args) -> int:
     try:
-        request = PhaseRequest.from_env(args.phase, target_from(args), os.environ)
-        await_hosts(request.target)
-        return phase.run_phase(request, sys.stdout, hf_token=os.environ.get("HF_TOKEN") or None)
+        target = target_from(args)
     except BaseException as error:  # every way a phase ends prints its summary last; main says the rest
         print_json(outcome.failed(args.phase, outcome.reason_for(error)))
         raise
+    # A `pulumi up` task's progress goes to its whole log, and stdout keeps what must stay readable (task_log.py).
+    with task_log.progress_of(args.phase, target.task_logs, sys.stdout) as out:
+        try:
+            request = PhaseRequest.from_env(args.phase, target, os.environ)
+            await_hosts(request.target)
+            return phase.run_phase(request, out, hf_token=os.environ.get("HF_TOKEN") or None)
+        except BaseException as error:
+            print(
+                json.dumps(outcome.failed(args.phase, outcome.reason_for(error)), sort_keys=True), file=out, flush=True
+            )
+            raise
 
 
 # ---- start-run

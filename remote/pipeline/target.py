@@ -20,6 +20,9 @@ class PipelineTarget(Target):
     # A flex-start slice's group, projects/P/zones/Z/instanceGroupManagers/G, created empty: the hosts exist once it
     # is resized to the slice's size and has made them (remote/pipeline/capacity.py).
     flex_start_group: str | None = None
+    # On the machine that runs `pulumi up`: where a task writes its whole log, `<task_logs>/<phase>.log`, and prints
+    # only its outcome (remote/pipeline/task_log.py); None (a phase run by hand): everything on stdout.
+    task_logs: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -33,6 +36,8 @@ class PipelineTarget(Target):
                 f"{self.flex_start_group!r} is not a managed instance group's path",
                 'give "projects/P/zones/Z/instanceGroupManagers/G", or omit it',
             )
+        if self.task_logs is not None and (not isinstance(self.task_logs, str) or not self.task_logs):
+            raise TargetError("task_logs", f"{self.task_logs!r} is not a directory", "give a path, or omit it")
 
     @classmethod
     def _from_json_values(cls, values: dict[str, Any]) -> dict[str, Any]:

@@ -124,3 +124,21 @@ def test_a_slices_target_output_names_its_hosts(slice_stack):
     target = json.loads(slice_stack("v6e-16").outputs["target"])
     assert target["host"].endswith("-01") and len(target["workers"]) == 3
     assert target["profile"]["kept_dir"].startswith("gs://")
+
+
+def test_each_phases_outcome_is_an_output_printed_when_pulumi_up_ends(dev_config, monkeypatch):
+    """pulumi-command's output is status messages, gone when `pulumi up` ends; the outputs are printed then."""
+    from rehearsal.engine import run_program
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)  # an update needs one
+    train = {"event": "summary", "ok": True, "eval_loss_first": 1.91, "eval_loss_final": 1.52, "learned": True}
+    train |= {"tokens_per_s": 41234.6, "mfu": 0.4123}
+    bill = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
+    export = {**train, "kept_dir": "/mnt/tpu-sft-data/tpu-sft/run", "verify": {"ok": True}, "bill": bill}
+    stdout = {"train": json.dumps(train) + "\n", "export": json.dumps(export) + "\n"}
+    phases = run_program(dev_config, preview=False, command_stdout=stdout).outputs["phases"]
+    assert phases == {
+        "train": "✓ train: held-out loss 1.910 → 1.520 (it learned) · 41,235 tokens/s · MFU 41.2%",
+        "export": "✓ export: model at /mnt/tpu-sft-data/tpu-sft/run · verified · bill 10.96 chip-hours ≈ $29.59",
+    }
+    assert "phases" not in run_program(dev_config).outputs  # a preview: nothing has run

@@ -74,6 +74,7 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
             "user": "tpu-sft",
             "key_path": "~/.ssh/google_compute_engine",  # a path, never the key
             "known_hosts": ".tpu-sft/known_hosts/dev-tpu-sft-dev-id",  # pinned per VM instance id
+            "task_logs": ".tpu-sft/logs/dev-tpu-sft-dev-id",  # each task's whole log, beside it
             "gateway": "gcloud compute start-iap-tunnel %h %p --listen-on-stdin --zone=us-east5-b "
             "--project=my-tpu-project --verbosity=warning",
             "trust_on_first_use": True,

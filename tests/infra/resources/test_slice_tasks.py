@@ -57,6 +57,7 @@ def test_every_task_targets_every_host_in_worker_order(slice_stack, accelerator,
                 "user": "tpu-sft",
                 "key_path": "~/.ssh/google_compute_engine",  # the stack's one identity, a path, never the key
                 "known_hosts": f".tpu-sft/known_hosts/dev-slice-{MIG_ID}",  # pinned per MIG: a new one is new hosts
+                "task_logs": f".tpu-sft/logs/dev-slice-{MIG_ID}",
                 "gateway": GATEWAY,  # %h: each host's instance name
                 "trust_on_first_use": True,
                 "host_ids": {n: instance_id_of(n) for n in names(hosts)},  # what lets a recreated host's new key in

@@ -25,19 +25,7 @@ TOKEN = "hf_PhaseEndingCanary" + "x" * 20
 
 
 @pytest.fixture
-def phase_env(tmp_path, monkeypatch):
-    (tmp_path / "key").write_text("never read\n")
-    (tmp_path / "known_hosts").write_text("")
-    target = {
-        "host": "127.0.0.1",
-        "port": 1,
-        "user": "tester",
-        "key_path": str(tmp_path / "key"),
-        "known_hosts": str(tmp_path / "known_hosts"),
-        "connect_timeout": 0.5,
-    }
-    monkeypatch.setenv("TPU_SFT_TARGET", json.dumps(target))
-    monkeypatch.setenv("TPU_SFT_PIPELINE", json.dumps({"profile": "tiny", "steps": 2}))
+def phase_env(unreachable_target, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
 
 

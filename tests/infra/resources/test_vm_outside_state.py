@@ -1,0 +1,57 @@
+"""A flex-start VM is never left outside the stack: its create waits as long as Google holds the request, and a VM
+Google made after an earlier `pulumi up` gave up is named by the next one and taken into the state (import), before
+anything else is created. Compute Engine's side is rehearsal/flex_start_rules.py `FlexStartCapacity`, which makes
+the VM late whatever the provider does; the provider's 20-minute default and its dropped id are quoted there."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.resources import flex_start
+from rehearsal.engine import Stack, run_program
+from rehearsal.flex_start_rules import INSTANCE, FlexStartCapacity, timeout_s
+
+FLEX_VM = {"tpu-sft:provisioningModel": "FLEX_START", "tpu-sft:maxRunHours": "4"}
+
+
+@pytest.fixture
+def flex_config(dev_config, monkeypatch):
+    monkeypatch.setenv(
+        "HF_TOKEN", "hf_" + "Tok3n" * 8
+    )  # an update needs one (tests/infra/config/test_settings_errors.py)
+    return {k: v for k, v in {**dev_config, **FLEX_VM}.items() if k != "tpu-sft:reservation"}
+
+
+def test_the_create_waits_as_long_as_google_holds_the_request(mock_stack):
+    vm = mock_stack(FLEX_VM, remove=("tpu-sft:reservation",)).one(INSTANCE)
+    assert timeout_s(vm.custom_timeouts["create"]) >= flex_start.REQUEST_VALID_MAX_S
+    assert mock_stack().one(INSTANCE).custom_timeouts == {}  # a reserved VM is made at once: the provider's default
+
+
+def test_a_vm_filled_within_the_window_is_the_stacks_own(flex_config):
+    capacity = FlexStartCapacity(fills_after_s=90 * 60, project="my-tpu-project")  # past the provider's 20 minutes
+    stack = run_program(flex_config, preview=False, capacity=capacity)
+    assert stack.one(INSTANCE).import_id == ""  # created, not taken in: nothing was outside the state
+
+
+def test_a_vm_filled_after_pulumi_up_gave_up_is_taken_in_by_the_next_one(flex_config, monkeypatch):
+    monkeypatch.setattr(flex_start, "CREATE_TIMEOUT", "20m")  # the provider's default: it gives up before Google fills
+    capacity = FlexStartCapacity(fills_after_s=90 * 60, project="my-tpu-project")
+    first = Stack()
+    with pytest.raises(Exception, match="timeout while waiting for state to become 'DONE'"):
+        run_program(flex_config, preview=False, capacity=capacity, into=first)
+    assert not first.of_type(INSTANCE) and "tpu-sft-dev" in capacity.made  # outside the state, and billing
+
+    monkeypatch.setattr(flex_start, "CREATE_TIMEOUT", "130m")  # as shipped
+    again = run_program(flex_config, preview=False, capacity=capacity)
+    vm = again.one(INSTANCE)
+    assert vm.import_id == "projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev"  # named and taken in
+    # Nothing the first run did not make is made before it: everything declared ahead of the VM was in the first run.
+    before = {r.urn for r in again.resources[: again.resources.index(vm)]}
+    assert before and before <= {r.urn for r in first.resources}
+
+
+def test_a_reserved_vm_asks_compute_engine_nothing(dev_config):
+    capacity = FlexStartCapacity(fills_after_s=0, project="my-tpu-project")
+    capacity.made["tpu-sft-dev"] = "projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev"
+    assert run_program(dev_config, capacity=capacity).one(INSTANCE).import_id == ""

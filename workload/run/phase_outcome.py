@@ -1,0 +1,75 @@
+"""A phase's outcome in one line, read from its JSON summary (workload/run/pipeline.py; bootstrap's,
+remote/pipeline/phase.py): what `pulumi up` still shows when it ends. pulumi-command shows a task's output only as
+status messages, which the progress display drops at the end, so the program exports these lines (the stack output
+`phases`, infra/outputs.py) and the phase task prints its own last (remote/pipeline/part.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
+    """`phase`'s line: ✓ and what it found, or ✗ and why; None before the phase has run (a preview)."""
+    if not summary:
+        return None
+    if not summary.get("ok"):
+        where = f" at {summary['failed_step']}" if summary.get("failed_step") else ""
+        return f"✗ {phase} failed{where}: {summary.get('error') or 'no reason given'}"
+    facts = _FACTS.get(phase, lambda s: [])(summary)
+    return f"✓ {phase}" + (": " + " · ".join(facts) if facts else "")
+
+
+def outcome_lines(summaries: dict[str, dict[str, Any]]) -> dict[str, str] | None:
+    """Every phase's line that has one, by phase; None before any has run."""
+    lines = {phase: line for phase, summary in summaries.items() if (line := outcome_line(phase, summary))}
+    return lines or None
+
+
+def _bootstrap(s: dict[str, Any]) -> list[str]:
+    hosts = s.get("hosts") or {}
+    installed = sum(state == "installed" for state in hosts.values())
+    return [f"installed on {installed} of {len(hosts)} host(s)" if installed else f"already on {len(hosts)} host(s)"]
+
+
+def _convert(s: dict[str, Any]) -> list[str]:
+    return [f"checkpoint {s['checkpoint']}"] if s.get("checkpoint") else []
+
+
+def _train(s: dict[str, Any]) -> list[str]:
+    facts = []
+    if "learned" in s:
+        first, final = s.get("eval_loss_first"), s.get("eval_loss_final")
+        verdict = {True: "it learned", False: "it did NOT learn", None: "one pass only"}[s["learned"]]
+        facts.append(f"held-out loss {_loss(first)} → {_loss(final)} ({verdict})")
+    if s.get("tokens_per_s") is not None:
+        facts.append(f"{s['tokens_per_s']:,.0f} tokens/s")
+    if s.get("mfu") is not None:
+        facts.append(f"MFU {s['mfu']:.1%}")
+    elif s.get("mfu_reason"):
+        facts.append(f"no MFU ({s['mfu_reason']})")
+    return facts
+
+
+def _export(s: dict[str, Any]) -> list[str]:
+    facts = []
+    if s.get("kept_dir"):
+        facts.append(f"model at {s['kept_dir']}")
+    if s.get("verify") is not None:
+        facts.append("verified" if (s["verify"] or {}).get("ok") else "verify FAILED")
+    if s.get("bill"):
+        facts.append(_bill(s["bill"]))
+    return facts
+
+
+def _bill(bill: dict[str, Any]) -> str:
+    """The VM's (or slice's) chip-hours since boot at the end of export, and their cost where the price was known
+    (workload/spend/bill.py; its own line, with the uptime, is in the task's whole log)."""
+    cost = f" ≈ ${bill['cost_usd']:.2f}" if bill.get("cost_usd") is not None else ""
+    return f"bill {bill['chip_hours']:g} chip-hours{cost}"
+
+
+_FACTS = {"bootstrap": _bootstrap, "convert": _convert, "train": _train, "export": _export}
+
+
+def _loss(value: float | None) -> str:
+    return "not finite" if value is None else f"{value:.3f}"
