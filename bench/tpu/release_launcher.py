@@ -6,6 +6,10 @@ another's: read on 0.2.3, `train_sft.get_tunix_config` and `MetricLogger`'s held
 loop (Tunix 0.1.7 is still the one installed, and their own guards check it), the chips' line and the HBM peak.
 Without `checkpoints_as_asked`, Tunix's loop saves a checkpoint at its last step.
 
+Python 3.11 (the lent chip's): 0.2.3's post-training hooks import `typing.override`, new in 3.12 (the chip said
+"ImportError: cannot import name 'override' from 'typing'"), so it is given typing_extensions' own. Nothing else in
+its source that the loops import fails to compile on 3.11.
+
 QLoRA: MaxText 0.2.3's `lora` config has no quantisation key, so with $TPU_BENCH_LORA_WEIGHT_QTYPE (int8, nf4, …)
 the frozen weights are quantised by the same qwix provider MaxText builds, given qwix's own `weight_qtype` and
 `tile_size` ($TPU_BENCH_LORA_TILE_SIZE): what a later release's `lora.lora_weight_qtype` asks qwix for.
@@ -53,5 +57,15 @@ def quantise_frozen_weights(qtype: str, tile_size: str | None) -> None:
     print(f"tpu-sft bench: frozen weights quantised by qwix to {qtype}, tile {tile_size or 'none'}", flush=True)
 
 
+def allow_python_3_11() -> None:
+    import typing
+
+    if not hasattr(typing, "override"):
+        import typing_extensions
+
+        typing.override = typing_extensions.override  # type: ignore[attr-defined]
+
+
 if __name__ == "__main__":
+    allow_python_3_11()
     trainer_launcher.main(patch_loop=patch_loop)
