@@ -19,6 +19,14 @@ from workload.run.layout import Layout
 
 LOOPS = commands.TRAINER_MODULES  # native: MaxText's own loop; tunix: the seed's, Tunix's PeftTrainer
 PLACEMENTS = ("patched", "unpatched")
+# Each MaxText release other than the pinned one that the bench can run (`python -m bench.tpu.prepare --maxtext V`
+# unpacks its source), with its loops' modules: 0.2.3 renamed train_sft_deprecated.
+RELEASE_LOOPS = {
+    "0.2.3": {
+        "native": "maxtext.trainers.post_train.sft.train_sft_native",
+        "tunix": "maxtext.trainers.post_train.sft.train_sft",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,11 @@ class Case:
     resume: bool = False  # train `steps` with a checkpoint at the end, then 2 × `steps` from it
     maxtext: tuple[str, ...] = ()  # further MaxText key=value options
     xla_flags: tuple[str, ...] = ()  # LIBTPU_INIT_ARGS for the trainer, e.g. tpu-recipes' flags for v6e
+    release: str | None = None  # another MaxText release's source (RELEASE_LOOPS); None: the pinned one
+    lora_rank: int | None = None  # LoRA on MaxText's own target modules for the model (a release's lora.* keys)
+    lora_alpha: float | None = None  # None: 2 × the rank
+    lora_weight_qtype: str | None = None  # QLoRA: qwix's weight_qtype for the frozen weights (int8, nf4)
+    lora_tile_size: int | None = None  # qwix's tile_size along the contraction axis
 
     def __post_init__(self) -> None:
         if self.loop not in LOOPS:
@@ -45,8 +58,21 @@ class Case:
             raise ConfigError(f"case {self.name}: placement", f"is {self.placement!r}", "use patched or unpatched")
         if self.placement == "unpatched" and self.loop != "tunix":
             raise ConfigError(f"case {self.name}: placement", "is Tunix's", "use loop tunix or placement patched")
+        if self.release is not None and self.release not in RELEASE_LOOPS:
+            raise ConfigError(f"case {self.name}: release", f"is {self.release!r}", f"use {', '.join(RELEASE_LOOPS)}")
+        if (self.lora_rank is not None or self.lora_weight_qtype) and (self.release is None or self.loop != "tunix"):
+            raise ConfigError(
+                f"case {self.name}: LoRA", "needs the Tunix loop of a later release", "set loop tunix, release 0.2.3"
+            )
+        if self.lora_weight_qtype and self.lora_rank is None:
+            raise ConfigError(f"case {self.name}: lora_weight_qtype", "is QLoRA without a rank", "set lora_rank")
         if min(self.layers, self.batch, self.seq, self.steps) < 1:
             raise ConfigError(f"case {self.name}", "needs layers, batch, seq and steps of at least 1", "set them")
+
+    @property
+    def module(self) -> str:
+        """The trainer module the case runs: its loop's, in its release."""
+        return RELEASE_LOOPS[self.release][self.loop] if self.release else LOOPS[self.loop]
 
     @classmethod
     def from_mapping(cls, fields: dict[str, Any]) -> Case:
@@ -92,6 +118,9 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     ]
     levers = {"remat_policy": case.remat, "attention": case.attention, "num_vocab_tiling": case.vocab_tiling}
     argv += [f"{key}={value}" for key, value in levers.items() if value is not None]
+    if case.lora_rank is not None:
+        alpha = case.lora_alpha if case.lora_alpha is not None else 2.0 * case.lora_rank
+        argv += ["lora.enable_lora=true", f"lora.lora_rank={case.lora_rank}", f"lora.lora_alpha={alpha}"]
     return argv + list(case.maxtext)
 
 

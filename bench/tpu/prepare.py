@@ -6,6 +6,8 @@ Writes into an ignored folder (default .tpu-bench/, which `run` of the device to
 - src/: MaxText 0.2.2's package and its dist-info, unpacked from PyPI's wheel, which pip refuses to install on
   Python 3.11 (it requires 3.12): the bench puts it on PYTHONPATH. Its tokenizers but Gemma 3's and its notebooks are
   left out (11 MB instead of ~120).
+- with `--maxtext VERSION`, only src-VERSION/: another release's source the same way, for cases that name it
+  (`release` in bench/tpu/cases.py); the carried wheels stay the pinned release's.
 
 Runs with any Python that has pip; ~15 s with a warm pip cache. Run it again to refresh: each folder is made anew.
 """
@@ -66,8 +68,13 @@ def wheels(into: Path) -> None:
             _pip("wheel", "--no-deps", "-w", str(into), pin)
 
 
-def maxtext_source(into: Path) -> None:
-    version = lock.versions()[MAXTEXT]
+def source_dir(prepared: Path, release: str | None) -> Path:
+    """Where a release's source is unpacked: src/ for the pinned one, src-VERSION/ for another."""
+    return prepared / ("src" if release in (None, lock.versions()[MAXTEXT]) else f"src-{release}")
+
+
+def maxtext_source(into: Path, version: str | None = None) -> None:
+    version = version or lock.versions()[MAXTEXT]
     with tempfile.TemporaryDirectory() as download:
         # Its wheel is pure Python; only its metadata asks for 3.12.
         _pip(
@@ -99,9 +106,13 @@ def _kept(member: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tpu.prepare", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"where to write (default {DEFAULT_DIR})")
-    target = parser.parse_args(argv).dir
-    for name, make in (("wheels", wheels), ("src", maxtext_source)):
-        folder = target / name
+    parser.add_argument("--maxtext", metavar="VERSION", help="unpack only this release's source, as src-VERSION")
+    args = parser.parse_args(argv)
+    if args.maxtext:
+        steps = [(source_dir(args.dir, args.maxtext), lambda folder: maxtext_source(folder, args.maxtext))]
+    else:
+        steps = [(args.dir / "wheels", wheels), (args.dir / "src", maxtext_source)]
+    for folder, make in steps:
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         make(folder)

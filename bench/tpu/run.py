@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.tpu import cases as case_file
-from bench.tpu import table
-from bench.tpu.cases import LOOPS, Case
+from bench.tpu import prepare, release_launcher, table
+from bench.tpu.cases import Case
 from bench.tpu.reading import Reading
 from workload.launch import data_in_process
 from workload.run import commands
@@ -58,15 +58,37 @@ def prepare_data(folder: Path) -> tuple[str, str]:
     return str(data), str(tokenizer)
 
 
-def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) -> dict[str, Any]:
-    launcher = "bench.tpu.unpatched_launcher" if case.placement == "unpatched" else commands.TRAINER_LAUNCHER
+def launcher(case: Case) -> str:
+    if case.release:
+        return "bench.tpu.release_launcher"
+    return "bench.tpu.unpatched_launcher" if case.placement == "unpatched" else commands.TRAINER_LAUNCHER
+
+
+def environment_for(case: Case) -> dict[str, str]:
+    """The trainer's environment: for another release, its source on PYTHONPATH in place of the pinned one's."""
     env = {**os.environ, data_in_process.ENV: "1", "PYTHONUNBUFFERED": "1"}
     if case.xla_flags:
         env["LIBTPU_INIT_ARGS"] = " ".join(case.xla_flags)
+    if case.release:
+        prepared = REPO / os.environ.get("TPU_BENCH_DIR", str(prepare.DEFAULT_DIR))
+        pinned, other = str(prepared / "src"), str(prepare.source_dir(prepared, case.release))
+        if not os.path.isdir(os.path.join(other, "maxtext")):
+            raise SystemExit(f"{other} has no maxtext. Fix: run python -m bench.tpu.prepare --maxtext {case.release}")
+        paths = env.get("PYTHONPATH", "").split(os.pathsep)
+        env["PYTHONPATH"] = os.pathsep.join(other if path == pinned else path for path in paths)
+    if case.lora_weight_qtype:
+        env[release_launcher.QTYPE_ENV] = case.lora_weight_qtype
+        if case.lora_tile_size:
+            env[release_launcher.TILE_ENV] = str(case.lora_tile_size)
+    return env
+
+
+def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) -> dict[str, Any]:
+    env = environment_for(case)
     started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", launcher, LOOPS[case.loop], *argv],
+            [sys.executable, "-m", launcher(case), case.module, *argv],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.tpu import cases, reread, table
+from bench.tpu import cases, prepare, reread, run, table
 from bench.tpu.run import summarize
 from workload.core.config import ConfigError
 from workload.run import commands
@@ -90,12 +90,59 @@ def test_a_case_is_the_pipelines_train_argv_with_the_benchs_levers():
         ({"loop": "pytorch"}, "case x: loop: is 'pytorch'"),
         ({"loop": "native", "placement": "unpatched"}, "case x: placement: is Tunix's"),
         ({"batch": 0}, "case x: needs layers, batch, seq and steps of at least 1"),
+        ({"release": "0.2.5"}, "case x: release: is '0.2.5'"),
+        ({"lora_rank": 16}, "case x: LoRA: needs the Tunix loop of a later release"),
+        ({"loop": "native", "release": "0.2.3", "lora_rank": 16}, "case x: LoRA: needs the Tunix loop"),
+        ({"release": "0.2.3", "lora_weight_qtype": "int8"}, "case x: lora_weight_qtype: is QLoRA without a rank"),
     ],
 )
 def test_a_bad_case_is_one_line(levers, said):
     with pytest.raises(ConfigError) as error:
         cases.Case(name="x", **levers)
     assert str(error.value).startswith(said) and "\n" not in str(error.value)
+
+
+def test_another_release_runs_its_own_loop_from_its_own_source(monkeypatch, tmp_path):
+    native = cases.Case(name="n", loop="native", release="0.2.3")
+    lora = cases.Case(name="l", release="0.2.3", lora_rank=16, lora_weight_qtype="int8", lora_tile_size=256)
+    assert cases.Case(name="p", loop="native").module.endswith(".train_sft_deprecated")
+    assert native.module.endswith(".train_sft_native") and run.launcher(native) == "bench.tpu.release_launcher"
+    monkeypatch.setenv("PYTHONPATH", f"/site:{tmp_path / 'src'}:/repo")
+    monkeypatch.setenv("TPU_BENCH_DIR", str(tmp_path))
+    with pytest.raises(SystemExit, match="bench.tpu.prepare --maxtext 0.2.3"):
+        run.environment_for(lora)
+    (tmp_path / "src-0.2.3" / "maxtext").mkdir(parents=True)
+    env = run.environment_for(lora)
+    assert env["PYTHONPATH"] == f"/site:{tmp_path / 'src-0.2.3'}:/repo"
+    assert (env["TPU_BENCH_LORA_WEIGHT_QTYPE"], env["TPU_BENCH_LORA_TILE_SIZE"]) == ("int8", "256")
+    argv = cases.maxtext_arguments(lora, "/w", "/d/c.parquet", "/tok")
+    assert argv[-3:] == ["lora.enable_lora=true", "lora.lora_rank=16", "lora.lora_alpha=32.0"]
+
+
+def test_the_pinned_release_unpacks_into_src_and_another_beside_it():
+    assert prepare.source_dir(Path("/p"), None) == prepare.source_dir(Path("/p"), "0.2.2") == Path("/p/src")
+    assert prepare.source_dir(Path("/p"), "0.2.3") == Path("/p/src-0.2.3")
+
+
+def test_maxtext_023s_native_step_on_the_chip_reads_as_022s():
+    """Issue 67: the same cases in one call, before and after; read again from the logs the chip printed."""
+    for name in ("native-b1", "native-b3"):
+        before = summarize(cases.Case(name=name, loop="native"), RUNS / "2026-12-06-5" / "logs" / f"{name}.log", 0, 10)
+        after = summarize(
+            cases.Case(name=name, loop="native", release="0.2.3"),
+            RUNS / "2026-12-06-5" / "logs" / f"{name}-0.2.3.log",
+            0,
+            10,
+        )
+        assert before["outcome"] == after["outcome"] == "trained"
+        assert abs(after["median_step_ms"] / before["median_step_ms"] - 1) < 0.03
+
+
+def test_lora_at_34_layers_ran_out_of_memory_applying_the_adapters_on_the_chip():
+    log = RUNS / "2026-12-06-8" / "logs" / "lora-34-b2-nnx-decoder.log"
+    read = summarize(cases.Case(name="l", release="0.2.3", lora_rank=16), log, 1, 10)
+    assert read["outcome"] == "out of memory" and read["oom_asked_bytes"] == 250 * 2**20
+    assert "qwix/_src/model.py" in log.read_text()
 
 
 def _record(run: str, name: str) -> dict:

@@ -28,13 +28,16 @@ import importlib.util
 import os
 import runpy
 import sys
+from typing import Callable
 
 from workload.launch import data_in_process
 
 
-def main(place_optimizer_per_array: bool = True) -> None:
+def main(place_optimizer_per_array: bool = True, patch_loop: Callable[[str], None] | None = None) -> None:
     """`place_optimizer_per_array` False keeps Tunix's own placement: only the TPU bench asks for that, to show
-    what it does (bench/tpu/unpatched_launcher.py)."""
+    what it does (bench/tpu/unpatched_launcher.py). `patch_loop`, given the module, replaces the loops' patches:
+    only the TPU bench's runs of another MaxText release, which those patches' guards refuse
+    (bench/tpu/release_launcher.py)."""
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m workload.launch.trainer_launcher MODULE [ARGS...]")
     module, args = sys.argv[1], sys.argv[2:]
@@ -42,7 +45,7 @@ def main(place_optimizer_per_array: bool = True) -> None:
     if spec is None or spec.origin is None:
         raise SystemExit(f"{module} is not installed here. Fix: run this with the MaxText venv's Python")
     if importlib.util.find_spec("maxtext") is not None:
-        _patch_maxtext(module, place_optimizer_per_array)
+        _patch_maxtext(module, place_optimizer_per_array, patch_loop)
     if os.environ.get(data_in_process.ENV) == "1":
         data_in_process.read_data_in_the_trainers_process()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].
@@ -54,7 +57,7 @@ def main(place_optimizer_per_array: bool = True) -> None:
         _print_hbm_peak()
 
 
-def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
+def _patch_maxtext(module: str, place_optimizer_per_array: bool, patch_loop: Callable[[str], None] | None) -> None:
     from maxtext.utils import max_utils
 
     from workload.core.trainer_loop import TRAINER_LOOPS
@@ -66,7 +69,9 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool) -> None:
         unread_logits,
     )
 
-    if module == TRAINER_LOOPS["native"].module:
+    if patch_loop is not None:
+        patch_loop(module)
+    elif module == TRAINER_LOOPS["native"].module:
         native_held_out.patch()
         bucket_folders.patch()
     else:  # Tunix's loop, and whatever else runs Tunix's trainer (the TPU bench's cases)

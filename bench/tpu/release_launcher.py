@@ -1,0 +1,71 @@
+"""The trainer's launcher for a MaxText release other than the pinned one (a case's `release`): only for the bench.
+
+The launcher's MaxText patches are guarded to the pinned release's code (workload/launch/pinned_code.py) and refuse
+another's: read on 0.2.3, `train_sft.get_tunix_config` and `MetricLogger`'s held-out recording differ, and
+`train_sft_deprecated` is renamed `train_sft_native`. So this keeps only what still holds: Tunix's patches on Tunix's
+loop (Tunix 0.1.7 is still the one installed, and their own guards check it), the chips' line and the HBM peak.
+Without `checkpoints_as_asked`, Tunix's loop saves a checkpoint at its last step.
+
+Python 3.11 (the lent chip's): 0.2.3's post-training hooks import `typing.override`, new in 3.12 (the chip said
+"ImportError: cannot import name 'override' from 'typing'"), so it is given typing_extensions' own. Nothing else in
+its source that the loops import fails to compile on 3.11.
+
+QLoRA: MaxText 0.2.3's `lora` config has no quantisation key, so with $TPU_BENCH_LORA_WEIGHT_QTYPE (int8, nf4, …)
+the frozen weights are quantised by the same qwix provider MaxText builds, given qwix's own `weight_qtype` and
+`tile_size` ($TPU_BENCH_LORA_TILE_SIZE): what a later release's `lora.lora_weight_qtype` asks qwix for.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from workload.launch import optimizer_placement, trainer_launcher, unread_logits
+
+QTYPE_ENV = "TPU_BENCH_LORA_WEIGHT_QTYPE"
+TILE_ENV = "TPU_BENCH_LORA_TILE_SIZE"
+TUNIX_LOOP = "maxtext.trainers.post_train.sft.train_sft"
+
+
+def patch_loop(module: str) -> None:
+    if module != TUNIX_LOOP:
+        return  # MaxText's own loop: its patches are all MaxText's
+    unread_logits.drop_from_every_trainer()
+    optimizer_placement.patch_tunix()
+    if os.environ.get(QTYPE_ENV):
+        quantise_frozen_weights(os.environ[QTYPE_ENV], os.environ.get(TILE_ENV))
+
+
+def quantise_frozen_weights(qtype: str, tile_size: str | None) -> None:
+    import jax.numpy as jnp
+    import qwix
+    from maxtext.utils import lora_utils
+
+    weight_qtype: Any = qtype if qtype == "nf4" else jnp.dtype(qtype)
+
+    def build_provider(mt_config: Any) -> Any:
+        return qwix.LoraProvider(
+            module_path=lora_utils._get_lora_module_path(mt_config),
+            rank=mt_config.lora.lora_rank,
+            alpha=mt_config.lora.lora_alpha,
+            dropout=0.0,
+            weight_qtype=weight_qtype,
+            tile_size=int(tile_size) if tile_size else None,
+        )
+
+    lora_utils._build_lora_provider = build_provider
+    print(f"tpu-sft bench: frozen weights quantised by qwix to {qtype}, tile {tile_size or 'none'}", flush=True)
+
+
+def allow_python_3_11() -> None:
+    import typing
+
+    if not hasattr(typing, "override"):
+        import typing_extensions
+
+        typing.override = typing_extensions.override  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    allow_python_3_11()
+    trainer_launcher.main(patch_loop=patch_loop)
