@@ -1,5 +1,5 @@
 """Resume at boot: the VM's start-up starts the next attempt of the run if, and only if, the last attempt died with
-its boot (ARCHITECTURE.md, "Resume at boot"; docs/restarts.md).
+its boot (docs/restarts.md).
 
 Google restarts a TPU VM by itself after host maintenance, a host error or a crash ("Failure recovery of TPU
 instances", Cloud TPU docs): same name and disks, an empty /dev/shm, a new boot, and the startup script runs again.
