@@ -12,7 +12,6 @@ on its boot disk, the MaxText log in its /dev/shm, and the attempt's own progres
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,12 +62,12 @@ def restart(
     """Restart the VM Google's way and wait until its startup script has decided; nothing from the laptop. `gone`
     runs as soon as the old boot has ended, before the new one's sshd answers (a command that followed the run over
     SSH ends there, so it cannot reconnect to the new boot)."""
-    at, trained_to, before = checkpoint(), last_logged_step(vm), run_attempts(vm, user)
+    at, trained_to, before = checkpoint(), last_logged_step(seen(vm)), run_attempts(seen(vm), user)
     boot = vm.restart()
     gone()
     _, line = vm.wait_for("startup-script-output", STARTUP_WAIT_S, contains=BOOT_RESUME_LINE)
     vm.wait_for("startup-script-exit", STARTUP_WAIT_S)
-    after = run_attempts(vm, user)
+    after = run_attempts(seen(vm), user)
     started = [a for a in after if a not in before]
     return Restart(boot, at, trained_to, line, before, after, started[-1] if started else None)
 
@@ -80,7 +79,7 @@ def wait_for_attempt(
     `keep_log` (the boot disk goes with the VM), also when it does not end in time."""
     if restarted.attempt is None:
         raise RuntimeError(f"the start-up began no attempt: {restarted.startup_line}")
-    job = jobs_dir(vm, user) / restarted.attempt
+    job = jobs_dir(seen(vm), user) / restarted.attempt
     deadline = time.monotonic() + timeout_s
     while not (job / "exit").exists():
         if time.monotonic() > deadline:
@@ -94,26 +93,28 @@ def wait_for_attempt(
     restarted.events = [e for e in map(parse_event, lines) if e is not None]
 
 
-def jobs_dir(vm: FreshVm, user: str) -> Path:
-    """The SSH user's jobs on the running boot's disk (remote/ssh/jobs.py; infra/resources/startup.py)."""
-    return Path(f"/proc/{vm.pid}/root/home/{user}/{STATE_DIR}/{JOBS_DIR}")
+def seen(vm: FreshVm) -> Path:
+    """The running boot's own view of its files."""
+    return Path(f"/proc/{vm.pid}/root")
 
 
-def run_attempts(vm: FreshVm, user: str) -> list[str]:
-    """The run's attempts on the VM, in order (`run-1`, `run-2`, …)."""
-    root = jobs_dir(vm, user)
-    names = [p.name for p in root.iterdir()] if root.is_dir() else []
+def jobs_dir(root: Path, user: str) -> Path:
+    """The SSH user's jobs on the boot disk seen at `root` (remote/ssh/jobs.py; infra/resources/startup.py)."""
+    return root / "home" / user / STATE_DIR / JOBS_DIR
+
+
+def run_attempts(root: Path, user: str) -> list[str]:
+    """The run's attempts on the boot disk seen at `root`, in order (`run-1`, `run-2`, …, `run-10`)."""
+    jobs = jobs_dir(root, user)
+    names = [p.name for p in jobs.iterdir()] if jobs.is_dir() else []
     return sorted((n for n in names if run_attempt(n) is not None), key=lambda n: run_attempt(n) or 0)
 
 
-def last_logged_step(vm: FreshVm) -> int | None:
-    """The last training step MaxText logged in the running boot's /dev/shm ("completed step: N"), None if none."""
-    logs = sorted(Path(f"/proc/{vm.pid}/root{SCRATCH_DIR}/logs").glob("train-*.log"))
-    if not logs:
-        return None
-    found = subprocess.run(["grep", "-h", "completed step: ", *map(str, logs)], capture_output=True, text=True)
-    steps = [r["step"] for r in map(parse_step, found.stdout.splitlines()) if r is not None]
-    return max(steps, default=None)
+def last_logged_step(root: Path) -> int | None:
+    """The last training step MaxText logged in /dev/shm seen at `root` ("completed step: N"), None if none."""
+    logs = root.joinpath(SCRATCH_DIR.lstrip("/"), "logs").glob("train-*.log")
+    lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
+    return max((r["step"] for r in map(parse_step, lines) if r is not None), default=None)
 
 
 def report(restarts: list[Restart], updates: Callable[[int], int]) -> list[str]:

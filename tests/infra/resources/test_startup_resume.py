@@ -46,3 +46,10 @@ def test_a_bad_bootresumes_is_one_line_naming_the_key(mock_stack, bad):
 
 def test_the_script_is_valid_bash(vm):
     subprocess.run(["bash", "-n"], input=vm.inputs["metadata"]["startup-script"], text=True, check=True)
+
+
+def test_a_slice_hosts_script_resumes_nothing_yet(slice_stack):
+    """Slices do not resume at boot yet (docs/restarts.md): all hosts must resume the same attempt or none, which
+    needs worker 0's record in the bucket; until then a host's start-up starts no attempt of its own."""
+    script = slice_stack().one("gcp:compute/instanceTemplate:InstanceTemplate").inputs["metadata"]["startup-script"]
+    assert RESUMER_PATH not in script and "--attempt-prefix" not in script
