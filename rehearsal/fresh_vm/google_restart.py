@@ -62,9 +62,10 @@ def restart(
     """Restart the VM Google's way and wait until its startup script has decided; nothing from the laptop. `gone`
     runs as soon as the old boot has ended, before the new one's sshd answers (a command that followed the run over
     SSH ends there, so it cannot reconnect to the new boot)."""
-    at, trained_to, before = checkpoint(), last_logged_step(seen(vm)), run_attempts(seen(vm), user)
+    trained_to, before = last_logged_step(seen(vm)), run_attempts(seen(vm), user)
     boot = vm.restart()
     gone()
+    at = checkpoint()  # once the old boot's trainer is gone: the last checkpoint it made
     _, line = vm.wait_for("startup-script-output", STARTUP_WAIT_S, contains=BOOT_RESUME_LINE)
     vm.wait_for("startup-script-exit", STARTUP_WAIT_S)
     after = run_attempts(seen(vm), user)
