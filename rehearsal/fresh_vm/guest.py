@@ -60,10 +60,15 @@ def host_keys():
     event("host-keys-generated", fingerprint)
 
 
+# What systemd gives a service (google-startup-scripts.service runs the script on a real VM): its default PATH, and
+# nothing of the environment this machine started the VM with, which a job the script starts must not rely on.
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 def boot_env(path):
-    """The environment the startup script gets: the image's, plus the rehearsal's stand-in for what the metadata
+    """The environment the startup script gets: a service's, plus the rehearsal's stand-in for what the metadata
     server gives every process of a real VM (machine.py BOOT_ENV, written by substitutions.py)."""
-    env = dict(os.environ)
+    env = {"PATH": SYSTEMD_PATH}
     try:
         with open(path) as f:
             env.update(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
