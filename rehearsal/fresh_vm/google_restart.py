@@ -80,9 +80,8 @@ def wait_for_attempt(
     `keep_log` (the boot disk goes with the VM), also when it does not end in time."""
     if restarted.attempt is None:
         raise RuntimeError(f"the start-up began no attempt: {restarted.startup_line}")
-    job = jobs_dir(seen(vm), user) / restarted.attempt
     deadline = time.monotonic() + timeout_s
-    while not (job / "exit").exists():
+    while not ((job := jobs_dir(seen(vm), user) / restarted.attempt) / "exit").exists():  # seen: raises once it stops
         if time.monotonic() > deadline:
             shutil.copyfile(job / "log", keep_log)
             raise TimeoutError(f"{restarted.attempt} did not end within {timeout_s:g} s; its log: {keep_log}")

@@ -186,7 +186,7 @@ def rehearse(
             restarted = google_restart.restart(
                 vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix), gone=following.terminate
             )
-        except (RuntimeError, TimeoutError) as e:  # on this thread: the rehearsal raises it once train has ended
+        except (RuntimeError, TimeoutError) as e:  # raised once the train command has ended
             restart_failed.append(f"Google's restart mid-training: {e}")
             following.terminate()
             return
@@ -316,13 +316,11 @@ def execute_timestamped(
     during: Callable[[subprocess.Popen], None] | None = None,
 ) -> Executed:
     """Run one recorded command as pulumi-command does, each output line timestamped as it arrives. `during`
-    watches the running command (on its own thread); the command may then fail, as its VM went."""
+    watches the running command, on this thread: a VM it boots is killed when the thread that booted it ends
+    (machine.py `killed_with_parent`: PR_SET_PDEATHSIG is the thread's). The command may then fail, as its VM went."""
     print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
     started = time.monotonic()
     proc = start(command, env)
-    watcher = threading.Thread(target=during, args=(proc,)) if during else None
-    if watcher:
-        watcher.start()
     captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
     def pump(name: str, source) -> None:
@@ -338,14 +336,14 @@ def execute_timestamped(
     pumps = [threading.Thread(target=pump, args=(n, s)) for n, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
     for t in pumps:
         t.start()
+    if during:
+        during(proc)
     for t in pumps:
         t.join()
     done = Executed(
         command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]), time.monotonic() - started
     )
-    if watcher:
-        watcher.join()
-    elif done.returncode != 0:
+    if during is None and done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
 
