@@ -173,8 +173,6 @@ def rehearse(
         )
         following.terminate()  # the phase would wait for the VM to answer again until its deadline
 
-    restart_failed: list[str] = []
-
     def restart_after_a_later_checkpoint(following: subprocess.Popen) -> None:
         """Google's restart of the VM (host maintenance, a host error, a crash), once a checkpoint later than the
         one training resumed from is in the bucket; the laptop's train command ends with the old boot."""
@@ -186,10 +184,9 @@ def rehearse(
             restarted = google_restart.restart(
                 vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix), gone=following.terminate
             )
-        except (RuntimeError, TimeoutError) as e:  # raised once the train command has ended
-            restart_failed.append(f"Google's restart mid-training: {e}")
+        except (RuntimeError, TimeoutError) as e:
             following.terminate()
-            return
+            raise RehearsalFailed(f"Google's restart mid-training: {e}") from None
         result.boots.append(restarted.boot)
         result.restarts.append(restarted)
         say(
@@ -227,12 +224,8 @@ def rehearse(
                 during=restart_after_a_later_checkpoint,
             )
         )
-        if restart_failed or not result.restarts:
-            raise RehearsalFailed(
-                (restart_failed or ["training ended before a later checkpoint reached the bucket: no Google restart"])[
-                    0
-                ]
-            )
+        if not result.restarts:
+            raise RehearsalFailed("training ended before a later checkpoint reached the bucket: no Google restart")
         mid_run = result.restarts[0]
         try:
             keep_log = directory / f"boot-{mid_run.boot.number}-{mid_run.attempt}.log"
