@@ -74,7 +74,11 @@ def refusal(ctx: Context, resume: BootResume, now: float | None = None) -> str |
         return why
     url = storage.join(layout.run_dir, RECORD)
     raw = storage.read_text(url)
-    checkpoint = latest_checkpoint(layout, TRAINER_LOOPS[ctx.config.trainer])
+    # The checkpoint's own number, as the resume line names it (`↻ train resumes from checkpoint N`), not the updates
+    # it holds: they differ by the loop's `updates_after` (workload/core/trainer_loop.py).
+    loop = TRAINER_LOOPS[ctx.config.trainer]
+    updates = latest_checkpoint(layout, loop)
+    checkpoint = None if updates is None else loop.checkpoint_step(updates)
     decision = decide(json.loads(raw) if raw else None, checkpoint, time.time() if now is None else now, resume)
     facts = {"of": resume.of, "checkpoint": checkpoint, "since_checkpoint": decision.since_checkpoint}
     if decision.refusal is not None:

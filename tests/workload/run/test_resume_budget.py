@@ -5,9 +5,11 @@ past the deadline, both kept beside the run's checkpoints; every resume and refu
 from __future__ import annotations
 
 import json
+import os
 
 from tests.workload.run.test_pipeline import fake_steps, make_context  # noqa: F401  (fake_steps: a fixture)
 from workload.core.config import PipelineConfig
+from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.run import pipeline, resume_budget, run_state
 from workload.run.layout import Layout
 from workload.run.resume_budget import BootResume, decide
@@ -78,3 +80,12 @@ def test_an_attempt_the_start_up_did_not_begin_is_not_counted(tmp_path, fake_ste
 def test_without_a_runs_dir_there_is_nothing_to_resume_from(tmp_path):
     ctx, out = make_context(tmp_path, PipelineConfig.from_mapping({}))
     assert "no runs dir" in (resume_budget.refusal(ctx, RESUME) or "")
+
+
+def test_the_checkpoint_is_named_as_the_resume_line_names_it(tmp_path):
+    """MaxText's own loop names checkpoint N the state after N+1 updates: the budget's record, its event and the
+    status line say N, as `↻ train resumes from checkpoint N` does."""
+    ctx, out = _context(tmp_path)
+    os.makedirs(os.path.join(ctx.layout.checkpoint(10), TRAINER_LOOPS[ctx.config.trainer].weights_item))
+    assert resume_budget.refusal(ctx, RESUME) is None
+    assert "(1 of 3 at checkpoint 10)" in run_state.read(out.getvalue().splitlines()).line()
