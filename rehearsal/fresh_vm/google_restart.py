@@ -126,10 +126,11 @@ def report(restarts: list[Restart], updates: Callable[[int], int]) -> list[str]:
         resumed, step = r.first("resume"), r.first("step")
         if resumed is None or step is None:
             continue
+        done = "no step" if r.trained_to is None else f"{updates(r.trained_to)} updates"
         lines.append(
             f"  after checkpoint {r.at_checkpoint}: {r.attempt} resumed from update {resumed['from_step']}, "
             f"its first step {step['step']} at +{step['t'] - r.boot.created_at:.0f} s after the boot; steps trained "
-            f"again: {r.steps_lost(updates)} (the old boot's trainer had logged step {r.trained_to}); "
+            f"again: {r.steps_lost(updates)} (the old boot's trainer had logged {done}); "
             f"exit {r.exit_code}"
         )
     return lines
