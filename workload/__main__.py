@@ -31,10 +31,11 @@ from workload.core.data_source import parse_share
 from workload.core.one_line_parser import OneLineParser
 from workload.launch.hf_token import TokenError, read_token, redactor, token_file_env, without_token
 from workload.launch.jax_process import JaxProcess
-from workload.run import commands, storage
+from workload.run import boot_resume, commands, storage
 from workload.run.events import Events
 from workload.run.layout import Layout
 from workload.run.pipeline import ORDER, run
+from workload.run.resume_budget import BootResume
 from workload.run.steps import Context
 from workload.spend.bill import Meter
 
@@ -180,7 +181,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             finish_install=None if args.finish_install is None else os.path.abspath(args.finish_install),
             required_mount=args.required_mount,
         )
-        return run(context, args.until, PHASE_ENDS if args.phase_summaries else ())
+        return run(context, args.until, PHASE_ENDS if args.phase_summaries else (), boot_resume_of(args))
+
+
+def boot_resume_of(args: argparse.Namespace) -> BootResume | None:
+    """The budget's terms where the VM's start-up began this attempt (workload/run/boot_resume.py), else None."""
+    if args.boot_resume_of is None:
+        return None
+    if args.boot_resumes is None or args.resume_deadline_hours is None:
+        flags = f"{boot_resume.RESUMES_FLAG} and {boot_resume.DEADLINE_FLAG}"
+        raise ConfigError(boot_resume.RESUME_OF_FLAG, f"needs {flags}", "pass all three, as the VM's start-up does")
+    return BootResume(args.boot_resume_of, args.boot_resumes, args.resume_deadline_hours)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -222,6 +233,13 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also print a summary as each phase's last step before --until ends (the run a phase task follows)",
     )
+    go.add_argument(
+        boot_resume.RESUME_OF_FLAG,
+        metavar="ATTEMPT",
+        help="the VM's start-up began this attempt, as ATTEMPT died with its boot (workload/run/boot_resume.py)",
+    )
+    go.add_argument(boot_resume.RESUMES_FLAG, type=int, help="with it: boot-resumes allowed without a newer checkpoint")
+    go.add_argument(boot_resume.DEADLINE_FLAG, type=float, help="with it: hours after the first boot-resume to stop")
     _worker_flags(go)
     go.set_defaults(handler=cmd_run)
     return top

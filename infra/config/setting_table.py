@@ -471,6 +471,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("idleMinutes", "idle_minutes", _int(1), "30", "the quiet minutes after which autostop acts"),
     Setting(
+        "bootResumes",
+        "boot_resumes",
+        _int(0),
+        "3",
+        "boot-resumes of a run Google's restart ended, at most, without a newer checkpoint (0: none; docs/restarts.md)",
+    ),
+    Setting(
         "serviceAccount",
         "service_account",
         _pattern(_SERVICE_ACCOUNT, "a service account e-mail"),

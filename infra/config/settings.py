@@ -66,6 +66,7 @@ class Settings:
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
     autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/config/setting_table.py)
     idle_minutes: int = 30
+    boot_resumes: int = 3  # the run's budget of boot-resumes (workload/run/resume_budget.py)
     publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
     publish_hub_repo: str | None = None
     publish_hub_public: bool = False

@@ -1,5 +1,11 @@
-"""The VM's startup script (metadata `startup-script`, run as root at every boot): mount the data disk, then
-start autostop (workload/spend/autostop.py) in the background.
+"""The VM's startup script (metadata `startup-script`, run as root at every boot): mount the data disk, resume the
+run if it died with the last boot (workload/run/boot_resume.py), then start autostop (workload/spend/autostop.py) in
+the background.
+
+Resume at boot is a step of this script, not a systemd unit of its own: on a Compute Engine VM the script already
+runs under systemd (google-startup-scripts.service, its output in the journal), and the attempt it starts is a job
+like any other (remote/ssh/jobs.py), which `tpu-sft status`, `logs`, `cancel`, the phase tasks and autostop read
+through its job dir; a unit would be a second record of the same process that none of them reads.
 
 The watcher is copied into the script whole, because at boot nothing of tpu-sft is on the VM yet (the phases
 ship workload/ later, over SSH, into the user's home). Its settings travel as metadata attributes, which it
@@ -12,7 +18,8 @@ from pathlib import Path
 
 from infra.config.settings import Settings
 from infra.resources.disk import mount_script
-from workload.core.contract import JOBS_DIR, STATE_DIR
+from workload.core.contract import JOBS_DIR, RUN_JOB_PREFIX, STATE_DIR
+from workload.run import boot_resume
 from workload.spend import autostop
 
 WATCHER_SOURCE = Path(autostop.__file__)
@@ -20,6 +27,11 @@ WATCHER_PATH = "/var/lib/tpu-sft/autostop.py"
 WATCHER_LOG = "/var/log/tpu-sft-autostop.log"
 WATCHER_LOCK = "/run/tpu-sft-autostop.lock"  # one watcher per boot, even if the script is run again
 _END = "TPU_SFT_AUTOSTOP_PY"
+RESUMER_SOURCE = Path(boot_resume.__file__)
+RESUMER_PATH = "/var/lib/tpu-sft/boot_resume.py"
+_RESUMER_END = "TPU_SFT_BOOT_RESUME_PY"
+# The boot-resume deadline where tpu-sft:maxRunHours is off: a day after the run's first boot-resume.
+DEADLINE_HOURS_WITHOUT_CAP = 24
 # sshd drops a client that stopped answering after 3 minutes, instead of TCP's ~2 hours: a laptop that went
 # to sleep mid-`pulumi up` must not hold an SSH session (and so the VM) open. Live clients answer: the remote
 # layer's own keepalive is every 15 s.
@@ -39,6 +51,7 @@ def startup_script(s: Settings, *, data_disk: bool = True) -> str:
     head = mount_script() if data_disk else "#!/bin/bash\nset -euo pipefail\n"
     return head + "\n".join(
         [
+            *(resume_lines(s, jobs_root) if data_disk else []),
             f"printf 'ClientAliveInterval 60\\nClientAliveCountMax 3\\n' > {CLIENT_ALIVE}",
             "systemctl reload ssh 2>/dev/null || true",
             f"install -d -m 755 {Path(WATCHER_PATH).parent}",
@@ -54,3 +67,22 @@ def startup_script(s: Settings, *, data_disk: bool = True) -> str:
             "",
         ]
     )
+
+
+def resume_lines(s: Settings, jobs_root: str) -> list[str]:
+    """After the mount: the run's next attempt, as the SSH user, where the last one died with its boot. Its one line
+    of output goes to the script's (the journal) and to the run's log through the attempt itself."""
+    hours = s.max_run_hours or DEADLINE_HOURS_WITHOUT_CAP
+    command = (
+        f"python3 {RESUMER_PATH} --jobs-root {jobs_root} --attempt-prefix {RUN_JOB_PREFIX} "
+        f"--boot-resumes {s.boot_resumes} --deadline-hours {hours}"
+    )
+    return [
+        f"install -d -m 755 {Path(RESUMER_PATH).parent}",
+        f"cat > {RESUMER_PATH} <<'{_RESUMER_END}'",
+        RESUMER_SOURCE.read_text().rstrip("\n"),
+        _RESUMER_END,
+        f"if [ -d {jobs_root} ] && command -v python3 >/dev/null; then",
+        f"  runuser -u {s.ssh_user} -- {command} || true",
+        "fi",
+    ]

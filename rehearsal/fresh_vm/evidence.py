@@ -6,7 +6,10 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from rehearsal.fresh_vm import google_restart
 from rehearsal.fresh_vm.rehearse import FreshVmRun, Line
+from workload.core.config import PipelineConfig
+from workload.core.trainer_loop import TRAINER_LOOPS
 
 
 @dataclass(frozen=True)
@@ -103,12 +106,15 @@ def report(run: FreshVmRun, user: str) -> list[str]:
     if run.first_train_step_at:
         lines.append(f"VM created → first training step: {run.first_train_step_at - t0:.0f} s")
     firsts = first_step_seconds(run)
-    if len(firsts) == 2:
-        lost, resumed = firsts.values()
+    if len(firsts) >= 2:
+        lost, resumed, *restarted = firsts.values()
         lines.append(
             f"compile cache: the first training step took {lost:.1f} s on the lost VM (compiled) and {resumed:.1f} s "
             f"on the next (loaded from the bucket): ratio {resumed / lost:.2f}"
+            + "".join(f"; {s:.1f} s after Google's restart" for s in restarted)
         )
+    # The rehearsal stack's loop (rehearsal/Pulumi.rehearsal.yaml: the default).
+    lines += google_restart.report(run.restarts, TRAINER_LOOPS[PipelineConfig.trainer].updates)
     return lines
 
 

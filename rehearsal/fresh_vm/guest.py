@@ -60,9 +60,28 @@ def host_keys():
     event("host-keys-generated", fingerprint)
 
 
-def startup_script():
+# What systemd gives a service (google-startup-scripts.service runs the script on a real VM): its default PATH, and
+# nothing of the environment this machine started the VM with, which a job the script starts must not rely on.
+SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def boot_env(path):
+    """The environment the startup script gets: a service's, plus the rehearsal's stand-in for what the metadata
+    server gives every process of a real VM (machine.py BOOT_ENV, written by substitutions.py)."""
+    env = {"PATH": SYSTEMD_PATH}
+    try:
+        with open(path) as f:
+            env.update(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    except OSError:
+        pass
+    return env
+
+
+def startup_script(env_path):
     event("startup-script-start")
-    proc = spawn([f"{SIM}/startup-script"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = spawn(
+        [f"{SIM}/startup-script"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=boot_env(env_path)
+    )
     pump("startup-script-output", proc.stdout)
     event("startup-script-exit", str(proc.wait()))
     OWNED.discard(proc.pid)
@@ -120,7 +139,7 @@ def main():
         f.write(f"{boot['address']} {boot['hostname']}\n")
     threading.Thread(target=reap_forever, daemon=True).start()
     host_keys()
-    threading.Thread(target=startup_script, daemon=True).start()
+    threading.Thread(target=startup_script, args=(boot["boot_env"],), daemon=True).start()
     time.sleep(max(0.0, boot["sshd_delay_s"] - (time.monotonic() - started)))
     sshd(boot["address"])
     time.sleep(boot["user_delay_s"])

@@ -28,6 +28,9 @@ SHM_SIZE = "4g"
 # The VM's own mounts, processes and hostname; killed with its PID 1 (--kill-child) when unshare dies.
 UNSHARE = ("unshare", "--mount", "--pid", "--uts", "--fork", "--kill-child")
 DETACH_WAIT_S = 30
+# On the boot disk: the environment guest.py gives the startup script, beside the image's own (substitutions.py
+# writes what a real VM's metadata server would give its processes).
+BOOT_ENV = "/etc/tpu-sft-sim-boot.env"
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class FreshVm:
     timeline: Timeline = GCE_LIKE
     boots: list[Boot] = field(default_factory=list)
     _proc: subprocess.Popen | None = None
+    _rootfs: Path | None = None  # the boot disk of the running VM, kept across a restart
     _discarding: list[subprocess.Popen] = field(default_factory=list)
 
     def create(self, image: Path) -> Boot:
@@ -88,6 +92,25 @@ class FreshVm:
         for provision in self.provisions:
             provision(rootfs)
         self.disk.attach()
+        return self._boot(rootfs)
+
+    def restart(self) -> Boot:
+        """Google's own restart of a TPU VM ("Failure recovery of TPU instances", Cloud TPU docs: Compute Engine
+        "automatically recovers TPU instances and slices by restarting them on healthy hardware" after host
+        maintenance, a host error or a crash): the same VM with the same boot and data disks, whose processes died
+        with the old boot, an empty /dev/shm, a new boot id, and the startup script run again; nothing from the
+        laptop. Not enforced: the move to other hardware (it is this machine again), how long Google takes, the
+        maintenance events Google announces first, and a slice's hosts restarting together (rehearsal/slice.py)."""
+        if self._proc is None or self._rootfs is None:
+            raise RuntimeError("the VM is not running: a restart needs a running VM")
+        rootfs = self._rootfs
+        self._kill()
+        return self._boot(rootfs)
+
+    def _boot(self, rootfs: Path) -> Boot:
+        """Start the VM from `rootfs` with the data disk attached: a new boot, returned at once."""
+        number = len(self.boots) + 1
+        self._rootfs = rootfs
         sim = self.directory / f"boot-{number}-sim"
         discard(sim)
         sim.mkdir(parents=True)
@@ -103,6 +126,7 @@ class FreshVm:
                     "ssh_keys": self.declared.ssh_keys,
                     "sshd_delay_s": self.timeline.sshd_delay_s,
                     "user_delay_s": self.timeline.user_delay_s,
+                    "boot_env": BOOT_ENV,
                 }
             )
         )
@@ -151,24 +175,30 @@ class FreshVm:
 
     def delete(self) -> None:
         """Kill the VM, discard its boot disk, detach (and keep) the data disk. Safe to call again."""
-        if self._proc is not None:
-            boot = self.boots[-1]
-            init = boot.init_pid = self._init_pid()
-            # unshare ignores SIGTERM; killed, its --kill-child takes the VM's PID 1, and with it the namespace.
-            self._proc.kill()
-            self._proc.wait(timeout=30)
-            self._proc = None
-            _wait_gone(init)
-            boot.deleted_at = time.time()
-            _wait_unmounted(self.disk)
-            boot.disk_uuid_after = self.disk.filesystem_uuid()
+        self._kill()
         self.disk.detach()
         # As Google frees a deleted VM's boot disk after the VM is gone: deleting its ~100,000 files takes
         # minutes of this machine's disk, and nothing waits for it but `wait_discarded`.
-        boot_disk = self.boot_disks / f"boot-{len(self.boots)}"
-        if boot_disk.exists():
-            self._discarding.append(_discard_in_background(boot_disk))
-        discard(self.directory / f"boot-{len(self.boots)}-sim")
+        if self._rootfs is not None and self._rootfs.exists():
+            self._discarding.append(_discard_in_background(self._rootfs))
+        self._rootfs = None
+        for boot in self.boots:
+            discard(self.directory / f"boot-{boot.number}-sim")
+
+    def _kill(self) -> None:
+        """End the running boot: every process and mount of the VM goes; the disks stay attached."""
+        if self._proc is None:
+            return
+        boot = self.boots[-1]
+        init = boot.init_pid = self._init_pid()
+        # unshare ignores SIGTERM; killed, its --kill-child takes the VM's PID 1, and with it the namespace.
+        self._proc.kill()
+        self._proc.wait(timeout=30)
+        self._proc = None
+        _wait_gone(init)
+        boot.deleted_at = time.time()
+        _wait_unmounted(self.disk)
+        boot.disk_uuid_after = self.disk.filesystem_uuid()
 
     def wait_discarded(self) -> None:
         """Until every deleted boot disk is gone from this machine."""
@@ -186,6 +216,8 @@ def _hypervisor_script(rootfs: Path, sim: Path, declared: DeclaredVm, numbers: t
     device = shlex.quote(f"google-{declared.data_disk_device}")
     return f"""set -eu
 mount -t proc proc {r}/proc
+cat /proc/sys/kernel/random/uuid > {shlex.quote(str(sim))}/boot_id
+mount --bind {shlex.quote(str(sim))}/boot_id {r}/proc/sys/kernel/random/boot_id
 mount -t sysfs sysfs {r}/sys
 mount -t tmpfs -o mode=755,size=1m dev {r}/dev
 {nodes}

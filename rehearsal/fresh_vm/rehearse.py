@@ -1,5 +1,6 @@
 """The whole first `pulumi up` against a simulated new VM, which is lost mid-training; the next `up` on a new
-VM resumes; a further `up` finds everything done; then delete and recreate.
+VM resumes, until Google restarts that VM mid-training and its start-up finishes the run alone; a further `up` finds
+everything done; Google restarts the VM once more; then delete and recreate.
 
 1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile, training on
    the user's own JSON Lines file with a share held out: own_data.py) and read what it declared: the VM's
@@ -13,10 +14,14 @@ VM resumes; a further `up` finds everything done; then delete and recreate.
 3. once training has a checkpoint in the bucket, delete the VM (a preemption: its root filesystem and
    /dev/shm go, the data disk and the bucket stay) and end that `up`;
 4. create the VM again (refresh found it gone) and run every command on it: training resumes from the bucket;
-5. run them all again on that VM (a further `up`: each must find its work done);
-6. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
-   and the kept model must still be there;
-7. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
+5. once a later checkpoint is in the bucket, Google restarts that VM (google_restart.py): the train command ends
+   there, and nothing more is run from the laptop: the VM's start-up must start the run's next attempt, which
+   resumes from that checkpoint and runs to keep;
+6. run them all again on that VM (a further `up`: each must find its work done);
+7. Google restarts the VM again: the finished run must not start;
+8. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
+   and the kept model must still be there.
+9. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
    redone and the kept model's bytes must not change.
 Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
 """
@@ -36,7 +41,7 @@ from typing import Callable, TextIO
 
 from infra.resources.tasks import last_json_line
 from rehearsal import bucket_objects, storage_iam
-from rehearsal.fresh_vm import own_data
+from rehearsal.fresh_vm import google_restart, own_data
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
@@ -53,6 +58,9 @@ from workload.core.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 from workload.run.fingerprint import manifest
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
+# Training is interrupted twice, each time after a checkpoint and before the last: the VM is lost after the first,
+# Google restarts the next one after a later one. The rehearsal stack's 10 (of 20 steps) leaves room for one.
+CHECKPOINT_PERIOD = 5
 STARTUP_WAIT_S = 120
 
 
@@ -78,12 +86,13 @@ class FreshVmRun:
     lines: list[Line] = field(default_factory=list)
     first_up: list[Executed] = field(default_factory=list)  # up to the train phase the lost VM ended
     lost_at_checkpoint: int | None = None  # the last checkpoint in the bucket when the VM was lost
-    resumed_up: list[Executed] = field(default_factory=list)  # every command, on the VM created again
+    resumed_up: list[Executed] = field(default_factory=list)  # on the VM created again, up to Google's restart
+    restarts: list[google_restart.Restart] = field(default_factory=list)  # mid-training, then after the run
     second_up: list[Executed] = field(default_factory=list)
     second_up_inputs_unchanged: bool = False
     host_public_keys: list[str] = field(default_factory=list)  # the VM's /etc/ssh/ssh_host_*_key.pub at boot 1
     known_hosts: str = ""  # what the client pinned
-    summary: dict = field(default_factory=dict)  # the export phase's JSON summary, after the resumed up
+    summary: dict = field(default_factory=dict)  # the export phase's JSON summary, in the further up
     bucket_objects: dict[str, int] = field(default_factory=dict)  # the checkpoint bucket at the end
     data_objects: dict[str, int] = field(default_factory=dict)  # the declared copies of the user's file, written
     train_argv: list[str] = field(default_factory=list)  # MaxText's training argv on the VM that finished it
@@ -121,6 +130,7 @@ def rehearse(
     image = cached_image(say)
     key = keygen(_mkdir(directory / "client") / "id_ed25519")
     overrides = {**identity_overrides(key), **own_data.overrides(own_data.write(directory))}
+    overrides["tpu-sft:checkpointPeriod"] = str(CHECKPOINT_PERIOD)
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
     stack, commands = record(CONFIG, overrides)
@@ -129,7 +139,8 @@ def rehearse(
     train = next(c for c in commands if c.name.endswith("-train"))
     until_train = commands[: commands.index(train)]
     checkpoint_period = json.loads(train.environment[PIPELINE_ENV])["checkpointPeriod"]
-    declared_profile = PipelineTarget.from_json(train.environment[TARGET_ENV]).profile
+    recorded_target = PipelineTarget.from_json(train.environment[TARGET_ENV])
+    declared_profile = recorded_target.profile
     runs_url = declared_profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
     declared_storage = storage_iam.DeclaredStorage.of(stack)
@@ -170,6 +181,28 @@ def rehearse(
         )
         following.terminate()  # the phase would wait for the VM to answer again until its deadline
 
+    def restart_after_a_later_checkpoint(following: subprocess.Popen) -> None:
+        """Google's restart of the VM (host maintenance, a host error, a crash), once a checkpoint later than the
+        one training resumed from is in the bucket; the laptop's train command ends with the old boot."""
+        while (emulator.latest_checkpoint(runs_prefix) or 0) <= (result.lost_at_checkpoint or 0):
+            if following.poll() is not None:
+                return
+            time.sleep(0.5)
+        try:
+            restarted = google_restart.restart(
+                vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix), gone=following.terminate
+            )
+        except (RuntimeError, TimeoutError) as e:
+            following.terminate()
+            raise RehearsalFailed(f"Google's restart mid-training: {e}") from None
+        result.boots.append(restarted.boot)
+        result.restarts.append(restarted)
+        say(
+            f"Google restarted the VM after checkpoint {restarted.at_checkpoint} reached the bucket (boot "
+            f"{restarted.boot.number}: same disks, empty /dev/shm, startup script again); this `pulumi up` ended "
+            f"with the old boot, and nothing more runs from the laptop. The start-up: {restarted.startup_line.strip()}"
+        )
+
     try:
         written = bucket_objects.upload_declared(stack, emulator)  # before any task: they depend on the objects
         result.data_objects = {o.name: len(o.data) for o in written}
@@ -189,8 +222,25 @@ def rehearse(
         say("next `pulumi up`: refresh finds the VM gone; it is created again on the same data disk and bucket")
         _remove(directory / "known_hosts")  # a new instance id: a new known_hosts file (substitution known-hosts)
         result.boots.append(vm.create(image))
-        up(commands, result.resumed_up)
-        result.summary = last_json_line(result.resumed_up[-1].stdout)
+        up(until_train, result.resumed_up)
+        result.resumed_up.append(
+            execute_timestamped(
+                train,
+                target_env(train, profile, address, directory),
+                result,
+                out,
+                during=restart_after_a_later_checkpoint,
+            )
+        )
+        if not result.restarts:
+            raise RehearsalFailed("training ended before a later checkpoint reached the bucket: no Google restart")
+        mid_run = result.restarts[0]
+        try:
+            keep_log = directory / f"boot-{mid_run.boot.number}-{mid_run.attempt}.log"
+            google_restart.wait_for_attempt(vm, recorded_target.user, mid_run, keep_log)
+        except (RuntimeError, TimeoutError) as e:
+            raise RehearsalFailed(f"after Google's restart: {e}") from None
+        say(f"{mid_run.attempt}, begun by the VM's start-up, ended with exit {mid_run.exit_code}")
         result.train_argv = _train_argv(vm)
 
         say("a further `pulumi up`: the same program and settings again")
@@ -203,6 +253,14 @@ def rehearse(
             "running them anyway, each must find its work done"
         )
         up(again, result.second_up)
+        result.summary = last_json_line(result.second_up[-1].stdout)
+
+        say("Google restarts the VM again, after the run finished")
+        result.restarts.append(
+            google_restart.restart(vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix))
+        )
+        result.boots.append(result.restarts[-1].boot)
+        say(f"boot {result.boots[-1].number}: {result.restarts[-1].startup_line.strip()}")
 
         say("deleting the VM and creating it again on the same data disk")
         vm.delete()
@@ -269,13 +327,11 @@ def execute_timestamped(
     during: Callable[[subprocess.Popen], None] | None = None,
 ) -> Executed:
     """Run one recorded command as pulumi-command does, each output line timestamped as it arrives. `during`
-    watches the running command (on its own thread); the command may then fail, as its VM went."""
+    watches the running command, on this thread: a VM it boots is killed when the thread that booted it ends
+    (machine.py `killed_with_parent`: PR_SET_PDEATHSIG is the thread's). The command may then fail, as its VM went."""
     print(f"\n=== {command.name}: {command.create}", file=out, flush=True)
     started = time.monotonic()
     proc = start(command, env)
-    watcher = threading.Thread(target=during, args=(proc,)) if during else None
-    if watcher:
-        watcher.start()
     captured: dict[str, list[str]] = {"stdout": [], "stderr": []}
 
     def pump(name: str, source) -> None:
@@ -291,14 +347,14 @@ def execute_timestamped(
     pumps = [threading.Thread(target=pump, args=(n, s)) for n, s in (("stdout", proc.stdout), ("stderr", proc.stderr))]
     for t in pumps:
         t.start()
+    if during:
+        during(proc)
     for t in pumps:
         t.join()
     done = Executed(
         command.name, proc.wait(), "".join(captured["stdout"]), "".join(captured["stderr"]), time.monotonic() - started
     )
-    if watcher:
-        watcher.join()
-    elif done.returncode != 0:
+    if during is None and done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
 

@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from rehearsal.fresh_vm.machine import BOOT_ENV
 from remote.pipeline.bootstrap.seed import UV
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 
@@ -249,3 +250,6 @@ class StorageEndpoint:
     def provision(self, rootfs: Path) -> None:
         settings = " ".join(f"{name}={value}" for name, value in sorted(self.env.items()))
         Path(f"{rootfs}/etc/ssh/sshd_config.d/60-storage-emulator.conf").write_text(f"SetEnv {settings}\n")
+        # And for what the startup script starts (a run resumed at boot): on a real VM any process reaches the
+        # bucket through the metadata server; here guest.py hands the startup script these (machine.py BOOT_ENV).
+        Path(f"{rootfs}{BOOT_ENV}").write_text("".join(f"{n}={v}\n" for n, v in sorted(self.env.items())))

@@ -38,10 +38,11 @@ def fresh_vm(tmp_path_factory) -> FreshVmRehearsal:
         pytest.fail(f"{e}\n{out.getvalue()[-6000:]}")
     finally:
         os.nice(HEAD_START)
-    # What scripts/rehearse prints, its progress and each command's seconds, kept beside the VMs' console logs.
+        # What scripts/rehearse prints, its progress and each command's output, kept beside the VMs' console logs,
+        # also when it failed.
+        (directory / "rehearsal.log").write_text(out.getvalue())
     (directory / "report.txt").write_text("".join(f"{line}\n" for line in report(run, USER)))
     output = out.getvalue()
-    (directory / "rehearsal.log").write_text(output)
     ups = {
         "first up": run.first_up,
         "resumed up": run.resumed_up,

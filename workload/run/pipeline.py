@@ -40,8 +40,10 @@ from workload.core import export_fix
 from workload.core.contract import RUN_STEPS
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import kept, log_mirror, markers, mount, storage
+from workload.run import kept, log_mirror, markers, mount, resume_budget, storage
 from workload.run.fingerprint import fingerprint
+from workload.run.resume_budget import BootResume
+from workload.run.run_state import REFUSED_STEP
 from workload.run.steps import STEPS, Context
 from workload.tiny import assets as tiny
 
@@ -100,15 +102,30 @@ def _exclusive(work_dir: str):
         yield
 
 
-def run(ctx: Context, until: str = "keep", summaries_at: tuple[str, ...] = ()) -> int:
+def run(
+    ctx: Context, until: str = "keep", summaries_at: tuple[str, ...] = (), boot_resume: BootResume | None = None
+) -> int:
     """Runs the plan under the work dir's lock; emits phase events, a summary after each step of `summaries_at`
-    and the summary; returns the exit status (0 done, 1 a step failed, 2 the work dir is busy)."""
+    and the summary; returns the exit status (0 done, 1 a step failed or the boot-resume budget refused this
+    attempt, 2 the work dir is busy). `boot_resume`: the VM's start-up began this attempt (resume_budget.py)."""
     layout = ctx.layout
     try:
         with (
             _exclusive(layout.work_dir),
             log_mirror.mirrored(ctx.events, layout.runs_dir and layout.run_dir, ctx.scrub, ctx.worker.leader),
         ):
+            refused = boot_resume and ctx.worker.leader and resume_budget.refusal(ctx, boot_resume)
+            if refused:
+                ctx.events.emit(
+                    "summary",
+                    ok=False,
+                    until=until,
+                    run_name=layout.run_name,
+                    failed_step=REFUSED_STEP,
+                    error=refused,
+                    logs=[],
+                )
+                return 1
             return _run(ctx, until, [s for s in summaries_at if ORDER.index(s) < ORDER.index(until)])
     except StepFailed as busy:
         ctx.events.emit("error", phase="setup", cause=busy.cause, log=None, tail=[])

@@ -8,6 +8,8 @@ from typing import Any, Iterable
 
 from workload.run.progress import parse_event, step_facts
 
+REFUSED_STEP = "boot-resume"  # a boot-resume refused (workload/run/resume_budget.py): the summary's failed_step
+
 
 @dataclass(frozen=True)
 class RunState:
@@ -15,10 +17,25 @@ class RunState:
     step_status: str | None  # start (running), done, skipped or failed
     training: dict[str, Any] | None  # the last training step event: step, steps, loss, eta_s, …
     summary: dict[str, Any] | None  # the run's last line, once it has ended (a part's, until the next step starts)
+    boot_resume: dict[str, Any] | None = None  # the attempt's boot_resume event: the VM's start-up began it
 
     def line(self) -> str:
+        """`_line`, with the boot-resume that began the attempt, if one did (workload/run/resume_budget.py)."""
+        said = self._line()
+        resume = self.boot_resume
+        if resume is None or resume.get("status") != "resumed":
+            return said
+        at = f"checkpoint {resume['checkpoint']}" if resume.get("checkpoint") is not None else "no checkpoint"
+        return (
+            f"{said} · resumed at boot: {resume.get('reason')} "
+            f"({resume.get('since_checkpoint')} of {resume.get('limit')} at {at})"
+        )
+
+    def _line(self) -> str:
         """One line: the step, and in training the step count, loss and ETA; the outcome once it has ended."""
         if self.summary is not None:
+            if self.summary.get("failed_step") == REFUSED_STEP:
+                return f"stopped: not resumed at boot: {self.summary.get('error')}"
             if self.summary.get("ok"):
                 until = self.summary.get("until", "the last step")
                 return f"finished: every step up to {until} done" + _final(self.summary)
@@ -45,7 +62,7 @@ def _final(summary: dict[str, Any]) -> str:
 
 def read(lines: Iterable[str]) -> RunState:
     step = status = None
-    training = summary = None
+    training = summary = resume = None
     for text in lines:
         event = parse_event(text)
         if event is None:
@@ -58,4 +75,6 @@ def read(lines: Iterable[str]) -> RunState:
             training = event
         elif kind == "summary":
             summary = event
-    return RunState(step, status, training, summary)
+        elif kind == "boot_resume":
+            resume = event
+    return RunState(step, status, training, summary, resume)
