@@ -9,7 +9,7 @@ import json
 
 def test_a_new_vm_after_a_finished_run_redoes_nothing(fresh_vm):
     run = fresh_vm.run
-    assert [c.name for c in run.after_finished_up] == [c.name for c in run.resumed_up]  # every command ran again
+    assert [c.name for c in run.after_finished_up] == [c.name for c in run.second_up]  # every command ran again
     for done in run.after_finished_up:
         assert done.returncode == 0, f"{done.name}:\n{done.stdout}\n{done.stderr[-3000:]}"
         assert "▶" not in done.stdout, f"{done.name} ran a step again:\n{done.stdout}"

@@ -11,7 +11,7 @@ TOKEN = "hf_LastResortCanary" + "y" * 20
 
 
 def test_an_unexpected_error_in_run_ends_with_the_summary_and_one_line(tmp_path, capsys, monkeypatch):
-    def broken(context, until, summaries_at):
+    def broken(context, until, summaries_at, boot_resume):
         raise KeyError(f"marker for {TOKEN}")
 
     monkeypatch.setattr(workload_cli, "run", broken)

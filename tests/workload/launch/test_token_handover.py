@@ -41,7 +41,7 @@ def runner_children(monkeypatch, tmp_path):
     def run(*extra: str) -> tuple[dict, object, str]:
         seen_file, captured = tmp_path / "seen.json", {}
 
-        def probe_pipeline(context, until, summaries_at):
+        def probe_pipeline(context, until, summaries_at, boot_resume):
             context.run("probe", [sys.executable, "-c", PROBE, str(seen_file)])
             captured["context"] = context
             return 0
