@@ -54,7 +54,7 @@ def run_resume_step(host: SliceHost, step: str, timeout_s: float = 120) -> str:
             "--",
             "env",
             "-i",
-            "PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",  # systemd's, as the script gets it
             *environment,
             "bash",
             "-c",
