@@ -126,6 +126,7 @@ class SliceUp:
     local_train_steps: dict[int, list[str]] = field(default_factory=dict)  # worker → train steps in ~/jax_cache
     objects: dict[str, int] = field(default_factory=dict)
     storage_refusals: list[str] = field(default_factory=list)  # every 403 Cloud Storage gave the hosts
+    never_back_of: str | None = None  # the attempt the last restart ended (run-5)
     never_back: dict[int, list[dict]] = field(default_factory=dict)  # worker → run-6's events, worker 0 not back
     never_back_lines: dict[int, str] = field(default_factory=dict)  # worker → its start-up's line
     never_back_exits: dict[int, str] = field(default_factory=dict)
@@ -177,6 +178,7 @@ def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
     wait_until(lambda: log.exists() and train_started in log.read_text(), 1800, "run-1 to go on to train alone")
     up.ask("status alone", "status")
     google_restarts_the_slice_mid_train(up)
+    assert all(line.endswith(": started run-2") for line in up.restart_lines.values()), up.restart_lines
     for worker in (0, 1):
         wait_until(up.exit_file(worker, "run-2").exists, 3600, f"run-2 to end on worker {worker}")
         up.exits_unattended[worker] = up.exit_file(worker, "run-2").read_text().strip()
@@ -244,20 +246,29 @@ def google_restarts_the_slice_and_worker_0_never_comes_back(up: SliceUp) -> None
     decision and ends. Then worker 0 comes back, late: its run-6 waits for worker 1, which gave up, and ends too."""
     command = up.rehearsal.command("train")
     watched = Watched(proc := start(command, up.rehearsal.environment(command), new_session=True))
-    watched.read_until("train: job run-5 on 2 workers")
+    watched.read_until("train: job ")
+    claimed = watched.stdout.rpartition("train: job ")[2].split()
+    assert claimed, f"the train command claimed no job: {watched.stdout[-2000:]}"
+    up.never_back_of = claimed[0]  # run-5, unless an attempt before failed
     for worker in (0, 1):
-        wait_until((up.job(worker, "run-5") / "boot_id").exists, 300, f"run-5 to start on worker {worker}")
+        wait_until((up.job(worker, claimed[0]) / "boot_id").exists, 300, f"{claimed[0]} to start on worker {worker}")
     up.never_back_lines = up.rehearsal.google_restart(NEVER_BACK_WAIT_S, down=(0,))
     os.killpg(proc.pid, signal.SIGKILL)  # the laptop's SSH sessions died with the old boots
     proc.wait()
-    wait_until(up.exit_file(1, "run-6").exists, 600, "worker 1's run-6 to end")
-    up.rehearsal.hosts.come_back(0)
+    wait_for_the_attempt_its_start_up_began(up, 1)
+    up.rehearsal.hosts.come_back(0)  # late: worker 1 has given up
     up.never_back_lines[0] = up.rehearsal.start_up(0, NEVER_BACK_WAIT_S)
-    wait_until(up.exit_file(0, "run-6").exists, 600, "worker 0's run-6 to end")
-    for worker in (0, 1):
-        up.never_back_exits[worker] = up.exit_file(worker, "run-6").read_text().strip()
-        up.never_back[worker] = up.events(worker, "run-6")
+    wait_for_the_attempt_its_start_up_began(up, 0)
     up.ask("status never back", "status")
+
+
+def wait_for_the_attempt_its_start_up_began(up: SliceUp, worker: int) -> None:
+    """Until the attempt the worker's last start-up began has ended; then keep its exit code and events."""
+    began = up.never_back_lines[worker].partition(": started ")[2]
+    assert began, f"worker {worker}'s start-up began no attempt: {up.never_back_lines[worker]}"
+    wait_until(up.exit_file(worker, began).exists, 600, f"worker {worker}'s {began} to end")
+    up.never_back_exits[worker] = up.exit_file(worker, began).read_text().strip()
+    up.never_back[worker] = up.events(worker, began)
 
 
 @pytest.fixture(scope="module")
@@ -388,7 +399,7 @@ def test_a_host_that_never_comes_back_means_no_host_trains(up):
     worker 1 had given up, began its own run-6, which did not train alone either. Each says why, and `tpu-sft
     status` shows worker 0's reason; the budget kept no resume of the run."""
     started = "tpu-sft boot-resume: run-5 died with its boot (no exit record, started in another boot): started run-6"
-    assert up.never_back_lines == {1: started, 0: started}
+    assert up.never_back_of == "run-5" and up.never_back_lines == {1: started, 0: started}
     assert up.never_back_exits == {0: "1", 1: "1"}
     for worker in (0, 1):
         assert not [e for e in up.never_back[worker] if e["event"] in ("phase", "step")]  # no step began
