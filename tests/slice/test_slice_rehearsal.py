@@ -100,6 +100,7 @@ class SliceUp:
     trained_before_restart: int | None = None  # the final checkpoint, which run-1 must not have reached
     restart_lines: dict[int, str] = field(default_factory=dict)  # worker → its start-up's boot-resume line
     boot_ids: dict[int, str] = field(default_factory=dict)  # worker → its boot id after the restart
+    attempt_boots: dict[int, tuple[str, ...]] = field(default_factory=dict)  # worker → run-1's and run-2's boot ids
     exits_unattended: dict[int, str] = field(default_factory=dict)  # worker → run-2's exit code, read once it ended
     resumed_events: dict[int, list[dict]] = field(default_factory=dict)  # worker → run-2's boot_resume and resume
     jobs_unattended: dict[int, list[str]] = field(default_factory=dict)  # each worker's jobs then
@@ -183,6 +184,7 @@ def close_the_laptop_after_convert_starts(up: SliceUp) -> None:
         wait_until(up.exit_file(worker, "run-2").exists, 3600, f"run-2 to end on worker {worker}")
         up.exits_unattended[worker] = up.exit_file(worker, "run-2").read_text().strip()
         up.resumed_events[worker] = [e for e in up.events(worker, "run-2") if e["event"] in ("boot_resume", "resume")]
+        up.attempt_boots[worker] = tuple((up.job(worker, j) / "boot_id").read_text().strip() for j in up.jobs()[worker])
     up.jobs_unattended = up.jobs()
     up.checkpoint_unattended = up.rehearsal.emulator.latest_checkpoint(checkpoints_prefix(up.rehearsal))
     up.kept_unattended = sorted(n for n in up.rehearsal.emulator.objects("kept/") if n.endswith("/manifest.json"))
@@ -375,8 +377,8 @@ def test_google_restarts_the_slice_and_every_host_resumes_the_same_attempt(up):
     started = "tpu-sft boot-resume: run-1 died with its boot (no exit record, started in another boot): started run-2"
     assert up.restart_lines == {0: started, 1: started}
     for worker in (0, 1):  # run-2 is the new boot's, on both hosts
-        assert (up.job(worker, "run-2") / "boot_id").read_text().strip() == up.boot_ids[worker]
-        assert (up.job(worker, "run-1") / "boot_id").read_text().strip() != up.boot_ids[worker]
+        old_boot, new_boot = up.attempt_boots[worker]
+        assert new_boot == up.boot_ids[worker] != old_boot
     zero, one = ([e for e in up.resumed_events[w] if e["event"] == "boot_resume"] for w in (0, 1))
     assert [(e["status"], e["of"], e["checkpoint"]) for e in zero + one] == [
         ("resumed", "run-1", up.checkpoint_at_restart)
