@@ -57,14 +57,15 @@ def boot_resumes(out) -> list[dict]:
     return [{k: v for k, v in e.items() if k != "t"} for e in events(out) if e["event"] == "boot_resume"]
 
 
-def on_every_worker(tmp_path: Path, count: int) -> tuple[list, list]:
-    """Each worker's rendezvous at once, in a thread each, on the real clock: what each returned, and its events."""
+def on_every_worker(tmp_path: Path, count: int, resume: BootResume = RESUME) -> tuple[list, list]:
+    """Each worker's rendezvous at once, in a thread each, on the real clock, as a new boot (its own boot ids): what
+    each returned, and its events."""
     contexts = [worker(tmp_path, w, HOSTS[:count]) for w in range(count)]
     said: list = [None] * count
     fast = Clock(poll_s=0.01)
 
     def meet(w: int) -> None:
-        said[w] = slice_rejoin.refusal(contexts[w][0], RESUME, boot_id=f"boot-{w}", clock=fast)
+        said[w] = slice_rejoin.refusal(contexts[w][0], resume, boot_id=f"{resume.of}-boot-{w}", clock=fast)
 
     threads = [threading.Thread(target=meet, args=(w,)) for w in range(count)]
     for thread in threads:
@@ -85,7 +86,7 @@ def test_when_every_worker_checks_in_all_resume_the_same_attempt_and_the_budget_
     record = json.loads((rendezvous_dir(tmp_path).parent.parent / resume_budget.RECORD).read_text())
     assert [r["of"] for r in record["resumes"]] == ["run-4"]  # one slice, one boot-resume
     decision = json.loads((rendezvous_dir(tmp_path) / slice_rejoin.DECISION).read_text())
-    assert decision["resume"] is True and decision["boots"] == {"1": "boot-1", "2": "boot-2"}
+    assert decision["resume"] is True and decision["boots"] == {"1": "run-4-boot-1", "2": "run-4-boot-2"}
 
 
 def rejoin(ctx, boot_id: str, clock: StillClock) -> slice_rejoin.Rejoin:
@@ -155,11 +156,10 @@ def test_a_decision_naming_another_boot_is_not_followed(tmp_path):
 
 
 def test_the_budgets_refusal_is_every_workers(tmp_path):
-    said, outs = None, None
-    for _ in range(3):  # three boot-resumes at no checkpoint: the budget's limit
-        said, outs = on_every_worker(tmp_path, 2)
+    for n in (1, 2, 3):  # three boot-resumes at no checkpoint, each of the attempt the one before began: the limit
+        said, outs = on_every_worker(tmp_path, 2, BootResume(f"run-{n}", 3, 4, 60))
         assert said == [None, None]
-    said, outs = on_every_worker(tmp_path, 2)
+    said, outs = on_every_worker(tmp_path, 2, BootResume("run-4", 3, 4, 60))
     assert said[0] is not None and said[0].startswith("3 boot-resumes at no checkpoint without a newer checkpoint")
     assert said[1] == f"worker 0: {said[0]}"
     refused = boot_resumes(outs[1])[-1]
