@@ -47,7 +47,13 @@ def in_state(provider_id: str) -> bool:
     """Whether this stack's state holds a VM of this provider id, as the engine compares it when it decides on an
     import (the bridged provider's outputs carry the id)."""
     stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
-    resources = pulumi.runtime.invoke(READ_STATE, {"stackName": stack}).value["outputs"]
+    try:
+        resources = pulumi.runtime.invoke(READ_STATE, {"stackName": stack}).value["outputs"]
+    except Exception as error:  # the invoke's failure, whose type the SDK does not export
+        # Unproven against a real backend here (only the mock engine answers it): where it does not answer, the VM
+        # is still taken in, without the warning, rather than failing every `pulumi up` of a flex-start stack.
+        pulumi.log.debug(f"{READ_STATE} did not answer ({error}); the VM found is imported without a warning")
+        return True
     return any(r["type"] == INSTANCE and r["outputs"].get("id") == provider_id for r in resources.values())
 
 

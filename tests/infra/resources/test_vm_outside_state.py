@@ -12,6 +12,7 @@ import pytest
 from infra.config import read_settings
 from infra.resources import flex_start
 from infra.resources.vm_outside_state import taken_in
+from rehearsal import engine
 from rehearsal.engine import Stack, run_program
 from rehearsal.flex_start_rules import INSTANCE, FlexStartCapacity, timeout_s
 
@@ -100,3 +101,21 @@ def test_a_reserved_vm_asks_compute_engine_nothing(dev_config):
     capacity = FlexStartCapacity(fills_after_s=0, project="my-tpu-project")
     capacity.made["tpu-sft-dev"] = "projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev"
     assert run_program(dev_config, capacity=capacity).one(INSTANCE).import_id == ""
+
+
+def test_a_backend_that_does_not_answer_the_state_read_still_takes_the_vm_in(flex_config, monkeypatch, caplog):
+    """The state read is proven only against the mock engine: where a real backend refuses it, the VM found is still
+    imported (the engine's own rule leaves the stack's VM as it is), without the warning, and the update goes on."""
+    capacity = FlexStartCapacity(fills_after_s=60, project="my-tpu-project")
+    capacity.made["tpu-sft-dev"] = "projects/my-tpu-project/zones/us-east5-b/instances/tpu-sft-dev"
+    answer = engine._Mocks.call
+
+    def refusing(self, args):
+        if args.token == engine.STATE_READ:
+            return {}, [("stackName", "unknown function pulumi:pulumi:readStackResourceOutputs")]
+        return answer(self, args)
+
+    monkeypatch.setattr(engine._Mocks, "call", refusing)
+    stack = run_program(flex_config, preview=False, capacity=capacity)
+    assert stack.one(INSTANCE).import_id == capacity.made["tpu-sft-dev"]
+    assert not [r for r in caplog.records if "outside this stack" in r.getMessage()]
