@@ -7,10 +7,11 @@ anywhere is seen, a function's own imports too."""
 from __future__ import annotations
 
 import ast
-import gc
 from pathlib import Path
 
 import pytest
+
+from tests.source_tree import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 SSH_LIBRARIES = ("fabric", "invoke", "paramiko")
@@ -37,18 +38,6 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("infra.outputs",),  # the stack's outputs, from all of the above
 )
 FLOORED = ("workload", "remote", "infra")
-
-
-def parse(path: Path) -> ast.Module:
-    """The module's syntax tree, parsed with the collector paused. CPython 3.11.7's conversion to `ast` objects counts
-    its depth in one place per interpreter, so a collection in its middle whose finalizer parses too (asyncio logging a
-    failed program run's never-retrieved exception formats its traceback with `ast`) fails it with SystemError
-    "AST constructor recursion depth mismatch"; seen here after tests/infra/resources/test_vm_outside_state.py."""
-    gc.disable()
-    try:
-        return ast.parse(path.read_text())
-    finally:
-        gc.enable()
 
 
 def imported(package: str, root: Path = ROOT) -> dict[str, set[str]]:
