@@ -82,7 +82,7 @@ class Vm:
         record, so it died with that boot."""
         job = self.job(1)
         job.mkdir(parents=True)
-        (job / "job.sh").write_text(f"# Written by remote.ssh.jobs.\n{env_prefix(self.env)}\n{self.command()}\n")
+        (job / "job.sh").write_text(jobs.job_script(self.command(), env_prefix(self.env)))
         (job / "run.sh").write_text(jobs._RUN_SH)
         (job / "boot_id").write_text("boot-0\n")
 
