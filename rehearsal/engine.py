@@ -96,13 +96,12 @@ def state_outputs(state: Stack, project: str) -> dict[str, Any]:
     `project` where it names none), of the outputs only the provider id a VM is imported by (the bridged provider's
     `id`: projects/P/zones/Z/instances/N)."""
 
-    def provider_id(r: Declared) -> str | None:
+    def id_of(r: Declared) -> str | None:
         if r.type != flex_start_rules.INSTANCE:
             return None
-        where = f"projects/{r.inputs.get('project', project)}/zones/{r.inputs['zone']}"
-        return f"{where}/instances/{r.inputs['name']}"
+        return flex_start_rules.provider_id(r.inputs.get("project", project), r.inputs["zone"], r.inputs["name"])
 
-    return {r.urn: {"type": r.type, "outputs": {"id": provider_id(r)}} for r in state.resources}
+    return {r.urn: {"type": r.type, "outputs": {"id": id_of(r)}} for r in state.resources}
 
 
 def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
@@ -174,7 +173,7 @@ class _Mocks(pulumi.runtime.Mocks):
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
         if args.token == "gcp:compute/getInstance:getInstance":  # the VM, or a slice's host, by name
             name, project = args.args["name"], args.args["project"]
-            where = f"projects/{project}/zones/{args.args['zone']}/instances/{name}"
+            where = flex_start_rules.provider_id(project, args.args["zone"], name)
             # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
             if self.compute_api_off:
                 said = f"Compute Engine API has not been used in project {project} before or it is disabled"
