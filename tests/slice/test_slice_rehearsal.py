@@ -310,7 +310,7 @@ def up(tmp_path_factory) -> SliceUp:
             for h in rehearsal.hosts.hosts
         }
         result.local_train_steps = {
-            h.worker_id: sorted(p.name for p in (h.home / "jax_cache").glob("jit__train_step-*"))
+            h.worker_id: sorted(p.name for p in (h.home / "jax_cache").glob("*train_step-*"))
             for h in rehearsal.hosts.hosts
         }
         google_restarts_the_slice_and_worker_0_never_comes_back(result)
@@ -531,12 +531,12 @@ def test_a_killed_worker_stops_every_worker_and_is_named(up):
     assert up.trainers_after_failure == {}  # worker 0's trainer did not outlive the failure
 
 
-def test_every_worker_shares_one_compile_cache_in_the_bucket(up):
-    """JAX writes its compilation cache from process 0 only. In each host's ~/jax_cache (MaxText's default), a
-    retry found worker 0's step compiled and worker 1's not: worker 0 reached the first collective minutes
-    early, past gloo's 30 s rendezvous, and the resumed train aborted (CI, stop 22)."""
-    # MaxText's own loop jits `train_step` (Tunix's loop `_train_step`: jit__train_step-…)
-    assert any(name.startswith("runs/jax-cache/jit_train_step-") for name in up.objects)
+def test_no_worker_loads_a_train_step_another_compiled(up):
+    """On CPU, JAX's cache keys differ between processes and only process 0 writes entries (workload/run/commands.py
+    says why): with a cache, in the bucket or each host's ~/jax_cache, the resumed train loaded worker 0's step and
+    compiled worker 1's, worker 0 reached the first step minutes early under load, past gloo's 30 s, and it aborted.
+    The CPU slice trains with none, so every worker compiles, as in a first train."""
+    assert not any("train_step-" in name for name in up.objects if name.startswith("runs/jax-cache/"))
     assert up.local_train_steps == {0: [], 1: []}
 
 
