@@ -24,17 +24,19 @@ leaves DIR/worker-N/home, each host's jobs and logs.
 from __future__ import annotations
 
 import dataclasses
+import pwd
 import shutil
 import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rehearsal import cli, gcs_emulator, storage_iam
 from rehearsal.local_host import linked_venv_spec
 from rehearsal.run import Executed, Recorded, execute, record, up
 from rehearsal.slice_hosts import SliceHosts
+from rehearsal.slice_restart import resume_step, run_resume_step
 from rehearsal.sshd import make_user_key
 from remote.pipeline.target import PipelineTarget
 from workload.core.contract import EXIT_BAD_INPUT, TARGET_ENV
@@ -45,6 +47,7 @@ USER = "root"  # the login on every host (each host sees its own home)
 # stack leaves it on) runs at a host's boot, which simulated hosts do not have: tests/slice/test_slice_autostop.py.
 SLICE_SETTINGS = {"tpu-sft:acceleratorType": "v6e-16", "tpu-sft:access": "iap"}
 DEFAULT_HOSTS = 2
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 
 
 @dataclasses.dataclass
@@ -57,6 +60,7 @@ class SliceRehearsal:
     runs_prefix: str  # the checkpoints' prefix in the bucket
     settings: dict[str, str]  # the stack's config, over rehearsal/Pulumi.rehearsal.yaml
     outputs: dict[str, Any]  # the stack's, as `pulumi stack output` gives them (their `target` the program's)
+    startup_script: str  # what the program declares a host runs at every boot (its instance template's)
 
     def with_settings(self, changed: dict[str, str]) -> SliceRehearsal:
         """The same slice and bucket after `pulumi config set` of `changed`: the program evaluated again, its commands
@@ -93,6 +97,18 @@ class SliceRehearsal:
     def run(self, phase: str, *, echo: bool = True) -> Executed:
         command = self.command(phase)
         return execute(command, self.environment(command), echo=echo)
+
+    def google_restart(self, wait_s: float, down: Sequence[int] = ()) -> dict[int, str]:
+        """Google restarts the slice (rehearsal/slice_hosts.py `restart`; the workers in `down` do not come back) and
+        each host that came back runs its start-up's resume step, its hosts waiting `wait_s` for each other: worker
+        → the line the resumer printed."""
+        self.hosts.restart(down)
+        return {h.worker_id: self.start_up(h.worker_id, wait_s) for h in self.hosts.hosts if h.worker_id not in down}
+
+    def start_up(self, worker_id: int, wait_s: float) -> str:
+        """Worker `worker_id`'s start-up resume step (rehearsal/slice_restart.py), as its boot runs it."""
+        step = resume_step(self.startup_script, f"/home/{USER}", pwd.getpwnam(USER).pw_dir, wait_s)
+        return run_resume_step(self.hosts.by_worker_id(worker_id), step)
 
 
 def shuffled(hosts: int) -> tuple[int, ...]:
@@ -137,8 +153,9 @@ def start(
             directory, hosts, USER, key, session_env=storage.env(declared_storage.host), worker_ids=shuffled(hosts)
         )
     )
+    script = declared.one(TEMPLATE).inputs["metadata"]["startup-script"]
     return SliceRehearsal(
-        directory, slice_hosts, storage.emulator, storage, commands, runs_prefix, overrides, declared.outputs
+        directory, slice_hosts, storage.emulator, storage, commands, runs_prefix, overrides, declared.outputs, script
     )
 
 

@@ -23,6 +23,7 @@ import os
 import pwd
 import shutil
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
@@ -31,17 +32,21 @@ from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.machine import killed_with_parent
 from rehearsal.metadata_standin import MetadataStandin, tpu_env
 from rehearsal.sshd import Sshd, UserKey
+from workload.run.boot_resume import BOOT_ID
 
 # Own mounts (the home), hostname and processes; --kill-child: the namespace ends with unshare.
 UNSHARE = ("unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private")
-# Run as the namespace's first process: keep visible the $5 paths that follow (relative to the login's home, in
-# which they lie), bind the private home, give the host its own /dev/shm (a VM's scratch) and an /etc/hosts that
-# resolves its own name (as a VM's does: gloo, JAX's CPU collectives, looks it up), name the host, become sshd.
+# Run as the namespace's first process: keep visible the $6 paths that follow (relative to the login's home, in
+# which they lie), bind the private home, give the host its own /dev/shm (a VM's scratch), its own boot id (the
+# kernel's is this machine's, and a restart makes a new one, as remote/ssh/jobs.py and boot_resume.py read it) and an
+# /etc/hosts that resolves its own name (as a VM's does: gloo, JAX's CPU collectives, looks it up), name the host,
+# become sshd.
 _ENTER = (
-    "home=$1 user_home=$2 name=$3 hosts=$4 n=$5; shift 5; "
+    "home=$1 user_home=$2 name=$3 hosts=$4 boot_id=$5 n=$6; shift 6; "
     'while [ "$n" -gt 0 ]; do mkdir -p -- "$home/$1" && mount --bind -- "$user_home/$1" "$home/$1" || exit 1; '
     "shift; n=$((n - 1)); done; "
     'mount --rbind -- "$home" "$user_home" && mount -t tmpfs -o mode=1777 tmpfs /dev/shm && '
+    f'mount --bind -- "$boot_id" {BOOT_ID} && '
     'mount --bind -- "$hosts" /etc/hosts && hostname -- "$name" && exec "$@"'
 )
 REPO = Path(__file__).resolve().parent.parent
@@ -74,6 +79,7 @@ class NamespacedSshd(Sshd):
         kept = [path for path in inside if path != os.curdir and not path.startswith(os.pardir)]
         hosts = self.dir / "hosts"
         hosts.write_text(Path("/etc/hosts").read_text() + f"{self.address}\t{self.hostname}\n")
+        self.boot_id_file.write_text(f"{uuid.uuid4()}\n")  # every start of the namespace is a new boot
         return [
             *UNSHARE,
             "sh",
@@ -84,10 +90,15 @@ class NamespacedSshd(Sshd):
             self.user_home,
             self.hostname,
             str(hosts),
+            str(self.boot_id_file),
             str(len(kept)),
             *kept,
             *super().command(cfg),
         ]
+
+    @property
+    def boot_id_file(self) -> Path:
+        return self.dir / "boot_id"
 
     def listener_pid(self) -> int | None:
         """The sshd is the namespace's first process, unshare's child."""
@@ -100,9 +111,19 @@ class NamespacedSshd(Sshd):
 
     def stop(self) -> None:
         """Kill the namespace: its sshd, every session and every job on this host."""
+        self.wait_ended(self.kill())
+
+    def kill(self) -> int | None:
+        """SIGKILL the namespace, without waiting: every process of the host dies with its first, which it returns."""
+        if self.proc is None:
+            return None
+        init = _first_child(self.proc.pid)
+        self.proc.kill()
+        return init
+
+    def wait_ended(self, init: int | None) -> None:
+        """Until the namespace `kill` ended is gone."""
         if self.proc is not None:
-            init = _first_child(self.proc.pid)
-            self.proc.kill()
             self.proc.wait(timeout=30)
             _wait_ended(init)
         self.proc = None
@@ -123,12 +144,21 @@ class SliceHost:
     def hostname(self) -> str:
         return self.sshd.hostname
 
-    def path(self, inside: str) -> Path:
-        """A path as this host sees it (its own /dev/shm, its home), reached from this machine through /proc."""
+    @property
+    def pid(self) -> int:
+        """The host's first process (its sshd) as this machine sees it."""
         init = _first_child(self.sshd.proc.pid) if self.sshd.proc is not None else None
         if init is None:
             raise RuntimeError(f"worker {self.worker_id} is not running")
-        return Path(f"/proc/{init}/root{inside}")
+        return init
+
+    def path(self, inside: str) -> Path:
+        """A path as this host sees it (its own /dev/shm, its home), reached from this machine through /proc."""
+        return Path(f"/proc/{self.pid}/root{inside}")
+
+    @property
+    def boot_id(self) -> str:
+        return self.sshd.boot_id_file.read_text().strip()
 
 
 class SliceHosts:
@@ -196,6 +226,26 @@ class SliceHosts:
             old.worker_id, old.address, old.home, old.home.parent / f"sshd-{generation}", old.metadata
         )
         return self.hosts[place]
+
+    def restart(self, down: Sequence[int] = ()) -> None:
+        """Google's restart of the slice ("Failure recovery of TPU instances", Cloud TPU docs: a multi-host slice
+        "require[s] all instances in the slice to be recovered or rescheduled together"): every host's processes
+        killed at once, then each host back as the same machine (its home, the boot disk; its address, host key and
+        metadata) with an empty /dev/shm and a new boot id. The hosts whose worker ids are in `down` do not come back
+        (`come_back` boots one later). The startup script is not run here: rehearsal/slice_restart.py runs its
+        resume step. Not enforced: how long Google takes, and the move to other hardware (it is this machine again)."""
+        killed = [(host, host.sshd.kill()) for host in self.hosts]  # all first: no host outlives another's death
+        for host, init in killed:
+            host.sshd.wait_ended(init)
+        for host in self.hosts:
+            if host.worker_id not in down:
+                host.sshd.start(22)
+
+    def come_back(self, worker_id: int) -> SliceHost:
+        """A host that stayed down in `restart` boots now, late."""
+        host = self.by_worker_id(worker_id)
+        host.sshd.start(22)
+        return host
 
     def _boot(self, worker_id: int, address: str, home: Path, sshd_dir: Path, metadata: MetadataStandin) -> SliceHost:
         login = pwd.getpwnam(self.user)

@@ -31,7 +31,7 @@ from workload.core.data_source import parse_share
 from workload.core.one_line_parser import OneLineParser
 from workload.launch.hf_token import TokenError, read_token, redactor, token_file_env, without_token
 from workload.launch.jax_process import JaxProcess
-from workload.run import boot_resume, commands, storage
+from workload.run import boot_resume, commands, slice_rejoin, storage
 from workload.run.events import Events
 from workload.run.layout import Layout
 from workload.run.pipeline import ORDER, run
@@ -191,7 +191,7 @@ def boot_resume_of(args: argparse.Namespace) -> BootResume | None:
     if args.boot_resumes is None or args.resume_deadline_hours is None:
         flags = f"{boot_resume.RESUMES_FLAG} and {boot_resume.DEADLINE_FLAG}"
         raise ConfigError(boot_resume.RESUME_OF_FLAG, f"needs {flags}", "pass all three, as the VM's start-up does")
-    return BootResume(args.boot_resume_of, args.boot_resumes, args.resume_deadline_hours)
+    return BootResume(args.boot_resume_of, args.boot_resumes, args.resume_deadline_hours, args.slice_wait_seconds)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -240,6 +240,12 @@ def parser() -> argparse.ArgumentParser:
     )
     go.add_argument(boot_resume.RESUMES_FLAG, type=int, help="with it: boot-resumes allowed without a newer checkpoint")
     go.add_argument(boot_resume.DEADLINE_FLAG, type=float, help="with it: hours after the first boot-resume to stop")
+    go.add_argument(
+        boot_resume.WAIT_FLAG,
+        dest="slice_wait_seconds",
+        type=float,
+        help=f"with it, on a slice: seconds worker 0 waits for the other hosts (default {slice_rejoin.WAIT_S:g})",
+    )
     _worker_flags(go)
     go.set_defaults(handler=cmd_run)
     return top

@@ -45,13 +45,14 @@ def metadata(s: Settings) -> dict[str, str]:
 
 def startup_script(s: Settings, *, data_disk: bool = True) -> str:
     """The script every boot runs. `data_disk`: whether a data disk is attached to mount (a slice's hosts have
-    none: its script starts with the same `#!/bin/bash` and `set -euo pipefail`, without the mount)."""
+    none: its script starts with the same `#!/bin/bash` and `set -euo pipefail`, without the mount). Every host of a
+    slice resumes too: their attempts meet in the bucket and all run or none (workload/run/slice_rejoin.py)."""
     source = WATCHER_SOURCE.read_text()
     jobs_root = f"/home/{s.ssh_user}/{STATE_DIR}/{JOBS_DIR}"
     head = mount_script() if data_disk else "#!/bin/bash\nset -euo pipefail\n"
     return head + "\n".join(
         [
-            *(resume_lines(s, jobs_root) if data_disk else []),
+            *resume_lines(s, jobs_root),
             f"printf 'ClientAliveInterval 60\\nClientAliveCountMax 3\\n' > {CLIENT_ALIVE}",
             "systemctl reload ssh 2>/dev/null || true",
             f"install -d -m 755 {Path(WATCHER_PATH).parent}",
@@ -70,8 +71,8 @@ def startup_script(s: Settings, *, data_disk: bool = True) -> str:
 
 
 def resume_lines(s: Settings, jobs_root: str) -> list[str]:
-    """After the mount: the run's next attempt, as the SSH user, where the last one died with its boot. Its one line
-    of output goes to the script's (the journal) and to the run's log through the attempt itself."""
+    """After the mount (if any): the run's next attempt, as the SSH user, where the last one died with its boot. Its
+    one line of output goes to the script's (the journal) and to the run's log through the attempt itself."""
     hours = s.max_run_hours or DEADLINE_HOURS_WITHOUT_CAP
     command = (
         f"python3 {RESUMER_PATH} --jobs-root {jobs_root} --attempt-prefix {RUN_JOB_PREFIX} "

@@ -33,6 +33,7 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 RESUME_OF_FLAG = "--boot-resume-of"
 RESUMES_FLAG = "--boot-resumes"
 DEADLINE_FLAG = "--resume-deadline-hours"
+WAIT_FLAG = "--slice-wait-seconds"  # on a slice, how long its hosts wait for each other (workload/run/slice_rejoin.py)
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ def resumed_command(job_sh: str, flags: list[str]) -> str:
     return "\n".join([*head, " ".join([command, *flags])]) + "\n"
 
 
-def start_next(jobs_root: str, latest: str, prefix: str, limit: int, deadline_hours: float) -> str:
+def start_next(
+    jobs_root: str, latest: str, prefix: str, limit: int, deadline_hours: float, wait_s: float | None = None
+) -> str:
     """Start the attempt after `latest` as its copy (remote/ssh/jobs.py's layout: staged, then renamed into place, so
     it never starts twice), and return its job id."""
     new = f"{prefix}-{int(latest.rpartition('-')[2]) + 1}"
@@ -99,6 +102,7 @@ def start_next(jobs_root: str, latest: str, prefix: str, limit: int, deadline_ho
     staging = os.path.join(jobs_root, f".staging-{new}-{secrets.token_hex(4)}")
     os.mkdir(staging, 0o700)
     flags = [RESUME_OF_FLAG, latest, RESUMES_FLAG, str(limit), DEADLINE_FLAG, f"{deadline_hours:g}"]
+    flags += [] if wait_s is None else [WAIT_FLAG, f"{wait_s:g}"]
     with open(os.path.join(staging, "job.sh"), "w", encoding="utf-8") as f:
         f.write(resumed_command(_read(os.path.join(old_dir, "job.sh")) or "", flags))
     shutil.copyfile(os.path.join(old_dir, "run.sh"), os.path.join(staging, "run.sh"))
@@ -118,13 +122,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deadline-hours", type=float, required=True, help="no boot-resume later than this after the first"
     )
+    parser.add_argument(
+        WAIT_FLAG,
+        dest="wait_s",
+        type=float,
+        help="on a slice, how long its hosts wait for each other (default: the workload's, slice_rejoin.WAIT_S)",
+    )
     args = parser.parse_args(argv)
     found = verdict(args.jobs_root, args.attempt_prefix, _read(BOOT_ID) or "")
     if not found.resume or found.latest is None:
         print(f"tpu-sft boot-resume: nothing to resume: {found.reason}", flush=True)
         return 0
     try:
-        started = start_next(args.jobs_root, found.latest, args.attempt_prefix, args.boot_resumes, args.deadline_hours)
+        started = start_next(
+            args.jobs_root, found.latest, args.attempt_prefix, args.boot_resumes, args.deadline_hours, args.wait_s
+        )
     except OSError as error:
         print(f"tpu-sft boot-resume: {found.reason}, but its next attempt cannot start: {error}", flush=True)
         return 1

@@ -50,6 +50,14 @@ _TINY_TRAIN_CPU_OPTIONS = [
 # 30 s behind the other's and the train aborted (SIGABRT). This absl flag of Orbax's makes them barriers of JAX's
 # coordination service, which wait 300 s: the CPU stand-in no longer fails where a slice's chips would not.
 _WAIT_AT_BARRIERS_THROUGH_THE_COORDINATOR = "--experimental_orbax_use_distributed_barrier=true"
+# No persistent compile cache for the CPU stand-in of a slice. JAX keys each entry by, among others, the topology of
+# the program's devices as this process serialises it (jax/_src/cache_key.py "accelerator_config"), and on CPU that
+# differs from process to process (measured with jax 0.9.2: process 1's key never equals process 0's), while only
+# process 0 writes entries. So with any cache, every train after the first (a resume, a retry) loads worker 0's
+# steps and compiles worker 1's: worker 0 reached the first training step a compile early, 15 s on a quiet machine
+# and past gloo's 30 s under load, and the resumed train aborted (`Connect timeout`). Without one, every worker
+# compiles, as in a first train, and they meet at that step together. An empty value: MaxText sets no cache dir.
+_NO_COMPILE_CACHE = "jax_cache_dir="
 
 
 @dataclass(frozen=True)
@@ -239,7 +247,9 @@ def train_sft(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) 
     if config.chat_template is not None:
         argv.append(f"chat_template_path={chat_template_file(layout)}")
     argv += _held_out_loss(config, columns, data)
-    if layout.compile_cache_dir is not None:
+    if tiny_profile and worker.multi_host:
+        argv.append(_NO_COMPILE_CACHE)
+    elif layout.compile_cache_dir is not None:
         argv.append(f"jax_cache_dir={layout.compile_cache_dir}")
     if _profiles(config, layout):
         argv.append("profiler=xplane")

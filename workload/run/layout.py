@@ -90,9 +90,10 @@ class Layout:
     def compile_cache_dir(self) -> str | None:
         """MaxText's `jax_cache_dir` beside the runs, so a resumed or new VM loads its training step instead of
         compiling it, and every worker of a slice reads it: JAX writes the cache from process 0 only, so with
-        MaxText's default (~/jax_cache on each host) a retry finds worker 0 ready long before the others, and on
-        CPU gloo gives them 30 s to meet. JAX keys each entry by the program, its compile options, devices and
-        versions, so one cache serves every configuration. None (no runs dir): MaxText's default."""
+        MaxText's default (~/jax_cache on each host) a retry finds worker 0 ready long before the others. JAX keys
+        each entry by the program, its compile options, devices and versions, so one cache serves every
+        configuration; the CPU stand-in of a slice, whose processes' keys differ, trains with none
+        (workload/run/commands.py). None (no runs dir): MaxText's default."""
         return None if self.runs_dir is None else storage.join(self.runs_dir, "jax-cache")
 
     @property

@@ -40,7 +40,7 @@ from workload.core import export_fix
 from workload.core.contract import RUN_STEPS
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import kept, log_mirror, markers, mount, resume_budget, storage
+from workload.run import kept, log_mirror, markers, mount, slice_rejoin, storage
 from workload.run.fingerprint import fingerprint
 from workload.run.resume_budget import BootResume
 from workload.run.run_state import REFUSED_STEP
@@ -107,14 +107,15 @@ def run(
 ) -> int:
     """Runs the plan under the work dir's lock; emits phase events, a summary after each step of `summaries_at`
     and the summary; returns the exit status (0 done, 1 a step failed or the boot-resume budget refused this
-    attempt, 2 the work dir is busy). `boot_resume`: the VM's start-up began this attempt (resume_budget.py)."""
+    attempt, 2 the work dir is busy). `boot_resume`: the VM's start-up began this attempt (resume_budget.py; on a
+    slice, every host's together or none: slice_rejoin.py)."""
     layout = ctx.layout
     try:
         with (
             _exclusive(layout.work_dir),
             log_mirror.mirrored(ctx.events, layout.runs_dir and layout.run_dir, ctx.scrub, ctx.worker.leader),
         ):
-            refused = boot_resume and ctx.worker.leader and resume_budget.refusal(ctx, boot_resume)
+            refused = boot_resume and slice_rejoin.refusal(ctx, boot_resume)
             if refused:
                 ctx.events.emit(
                     "summary",

@@ -30,6 +30,7 @@ class BootResume:
     of: str  # the attempt that died with its boot
     limit: int
     deadline_hours: float
+    wait_s: float | None = None  # on a slice, how long its hosts wait for each other (None: slice_rejoin.WAIT_S)
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,17 @@ def decide(record: dict[str, Any] | None, checkpoint: int | None, now: float, re
 def refusal(ctx: Context, resume: BootResume, now: float | None = None) -> str | None:
     """Why this boot-resumed attempt may not run (None: it may): the bucket's record read, decided, written back,
     and logged."""
+    return verdict(ctx, resume, now)[0]
+
+
+def verdict(ctx: Context, resume: BootResume, now: float | None = None) -> tuple[str | None, dict[str, Any]]:
+    """`refusal`, with the facts its `boot_resume` event gave (a slice's other workers log the same:
+    workload/run/slice_rejoin.py)."""
     layout = ctx.layout
     if layout.runs_dir is None:
         why = "the run keeps no checkpoints outside the VM (no runs dir): nothing to resume from"
         ctx.events.emit("boot_resume", status="refused", of=resume.of, reason=why)
-        return why
+        return why, {"of": resume.of}
     url = storage.join(layout.run_dir, RECORD)
     raw = storage.read_text(url)
     # The checkpoint's own number, as the resume line names it (`↻ train resumes from checkpoint N`), not the updates
@@ -81,10 +88,11 @@ def refusal(ctx: Context, resume: BootResume, now: float | None = None) -> str |
     checkpoint = None if updates is None else loop.checkpoint_step(updates)
     decision = decide(json.loads(raw) if raw else None, checkpoint, time.time() if now is None else now, resume)
     facts = {"of": resume.of, "checkpoint": checkpoint, "since_checkpoint": decision.since_checkpoint}
+    facts["limit"] = resume.limit
     if decision.refusal is not None:
-        ctx.events.emit("boot_resume", status="refused", **facts, limit=resume.limit, reason=decision.refusal)
-        return decision.refusal
+        ctx.events.emit("boot_resume", status="refused", **facts, reason=decision.refusal)
+        return decision.refusal, facts
     storage.write_text(url, json.dumps(decision.record))
     reason = f"{resume.of} died with its boot"
-    ctx.events.emit("boot_resume", status="resumed", **facts, limit=resume.limit, reason=reason)
-    return None
+    ctx.events.emit("boot_resume", status="resumed", **facts, reason=reason)
+    return None, facts

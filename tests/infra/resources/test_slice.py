@@ -202,8 +202,8 @@ def test_each_host_gets_what_the_single_vm_gets(mock_stack, slice_stack):
     for key in ("ssh-keys", "enable-oslogin", "tpu-sft-autostop", "tpu-sft-idle-minutes", "tpu-sft-usd-per-chip-hour"):
         assert host["metadata"][key] == single["metadata"][key], key
     script, vm_script = host["metadata"]["startup-script"], single["metadata"]["startup-script"]
-    assert script.startswith("#!/bin/bash\nset -euo pipefail\nprintf 'ClientAliveInterval 60")
-    assert "google-tpu-sft-data" not in script and "mount" not in script  # no data disk on a host of a slice
+    assert script.startswith("#!/bin/bash\nset -euo pipefail\ninstall -d -m 755 /var/lib/tpu-sft\n")  # the resumer
+    assert "/dev/disk/by-id/google-tpu-sft-data" not in script and "mount -o" not in script  # a host has no data disk
     assert vm_script.endswith(script.split("\n", 2)[2])  # the rest is the VM's script, byte for byte
     assert WATCHER_PATH in script
 

@@ -48,8 +48,12 @@ def test_the_script_is_valid_bash(vm):
     subprocess.run(["bash", "-n"], input=vm.inputs["metadata"]["startup-script"], text=True, check=True)
 
 
-def test_a_slice_hosts_script_resumes_nothing_yet(slice_stack):
-    """Slices do not resume at boot yet (docs/restarts.md): all hosts must resume the same attempt or none, which
-    needs worker 0's record in the bucket; until then a host's start-up starts no attempt of its own."""
+def test_every_slice_host_resumes_at_boot_as_the_vm_does(slice_stack):
+    """A slice's hosts have the same jobs on their own boot disks (remote/pipeline/slice_claim.py): each host's start-up
+    begins the next attempt, and the attempts meet in the bucket before any step (workload/run/slice_rejoin.py)."""
     script = slice_stack().one("gcp:compute/instanceTemplate:InstanceTemplate").inputs["metadata"]["startup-script"]
-    assert RESUMER_PATH not in script and "--attempt-prefix" not in script
+    assert "mount -o" not in script  # no data disk on a slice's host
+    resumed = script.index(f"-- python3 {RESUMER_PATH} --jobs-root /home/tpu-sft/.tpu-sft/jobs --attempt-prefix run")
+    assert resumed < script.index("autostop.py --jobs-root")
+    assert RESUMER_SOURCE.read_text().rstrip("\n") in script
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)

@@ -117,10 +117,20 @@ def test_no_flags_is_one_host():
 
 
 def test_every_worker_trains_with_the_compile_cache_beside_the_runs():
-    """JAX writes its compilation cache from process 0 only: each host's own ~/jax_cache would leave every other
-    worker compiling on a retry while worker 0 waits (on CPU, gloo's first collective gives them 30 s)."""
+    """JAX writes its compilation cache from process 0 only, for the others to read: each host's own ~/jax_cache
+    would leave every other worker compiling on a retry while worker 0 waits."""
     for worker_id in (0, 3):
         train = build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(worker_id, HOSTS))["train"]
         assert "jax_cache_dir=gs://b/runs/jax-cache" in train.argv
     one_vm = Layout("/dev/shm", "/out", "gemma3-4b", "run")  # no runs dir: MaxText's default, as in the seed
     assert not any(a.startswith("jax_cache_dir=") for a in commands.train_sft(PipelineConfig(), one_vm).argv)
+    one_cpu = build(PipelineConfig(profile="tiny"), ONE_HOST)["train"]  # one process: its own entries
+    assert "jax_cache_dir=gs://b/runs/jax-cache" in one_cpu.argv
+
+
+@pytest.mark.parametrize("worker_id", [0, 1])
+def test_the_cpu_stand_in_of_a_slice_trains_with_no_compile_cache(worker_id):
+    """On CPU, process 1's cache keys never equal process 0's (workload/run/commands.py says why): with a cache, a
+    resumed train loaded worker 0's step and compiled worker 1's, and gloo's 30 s ran out between them."""
+    train = build(PipelineConfig(profile="tiny"), JaxProcess(worker_id, HOSTS[:2]))["train"]
+    assert [a for a in train.argv if a.startswith("jax_cache_dir=")] == ["jax_cache_dir="]

@@ -104,3 +104,16 @@ def test_the_flags_of_an_earlier_boot_resume_are_replaced_not_repeated():
     job_sh = "# head\ncd x && exec python -m workload run --until keep --boot-resume-of run-1 --boot-resumes 3\n"
     resumed = boot_resume.resumed_command(job_sh, ["--boot-resume-of", "run-2"])
     assert resumed == "# head\ncd x && exec python -m workload run --until keep --boot-resume-of run-2\n"
+
+
+def test_the_slices_wait_given_to_the_start_up_is_passed_on_to_the_attempt(tmp_path, capsys):
+    """The rehearsal shortens how long a slice's hosts wait for each other (workload/run/slice_rejoin.py); the start-up
+    passes it on, after the flags an earlier boot-resume's command would have them replaced with."""
+    make_attempt(tmp_path, 1, boot_id=OTHER_BOOT)
+    argv = ["--jobs-root", str(tmp_path / "jobs"), "--attempt-prefix", RUN_JOB_PREFIX, "--boot-resumes", "3"]
+    assert boot_resume.main([*argv, "--deadline-hours", "4", boot_resume.WAIT_FLAG, "20"]) == 0
+    job = tmp_path / "jobs" / "run-2"
+    wait_until(lambda: (job / "exit").exists(), what="the resumed attempt's exit")
+    assert (job / "log").read_text().strip() == (
+        f"resumed --boot-resume-of run-1 --boot-resumes 3 --resume-deadline-hours 4 {boot_resume.WAIT_FLAG} 20"
+    )
