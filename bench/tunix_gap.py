@@ -98,6 +98,7 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
     train_sft always sets it, to 1 by default), and the model's weights donated beside the optimizer."""
     from unittest import mock
 
+    import jax
     import optax
     from flax import nnx
     from flax.linen import partitioning as nn_partitioning
@@ -117,12 +118,12 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
     donated = ("optimizer",) if as_released else ("model", "optimizer")
     with (
         contextlib.nullcontext() if as_released else mock.patch.object(aot_step, "_optimizer", unaccumulated),
-        mesh,
+        jax.set_mesh(mesh),
         nn_partitioning.axis_rules(config.logical_axis_rules),
     ):
         model, optimizer = aot_step._abstract_model_and_optimizer(config, mesh)
         batch = aot_step._abstract_batch(config, mesh, config.global_batch_size_to_load)
-        step = nnx.jit(aot_step._trainer(config).create_train_step_fn(), donate_argnames=donated)
+        step = nnx.jit(aot_step._trainer(config, model).create_train_step_fn(), donate_argnames=donated)
         compiled = step.lower(model, optimizer, batch).compile()
     state = Counter(state_by_kind(nnx.state(model))) + Counter(state_by_kind(nnx.state(optimizer)))
     loop = "tunix" if as_released else "tunix, what-if"

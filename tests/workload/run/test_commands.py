@@ -84,7 +84,7 @@ def test_the_default_native_trainer_runs_maxtexts_own_loop_with_the_seeds_argume
     layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **native))
     _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **SEED_FLAGS))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
-    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_deprecated"
+    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_native"
     assert commands.trainer_arguments(train.argv) == commands.trainer_arguments(seed_train.argv)
     parameters = f"load_parameters_path={layout.checkpoint(999)}/items"
     assert list(export.argv) == [parameters if a.startswith("load_parameters_path=") else a for a in seed_export.argv]
