@@ -164,7 +164,7 @@ class PipelineConfig:
     dataset: str = "HuggingFaceH4/ultrachat_200k"
     train_split: str = "train_sft"
     train_data_columns: tuple[str, ...] = ("messages",)
-    maxtext_version: str = "0.2.2"
+    maxtext_version: str = "0.2.3"
     accelerator_type: str = "v6e-8"
     learning_rate: float | None = None  # None: MaxText's own default (sft.yml)
     max_target_length: int | None = None  # None: MaxText's own default
@@ -436,8 +436,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "maxtextVersion",
         "maxtext_version",
-        _pattern(_VERSION, "a release version like 0.2.2"),
-        "0.2.2",
+        _pattern(_VERSION, "a release version like 0.2.3"),
+        "0.2.3",
         "bootstrap",
         names_run=True,
     ),

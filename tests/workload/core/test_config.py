@@ -10,7 +10,7 @@ from workload.core.config import SETTINGS, ConfigError, PipelineConfig, parse_st
 from workload.run.commands import run_name
 
 DEFAULTS = {
-    "maxtextVersion": "0.2.2",
+    "maxtextVersion": "0.2.3",
     "installPostTrainExtras": False,  # the seed's is true: its Tunix is not the tested one (workload/core/lock.py)
     "torchBackend": "cpu",
     "model": "gemma3-4b",
@@ -43,7 +43,7 @@ DEFAULTS = {
 }
 # A valid value other than the default for every key; the run's length as a step count (LENGTHS: the other forms).
 CHANGED = {
-    "maxtextVersion": "0.2.3",
+    "maxtextVersion": "0.2.2",
     "installPostTrainExtras": True,
     "torchBackend": "auto",
     "model": "gemma3-12b",
