@@ -1,4 +1,4 @@
-"""The first batch MaxText 0.2.2's SFT trainer trains on, built by MaxText's own input pipeline from the trainer's
+"""The first batch MaxText 0.2.3's SFT trainer trains on, built by MaxText's own input pipeline from the trainer's
 own arguments, as JSON lines: per variant, the text of its input tokens and of the target tokens that carry loss
 weight. Runs in the MaxText venv: `python sft_batch.py VARIANTS_JSON ARG ...`, ARG as workload/run/commands.py
 gives them to train_sft, each variant a list of arguments appended to them.

@@ -14,7 +14,7 @@ from workload.tiny import assets as tiny
 
 # Seed steps 4–6 (shared/seed/README.md) with their variables expanded: WORK=/dev/shm, RUN_NAME fixed.
 # `hf_access_token="${HF_TOKEN?}"` is left out of to_maxtext on purpose: argv is world-readable through
-# /proc and ps and ends up in logs; MaxText 0.2.2 reads HF_TOKEN from the environment instead.
+# /proc and ps and ends up in logs; MaxText 0.2.3 reads HF_TOKEN from the environment instead.
 SEED_TO_MAXTEXT = """python3 -m maxtext.checkpoint_conversion.to_maxtext
     model_name=gemma3-4b
     base_output_directory=/dev/shm/gemma3-4b/mt-format/
