@@ -268,7 +268,7 @@ def test_a_learning_rate_of_zero_is_a_run_that_only_measures_and_below_zero_is_r
         ),
         (
             {"vocabTiling": "4", "trainer": "tunix"},
-            "tpu-sft:vocabTiling: is 4, and MaxText 0.2.2 refuses vocabulary tiling for Tunix's NNX model "
+            "tpu-sft:vocabTiling: is 4, and vocabulary tiling in Tunix's NNX loop is untested here "
             "(tpu-sft:trainer tunix). Fix: pulumi config set tpu-sft:trainer native, or "
             "pulumi config set tpu-sft:vocabTiling 1",
         ),
