@@ -86,6 +86,24 @@ class Stack:
         return found[0]
 
 
+# The engine's builtin read of a stack's snapshot: every resource, by URN, with its type and outputs
+# (pulumi/pulumi pkg/resource/deploy/builtins.go `readStackResourceOutputs`).
+STATE_READ = "pulumi:pulumi:readStackResourceOutputs"
+
+
+def state_outputs(state: Stack, project: str) -> dict[str, Any]:
+    """What STATE_READ answers for a stack whose state holds what `state` recorded (its VM in the provider's
+    `project` where it names none), of the outputs only the provider id a VM is imported by (the bridged provider's
+    `id`: projects/P/zones/Z/instances/N)."""
+
+    def id_of(r: Declared) -> str | None:
+        if r.type != flex_start_rules.INSTANCE:
+            return None
+        return flex_start_rules.provider_id(r.inputs.get("project", project), r.inputs["zone"], r.inputs["name"])
+
+    return {r.urn: {"type": r.type, "outputs": {"id": id_of(r)}} for r in state.resources}
+
+
 def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     """The resource's state as Google would create it: named by Pulumi where the program gave no name, and refused
     (raising, which fails the program's run as a provider error does) where its service would refuse a name or a
@@ -107,8 +125,11 @@ class _Mocks(pulumi.runtime.Mocks):
         statuses: Mapping[str, str],
         compute_api_off: bool,
         capacity: flex_start_rules.FlexStartCapacity | None = None,
+        state: Stack | None = None,
+        project: str = "",
     ):
         self.command_stdout, self.instance_ids, self.capacity = command_stdout, instance_ids, capacity
+        self.state, self.project = state or Stack(), project
         self.statuses, self.compute_api_off = statuses, compute_api_off
         self.resource_policies: dict[str, dict[str, Any]] = {}  # by self link, as a group names its policy
         self.templates: dict[str, dict[str, Any]] = {}  # by unique self link, as a group's version names its template
@@ -146,11 +167,13 @@ class _Mocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == STATE_READ:
+            return {"name": args.args["stackName"], "outputs": state_outputs(self.state, self.project)}
         if args.token == "gcp:compute/getDefaultServiceAccount:getDefaultServiceAccount":
             return {"email": DEFAULT_COMPUTE_ACCOUNT}
         if args.token == "gcp:compute/getInstance:getInstance":  # the VM, or a slice's host, by name
             name, project = args.args["name"], args.args["project"]
-            where = f"projects/{project}/zones/{args.args['zone']}/instances/{name}"
+            where = flex_start_rules.provider_id(project, args.args["zone"], name)
             # Google's 403 for a disabled API (rehearsal/project_apis.py), as the provider wraps it
             if self.compute_api_off:
                 said = f"Compute Engine API has not been used in project {project} before or it is disabled"
@@ -234,6 +257,7 @@ def run_program(
     statuses: Mapping[str, str] | None = None,
     compute_api_off: bool = False,
     capacity: flex_start_rules.FlexStartCapacity | None = None,
+    state: Stack | None = None,
     cwd: Path = ROOT,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
@@ -244,13 +268,23 @@ def run_program(
     status getInstance answers for an instance (by name), RUNNING unless told; the VM itself exists only where a test
     gives its id or status, or where `capacity` (Compute Engine filling flex-start requests late) has made it;
     `compute_api_off`: an empty project's Compute Engine API, off, which fails every getInstance with Google's 403.
+    `state` is what the stack's state holds as this run starts (what an earlier run recorded), as the engine's
+    readStackResourceOutputs reads it; None: an empty state.
     `cwd` is the directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # before set_mocks: the SDK ties its futures to the loop current then
-    mocks = _Mocks(command_stdout or {}, instance_ids or {}, statuses or {}, compute_api_off, capacity)
+    mocks = _Mocks(
+        command_stdout or {},
+        instance_ids or {},
+        statuses or {},
+        compute_api_off,
+        capacity,
+        state,
+        config.get("gcp:project", ""),
+    )
     monitor = _RecordingMonitor(mocks, recorded)
     pulumi.runtime.set_mocks(mocks, project="tpu-sft", stack=stack, preview=preview, monitor=monitor)
     # set_mocks made a finished root resource; run_in_stack makes ours

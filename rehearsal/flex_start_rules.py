@@ -67,6 +67,11 @@ def refuse_an_incomplete_flex_start_vm(typ: str, state: dict[str, Any]) -> None:
         raise ValueError(f"googleapi: Error 400: invalid FLEX_START request: {'; '.join(wrong)}., badRequest")
 
 
+def provider_id(project: str, zone: str, name: str) -> str:
+    """An instance's id as pulumi-gcp gives it (and `import` takes it): its path."""
+    return f"projects/{project}/zones/{zone}/instances/{name}"
+
+
 PROVIDER_CREATE_TIMEOUT_S = 20 * 60  # the provider's default for an instance's create
 
 
@@ -89,7 +94,7 @@ class FlexStartCapacity:
     def create(self, name: str, zone: str, create_timeout: str | None) -> None:
         """The provider's create of a flex-start VM: returns once the VM is made, or raises the provider's error
         where its wait ends first, and the VM is made later all the same."""
-        self.made[name] = f"projects/{self.project}/zones/{zone}/instances/{name}"
+        self.made[name] = provider_id(self.project, zone, name)
         waited = timeout_s(create_timeout)
         if self.fills_after_s > waited:
             raise ValueError(

@@ -9,6 +9,8 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from tests.source_tree import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("__main__.py", "infra", "policy", "rehearsal", "remote", "workload", "bench", "tools")
 NAME = re.compile(r"TPU_SFT_[A-Z0-9_]+")
@@ -19,7 +21,7 @@ def spelled_out(root: Path = ROOT, code: tuple[str, ...] = CODE) -> dict[str, li
     found = defaultdict(set)
     for entry in code:
         for path in [root / entry] if entry.endswith(".py") else sorted((root / entry).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parse(path)):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAME.fullmatch(node.value):
                     found[node.value].add(str(path.relative_to(root)))
     return {name: sorted(modules) for name, modules in sorted(found.items())}

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parse
+
 ROOT = Path(__file__).resolve().parents[1]
 SSH_LIBRARIES = ("fabric", "invoke", "paramiko")
 PULUMI = ("pulumi", "pulumi_gcp", "pulumi_command", "pulumi_random", "pulumi_policy")
@@ -42,7 +44,7 @@ def imported(package: str, root: Path = ROOT) -> dict[str, set[str]]:
     """Each module of `package` (a folder of `root`) → the top two levels of every name it imports."""
     found = {}
     for path in sorted((root / package).rglob("*.py")):
-        tree = ast.parse(path.read_text())
+        tree = parse(path)
         names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         names |= {
             node.module
@@ -101,7 +103,7 @@ def import_graph(packages: tuple[str, ...], root: Path = ROOT) -> dict[str, set[
     for name, path in paths.items():
         package = name.split(".")[:-1]
         targets: set[str | None] = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse(path)):
             if isinstance(node, ast.Import):
                 targets |= {module(alias.name) for alias in node.names}
             elif isinstance(node, ast.ImportFrom):

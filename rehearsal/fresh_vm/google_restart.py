@@ -49,11 +49,12 @@ class Restart:
 
     def steps_lost(self, updates: Callable[[int], int]) -> int | None:
         """Updates the old boot's trainer had logged past the checkpoint the attempt resumed from: trained again.
-        `updates`: the trainer loop's logged step → updates done (workload/core/trainer_loop.py)."""
+        `updates`: the trainer loop's logged step → updates done (workload/core/trainer_loop.py). The log may end a
+        step short of the checkpoint (the boot ended between the save and the step's log line): then none."""
         resumed = self.first("resume")
         if resumed is None or self.trained_to is None:
             return None
-        return updates(self.trained_to) - resumed["from_step"]
+        return max(updates(self.trained_to) - resumed["from_step"], 0)
 
 
 def restart(

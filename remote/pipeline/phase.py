@@ -67,6 +67,8 @@ def _bootstrap(request: PhaseRequest, out: TextIO, hf_token: str | None) -> int:
         "event": "summary",
         "phase": "bootstrap",
         "ok": not failed,
+        # The reason its outcome line and `pulumi up`'s error show (workload/run/phase_outcome.py): each host's line
+        **({"error": "; ".join(describe(r, h) for h, r in failed.items())} if failed else {}),
         "fingerprint": spec.fingerprint,
         "hosts": {
             h: ("failed" if isinstance(r, RemoteError) else "installed" if r.installed else "unchanged")

@@ -150,6 +150,19 @@ def status(conn: Connection, job_id: str) -> JobStatus:
     return _parse_status(job_id, out)
 
 
+def job_script(command: str, exports: str = "", *, sources_secrets: bool = False, cwd: str | None = None) -> str:
+    """A job's job.sh: the secrets file sourced and deleted (where one is uploaded), `exports` (`env_prefix`'s), the
+    working directory, then `command`."""
+    job_sh = "# Written by remote.ssh.jobs.\n"
+    if sources_secrets:
+        job_sh += "if [ -f ./secret.env ]; then . ./secret.env; rm -f ./secret.env; fi\n"
+    if exports:
+        job_sh += exports + "\n"
+    if cwd is not None:
+        job_sh += f"cd -- {shlex.quote(cwd)} || exit 126\n"
+    return job_sh + command + "\n"
+
+
 def start(
     conn: Connection,
     job_id: str,
@@ -175,14 +188,7 @@ def start(
     root = jobs_root(conn.target)
     staging = f"{root}/.staging-{job_id}-{_secrets.token_hex(4)}"
     run(conn, f"mkdir -p -- {shlex.quote(root)}")
-    job_sh = "# Written by remote.ssh.jobs.\n"
-    if secret_exports:
-        job_sh += "if [ -f ./secret.env ]; then . ./secret.env; rm -f ./secret.env; fi\n"
-    if exports:
-        job_sh += exports + "\n"
-    if cwd is not None:
-        job_sh += f"cd -- {shlex.quote(cwd)} || exit 126\n"
-    job_sh += command + "\n"
+    job_sh = job_script(command, exports, sources_secrets=bool(secret_exports), cwd=cwd)
     try:
         sftp = conn.sftp()
         sftp.mkdir(staging, 0o700)

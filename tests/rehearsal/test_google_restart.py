@@ -60,3 +60,14 @@ def test_a_restart_that_resumed_nothing_reports_its_line_only(tmp_path):
     nothing = restart(tmp_path, [], trained_to=None)
     assert nothing.steps_lost(NATIVE.updates) is None
     assert google_restart.report([nothing], NATIVE.updates) == [f"Google restart, boot 3: {nothing.startup_line}"]
+
+
+def test_a_log_that_ends_short_of_the_checkpoint_trained_nothing_again(tmp_path):
+    """MaxText writes a step's line after the next step, so the old boot may end with the checkpoint saved and its
+    step's line not yet written (seen in a clean-clone suite: the log ended one step short)."""
+    short = restart(
+        tmp_path,
+        [{"event": "resume", "phase": "train", "from_step": NATIVE.updates(10), "t": 1100.0}],
+        trained_to=9,
+    )
+    assert short.steps_lost(NATIVE.updates) == 0

@@ -98,3 +98,25 @@ def kept_model(root: Path, run: str = "run-a", size: int = 3 << 20) -> Path:
     files = manifest(str(model), hashes=True)
     (model / "manifest.json").write_text(json.dumps({"run_name": run, "files": files, "steps": {}}))
     return model
+
+
+def fetch_resuming_a_partial_file(tmp: Path, outputs: dict[str, Any], model: Path, source: str, env: dict) -> Path:
+    """`fetch-model` into a folder that holds the first 1000 bytes of the weights, as a broken transfer leaves them:
+    the fetch continues that file, every file arrives whole and checked, and a second fetch fetches nothing.
+    Returns the folder."""
+    dest = tmp / "model"
+    weights = (model / "hf-model" / "model.safetensors").read_bytes()
+    (dest / "hf-model").mkdir(parents=True)
+    (dest / "hf-model" / ".model.safetensors.partial").write_bytes(weights[:1000])
+    result = tpu_sft(tmp, outputs, "fetch-model", str(dest), env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"the model from {source} is in {dest}: 3 files match its manifest "
+        "(3 fetched now, 1 of them resumed; the rest were here already)"
+    )
+    for path in ("hf-model/model.safetensors", "hf-model/config.json", "loss.png", "manifest.json"):
+        assert (dest / path).read_bytes() == (model / path).read_bytes(), path
+    assert not list(dest.rglob("*.partial"))
+    again = tpu_sft(tmp, outputs, "fetch-model", str(dest), env=env)
+    assert "(0 fetched now, 0 of them resumed" in again.stdout
+    return dest

@@ -8,6 +8,7 @@ import pytest
 from cosmic_ray.ast import ast_nodes
 from cosmic_ray.mutating import mutate_code
 
+from tests.source_tree import parse
 from tools.mutation.operators import OPERATORS
 from tools.mutation.run import (
     MODULES,
@@ -65,7 +66,7 @@ def test_every_listed_equivalent_names_a_protection_module_and_a_reason():
 def _defined_names(path: Path) -> set[str]:
     """What a scope may name in a module: its functions and classes at any depth (cosmic-ray names a mutant by
     the innermost one around it), and "<module>" for code outside any."""
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return {"<module>"} | {node.name for node in ast.walk(tree) if isinstance(node, kinds)}
 

@@ -1,11 +1,17 @@
 """A phase's outcome in one line, read from its JSON summary (workload/run/pipeline.py; bootstrap's,
 remote/pipeline/phase.py): what `pulumi up` still shows when it ends. pulumi-command shows a task's output only as
 status messages, which the progress display drops at the end, so the program exports these lines (the stack output
-`phases`, infra/outputs.py) and the phase task prints its own last (remote/pipeline/part.py)."""
+`phases`, infra/outputs.py) and the phase task prints its own last (remote/pipeline/part.py).
+
+A run that had finished before (a new VM on the data disk that keeps its model, with the same settings:
+workload/run/pipeline.py `_reuse_kept`) ran no step, so its phases get one line between them, under the run task's
+name, instead of three that would read as work done again."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from workload.core.contract import PHASE_UNTIL, RUN_TASK
 
 
 def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
@@ -15,14 +21,30 @@ def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
     if not summary.get("ok"):
         where = f" at {summary['failed_step']}" if summary.get("failed_step") else ""
         return f"✗ {phase} failed{where}: {summary.get('error') or 'no reason given'}"
+    if summary.get("reused_kept_model"):
+        return f"✓ {phase}: {finished_before(summary)}"
     facts = _FACTS.get(phase, lambda s: [])(summary)
     return f"✓ {phase}" + (": " + " · ".join(facts) if facts else "")
 
 
 def outcome_lines(summaries: dict[str, dict[str, Any]]) -> dict[str, str] | None:
-    """Every phase's line that has one, by phase; None before any has run."""
+    """Every phase's line that has one, by phase; the run's phases in one line where every one of them found the
+    model the run had kept before; None before any has run."""
     lines = {phase: line for phase, summary in summaries.items() if (line := outcome_line(phase, summary))}
+    run_phases = [summaries.get(phase) or {} for phase in PHASE_UNTIL]
+    if all(s.get("ok") and s.get("reused_kept_model") for s in run_phases):
+        lines = {phase: line for phase, line in lines.items() if phase not in PHASE_UNTIL}
+        lines[RUN_TASK] = finished_before(run_phases[-1])
     return lines or None
+
+
+def finished_before(summary: dict[str, Any]) -> str:
+    """What a job that found the run's kept model did: nothing, and why (a manifest older than `kept_at` has no
+    date)."""
+    when = f", {summary['kept_at']}" if summary.get("kept_at") else ""
+    return (
+        f"run {summary.get('run_name')} finished before (model kept in {summary.get('kept_dir')}{when}): nothing to do"
+    )
 
 
 def _bootstrap(s: dict[str, Any]) -> list[str]:

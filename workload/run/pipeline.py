@@ -180,6 +180,7 @@ def _emit_kept(ctx: Context, kept_dir: str, manifest: dict, steps: list[str], un
             "manifest": storage.join(kept_dir, kept.MANIFEST),
             "kept_files": len(manifest["files"]),
             "kept_bytes": sum(e["size"] for e in manifest["files"]),
+            "kept_at": manifest.get("kept_at"),
             "reused_kept_model": True,
             "logs": [],
         },

@@ -340,7 +340,14 @@ def keep(ctx: Context) -> Outcome:
         for step, inputs in ctx.step_fingerprints.items()
     }
     with open(os.path.join(partial, kept.MANIFEST), "w", encoding="utf-8") as f:
-        record = {"run_name": layout.run_name, "settings": ctx.config.run_settings(), "steps": steps, "files": files}
+        record = {
+            "run_name": layout.run_name,
+            "settings": ctx.config.run_settings(),
+            "steps": steps,
+            "files": files,
+            # When: what a later `pulumi up` that finds this model says of it (workload/run/phase_outcome.py).
+            "kept_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         # A file dataset's names, rows and sha256: what the card says of it, where a bucket path may not go.
         data = data_files.describe(ctx.config.dataset)
         record |= {} if data is None else {"data": data}

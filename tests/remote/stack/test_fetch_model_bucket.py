@@ -7,7 +7,7 @@ import json
 import pytest
 
 from remote.ssh.errors import EXIT_VERIFY
-from tests.remote.stack_commands import kept_model, tpu_sft
+from tests.remote.stack_commands import fetch_resuming_a_partial_file, kept_model, tpu_sft
 from workload.publish import layout
 
 
@@ -23,22 +23,8 @@ def slice_like(recorded, gcs):
 def test_the_latest_kept_model_comes_from_the_bucket_and_a_partial_file_continues(gcs, slice_like, tmp_path):
     model = kept_model(tmp_path / "src", "run-a")
     gcs.upload(model, "kept/run-a")
-    dest = tmp_path / "model"
-    weights = (model / "hf-model" / "model.safetensors").read_bytes()
-    (dest / "hf-model").mkdir(parents=True)
-    (dest / "hf-model" / ".model.safetensors.partial").write_bytes(weights[:1000])  # a broken transfer's
     env = {"STORAGE_EMULATOR_HOST": gcs.url}  # the user's own view, the project's owner
-    result = tpu_sft(tmp_path, slice_like, "fetch-model", str(dest), env=env)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (
-        f"the model from {gcs.gs('kept/run-a')} is in {dest}: 3 files match its manifest "
-        "(3 fetched now, 1 of them resumed; the rest were here already)"
-    )
-    for path in ("hf-model/model.safetensors", "hf-model/config.json", "loss.png", "manifest.json"):
-        assert (dest / path).read_bytes() == (model / path).read_bytes(), path
-    assert not list(dest.rglob("*.partial"))
-    again = tpu_sft(tmp_path, slice_like, "fetch-model", str(dest), env=env)
-    assert "(0 fetched now, 0 of them resumed" in again.stdout
+    fetch_resuming_a_partial_file(tmp_path, slice_like, model, gcs.gs("kept/run-a"), env)
 
 
 def test_a_damaged_copy_in_the_bucket_is_refused(gcs, slice_like, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from remote.ssh.errors import EXIT_VERIFY
-from tests.remote.stack_commands import kept_model, tpu_sft
+from tests.remote.stack_commands import fetch_resuming_a_partial_file, kept_model, tpu_sft
 from tests.ssh_testbed import free_port
 
 DISK = "/mnt/tpu-sft-data/tpu-sft"  # where the VM kept the model: the `modelDir` output names it
@@ -49,23 +49,10 @@ def test_after_autostop_deleted_the_vm_the_model_comes_from_the_bucket_and_a_par
 ):
     model = kept_model(tmp_path / "src", "run-gone")
     gcs.upload(model, "kept/run-gone")  # as keep copied it (its manifest last)
-    dest = tmp_path / "model"
-    weights = (model / "hf-model" / "model.safetensors").read_bytes()
-    (dest / "hf-model").mkdir(parents=True)
-    (dest / "hf-model" / ".model.safetensors.partial").write_bytes(weights[:1000])  # a broken transfer's
     outputs = {**vm_gone, "modelDir": f"{DISK}/run-gone"}
-    result = tpu_sft(tmp_path, outputs, "fetch-model", str(dest), env={"STORAGE_EMULATOR_HOST": gcs.url})
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (
-        f"the model from {gcs.gs('kept/run-gone')} is in {dest}: 3 files match its manifest "
-        "(3 fetched now, 1 of them resumed; the rest were here already)"
-    )
-    for path in ("hf-model/model.safetensors", "hf-model/config.json", "loss.png", "manifest.json"):
-        assert (dest / path).read_bytes() == (model / path).read_bytes(), path
-    assert not list(dest.rglob("*.partial"))
+    env = {"STORAGE_EMULATOR_HOST": gcs.url}
+    fetch_resuming_a_partial_file(tmp_path, outputs, model, gcs.gs("kept/run-gone"), env)
     assert gcloud_calls(tmp_path) == ""  # no Compute Engine call, so no VM asked for, let alone made
-    again = tpu_sft(tmp_path, outputs, "fetch-model", str(dest), env={"STORAGE_EMULATOR_HOST": gcs.url})
-    assert "(0 fetched now, 0 of them resumed" in again.stdout
 
 
 def test_without_model_dir_the_latest_copy_in_the_bucket_is_fetched(gcs, vm_gone, tmp_path):

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import parse
+
 CORE = Path(__file__).resolve().parents[3] / "workload" / "core"
 
 
 def _imported(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text())
+    tree = parse(path)
     names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
     return names + [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
 

@@ -28,7 +28,7 @@ def make_attempt(state: Path, number: int, *, boot_id: str, command: str = "exec
     """An attempt as jobs.start and claim.start_attempt leave it, its wrapper gone (files: `exit`, `cancelled`)."""
     job = state / "jobs" / f"{RUN_JOB_PREFIX}-{number}"
     job.mkdir(parents=True)
-    (job / "job.sh").write_text(f"# Written by remote.ssh.jobs.\ncd -- {state} || exit 126\n{command}\n")
+    (job / "job.sh").write_text(jobs.job_script(command, cwd=str(state)))
     (job / "run.sh").write_text(jobs._RUN_SH)
     (job / "boot_id").write_text(boot_id + "\n")
     (job / "pid").write_text("999999 1\n")

@@ -38,3 +38,43 @@ def test_bootstrap_and_convert():
 def test_a_phase_not_run_yet_has_no_line():
     assert outcome_line("train", {}) is None
     assert outcome_lines({"train": {}, "export": {}}) is None  # a preview: no `phases` output at all
+
+
+def reused(until, **facts):
+    """A summary of a job that found the run's kept model (workload/run/pipeline.py `_emit_kept`)."""
+    kept = {"kept_dir": "/mnt/tpu-sft-data/tpu-sft/run-a", "kept_at": "2026-12-06T16:57:03Z"}
+    return {"ok": True, "until": until, "run_name": "run-a", "reused_kept_model": True, **kept, **facts}
+
+
+def test_a_run_that_finished_before_is_one_line_not_three_phases_done_again():
+    summaries = {
+        "bootstrap": {"ok": True, "hosts": {"h": "installed"}},
+        "convert": reused("convert"),
+        "train": reused("train", eval_loss_first=1.9, eval_loss_final=1.5, learned=True),
+        "export": reused("keep", verify={"ok": True}),
+    }
+    assert outcome_lines(summaries) == {
+        "bootstrap": "✓ bootstrap: installed on 1 of 1 host(s)",
+        "run": "run run-a finished before (model kept in /mnt/tpu-sft-data/tpu-sft/run-a, 2026-12-06T16:57:03Z): "
+        "nothing to do",
+    }
+    # Each phase task's own last line says the same of its part.
+    assert outcome_line("train", summaries["train"]) == (
+        "✓ train: run run-a finished before (model kept in /mnt/tpu-sft-data/tpu-sft/run-a, 2026-12-06T16:57:03Z): "
+        "nothing to do"
+    )
+    undated = outcome_lines(
+        {"convert": reused("convert", kept_at=None), "train": reused("train"), "export": reused("keep", kept_at=None)}
+    )
+    assert undated == {
+        "run": "run run-a finished before (model kept in /mnt/tpu-sft-data/tpu-sft/run-a): nothing to do"
+    }
+
+
+def test_phases_that_ran_keep_their_own_lines():
+    done = {"convert": {"ok": True}, "train": {"ok": True}, "export": {"ok": True, "kept_dir": "/d"}}
+    assert set(outcome_lines(done) or {}) == {"convert", "train", "export"}
+    only_convert_found_it = {**done, "convert": reused("convert")}  # a convert job's match; train then trained
+    assert set(outcome_lines(only_convert_found_it) or {}) == {"convert", "train", "export"}
+    failed_after = {"convert": reused("convert"), "train": {"ok": False, "failed_step": "train", "error": "x"}}
+    assert set(outcome_lines(failed_after) or {}) == {"convert", "train"}

@@ -17,6 +17,7 @@ from workload.run import commands, kept, mount, pipeline
 from workload.run.events import Events
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
+from workload.run.phase_outcome import outcome_lines
 from workload.run.steps import Context, Outcome, training_wall_seconds
 
 TOKEN = "hf_SECRETsecretSECRET123"
@@ -230,6 +231,9 @@ def test_training_wall_time_counts_a_killed_attempt_up_to_its_last_logged_step()
     assert training_wall_seconds(attempts, metrics) == 90.0 + 60.0
 
 
+KEPT_AT = "2026-12-06T16:57:03Z"
+
+
 def keep_model_as_the_keep_step_would(ctx, facts):
     """A kept run dir with a manifest carrying each step's inputs (workload/run/steps.py keep)."""
     os.makedirs(os.path.join(ctx.layout.kept_dir, "hf-model"))
@@ -241,7 +245,7 @@ def keep_model_as_the_keep_step_would(ctx, facts):
             step: {"inputs": inputs, "facts": facts if step == "train" else {}}
             for step, inputs in pipeline.step_fingerprints(ctx).items()
         }
-        json.dump({"run_name": ctx.layout.run_name, "steps": steps, "files": files}, f)
+        json.dump({"run_name": ctx.layout.run_name, "steps": steps, "files": files, "kept_at": KEPT_AT}, f)
 
 
 def phase_job(tmp_path, config, phase):
@@ -313,6 +317,29 @@ def test_the_run_on_a_new_host_with_this_runs_kept_model_prints_each_phases_summ
     assert [s["until"] for s in summaries] == ["convert", "train", "keep"]
     assert all(s["reused_kept_model"] and s["ok"] for s in summaries)
     assert "final_step" not in summaries[0] and summaries[1]["final_step"] == summaries[2]["final_step"] == 2000
+    # What `pulumi up` leaves on screen of the run's phases (the stack output `phases`): one line.
+    assert outcome_lines(dict(zip(PHASE_UNTIL, summaries, strict=True))) == {
+        "run": f"run {commands.run_name(config)} finished before (model kept in {run.layout.kept_dir}, {KEPT_AT}): "
+        "nothing to do"
+    }
+
+
+def test_a_changed_setting_that_names_a_new_run_trains_it_and_leaves_the_kept_model(tmp_path, fake_steps):
+    """The whole run (the run task's job) on a new host whose data disk keeps another run's model: a setting that
+    names the run (here the steps) makes a new run, which does every step and keeps beside the old model."""
+    old = PipelineConfig(step_count=1000)
+    keep_on_a_lost_vm(tmp_path, old, {"final_step": 1000, "run_name": commands.run_name(old)})
+    old_dir = tmp_path / "disk" / commands.run_name(old)
+    before = manifest(str(old_dir), hashes=True)
+    new = PipelineConfig(step_count=2000)
+    assert commands.run_name(new) != commands.run_name(old)
+    run, out = phase_job(tmp_path, new, "export")
+    assert pipeline.run(run, "keep", tuple(PHASE_UNTIL.values())) == 0
+    assert fake_steps == ["convert", "train", "export", "verify", "keep"]
+    summaries = [e for e in events_of(out) if e["event"] == "summary"]
+    assert not any(s.get("reused_kept_model") for s in summaries)
+    assert set(outcome_lines(dict(zip(PHASE_UNTIL, summaries, strict=True))) or {}) == set(PHASE_UNTIL)
+    assert manifest(str(old_dir), hashes=True) == before
 
 
 def test_keep_waits_for_the_data_disk_and_fails_in_one_line_without_it(tmp_path, fake_steps, monkeypatch):

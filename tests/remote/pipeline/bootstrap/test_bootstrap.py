@@ -359,7 +359,9 @@ def test_an_interrupted_client_returns_at_once_leaving_the_step_to_the_next_run(
 
     def interrupt_once_both_run() -> None:
         wait_until(lambda: all((scratch / f"{n}.start").exists() for n in "ab"), 600, "both steps to start")
-        os.kill(os.getpid(), signal.SIGALRM)
+        # To the main thread itself: a process-wide signal may land on this thread, and then nothing wakes the main
+        # thread's wait to run its handler (CI saw it wait until `release`, by which time the steps had ended).
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGALRM)
         if not returned.wait(600):  # a client that waits for its steps would wait for ever: end them
             release.touch()
 
