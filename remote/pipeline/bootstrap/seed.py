@@ -37,9 +37,8 @@ APT_GET = (
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
 OVERRIDES_FILE = "tpu-sft-overrides.txt"  # in the venv: the lock's overrides of what MaxText and Tunix ask for
 # The Hub client that downloads the weights, hf-xet (the transfer the Gemma repositories are stored for) and typer
-# (the newest no longer brings the click that `hf` imports): the versions pinned beside MaxText in
-# workload/maxtext-requirements.txt.
-HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
+# (the newest no longer brings the click that `hf` imports), at the versions the lock pins beside MaxText.
+HUB_CLIENT = lock.pinned(("huggingface-hub", "hf-xet", "typer"))
 
 
 def spec_for(
