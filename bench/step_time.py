@@ -11,7 +11,7 @@
 
 A case file is `{"cases": [{"case": {…bench/tpu/cases.py Case fields…}, "topology": "v5e-1", "measured_step_ms": 106,
 "measured": "where"}, …]}`: the case compiles as the bench's chip runs it (bench/tpu/cases.py `maxtext_arguments`),
-the native loop's step as MaxText's `train_compile` compiles it (exactly the step `train_sft_deprecated` runs), the
+the native loop's step as MaxText's `train_compile` compiles it (exactly the step `train_sft_native` runs), the
 Tunix loop's as the preflight does (workload/preflight/aot_step.py).
 """
 

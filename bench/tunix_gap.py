@@ -1,13 +1,14 @@
 """python -m bench.tunix_gap [--batch N] [--layers N] [--out FILE] [--hlo DIR]: why Tunix's SFT loop (MaxText 0.2.2's
-`train_sft`) holds twice the state of MaxText's own (`train_sft_deprecated`) and takes 44 ms more a step on a TPU
-v5e, read from the two loops' training steps compiled for a v5e-1 on a machine without a TPU.
+`train_sft`) held twice the state of MaxText's own (`train_sft_deprecated`, 0.2.3's `train_sft_native`) and took
+44 ms more a step on a TPU v5e, read from the two loops' training steps compiled for a v5e-1 on a machine without a
+TPU.
 
 Both steps are compiled from one bench case's MaxText arguments (bench/tpu/cases.py `maxtext_arguments`: the
 pipeline's argv, 4 of gemma3-4b's 34 layers, bf16 weights, batch 1 × 2,048 tokens), as each loop builds them:
 - Tunix's: its PeftTrainer's train step under `nnx.jit`, the optimizer donated, MaxText's loss without the logits,
   exactly as the preflight compiles it (workload/preflight/aot_step.py);
 - MaxText's own: `train.train_step` with its TrainState donated, as MaxText's `train_compile` compiles it, under
-  the config `train_sft_deprecated` parses (`use_tunix_gradient_accumulation=False`).
+  the config `train_sft_native` parses (`use_tunix_gradient_accumulation=False`).
 It prints, side by side: each loop's state array by array in aggregate (weights, moments, accumulators, counters,
 their dtypes), the compiled steps' memory (arguments, outputs, what the outputs alias, temporaries), XLA's cost
 analysis (FLOPs, bytes accessed) and the TPU compiler's own estimate of each instruction's cycles, by the part of
@@ -98,6 +99,7 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
     train_sft always sets it, to 1 by default), and the model's weights donated beside the optimizer."""
     from unittest import mock
 
+    import jax
     import optax
     from flax import nnx
     from flax.linen import partitioning as nn_partitioning
@@ -117,12 +119,12 @@ def tunix_step(argv: list[str], as_released: bool = True) -> Step:
     donated = ("optimizer",) if as_released else ("model", "optimizer")
     with (
         contextlib.nullcontext() if as_released else mock.patch.object(aot_step, "_optimizer", unaccumulated),
-        mesh,
+        jax.set_mesh(mesh),
         nn_partitioning.axis_rules(config.logical_axis_rules),
     ):
         model, optimizer = aot_step._abstract_model_and_optimizer(config, mesh)
         batch = aot_step._abstract_batch(config, mesh, config.global_batch_size_to_load)
-        step = nnx.jit(aot_step._trainer(config).create_train_step_fn(), donate_argnames=donated)
+        step = nnx.jit(aot_step._trainer(config, model).create_train_step_fn(), donate_argnames=donated)
         compiled = step.lower(model, optimizer, batch).compile()
     state = Counter(state_by_kind(nnx.state(model))) + Counter(state_by_kind(nnx.state(optimizer)))
     loop = "tunix" if as_released else "tunix, what-if"
@@ -134,14 +136,14 @@ def tunix_what_if(argv: list[str]) -> Step:
 
 
 def native_step(argv: list[str]) -> Step:
-    """MaxText's own step as train_compile compiles it, with the config train_sft_deprecated parses."""
+    """MaxText's own step as train_compile compiles it, with the config train_sft_native parses."""
     import jax
     from flax.linen import partitioning as nn_partitioning
     from maxtext.configs import pyconfig
     from maxtext.trainers.pre_train import train, train_compile
     from maxtext.utils import maxtext_utils, sharding
 
-    jax.config.update("jax_default_prng_impl", "unsafe_rbg")  # as train_sft_deprecated's main sets it
+    jax.config.update("jax_default_prng_impl", "unsafe_rbg")  # as train_sft_native's main sets it
     spec = importlib.util.find_spec(case_file.LOOPS["native"])
     assert spec is not None and spec.origin is not None, "run this with .maxtext-venv's Python"
     config = pyconfig.initialize([spec.origin, *argv], use_tunix_gradient_accumulation=False)

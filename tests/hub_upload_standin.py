@@ -17,14 +17,14 @@ refused, and presigned URLs are checked by their signature, not a token; a READM
 parse, name a license id the Hub knows (a few, LICENSES) and give each `base_model` and `datasets` entry as a repo
 id (the Hub checks many more fields), answered as the Hub answers `/api/validate-yaml`: 400 with
 `{"errors": [{"message"}]}`, which huggingface_hub's `create_commit` posts README.md to before any upload and
-turns into "ValueError: Invalid metadata in README.md." (huggingface_hub 1.14.0, the pinned one:
+turns into "ValueError: Invalid metadata in README.md." (huggingface_hub 1.18.0, the pinned one:
 `hf_api.py` `create_commit` → `_validate_yaml`).
 
 The metadata rule, and where it was read (2026-12-05):
 - the Hub's model card spec (https://huggingface.co/docs/hub/model-cards, "Model card metadata"; the annotated
   template in huggingface/hub-docs `modelcard.md`): `datasets` lists the datasets that trained the model, by
   "dataset id from https://hf.co/datasets"; `base_model` is a model id;
-- huggingface_hub 1.14.0 `repocard_data.py` `ModelCardData`: `datasets` "Should be a dataset ID found on
+- huggingface_hub 1.18.0 `repocard_data.py` `ModelCardData`: `datasets` "Should be a dataset ID found on
   https://hf.co/datasets"; `base_model` "must be the ID of a model on the Hub";
 - what the Hub itself answers is a field report, not Hugging Face's text (the validator is in the Hub's private
   server): huggingface/autotrain-advanced#648 (2024-05-22) quotes its 400 for a local path in `datasets`,
@@ -61,7 +61,7 @@ LICENSES = {"gemma", "apache-2.0", "mit", "other"}  # a few of the Hub's license
 LFS_FROM = 10_000  # bytes: smaller files are committed as regular git blobs, as the Hub decides for small text
 
 
-# huggingface_hub 1.14.0 utils/_validators.py REPO_ID_REGEX, with validate_repo_id's further rules below.
+# huggingface_hub 1.18.0 utils/_validators.py REPO_ID_REGEX, with validate_repo_id's further rules below.
 REPO_ID = re.compile(r"^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$")
 
 

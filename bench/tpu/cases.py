@@ -19,9 +19,14 @@ from workload.run.layout import Layout
 
 LOOPS = commands.TRAINER_MODULES  # native: MaxText's own loop; tunix: the seed's, Tunix's PeftTrainer
 PLACEMENTS = ("patched", "unpatched")
-# Each MaxText release other than the pinned one that the bench can run (`python -m bench.tpu.prepare --maxtext V`
-# unpacks its source), with its loops' modules: 0.2.3 renamed train_sft_deprecated.
+# Each MaxText release a case can name (`python -m bench.tpu.prepare --maxtext V` unpacks its source), with its loops'
+# modules: 0.2.3 renamed train_sft_deprecated. 0.2.3 is also the pinned one; issue 67's cases ran it by name, through
+# the release launcher, before it was pinned.
 RELEASE_LOOPS = {
+    "0.2.2": {
+        "native": "maxtext.trainers.post_train.sft.train_sft_deprecated",
+        "tunix": "maxtext.trainers.post_train.sft.train_sft",
+    },
     "0.2.3": {
         "native": "maxtext.trainers.post_train.sft.train_sft_native",
         "tunix": "maxtext.trainers.post_train.sft.train_sft",
@@ -45,7 +50,7 @@ class Case:
     resume: bool = False  # train `steps` with a checkpoint at the end, then 2 × `steps` from it
     maxtext: tuple[str, ...] = ()  # further MaxText key=value options
     xla_flags: tuple[str, ...] = ()  # LIBTPU_INIT_ARGS for the trainer, e.g. tpu-recipes' flags for v6e
-    release: str | None = None  # another MaxText release's source (RELEASE_LOOPS); None: the pinned one
+    release: str | None = None  # a MaxText release's source by name (RELEASE_LOOPS); None: the pinned one
     lora_rank: int | None = None  # LoRA on MaxText's own target modules for the model (a release's lora.* keys)
     lora_alpha: float | None = None  # None: 2 × the rank
     lora_weight_qtype: str | None = None  # QLoRA: qwix's weight_qtype for the frozen weights (int8, nf4)
@@ -60,10 +65,10 @@ class Case:
             raise ConfigError(f"case {self.name}: placement", "is Tunix's", "use loop tunix or placement patched")
         if self.release is not None and self.release not in RELEASE_LOOPS:
             raise ConfigError(f"case {self.name}: release", f"is {self.release!r}", f"use {', '.join(RELEASE_LOOPS)}")
-        if (self.lora_rank is not None or self.lora_weight_qtype) and (self.release is None or self.loop != "tunix"):
-            raise ConfigError(
-                f"case {self.name}: LoRA", "needs the Tunix loop of a later release", "set loop tunix, release 0.2.3"
-            )
+        # Only the release launcher has the LoRA hooks (and Python 3.11's typing.override), and 0.2.2 has no LoRA.
+        if (self.lora_rank is not None or self.lora_weight_qtype) and (self.release != "0.2.3" or self.loop != "tunix"):
+            needs = "needs the Tunix loop of release 0.2.3 by name"
+            raise ConfigError(f"case {self.name}: LoRA", needs, "set loop tunix, release 0.2.3")
         if self.lora_weight_qtype and self.lora_rank is None:
             raise ConfigError(f"case {self.name}: lora_weight_qtype", "is QLoRA without a rank", "set lora_rank")
         if min(self.layers, self.batch, self.seq, self.steps) < 1:

@@ -3,9 +3,9 @@
 Writes into an ignored folder (default .tpu-bench/, which `run` of the device tool carries):
 - wheels/: the wheels the host lacks (bench/tpu/carried-wheels.txt) for CPython 3.11 on manylinux x86_64, each at
   workload/maxtext-requirements.txt's version; the two PyPI has only as sources are built with `pip wheel`;
-- src/: MaxText 0.2.2's package and its dist-info, unpacked from PyPI's wheel, which pip refuses to install on
-  Python 3.11 (it requires 3.12): the bench puts it on PYTHONPATH. Its tokenizers but Gemma 3's and its notebooks are
-  left out (11 MB instead of ~120).
+- src/: the pinned MaxText's package (workload/maxtext-requirements.txt) and its dist-info, unpacked from PyPI's
+  wheel, which pip refuses to install on Python 3.11 (it requires 3.12): the bench puts it on PYTHONPATH. Its
+  tokenizers but Gemma 3's and its notebooks are left out (11 MB instead of ~120).
 - with `--maxtext VERSION`, only src-VERSION/: another release's source the same way, for cases that name it
   (`release` in bench/tpu/cases.py); the carried wheels stay the pinned release's.
 

@@ -1,10 +1,11 @@
-"""The trainer's launcher for a MaxText release other than the pinned one (a case's `release`): only for the bench.
+"""The trainer's launcher for a case that names a MaxText release (a case's `release`): only for the bench.
 
-The launcher's MaxText patches are guarded to the pinned release's code (workload/launch/pinned_code.py) and refuse
-another's: read on 0.2.3, `train_sft.get_tunix_config` and `MetricLogger`'s held-out recording differ, and
-`train_sft_deprecated` is renamed `train_sft_native`. So this keeps only what still holds: Tunix's patches on Tunix's
-loop (Tunix 0.1.7 is still the one installed, and their own guards check it), the chips' line and the HBM peak.
-Without `checkpoints_as_asked`, Tunix's loop saves a checkpoint at its last step.
+It keeps only what holds whatever the release: Tunix's patches on Tunix's loop (Tunix 0.1.7 is the one installed,
+and their own guards check it), the chips' line and the HBM peak; the launcher's MaxText patches are guarded to the
+pinned release's code and refuse another's. Issue 67's cases ran 0.2.3 this way before it was pinned (then
+`train_sft.get_tunix_config` and `MetricLogger`'s held-out recording differed from 0.2.2's, and
+`train_sft_deprecated` was renamed `train_sft_native`); 0.2.2 runs this way now. Without `checkpoints_as_asked`,
+Tunix's loop saves a checkpoint at its last step.
 
 Python 3.11 (the lent chip's): 0.2.3's post-training hooks import `typing.override`, new in 3.12 (the chip said
 "ImportError: cannot import name 'override' from 'typing'"), so it is given typing_extensions' own. Nothing else in

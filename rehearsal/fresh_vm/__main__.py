@@ -8,7 +8,7 @@
      of the `ssh-keys` metadata made later still, the `startup-script` formatting and mounting the data disk
      (a loop device);
   3. runs the recorded post-deploy commands at once, as `pulumi up` does: the real bootstrap (apt from Debian,
-     uv and MaxText 0.2.2 from PyPI, with the substitutions it prints), then convert and train, checkpoints
+     uv and MaxText 0.2.3 from PyPI, with the substitutions it prints), then convert and train, checkpoints
      going to the stack's bucket (gcp-storage-emulator on this machine);
   4. deletes the VM once a checkpoint is in the bucket (a preemption), creates it again on the same data disk
      and runs every command on it: training resumes from the bucket; then runs them all again (a further `up`

@@ -18,6 +18,7 @@ from pathlib import Path
 from rehearsal.fresh_vm.machine import BOOT_ENV
 from remote.pipeline.bootstrap.seed import UV
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
+from workload.core import lock
 
 # uv from PyPI instead of astral's installer (which downloads from GitHub): the project's own pin
 # (requirements.txt), its manylinux wheel checked against this sha256.
@@ -149,14 +150,19 @@ def _python(step: Step) -> tuple[Step, Substitution]:
 
 
 def _maxtext(step: Step) -> tuple[Step, Substitution]:
-    first, _, rest = step.command.partition(" ")
-    if not first.startswith("UV_TORCH_BACKEND="):
+    before, backend, rest = f" {step.command}".partition(" UV_TORCH_BACKEND=")
+    if not backend:
         raise SubstitutionError(
-            "the real maxtext step no longer starts with UV_TORCH_BACKEND=…: "
+            "the real maxtext step no longer runs uv with UV_TORCH_BACKEND=…: "
             "update _maxtext in rehearsal/fresh_vm/substitutions.py to the new spec"
         )
-    words = shlex.split(rest)
+    first, _, install = rest.partition(" ")
+    words = shlex.split(install)
     python = words[words.index("--python") + 1]
+    # MaxText 0.2.3 pins torch==2.11.0+cpu, which only PyTorch's index has: PyPI's build of the same versions,
+    # as the lock has them (workload/maxtext-requirements.txt), overrides it.
+    torch = shlex.quote(os.path.join(os.path.dirname(os.path.dirname(python)), "torch-from-pypi.txt"))
+    pins = shlex.join(lock.pinned(("torch", "torchvision")))
     # MaxText picks its default config (post_train/sft.yml) by comparing realpath(argv[0]) with its package
     # folder: through symlinks into the cache that fails and it falls back to base.yml. Its own files are copied.
     find = "import importlib.util, os; print(os.path.dirname(importlib.util.find_spec('maxtext').origin))"
@@ -164,10 +170,12 @@ def _maxtext(step: Step) -> tuple[Step, Substitution]:
         f'pkg=$({shlex.quote(python)} -c {shlex.quote(find)}) && cp -rL "$pkg" "$pkg.copy" && '
         'rm -rf "$pkg" && mv "$pkg.copy" "$pkg"'
     )
-    return dataclasses.replace(step, command=f"{rest} && {copy_in}"), Substitution(
+    command = f"{before} printf '%s\\n' {pins} > {torch} && {install} --override {torch} && {copy_in}".lstrip()
+    return dataclasses.replace(step, command=command), Substitution(
         "torch-from-pypi",
-        f"step maxtext: {first} (PyTorch's own index)",
-        "no UV_TORCH_BACKEND: torch from PyPI; MaxText's own package then copied out of the cache's symlinks",
+        f"step maxtext: UV_TORCH_BACKEND={first} (PyTorch's own index)",
+        "no UV_TORCH_BACKEND: torch and torchvision from PyPI, at the lock's versions (an override of MaxText's "
+        "+cpu pins); MaxText's own package then copied out of the cache's symlinks",
     )
 
 

@@ -91,7 +91,7 @@ def test_a_case_is_the_pipelines_train_argv_with_the_benchs_levers():
         ({"loop": "native", "placement": "unpatched"}, "case x: placement: is Tunix's"),
         ({"batch": 0}, "case x: needs layers, batch, seq and steps of at least 1"),
         ({"release": "0.2.5"}, "case x: release: is '0.2.5'"),
-        ({"lora_rank": 16}, "case x: LoRA: needs the Tunix loop of a later release"),
+        ({"lora_rank": 16}, "case x: LoRA: needs the Tunix loop of release 0.2.3 by name"),
         ({"loop": "native", "release": "0.2.3", "lora_rank": 16}, "case x: LoRA: needs the Tunix loop"),
         ({"release": "0.2.3", "lora_weight_qtype": "int8"}, "case x: lora_weight_qtype: is QLoRA without a rank"),
     ],
@@ -103,25 +103,27 @@ def test_a_bad_case_is_one_line(levers, said):
 
 
 def test_another_release_runs_its_own_loop_from_its_own_source(monkeypatch, tmp_path):
-    native = cases.Case(name="n", loop="native", release="0.2.3")
+    older = cases.Case(name="o", loop="native", release="0.2.2")
     lora = cases.Case(name="l", release="0.2.3", lora_rank=16, lora_weight_qtype="int8", lora_tile_size=256)
-    assert cases.Case(name="p", loop="native").module.endswith(".train_sft_deprecated")
-    assert native.module.endswith(".train_sft_native") and run.launcher(native) == "bench.tpu.release_launcher"
+    assert cases.Case(name="p", loop="native").module == cases.RELEASE_LOOPS["0.2.3"]["native"]  # the pinned release
+    assert older.module.endswith(".train_sft_deprecated") and run.launcher(older) == "bench.tpu.release_launcher"
     monkeypatch.setenv("PYTHONPATH", f"/site:{tmp_path / 'src'}:/repo")
     monkeypatch.setenv("TPU_BENCH_DIR", str(tmp_path))
-    with pytest.raises(SystemExit, match="bench.tpu.prepare --maxtext 0.2.3"):
-        run.environment_for(lora)
-    (tmp_path / "src-0.2.3" / "maxtext").mkdir(parents=True)
-    env = run.environment_for(lora)
-    assert env["PYTHONPATH"] == f"/site:{tmp_path / 'src-0.2.3'}:/repo"
+    with pytest.raises(SystemExit, match="bench.tpu.prepare --maxtext 0.2.2"):
+        run.environment_for(older)
+    (tmp_path / "src-0.2.2" / "maxtext").mkdir(parents=True)
+    assert run.environment_for(older)["PYTHONPATH"] == f"/site:{tmp_path / 'src-0.2.2'}:/repo"
+    (tmp_path / "src" / "maxtext").mkdir(parents=True)
+    env = run.environment_for(lora)  # 0.2.3 by name is the pinned release: its source is src/
+    assert env["PYTHONPATH"] == f"/site:{tmp_path / 'src'}:/repo"
     assert (env["TPU_BENCH_LORA_WEIGHT_QTYPE"], env["TPU_BENCH_LORA_TILE_SIZE"]) == ("int8", "256")
     argv = cases.maxtext_arguments(lora, "/w", "/d/c.parquet", "/tok")
     assert argv[-3:] == ["lora.enable_lora=true", "lora.lora_rank=16", "lora.lora_alpha=32.0"]
 
 
 def test_the_pinned_release_unpacks_into_src_and_another_beside_it():
-    assert prepare.source_dir(Path("/p"), None) == prepare.source_dir(Path("/p"), "0.2.2") == Path("/p/src")
-    assert prepare.source_dir(Path("/p"), "0.2.3") == Path("/p/src-0.2.3")
+    assert prepare.source_dir(Path("/p"), None) == prepare.source_dir(Path("/p"), "0.2.3") == Path("/p/src")
+    assert prepare.source_dir(Path("/p"), "0.2.2") == Path("/p/src-0.2.2")
 
 
 def test_maxtext_023s_native_step_on_the_chip_reads_as_022s():

@@ -34,7 +34,9 @@ def test_each_unreachable_step_is_replaced_and_named():
     assert "uv python install" not in by_name["python"]
     assert "UV_TORCH_BACKEND" not in by_name["maxtext"]
     real_maxtext = next(s.command for s in real.steps if s.name == "maxtext")
-    assert by_name["maxtext"].startswith(real_maxtext.partition(" ")[2] + " && ")
+    overrides, _, install = real_maxtext.partition(" UV_TORCH_BACKEND=cpu ")
+    torch = "printf '%s\\n' torch==2.11.0 torchvision==0.26.0 > .tpu-sft/maxtext_venv/torch-from-pypi.txt"
+    assert by_name["maxtext"].startswith(f"{overrides} {torch} && {install} --override ")
     assert changed.env["UV_CACHE_DIR"] == VM_UV_CACHE
     assert [m.name for m in made] == ["uv-from-pypi", "python-from-host", "torch-from-pypi", "uv-cache", "tls-trust"]
 

@@ -1,4 +1,4 @@
-"""A run on the user's own JSON Lines file (real MaxText 0.2.2, tiny profile, CPU), end to end but for the VM: the
+"""A run on the user's own JSON Lines file (real MaxText 0.2.3, tiny profile, CPU), end to end but for the VM: the
 file and a chat template of the user's resolved as `pulumi up` resolves them (infra/config/local_data.py: a share held
 out by the fixed seed, every object named by its content hash), those objects put in the checkpoint bucket (the
 IAM-enforcing stand-in, `gcs`, which MaxText reaches as the VM's service account with the grants the program

@@ -1,4 +1,4 @@
-"""The whole pipeline on real MaxText 0.2.2 (CPU, tiny Gemma 3), run once per session by the
+"""The whole pipeline on real MaxText 0.2.3 (CPU, tiny Gemma 3), run once per session by the
 `tiny_pipeline` fixture: interrupted during training, resumed, finished; then inspected here."""
 
 import hashlib

@@ -164,7 +164,7 @@ class PipelineConfig:
     dataset: str = "HuggingFaceH4/ultrachat_200k"
     train_split: str = "train_sft"
     train_data_columns: tuple[str, ...] = ("messages",)
-    maxtext_version: str = "0.2.2"
+    maxtext_version: str = "0.2.3"
     accelerator_type: str = "v6e-8"
     learning_rate: float | None = None  # None: MaxText's own default (sft.yml)
     max_target_length: int | None = None  # None: MaxText's own default
@@ -320,10 +320,11 @@ def held_out_source(config: PipelineConfig) -> None:
 def lever_rules(config: PipelineConfig) -> None:
     """The levers' rules across keys, as MaxText would refuse them once the VM runs it (configs/types.py)."""
     tiling = config.vocab_tiling or 1
+    # MaxText 0.2.2 refused this; 0.2.3 takes it (utils/vocabulary_tiling.py `vocab_tiling_nnx_loss`), untested here.
     if tiling > 1 and config.trainer == "tunix":
         raise ConfigError(
             stack_key("vocabTiling"),
-            f"is {tiling}, and MaxText 0.2.2 refuses vocabulary tiling for Tunix's NNX model (tpu-sft:trainer tunix)",
+            f"is {tiling}, and vocabulary tiling in Tunix's NNX loop is untested here (tpu-sft:trainer tunix)",
             f"{set_hint('trainer', 'native')}, or {set_hint('vocabTiling', '1')}",
         )
     tokens = config.per_device_batch_size * (config.max_target_length or MAXTEXT_MAX_TARGET_LENGTH)
@@ -436,8 +437,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "maxtextVersion",
         "maxtext_version",
-        _pattern(_VERSION, "a release version like 0.2.2"),
-        "0.2.2",
+        _pattern(_VERSION, "a release version like 0.2.3"),
+        "0.2.3",
         "bootstrap",
         names_run=True,
     ),

@@ -1,6 +1,7 @@
-"""The one correction the export needs: MaxText 0.2.2's to_huggingface writes `"hidden_activation": "gelu"`
-for Gemma 3 (maxtext#2867, open); Gemma 3 is trained with the tanh approximation, `gelu_pytorch_tanh`,
-which is what the Hub's own configs say. transformers would otherwise run the exact GELU: a different model.
+"""The one correction the export needs: MaxText's to_huggingface (0.2.2's, and 0.2.3's `hf_model_configs.py`
+`gemma3_4b_config`) writes `"hidden_activation": "gelu"` for Gemma 3 (maxtext#2867, open); Gemma 3 is trained with
+the tanh approximation, `gelu_pytorch_tanh`, which is what the Hub's own configs say. transformers would otherwise
+run the exact GELU: a different model.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ KEY = "hidden_activation"
 WRONG = "gelu"
 RIGHT = "gelu_pytorch_tanh"
 WHY = (
-    "maxtext#2867: MaxText 0.2.2 to_huggingface writes hidden_activation=gelu for gemma3; Gemma 3 uses "
+    "maxtext#2867: MaxText 0.2.3 to_huggingface writes hidden_activation=gelu for gemma3; Gemma 3 uses "
     "gelu_pytorch_tanh (as the Hub configs say), and transformers would otherwise compute exact GELU"
 )
 

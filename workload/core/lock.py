@@ -8,11 +8,14 @@ import os
 from functools import cache
 
 LOCK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "maxtext-requirements.txt")
-# MaxText's SFT trainer is Tunix's; MaxText 0.2.2 accepts any google-tunix >= 0.1.3, and the VM's lowest resolution
+# MaxText's SFT trainer is Tunix's; MaxText 0.2.3 accepts any google-tunix >= 0.1.3, and the VM's lowest resolution
 # would take 0.1.3, whose checkpoints hold no optimizer state. 0.1.7 saves and restores it, and raises the floor of
 # orbax-checkpoint and tensorstore; pylatexenc and importlib-resources it needs with no lower bound, where the
 # lowest resolution would take versions years old.
 TRAINER = ("google-tunix", "orbax-checkpoint", "tensorstore", "pylatexenc", "importlib-resources")
+# MaxText 0.2.3 asks for safetensors >= 0.8.0 and Tunix 0.1.7 for < 0.8, so no resolution holds both: the lock was
+# resolved, and the VM installs, with the lock's safetensors as an override (uv's --override) of both requirements.
+OVERRIDES = ("safetensors",)
 
 
 @cache

@@ -1,6 +1,6 @@
 """The two SFT training loops `tpu-sft:trainer` chooses between, and how each numbers and lays out what it writes.
 
-- `native`: MaxText's own SFT loop (`train_sft_deprecated` in MaxText 0.2.2, renamed `train_sft_native` in 0.2.3),
+- `native`: MaxText's own SFT loop (`train_sft_native`; named `train_sft_deprecated` in MaxText 0.2.2),
   MaxText's linen `train_step`, at the speed of its pre-training loop (on a TPU v5e chip 1.41x Tunix's tokens/s at
   the seed's flags, in half the memory: ../shared/tpu/README.md). It checkpoints MaxText's whole TrainState (step,
   parameters, optimizer state) with Orbax under `checkpoints/<step>/items`, and logs the loop's index: the line
@@ -33,6 +33,6 @@ class TrainerLoop:
 
 
 TRAINER_LOOPS = {
-    "native": TrainerLoop("maxtext.trainers.post_train.sft.train_sft_deprecated", "items", 1),
+    "native": TrainerLoop("maxtext.trainers.post_train.sft.train_sft_native", "items", 1),
     "tunix": TrainerLoop("maxtext.trainers.post_train.sft.train_sft", "model_params", 0),
 }

@@ -1,7 +1,7 @@
 """MaxText's check that its checkpoint folder was made, fitted to Cloud Storage, which has no folders.
 
-MaxText 0.2.2's own loop makes its checkpoint folders with `gcs_utils.mkdir_and_check_permissions`
-(common/checkpointing.py 276 and 349): `epath.Path.mkdir`, then `exists()`, or PermissionError. In a bucket there is
+MaxText 0.2.3's own loop makes its checkpoint folders with `gcs_utils.mkdir_and_check_permissions`
+(common/checkpointing.py 408 and 481): `epath.Path.mkdir`, then `exists()`, or PermissionError. In a bucket there is
 no folder to make: through gcsfs, which etils.epath uses here as on the VM (EPATH_USE_TF=false,
 workload/run/storage.py `client_env`), a mkdir inside a bucket writes nothing and a prefix with no object does not
 exist, so the check refused every run whose checkpoints go to a bucket, writable as it was (the fresh-VM and slice
@@ -20,7 +20,7 @@ from typing import Any, Callable
 from workload.launch import pinned_code
 
 PATCH = "workload/launch/bucket_folders.py"
-# sha256 of maxtext 0.2.2's gcs_utils.mkdir_and_check_permissions (workload/launch/pinned_code.py).
+# sha256 of maxtext 0.2.3's gcs_utils.mkdir_and_check_permissions, 0.2.2's unchanged (workload/launch/pinned_code.py).
 MAXTEXT_MKDIR_SHA256 = "b5da3ad1665bc949b96be560888c1adac1e2766c3f2c7361af041e69f6905d4b"
 
 

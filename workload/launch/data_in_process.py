@@ -1,6 +1,6 @@
 """The tiny profile's data, read in the trainer's own process instead of grain's spawned workers.
 
-MaxText 0.2.2's Hugging Face pipeline builds its grain DataLoader with `worker_count=1` (the default of
+MaxText's Hugging Face pipeline (0.2.2's and 0.2.3's) builds its grain DataLoader with `worker_count=1` (the default of
 `hf_data_processing.preprocessing_pipeline`, which no config key reaches). On a TPU VM the worker overlaps the
 tokenising of real data with the chips' steps, and the VM keeps it. On CPU, for the tiny profile's few rows, it is
 only a cost: a spawned Python that imports TensorFlow, transformers and MaxText's pipeline again (~15 s of CPU), for
@@ -52,7 +52,8 @@ def read_data_in_the_trainers_process() -> None:
 
 class HeldOutFromTheStart:
     """The held-out iterator as a worker per pass gives it: `iter()` (Tunix, at each pass) starts from the first
-    row; `next()` goes on (MaxText's hooks read one batch before training)."""
+    row; `next()` goes on (MaxText's hooks read one batch before training); `reset()` (MaxText 0.2.3's own loop,
+    before each pass, then `iter()`) lets the next read start from the first row."""
 
     def __init__(self, make: Callable[[], Any]):
         self._make = make
@@ -61,6 +62,9 @@ class HeldOutFromTheStart:
     def __iter__(self) -> "HeldOutFromTheStart":
         self._current = self._make()
         return self
+
+    def reset(self) -> None:
+        self._current = None
 
     def __next__(self) -> Any:
         if self._current is None:

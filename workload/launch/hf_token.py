@@ -1,7 +1,7 @@
 """The Hugging Face token: read from a 0600 file or the `HF_TOKEN` environment variable, handed to MaxText
 as a 0600 file named by `HF_TOKEN_PATH`, and scrubbed from anything the runner writes.
 
-Not as `HF_TOKEN`: MaxText 0.2.2's pyconfig copies `$HF_TOKEN` into its config's `hf_access_token`
+Not as `HF_TOKEN`: MaxText 0.2.3's pyconfig copies `$HF_TOKEN` into its config's `hf_access_token`
 (`configs/pyconfig.py` `_resolve_or_infer_addl_config`) and writes the whole config into its TensorBoard event
 files (`common/metric_logger.py` `write_setup_info_to_tensorboard`), in the bucket before any masking could run.
 With no `hf_access_token`, every MaxText call that needs the token passes `token=None` to transformers, datasets

@@ -1,21 +1,18 @@
-"""MaxText's own SFT loop's held-out loss, measured as Tunix's loop measures it: before the first update too, and each
-pass on its own.
+"""MaxText's own SFT loop's held-out loss, measured as Tunix's loop measures it: before the first update too.
 
-MaxText 0.2.2's `train_sft_deprecated.train_loop` evaluates after an update when `step > start_step and (step + 1) %
+MaxText 0.2.3's `train_sft_native.train_loop` evaluates after an update when `step > start_step and (step + 1) %
 eval_interval == 0`: never before the first one, so a run has no held-out loss of the model it started from, which
 "did it learn" compares against (workload/measure/learning.py, `requireLearning`); Tunix's loop evaluates before its
-first step. And it adds every pass into the same `MetricLogger.cumulative_eval_metrics`, which nothing in that loop
-resets (MaxText's pre-training loop calls `reset_eval_metrics` before each pass): its second pass would report the
-mean over both passes, not the model's loss after training.
+first step. So, for that loop only, once its train and eval steps are jitted (`train_utils.jit_train_and_eval_step`,
+which it is handed the state and the held-out iterator for), one pass runs on the state it starts from, the base
+model's or a resumed checkpoint's, with the same eval step, batches (`eval_steps`) and formula as its own passes
+(MetricLogger `_finalize_eval_metrics`: total loss over total weights), and is logged in MetricLogger's words
+(`_log_eval_metrics`), numbered as that loop numbers steps: "after train step -1" before the first update
+(workload/core/trainer_loop.py).
 
-So, for that loop only:
-- once its train and eval steps are jitted (`train_utils.jit_train_and_eval_step`, which it is handed the state and
-  the held-out iterator for), one pass runs on the state it starts from, the base model's or a resumed
-  checkpoint's, with the same eval step, batches (`eval_steps`) and formula as its own passes (MetricLogger
-  `record_eval_metrics`: total loss over total weights), and is logged in MetricLogger's words, numbered as that
-  loop numbers steps: "after step: -1" before the first update (workload/core/trainer_loop.py);
-- a pass's first batch clears what the previous pass added, after that pass was logged and compared with
-  `target_eval_loss` (so the loop's own early stop still reads the pass it just made).
+MaxText 0.2.2 also added every pass into the same `cumulative_eval_metrics`, so its second pass reported the mean
+over both; this module reset them per pass. 0.2.3's loop resets them itself before each pass
+(`metric_logger.reset_eval_metrics()` in `train_loop`), so that half of the patch is gone.
 
 Runs in the MaxText venv: the trainer's launcher applies it to MaxText's own loop (workload/launch/trainer_launcher.py).
 """
@@ -27,25 +24,20 @@ from typing import Any, Callable
 from workload.launch import pinned_code
 
 PATCH = "workload/launch/native_held_out.py"
-# sha256 of maxtext 0.2.2's train_sft_deprecated.train_loop (when it evaluates, what it hands the jit),
-# train_utils.jit_train_and_eval_step (its arguments) and MetricLogger.record_eval_metrics (what a pass adds up)
+# sha256 of maxtext 0.2.3's train_sft_native.train_loop (when it evaluates, that it resets each pass, what it hands
+# the jit) and train_utils.jit_train_and_eval_step (its arguments; the same source as 0.2.2's)
 # (workload/launch/pinned_code.py).
-MAXTEXT_TRAIN_LOOP_SHA256 = "349735f0c71254921f2f8df20898a14f27e2f7747f78485bf10f186cea700a86"
+MAXTEXT_TRAIN_LOOP_SHA256 = "38b7bb4ddb50398cf0e904fd7729ae1b61b85b319ed771a1881bacaeac1b0b87"
 MAXTEXT_JIT_STEPS_SHA256 = "5b617dea89a150332c4348adf9cc73aad86e7f2804f837bfce6915e54c53287a"
-MAXTEXT_RECORD_EVAL_SHA256 = "0db7bf7d5203e19c6df87b23c5f39f811cde291afa57d11e13569d17c8f806a2"
-_PASS_LOGGED = "_tpu_sft_pass_logged"
 
 
 def patch() -> None:
-    from maxtext.common.metric_logger import MetricLogger
-    from maxtext.trainers.post_train.sft import train_sft_deprecated
+    from maxtext.trainers.post_train.sft import train_sft_native
     from maxtext.utils import train_utils
 
-    pinned_code.check(train_sft_deprecated.train_loop, "maxtext", MAXTEXT_TRAIN_LOOP_SHA256, PATCH)
+    pinned_code.check(train_sft_native.train_loop, "maxtext", MAXTEXT_TRAIN_LOOP_SHA256, PATCH)
     pinned_code.check(train_utils.jit_train_and_eval_step, "maxtext", MAXTEXT_JIT_STEPS_SHA256, PATCH)
-    pinned_code.check(MetricLogger.record_eval_metrics, "maxtext", MAXTEXT_RECORD_EVAL_SHA256, PATCH)
     train_utils.jit_train_and_eval_step = _evaluating_first(train_utils.jit_train_and_eval_step)
-    MetricLogger.record_eval_metrics = _each_pass_alone(MetricLogger.record_eval_metrics)
 
 
 def _evaluating_first(jit_train_and_eval_step: Callable) -> Callable:
@@ -79,7 +71,8 @@ def _evaluating_first(jit_train_and_eval_step: Callable) -> Callable:
 
 
 def held_out_pass(config: Any, mesh: Any, state: Any, p_eval_step: Any, eval_data_iterator: Any) -> None:
-    """One pass as train_loop makes it, logged as MetricLogger logs one (metric_logger.py `_log_eval_metrics`)."""
+    """One pass as train_loop makes it (iterating the held-out iterator restarts it), logged as MetricLogger logs one
+    (metric_logger.py `_log_eval_metrics`)."""
     import jax
     import numpy as np
     from flax.linen import partitioning as nn_partitioning
@@ -100,18 +93,6 @@ def held_out_pass(config: Any, mesh: Any, state: Any, p_eval_step: Any, eval_dat
     if batches:
         loss = total_loss / (total_weights + EPS)
         max_logging.log(
-            f"eval metrics after step: {int(state.step) - 1}, loss={loss:.3f}, perplexity={np.exp(loss):.3f}, "
+            f"Completed eval after train step {int(state.step) - 1}, loss={loss:.3f}, perplexity={np.exp(loss):.3f}, "
             f"total_weights={total_weights}"
         )
-
-
-def _each_pass_alone(record_eval_metrics: Callable) -> Callable:
-    def record(self: Any, step: Any, metrics: Any = None, eval_step_count: Any = None) -> None:
-        if metrics and getattr(self, _PASS_LOGGED, False):
-            self.reset_eval_metrics()
-            setattr(self, _PASS_LOGGED, False)
-        record_eval_metrics(self, step, metrics=metrics, eval_step_count=eval_step_count)
-        if eval_step_count:
-            setattr(self, _PASS_LOGGED, True)
-
-    return record

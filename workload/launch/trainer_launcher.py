@@ -12,9 +12,9 @@ It also mends what MaxText's and Tunix's pinned code does wrong for this project
 was written for (workload/launch/pinned_code.py), and each applied to the loop it mends (workload/core/trainer_loop.py).
 Tunix's loop (`train_sft`): its steps return no logits that nobody reads (unread_logits.py), it places the optimizer's
 state without holding it twice (optimizer_placement.py), and a run that asks for no checkpoints writes none
-(checkpoints_as_asked.py). MaxText's own loop (`train_sft_deprecated`) needs none of those: its linen step returns
+(checkpoints_as_asked.py). MaxText's own loop (`train_sft_native`) needs none of those: its linen step returns
 no logits, it places its state inside `jit`, and it makes no checkpoint manager unless asked; it gets its held-out
-pass before the first update, and each pass's own loss (native_held_out.py), and its checkpoint folder in a bucket is
+pass before the first update (native_held_out.py), and its checkpoint folder in a bucket is
 checked by writing there (bucket_folders.py). It prints which chips the trainer runs on as soon as MaxText has
 started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at their peak
 (workload/measure/hbm_peak.py).

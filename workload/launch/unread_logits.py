@@ -1,8 +1,9 @@
 """The logits that Tunix's train step returns and nothing reads, dropped before the step returns them.
 
 MaxText's loss (trainers/pre_train/train.py `loss_fn`) returns the logits in its aux (`intermediate_outputs`),
-Tunix 0.1.7's train and eval steps return that aux as an output (peft_trainer.py 355-357, 366-368), and nothing
-reads it: `_post_process_train_step` and `_post_process_eval_step` do nothing, MaxText's SFT hooks never see it.
+MaxText 0.2.3's train step (`MaxTextPeftTrainer`, trainers/post_train/sft/train_sft.py 138-141) and Tunix 0.1.7's
+eval step (peft_trainer.py 366-368) return that aux as an output, and nothing reads it: `_post_process_train_step`
+and `_post_process_eval_step` do nothing, MaxText's SFT hooks never see it.
 A step's outputs live in HBM until the loop lets go of them, and with two steps in flight
 (`max_inflight_computations=2`) two steps' logits can: float32, batch × sequence × vocabulary, 2.15 GB per sequence
 per chip for gemma3-4b (262,144 tokens of vocabulary). Without them in the aux, XLA never materialises them as an

@@ -40,7 +40,7 @@ _MARKS = {
 }
 # Tunix logs the start of a held-out pass; MaxText's MetricLogger its end (workload/run/events.py parse_eval).
 _EVAL_START = re.compile(r"Running evaluation on train step (\d+)")
-_EVAL_END = re.compile(r"eval metrics after step: (-?\d+)")
+_EVAL_END = re.compile(r"Completed eval after train step (-?\d+)")
 # orbax event_tracking: a synchronous save blocks for all of it; an async one for its blocking part only.
 _SAVE_BLOCKED = re.compile(r"\[sync\] Finished save in ([\d.]+) seconds|\[async\] Finished blocking save in ([\d.]+) s")
 

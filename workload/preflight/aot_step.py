@@ -2,16 +2,17 @@
 compile-only topology), and read back what the compiler says of it: memory per chip, FLOPs, or its OOM.
 
 Runs in .maxtext-venv. Why not MaxText's `train_compile`: it compiles pre-training's `train.train_step`, while
-`train_sft` runs Tunix's `PeftTrainer._train_step` (google-tunix 0.1.7, the one workload/maxtext-requirements.txt
-pins for the VM too: tunix/sft/peft_trainer.py 331-360) under `nnx.jit(..., donate_argnames=("optimizer",))`
-(419-423), and that step needs other memory:
+`train_sft` runs MaxText 0.2.3's `MaxTextPeftTrainer` (train_sft.py 74-145: Tunix's PeftTrainer with MaxText's own
+train step, `jax.value_and_grad` over the parameters split from the rest of the model) inside Tunix's loop
+(google-tunix 0.1.7, the one workload/maxtext-requirements.txt pins for the VM too), which jits it under
+`nnx.jit(..., donate_argnames=("optimizer",))` (tunix/sft/peft_trainer.py 419-423), and that step needs other memory:
 - the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (212-215), which
-  train_sft always does (train_sft.py 107): one more copy of the gradients in the optimizer state;
+  train_sft always does (train_sft.py 182): one more copy of the gradients in the optimizer state;
 - only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
 - the step returns MaxText's loss aux; its `intermediate_outputs` hold the logits (batch x sequence x
   vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens), which the trainer's launcher drops
   (workload/launch/unread_logits.py), and so does this step.
-So this compiles that step: Tunix's own trainer class, jit and train step with MaxText's loss
+So this compiles that step: MaxText's trainer class, Tunix's jit, the train step with MaxText's loss
 (train_sft.use_maxtext_loss_function), on abstract arrays sharded as `from_pretrained` shards the model
 (model_creation_utils.py 737-773), and, when the run evaluates, Tunix's eval step (361-370, jitted at 424) with
 the same loss. Only the mesh is train_compile's: the topology's compile-only devices. What the loop holds beside
@@ -44,11 +45,13 @@ from workload.preflight.fit import Live, Memory
 HbmOom = compiled.HbmOom  # what compile_step raises when the compiler refuses the step
 
 
-class _StepOnly(peft_trainer.PeftTrainer):
-    """Tunix's PeftTrainer with only what its train step reads (peft_trainer.py 211, 223, 250, 299-309): its
-    __init__ would also build the optimizer state on this machine's memory, a checkpoint manager and loggers."""
+class _StepOnly(train_sft.MaxTextPeftTrainer):
+    """train_sft's trainer with only what its train step reads (train_sft.py 90-93, 107; the model for its graph's
+    structure): Tunix's __init__ would also build the optimizer state on this machine's memory, a checkpoint
+    manager and loggers."""
 
-    def __init__(self) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose, see the class docstring
+    def __init__(self, model: nnx.Module) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose
+        self.model = model
         self._lora_enabled = False
         self._has_aux = False  # with_loss_fn sets it, as train_sft's use_maxtext_loss_function calls it
         self.gen_model_input_fn = lambda x: x
@@ -106,10 +109,10 @@ def _default(dataclass: type, name: str) -> Any:
     return field.default
 
 
-def _trainer(config: Any) -> peft_trainer.PeftTrainer:
-    """Tunix's trainer with train_sft's loss, one function for its train and eval steps (with_loss_fn), without
-    the logits, as the trainer's launcher has every trainer."""
-    trainer = train_sft.use_maxtext_loss_function(_StepOnly(), config)
+def _trainer(config: Any, model: nnx.Module) -> peft_trainer.PeftTrainer:
+    """train_sft's trainer with its loss, one function for its train and eval steps (with_loss_fn), without the
+    logits, as the trainer's launcher has every trainer."""
+    trainer = train_sft.use_maxtext_loss_function(_StepOnly(model), config)
     trainer.loss_fn = trainer.eval_loss_fn = unread_logits.without_logits(trainer.loss_fn)
     return trainer
 
@@ -117,10 +120,10 @@ def _trainer(config: Any) -> peft_trainer.PeftTrainer:
 def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Live]:
     """(the train step compiled, what one chip holds). The eval step is compiled only when the run evaluates
     (`evaluate`) and then with MaxText's eval batch: only its memory is read."""
-    trainer = _trainer(config)
     in_flight = _default(peft_trainer.TrainingConfig, "max_inflight_computations")  # train_sft leaves it
-    with mesh, nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
+    with jax.set_mesh(mesh), nn_partitioning.axis_rules(config.logical_axis_rules):  # as train_sft.train_model runs it
         model, optimizer = _abstract_model_and_optimizer(config, mesh)
+        trainer = _trainer(config, model)
         batch = _abstract_batch(config, mesh, config.global_batch_size_to_load)
         train = _jitted_train_step(trainer).lower(model, optimizer, batch).compile()
         eval_batch = _abstract_batch(config, mesh, config.global_batch_size_to_load_eval)
@@ -144,8 +147,8 @@ def local_step_memory(argv: list[str]) -> Memory:
 
 
 def maxtext_config(argv: list[str]) -> Any:
-    """MaxText's config as train_sft parses it."""
-    config = pyconfig.initialize(argv)
+    """MaxText's config as train_sft parses it (0.2.3's main: `initialize_pydantic`, MaxText's own config type)."""
+    config = pyconfig.initialize_pydantic(argv)
     compiled.no_compilation_cache()
     return config
 

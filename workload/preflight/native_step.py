@@ -1,8 +1,8 @@
 """Compile MaxText's own SFT loop's training step (tpu-sft:trainer native) for a TPU topology on a machine without a
 TPU, with MaxText's own ahead-of-time compile, `train_compile`, and read back what the compiler says of it.
 
-Runs in .maxtext-venv. The loop (maxtext/trainers/post_train/sft/train_sft_deprecated.py in 0.2.2, train_sft_native
-from 0.2.3) runs pre-training's linen `train.train_step`, the step `train_compile` compiles, so this is
+Runs in .maxtext-venv. The loop (maxtext/trainers/post_train/sft/train_sft_native.py; train_sft_deprecated.py in
+0.2.2) runs pre-training's linen `train.train_step`, the step `train_compile` compiles, so this is
 train_compile's own code (`get_topology_mesh`, `get_shaped_inputs`, `jit_and_compile`) set up as the loop sets its
 step up:
 - pyconfig parses the arguments with `use_tunix_gradient_accumulation=False` (its `main`), and JAX's PRNG is

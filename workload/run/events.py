@@ -50,9 +50,10 @@ _FIELDS = {
     "tflops_per_device": re.compile(r"TFLOP/s/device: ([-+\w.]+)"),
     "loss": re.compile(r"\bloss: ([-+\w.]+)"),
 }
-# A held-out pass, through MaxText's MetricLogger: "eval metrics after step: 10, loss=2.301, perplexity=…". Each loop
-# numbers steps its own way (workload/core/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
-_EVAL = re.compile(r"eval metrics after step: (-?\d+), loss=([-+\w.]+)")
+# A held-out pass, through MaxText's MetricLogger: "Completed eval after train step 10, loss=2.301, perplexity=…" (not
+# its per-batch "Completed eval step: 0, …, running loss=…"). Each loop numbers steps its own way
+# (workload/core/trainer_loop.py): MaxText's own loop's pass before its first update is -1.
+_EVAL = re.compile(r"Completed eval after train step (-?\d+), loss=([-+\w.]+)")
 
 
 def parse_step(line: str) -> dict[str, Any] | None:

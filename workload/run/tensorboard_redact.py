@@ -1,6 +1,6 @@
 """Take the HF token out of MaxText's TensorBoard event files.
 
-MaxText 0.2.2 copies `$HF_TOKEN` into its config (pyconfig infers `hf_access_token`) and writes its whole
+MaxText 0.2.3 copies `$HF_TOKEN` into its config (pyconfig infers `hf_access_token`) and writes its whole
 config into TensorBoard as text summaries (`maxtext_utils.add_config_to_summary_writer`). The runner never
 sets `HF_TOKEN` for MaxText (workload/launch/hf_token.py), so this is defence in depth, run after each attempt: should
 the token reach an event file some other way, the files the pipeline keeps do not hold it. Each TFRecord

@@ -35,17 +35,17 @@ APT_GET = (
     "Dpkg::Options::=--force-confold",
 )
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
+OVERRIDES_FILE = "tpu-sft-overrides.txt"  # in the venv: the lock's overrides of what MaxText and Tunix ask for
 # The Hub client that downloads the weights, hf-xet (the transfer the Gemma repositories are stored for) and typer
-# (the newest no longer brings the click that `hf` imports): the versions pinned beside MaxText in
-# workload/maxtext-requirements.txt.
-HUB_CLIENT = ("huggingface_hub==1.14.0", "hf-xet==1.5.0", "typer==0.25.1")
+# (the newest no longer brings the click that `hf` imports), at the versions the lock pins beside MaxText.
+HUB_CLIENT = lock.pinned(("huggingface-hub", "hf-xet", "typer"))
 
 
 def spec_for(
     config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR, state_dir: str = STATE_DIR
 ) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText with
-    the Tunix the tests ran (`trainer_pins`), and `install_tpu_post_train_extra_deps` when
+    the Tunix the tests ran (`trainer_pins`, `maxtext_install`), and `install_tpu_post_train_extra_deps` when
     `install_post_train_extras` (slow: tunix, tpu-inference and vLLM from GitHub, over the pinned Tunix).
     `torch_backend` becomes UV_TORCH_BACKEND. On the full profile, also the model's weights into the HF cache under
     `work_dir`, which to_maxtext (seed step 4) then reads instead of downloading them.
@@ -67,15 +67,7 @@ def spec_for(
         Step("uv", download_and_run(UV_INSTALLER), 600, after=()),
         Step("python", f"{UV} python install 3.12", 600, after=("uv",)),
         Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600, after=("python",)),
-        Step(
-            "maxtext",
-            f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
-            f"--python {q_venv}/bin/python "
-            f"{shlex.join((f'maxtext[tpu-post-train]=={config.maxtext_version}', *trainer_pins(config)))} "
-            "--resolution=lowest",
-            3600,
-            after=("venv",),
-        ),
+        Step("maxtext", maxtext_install(config, venv), 3600, after=("venv",)),
     ]
     if config.install_post_train_extras:
         # Detached: convert does not need them, so it runs beside their build; train waits for them.
@@ -100,6 +92,20 @@ def spec_for(
             )
         )
     return BootstrapSpec(tuple(steps))
+
+
+def maxtext_install(config: PipelineConfig, venv: str) -> str:
+    """`uv pip install` of MaxText with the trainer's pins, at the lowest versions MaxText allows; for the lock's
+    MaxText, with the lock's overrides too, written to a file in the venv first (uv reads overrides from a file)."""
+    packages = shlex.join((f"maxtext[tpu-post-train]=={config.maxtext_version}", *trainer_pins(config)))
+    install = (
+        f"UV_TORCH_BACKEND={shlex.quote(config.torch_backend)} {UV} pip install "
+        f"--python {shlex.quote(venv)}/bin/python {packages} --resolution=lowest"
+    )
+    if not trainer_pins(config):
+        return install
+    overrides = shlex.quote(f"{venv}/{OVERRIDES_FILE}")
+    return f"printf '%s\\n' {shlex.join(lock.pinned(lock.OVERRIDES))} > {overrides} && {install} --override {overrides}"
 
 
 def trainer_pins(config: PipelineConfig) -> tuple[str, ...]:

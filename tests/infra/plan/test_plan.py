@@ -60,9 +60,9 @@ def test_the_runs_length_reruns_train_and_export_only(tmp_path):
 
 
 def test_maxtext_version_reruns_every_phase(tmp_path):
-    done = _plan(tmp_path, _changed(**{"tpu-sft:maxtextVersion: 0.2.2": "tpu-sft:maxtextVersion: 0.2.5"}))
+    done = _plan(tmp_path, _changed(**{"tpu-sft:maxtextVersion: 0.2.3": "tpu-sft:maxtextVersion: 0.2.5"}))
     assert _rerun(done.stdout) == {"bootstrap", "convert", "train", "export"}
-    assert '`maxtextVersion`: "0.2.2" → "0.2.5"' in done.stdout
+    assert '`maxtextVersion`: "0.2.3" → "0.2.5"' in done.stdout
 
 
 def test_replaced_vm_reruns_every_phase(tmp_path):

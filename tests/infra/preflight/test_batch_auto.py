@@ -110,7 +110,7 @@ def test_a_sweep_made_elsewhere_is_kept_only_for_this_stacks_train_inputs(dev_co
         ({**answer, "chosen": {**chosen, "per_device_batch_size": "4; rm -rf /"}}, "names '4; rm -rf /' as a batch"),
         ({**answer, "chosen": {**chosen, "per_device_batch_size": True}}, "names True as a batch"),
         ({**answer, "chosen": {**chosen, "levers": {"xlaFlags": "--a=1; rm -rf /"}}}, "chooses settings this stack"),
-        ({**answer, "chosen": {**chosen, "levers": {"trainer": "tunix", "vocabTiling": 4}}}, "refuses vocabulary"),
+        ({**answer, "chosen": {**chosen, "levers": {"trainer": "tunix", "vocabTiling": 4}}}, "NNX loop is untested"),
         ([answer], "is not a sweep's answer"),
         ({**answer, "chosen": [4]}, "is not a sweep's answer"),
     ]:

@@ -22,7 +22,7 @@ def test_a_candidate_fills_the_levers_the_stack_leaves_unset():
     [
         (PipelineConfig(remat_policy="full"), {"rematPolicy": "minimal"}),  # the stack set it
         (PipelineConfig(trainer="tunix"), {"trainer": "native"}),  # the loop is the stack's
-        (PipelineConfig(trainer="tunix"), {"vocabTiling": 4}),  # MaxText 0.2.2 refuses it in Tunix's loop
+        (PipelineConfig(trainer="tunix"), {"vocabTiling": 4}),  # untested in Tunix's loop (MaxText 0.2.2 refused it)
         (PipelineConfig(attention="dot_product"), {"flashBlockSize": 1024}),  # the flash kernel's, and no flash
     ],
 )

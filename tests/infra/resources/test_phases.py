@@ -130,7 +130,7 @@ def _triggers(mock_stack, overrides):
         ({"tpu-sft:learningRate": "1e-4"}, {"train", "export"}),
         # bootstrap too: it downloads the new model's weights (only that step re-runs there)
         ({"tpu-sft:model": "gemma3-12b"}, {"bootstrap", "convert", "train", "export"}),
-        ({"tpu-sft:maxtextVersion": "0.2.3"}, {"bootstrap", "convert", "train", "export"}),
+        ({"tpu-sft:maxtextVersion": "0.2.2"}, {"bootstrap", "convert", "train", "export"}),
         ({"tpu-sft:instanceName": "tpu-sft-other"}, {"bootstrap", "convert", "train", "export"}),
         ({"tpu-sft:labels": '{"owner": "someone-else"}'}, set()),
         ({"tpu-sft:pricePerChipHour": "3.1"}, set()),
@@ -213,7 +213,7 @@ def test_the_phases_keep_the_model_where_the_vm_mounts_the_data_disk():
 # One valid change of every pipeline setting, and of settings that reach the VM, rename it or change nothing.
 # (Other VM-replacing keys such as bootDiskSizeGb change the instance id only in a real engine, not the mock's.)
 KEY_CHANGES = [
-    ("tpu-sft:maxtextVersion", "0.2.3"),
+    ("tpu-sft:maxtextVersion", "0.2.2"),
     ("tpu-sft:installPostTrainExtras", "true"),
     ("tpu-sft:torchBackend", "auto"),
     ("tpu-sft:model", "gemma3-12b"),

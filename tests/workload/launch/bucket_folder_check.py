@@ -1,4 +1,4 @@
-"""Run in the MaxText venv: MaxText's checkpoint-folder check on a folder in a bucket, as MaxText 0.2.2 ships it and
+"""Run in the MaxText venv: MaxText's checkpoint-folder check on a folder in a bucket, as MaxText 0.2.3 ships it and
 as the trainer's launcher patches it (workload/launch/bucket_folders.py). Prints one JSON line, each side's outcome."""
 
 import json

@@ -10,16 +10,15 @@ import optax
 from flax import nnx
 from maxtext.configs import pyconfig
 from maxtext.trainers.post_train.sft import train_sft
-from tunix.sft import peft_trainer
 
 from workload.launch import checkpoints_as_asked
 
 
 def trainer_directory(argv: list[str]) -> str | None:
-    config = pyconfig.initialize(argv)
+    config = pyconfig.initialize_pydantic(argv)  # as train_sft's main parses its arguments
     model = nnx.Linear(2, 2, rngs=nnx.Rngs(0))
-    # train_sft's own way from its config to Tunix's (setup_trainer_state)
-    trainer = peft_trainer.PeftTrainer(model, optax.sgd(0.1), train_sft.get_tunix_config(config))
+    # train_sft's own way from its config to its trainer (setup_trainer_state)
+    trainer = train_sft.MaxTextPeftTrainer(model, optax.sgd(0.1), train_sft.get_tunix_config(config))
     return trainer.config.checkpoint_root_directory
 
 

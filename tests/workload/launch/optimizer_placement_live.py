@@ -33,7 +33,14 @@ class Model(nnx.Module):
 
 
 def live_bytes() -> int:
-    return sum(shard.data.nbytes for array in jax.live_arrays() for shard in array.addressable_shards)
+    """Each device buffer once: jax.live_arrays() can list a sharded array and the single-device arrays of its shards
+    over the same buffers (JAX 0.10 keeps those alive once `addressable_shards` has made them)."""
+    buffers = {
+        shard.data.unsafe_buffer_pointer(): shard.data.nbytes
+        for array in jax.live_arrays()
+        for shard in array.addressable_shards
+    }
+    return sum(buffers.values())
 
 
 def placed(placement: str) -> dict:

@@ -1,4 +1,4 @@
-"""MaxText's own loop can checkpoint into a bucket (workload/launch/bucket_folders.py): MaxText 0.2.2 refuses a
+"""MaxText's own loop can checkpoint into a bucket (workload/launch/bucket_folders.py): MaxText 0.2.3 refuses a
 checkpoint folder in Cloud Storage because no folder object appears there, though the bucket is writable; the patched
 check writes there instead. Real MaxText, real gcsfs and the Cloud Storage emulator with the VM's IAM."""
 

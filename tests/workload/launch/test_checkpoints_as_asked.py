@@ -1,4 +1,4 @@
-"""A run that asks for no checkpoints gets none (workload/launch/checkpoints_as_asked.py): MaxText 0.2.2's train_sft
+"""A run that asks for no checkpoints gets none (workload/launch/checkpoints_as_asked.py): MaxText 0.2.3's train_sft
 hands Tunix its checkpoint directory whatever `enable_checkpointing` says, and Tunix saves wherever it has one.
 Real MaxText config parsing and a real Tunix trainer on CPU; on the chip, bench/tpu/runs/ records no checkpoint
 written by any case that asked for none."""

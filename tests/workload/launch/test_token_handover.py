@@ -1,5 +1,5 @@
 """How the runner hands the HF token to MaxText: as a 0600 file named by HF_TOKEN_PATH, never as HF_TOKEN (which
-MaxText 0.2.2's pyconfig copies into the config it writes to TensorBoard), and that the libraries MaxText calls
+MaxText 0.2.3's pyconfig copies into the config it writes to TensorBoard), and that the libraries MaxText calls
 with `token=None` find it there. (test_token_lost_vm.py shows the effect on a real training run.)"""
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ class RecordingHub:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
-# Each call is the library call MaxText 0.2.2 makes with `token=config.hf_access_token`, which is None when the key
+# Each call is the library call MaxText 0.2.3 makes with `token=config.hf_access_token`, which is None when the key
 # is unset (configs/pyconfig.py `_prepare_for_pydantic` turns base.yml's '' into None).
 LIBRARY_CALLS = """
 import sys

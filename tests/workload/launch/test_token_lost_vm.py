@@ -1,4 +1,4 @@
-"""A VM lost mid-training leaves no HF token behind (real MaxText 0.2.2, tiny profile, CPU, checkpoints in a local
+"""A VM lost mid-training leaves no HF token behind (real MaxText 0.2.3, tiny profile, CPU, checkpoints in a local
 Cloud Storage API): the runner is given a fake token the way the VM's runner gets one (`--hf-token-file`, the 0600
 file `put-secret` writes under the state dir), and its whole session is SIGKILLed as soon as MaxText's first
 TensorBoard event file holds MaxText's config, the earliest moment its config could have carried the token into

@@ -1,5 +1,5 @@
 """The logits Tunix's train step returned and nothing read are gone from its outputs (workload/launch/unread_logits.py),
-and nothing else changed: real MaxText 0.2.2 and Tunix 0.1.7 on the tiny model, CPU, the same start and batch."""
+and nothing else changed: real MaxText 0.2.3 and Tunix 0.1.7 on the tiny model, CPU, the same start and batch."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""A fine-tune that learns nothing is said not to have learned (real MaxText 0.2.2, tiny profile, CPU). A learning
+"""A fine-tune that learns nothing is said not to have learned (real MaxText 0.2.3, tiny profile, CPU). A learning
 rate of 0 trains steps that move no weight, so the held-out pass before training and the one after read the same
 loss; they read it on the same examples too, or they would differ (Tunix re-iterates the eval iterator from its
 start on every pass). The run ends with the warning; with requireLearning it fails in one line instead. It starts

@@ -195,12 +195,12 @@ def test_held_out_passes_are_their_own_share_of_the_time_and_leave_the_step_rate
     timeline = AttemptTimeline(started=0.0)
     for now, line in [
         (10.0, "System Information: Jax Version: 0.9.2\n"),
-        (20.0, "peft_trainer.py:727] Running evaluation on train step 0.\n"),
-        (26.0, "metric_logger.py:220] eval metrics after step: 0, loss=12.014, perplexity=1.6e5, total_weights=211\n"),
+        (20.0, "peft_trainer.py:802] Running evaluation on train step 0.\n"),
+        (26.0, "metric_logger.py:230] Completed eval after train step 0, loss=12.014, perplexity=1.6e5\n"),
         (30.0, "metric_logger.py:303] number parameters: 0.017 billion\n"),
         (40.0, "completed step: 1, seconds: 10.0, loss: 12.5\n"),
-        (41.5, "peft_trainer.py:727] Running evaluation on train step 2.\n"),
-        (45.5, "metric_logger.py:220] eval metrics after step: 2, loss=11.900, perplexity=1.4e5, total_weights=211\n"),
+        (41.5, "peft_trainer.py:802] Running evaluation on train step 2.\n"),
+        (45.5, "metric_logger.py:230] Completed eval after train step 2, loss=11.900, perplexity=1.4e5\n"),
         (46.0, "completed step: 2, seconds: 5.0, loss: 12.4\n"),  # MaxText's own step time holds the pass
         (47.0, "completed step: 3, seconds: 1.0, loss: 12.3\n"),
     ]:

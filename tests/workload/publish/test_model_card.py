@@ -158,7 +158,7 @@ def test_the_card_quotes_the_runs_settings_losses_and_first_samples(tmp_path):
     assert "MaxText 0.2.2" in text and "on v6e-8" in text and "Verification (" in text and "): passed." in text
     assert "fine-tuned it with `train_sft` on" in text  # a run recorded before tpu-sft:trainer: the seed's loop
     native = body(manifest(settings={**SETTINGS, "trainer": "native"}), str(tmp_path), "team/gemma-sft")
-    assert "fine-tuned it with `train_sft_deprecated` on" in native
+    assert "fine-tuned it with `train_sft_native` on" in native
 
 
 def test_a_tiny_profile_card_names_no_google_base_model_or_dataset(tmp_path):

@@ -1,4 +1,4 @@
-"""The first batch MaxText 0.2.2's SFT trainer trains on, built by MaxText's own input pipeline from the trainer's
+"""The first batch MaxText 0.2.3's SFT trainer trains on, built by MaxText's own input pipeline from the trainer's
 own arguments, as JSON lines: per variant, the text of its input tokens and of the target tokens that carry loss
 weight. Runs in the MaxText venv: `python sft_batch.py VARIANTS_JSON ARG ...`, ARG as workload/run/commands.py
 gives them to train_sft, each variant a list of arguments appended to them.
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
+from collections.abc import Sequence
 
 import numpy as np
+from absl import app
 from jax.sharding import Mesh
 from maxtext.configs import pyconfig
 from maxtext.input_pipeline.input_pipeline_interface import create_data_iterator
@@ -40,14 +41,16 @@ def first_batch(argv: list[str]) -> dict[str, str | bool]:
     }
 
 
-def main() -> int:
-    variants, args = json.loads(sys.argv[1]), sys.argv[2:]
+def main(argv: Sequence[str]) -> None:
+    variants, args = json.loads(argv[1]), argv[2:]
     spec = importlib.util.find_spec(TRAIN_SFT)
     assert spec is not None and spec.origin is not None
     for extra in variants:  # argv[0] as `python -m` gives it: the module's own file
         print(json.dumps(first_batch([spec.origin, *args, *extra])), flush=True)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # As train_sft starts: absl's app.run parses the flags first, which Grain's dataset reads (it raises
+    # UnparsedFlagAccessError on --grain_enable_multiprocess_worker_profiling otherwise); MaxText's own
+    # arguments are positional, so they reach main as given.
+    app.run(main)

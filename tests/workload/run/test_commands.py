@@ -14,7 +14,7 @@ from workload.tiny import assets as tiny
 
 # Seed steps 4–6 (shared/seed/README.md) with their variables expanded: WORK=/dev/shm, RUN_NAME fixed.
 # `hf_access_token="${HF_TOKEN?}"` is left out of to_maxtext on purpose: argv is world-readable through
-# /proc and ps and ends up in logs; MaxText 0.2.2 reads HF_TOKEN from the environment instead.
+# /proc and ps and ends up in logs; MaxText 0.2.3 reads HF_TOKEN from the environment instead.
 SEED_TO_MAXTEXT = """python3 -m maxtext.checkpoint_conversion.to_maxtext
     model_name=gemma3-4b
     base_output_directory=/dev/shm/gemma3-4b/mt-format/
@@ -84,7 +84,7 @@ def test_the_default_native_trainer_runs_maxtexts_own_loop_with_the_seeds_argume
     layout, (convert, train, export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **native))
     _, (_, seed_train, seed_export) = build(PipelineConfig(run_name="2026-01-01-00-00-00", **SEED_FLAGS))
     assert list(convert.argv) == tokens(SEED_TO_MAXTEXT)
-    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_deprecated"
+    assert train.argv[3] == commands.TRAINER_MODULES["native"] == "maxtext.trainers.post_train.sft.train_sft_native"
     assert commands.trainer_arguments(train.argv) == commands.trainer_arguments(seed_train.argv)
     parameters = f"load_parameters_path={layout.checkpoint(999)}/items"
     assert list(export.argv) == [parameters if a.startswith("load_parameters_path=") else a for a in seed_export.argv]

@@ -14,10 +14,16 @@ STEP_LINE = (
     "seconds: 0.755, TFLOP/s/device: 0.017, Tokens/s/device: 169.486, total_weights: 70, loss: 12.510, "
     "lm_loss: 0.000, perplexity: 0.000\n"
 )
-# MaxText's MetricLogger after Tunix's held-out pass (metric_logger.py `_log_eval_metrics`).
+# MaxText's MetricLogger after Tunix's held-out pass (metric_logger.py `_log_eval_metrics`; MaxText 0.2.3, tiny
+# profile; 0.2.2 said "eval metrics after step: N, loss=…").
 EVAL_LINE = (
-    "I1202 22:41:07.512331 140335446202240 metric_logger.py:220] eval metrics after step: 10, loss=11.862, "
-    "perplexity=141714.469, total_weights=211\n"
+    "I1206 19:07:28.426423 139624961031040 metric_logger.py:230] Completed eval after train step 2, loss=9.025, "
+    "perplexity=8309.923, total_weights=121.0, avg_z_loss=0.000\n"
+)
+# MaxText 0.2.3's own loop logs each batch of a pass with its running mean: not a pass's loss (scripts/rehearse).
+RUNNING_LINE = (
+    "I1206 19:18:10.213964 139959672884096 metric_logger.py:249] Completed eval step: 1, seconds: 0.013, "
+    "running loss=8.107, running perplexity=3317.306, running total_weights=121.0\n"
 )
 ORBAX_LINE = (
     "I1130 10:22:02.120993 139867087899520 base_pytree_checkpoint_handler.py:1452] [process=0][thread=MainThread]"
@@ -48,10 +54,11 @@ def test_other_lines_are_not_steps():
 
 
 def test_a_held_out_pass_gives_its_step_and_loss_and_is_no_training_step():
-    assert parse_eval(EVAL_LINE) == {"step": 10, "eval_loss": 11.862}
+    assert parse_eval(EVAL_LINE) == {"step": 2, "eval_loss": 9.025}
     assert parse_step(EVAL_LINE) is None
     assert parse_eval(STEP_LINE) is None and parse_eval(ORBAX_LINE) is None
-    assert parse_eval(EVAL_LINE.replace("11.862", "nan"))["eval_loss"] != parse_eval(EVAL_LINE)["eval_loss"]
+    assert parse_eval(RUNNING_LINE) is None and parse_step(RUNNING_LINE) is None
+    assert parse_eval(EVAL_LINE.replace("9.025", "nan"))["eval_loss"] != parse_eval(EVAL_LINE)["eval_loss"]
 
 
 def test_step_events_carry_the_last_held_out_loss_and_the_progress_line_shows_it():

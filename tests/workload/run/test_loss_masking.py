@@ -1,5 +1,5 @@
 """Issue 25's masking check: the fine-tune's loss falls on the assistant's tokens only. MaxText's SFT has gone wrong
-here before (maxtext#736, PR #3284), and in 0.2.2 it rests on a default that one changed command line loses:
+here before (maxtext#736, PR #3284), and in 0.2.3 it rests on a default that one changed command line loses:
 `sft_train_on_completion_only` is True only in configs/post_train/sft.yml, which pyconfig picks for train_sft from
 the program's path, while base.yml says False (the code path: tests/workload/run/sft_batch.py). So this builds, with
 MaxText's own input pipeline and the tiny profile's exact train arguments, the first batch the trainer trains on,

@@ -161,13 +161,16 @@ def test_spec_for_follows_the_seed_and_the_settings():
     default = spec_for(PipelineConfig())
     assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "weights"]
     maxtext = default.steps[4].command
-    assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.2' google-tunix==" in maxtext
-    assert maxtext.endswith(" --resolution=lowest")
+    assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.3' google-tunix==" in maxtext
+    # MaxText 0.2.3 and Tunix 0.1.7 disagree on safetensors: the lock's version overrides both, from a file
+    overrides = "maxtext_venv/tpu-sft-overrides.txt"
+    assert maxtext.startswith(f"printf '%s\\n' safetensors==0.8.0 > {overrides} && UV_TORCH_BACKEND=cpu ")
+    assert maxtext.endswith(f" --resolution=lowest --override {overrides}")
     extras = spec_for(PipelineConfig(install_post_train_extras=True))
     assert [s.name for s in extras.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras", "weights"]
     lean = spec_for(PipelineConfig(maxtext_version="0.2.5", torch_backend="auto"))
     assert "==0.2.5" in lean.steps[4].command and "google-tunix" not in lean.steps[4].command
-    assert "UV_TORCH_BACKEND=auto" in lean.steps[4].command
+    assert lean.steps[4].command.startswith("UV_TORCH_BACKEND=auto ") and "--override" not in lean.steps[4].command
     assert lean.step_hashes()[:4] == default.step_hashes()[:4]  # a version change keeps apt, uv, python, venv
     assert lean.fingerprint != default.fingerprint
 

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from remote.pipeline.bootstrap.scheduler import bootstrap_all
-from remote.pipeline.bootstrap.seed import HUB_CLIENT, spec_for
+from remote.pipeline.bootstrap.seed import spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.ssh.connection import connect, run
 from tests.hub_download_standin import serving
+from workload.core import lock
 from workload.core.config import PipelineConfig
 from workload.core.contract import HF_TOKEN_SECRET
 from workload.core.models import MODELS
@@ -135,9 +136,9 @@ def test_the_step_is_on_the_full_profile_only_and_starts_once_python_is_there():
     assert {name for name in full if unchanged[name] != changed[name]} == {"weights"}
 
 
-def test_the_hub_client_and_the_repositories_are_the_ones_pinned_with_maxtext():
-    lock = (ROOT / "workload/maxtext-requirements.txt").read_text().splitlines()
-    assert {pin.replace("_", "-") for pin in HUB_CLIENT} <= set(lock)
+def test_the_hub_client_and_the_repositories_are_the_ones_pinned_with_maxtext(tmp_path):
+    client = [f"{name}=={lock.versions()[name]}" for name in ("huggingface-hub", "hf-xet", "typer")]
+    assert f"--from {client[0]} --with {client[1]} --with {client[2]} hf download" in _weights_step(tmp_path)
     # The installed MaxText's own table, read from its file: importing the module would import all of MaxText
     # (its package __init__), ~30 s for one dict. The file imports only os.path.
     (path,) = (ROOT / ".maxtext-venv/lib").glob("python3.*/site-packages/maxtext/utils/globals.py")

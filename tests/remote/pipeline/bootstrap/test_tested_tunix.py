@@ -47,7 +47,7 @@ def test_the_preview_warns_in_one_line_when_the_vm_would_train_with_another_tuni
     assert "tpu-sft:installPostTrainExtras true" in extras and "google-tunix 0.1.7" in extras
     assert "46.56 GB" in extras and extras.endswith("pulumi config set tpu-sft:installPostTrainExtras false")
     (other,) = dev_settings(**{"tpu-sft:maxtextVersion": "0.2.5"}).warnings
-    assert "tpu-sft:maxtextVersion 0.2.5" in other and "MaxText 0.2.2 with google-tunix 0.1.7" in other
+    assert "tpu-sft:maxtextVersion 0.2.5" in other and "MaxText 0.2.3 with google-tunix 0.1.7" in other
     assert "\n" not in extras + other
     # The VM's install for another MaxText pins none of the tested libraries: they may not fit it.
     assert _installed(spec_for(PipelineConfig(maxtext_version="0.2.5"))) == {}
