@@ -30,16 +30,16 @@ TUNIX_JIT_STEPS_SHA256 = "5208cb2237d70b863de3c68e6a13bfd6bf5dc3eb671eb23a32c1fd
 
 
 def jit_train_and_eval_step(self: Any, skip_jit: bool = False, cache_nnx_graph: bool = False) -> tuple[Any, Any]:
-    """PeftTrainer.jit_train_and_eval_step's job (peft_trainer.py 400-438), the model donated as well, and the
-    optimizer's state placed on the mesh in effect."""
+    """PeftTrainer.jit_train_and_eval_step's job (peft_trainer.py 400-438), the model donated as well."""
     from flax import nnx
+    from jax.interpreters import pxla
 
     train_step = self.create_train_step_fn()
     eval_step = self.create_eval_step_fn()
     if skip_jit:
         return train_step, eval_step
     if self._jitted_train_step_fn is None:
-        self._shard_optimizer(mesh_in_effect())
+        self._shard_optimizer(pxla.thread_resources.env.physical_mesh)
 
         def bound(f: Any, *args: Any) -> Any:
             return functools.partial(nnx.cached_partial(f, *args)) if cache_nnx_graph else functools.partial(f, *args)
@@ -47,19 +47,6 @@ def jit_train_and_eval_step(self: Any, skip_jit: bool = False, cache_nnx_graph: 
         self._jitted_train_step_fn = bound(nnx.jit(train_step, donate_argnames=DONATED), self.model, self.optimizer)
         self._jitted_eval_step_fn = bound(nnx.jit(eval_step), self.model)
     return self._jitted_train_step_fn, self._jitted_eval_step_fn
-
-
-def mesh_in_effect() -> Any:
-    """The mesh the trainer runs under. Tunix reads the one `with mesh:` sets (`pxla.thread_resources`), but MaxText
-    0.2.3's train_sft sets it with `jax.set_mesh` (train_sft.py 276), which leaves that one empty: Tunix then placed
-    nothing, its state kept a single device's sharding, the step returned it with the mesh's, and jit compiled the
-    step again at step 2 (on the lent v5e, 230 s for LoRA on gemma3-4b; JAX's cache-miss report named the
-    optimizer's counters)."""
-    import jax
-    from jax.interpreters import pxla
-
-    physical = pxla.thread_resources.env.physical_mesh
-    return physical if not physical.empty else jax.sharding.get_mesh()
 
 
 def patch_tunix() -> None:

@@ -167,6 +167,8 @@ class Live:
             "beside_the_step": self.beside,
             "total": self.total,
             "chip_margin": self.margin,
+            "frozen_weights": self.frozen,
+            "restored_state": self.state,
             "resumed": self.resumed,
             "needed": self.needed,
         }
