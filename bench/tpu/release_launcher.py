@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from workload.launch import optimizer_placement, trainer_launcher, unread_logits
+from workload.launch import model_donation, optimizer_placement, trainer_launcher, unread_logits
 
 QTYPE_ENV = "TPU_BENCH_LORA_WEIGHT_QTYPE"
 TILE_ENV = "TPU_BENCH_LORA_TILE_SIZE"
@@ -33,6 +33,7 @@ def patch_loop(module: str) -> None:
         return  # MaxText's own loop: its patches are all MaxText's
     unread_logits.drop_from_every_trainer()
     optimizer_placement.patch_tunix()
+    model_donation.patch_tunix()
     if os.environ.get(QTYPE_ENV):
         quantise_frozen_weights(os.environ[QTYPE_ENV], os.environ.get(TILE_ENV))
 

@@ -34,7 +34,7 @@ from typing import Any
 from bench.tpu import cases as case_file
 from bench.tpu import prepare, release_launcher, table
 from bench.tpu.cases import Case
-from bench.tpu.reading import Reading
+from bench.tpu.reading import Reading, lora_flops_share
 from workload.launch import data_in_process
 from workload.run import commands
 
@@ -118,7 +118,10 @@ def summarize(case: Case, log: Path, returncode: int, steps: int) -> dict[str, A
     with log.open() as lines:
         for line in lines:
             reading.observe(line)
-    return reading.summary(returncode, last_step(case, steps))
+    summary = reading.summary(returncode, last_step(case, steps))
+    if case.lora_rank is not None and summary.get("mfu") is not None and "flops_split" in summary:
+        summary["mfu_on_lora_flops"] = round(summary["mfu"] * lora_flops_share(summary["flops_split"]), 4)
+    return summary
 
 
 def last_step(case: Case, steps: int) -> int:

@@ -33,6 +33,14 @@ def _verdict(needed: int, limit: int) -> str:
     return "fits" if needed <= limit else "does not fit"
 
 
+def _mfu(run: dict[str, Any]) -> str:
+    """On MaxText's count of a full training step; a LoRA run's also on the FLOPs its step does."""
+    if run.get("mfu") is None:
+        return ""
+    lora = run.get("mfu_on_lora_flops")
+    return f"{run['mfu']:.1%}" + ("" if lora is None else f" (LoRA's FLOPs: {lora:.1%})")
+
+
 def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str, Any], rates: bool = True) -> str:
     """`rates`: False for a resume case's runs, whose few steps each end in a checkpoint's save."""
     if not rates:
@@ -58,7 +66,7 @@ def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str,
         str(run.get("median_step_ms", "")),
         f"{run['tokens_per_s_per_chip']:,}" if "tokens_per_s_per_chip" in run else "",
         str(run.get("tflops_per_chip", "")),
-        f"{run['mfu']:.1%}" if run.get("mfu") is not None else "",
+        _mfu(run),
         _gb(run.get("hbm_peak_bytes_per_chip")),
         "" if compiled is None else f"{compiled['arguments']} + {compiled['temp']}",
         _preflight(record),

@@ -10,9 +10,11 @@ preflight, which compiles the step and not this copy, had said it fits.
 Here each array is put in its place on its own, donating the original (`jax.device_put(…, donate=True)`): the
 runtime reuses or frees it as the copy is made, so the most a chip holds beyond the state is one array of it.
 Where a backend does not honour the donation (a CPU's), the original is deleted once its copy exists and shares
-no buffer with it: nothing else refers to it, the optimizer alone holds its state. An array already placed as
-asked is left as it is. Tunix's main branch replaced the constraint with per-array `device_put` in July 2026
-(commit cbc5b383), in no release on PyPI yet.
+no buffer with it: nothing else refers to it, the optimizer alone holds its state. An array already placed with
+that very sharding is left as it is; one whose sharding is only equivalent (a single device's, where the mesh has one
+device) is placed too: jit keys its cache on the sharding's kind, and the step returns the state with the mesh's, so
+step 2 would compile again (`mesh_in_effect`). Tunix's main branch replaced the constraint with
+per-array `device_put` in July 2026 (commit cbc5b383), in no release on PyPI yet.
 
 Runs in the MaxText venv: the trainer's launcher applies it (workload/launch/trainer_launcher.py).
 """
@@ -36,7 +38,7 @@ def place(array: Any, sharding: Any) -> Any:
     """`array` placed with `sharding`, its original gone: donated, or deleted where the backend kept it."""
     import jax
 
-    if array.sharding.is_equivalent_to(sharding, array.ndim):
+    if array.sharding == sharding:
         return array
     placed = jax.device_put(array, sharding, donate=True)
     if not array.is_deleted() and not _shares_a_buffer(array, placed):
@@ -44,12 +46,25 @@ def place(array: Any, sharding: Any) -> Any:
     return placed
 
 
+def mesh_in_effect(given: Any) -> Any:
+    """The mesh the trainer runs under. Tunix passes the one `with mesh:` sets (`pxla.thread_resources`), but MaxText
+    0.2.3's train_sft sets it with `jax.set_mesh` (train_sft.py 276), which leaves that one empty: Tunix then placed
+    nothing, its state kept a single device's sharding, the step returned it with the mesh's, and jit compiled the
+    step again at step 2 (on the lent v5e, 230 s for LoRA on gemma3-4b; JAX's cache-miss report named the
+    optimizer's counters)."""
+    import jax
+
+    return given if not given.empty else jax.sharding.get_mesh()
+
+
 def shard_optimizer(trainer: Any, mesh: Any) -> None:
-    """PeftTrainer._shard_optimizer's job, one array at a time: the same arrays with the same shardings."""
+    """PeftTrainer._shard_optimizer's job, one array at a time, on the mesh in effect: the same arrays with the same
+    shardings."""
     import jax
     from flax import nnx
     from jax.sharding import NamedSharding, PartitionSpec
 
+    mesh = mesh_in_effect(mesh)
     if mesh.empty:
         return
     state = nnx.state(trainer.optimizer, nnx.optimizer.OptState)

@@ -64,6 +64,7 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool, patch_loop: Cal
     from workload.launch import (
         bucket_folders,
         checkpoints_as_asked,
+        model_donation,
         native_held_out,
         optimizer_placement,
         unread_logits,
@@ -78,6 +79,7 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool, patch_loop: Cal
         unread_logits.drop_from_every_trainer()
         if place_optimizer_per_array:
             optimizer_placement.patch_tunix()
+        model_donation.patch_tunix()
         checkpoints_as_asked.patch()
     print_system_information = max_utils.print_system_information
 

@@ -5,10 +5,10 @@ Runs in .maxtext-venv. Why not MaxText's `train_compile`: it compiles pre-traini
 `train_sft` runs MaxText 0.2.3's `MaxTextPeftTrainer` (train_sft.py 74-145: Tunix's PeftTrainer with MaxText's own
 train step, `jax.value_and_grad` over the parameters split from the rest of the model) inside Tunix's loop
 (google-tunix 0.1.7, the one workload/maxtext-requirements.txt pins for the VM too), which jits it under
-`nnx.jit(..., donate_argnames=("optimizer",))` (tunix/sft/peft_trainer.py 419-423), and that step needs other memory:
+`nnx.jit` (tunix/sft/peft_trainer.py 419-423, the model donated as well by workload/launch/model_donation.py), and
+that step needs other memory:
 - the optimizer is wrapped in `optax.MultiSteps` whenever `gradient_accumulation_steps` is set (212-215), which
   train_sft always does (train_sft.py 182): one more copy of the gradients in the optimizer state;
-- only the optimizer is donated: the model's weights are an argument whose updated copy is a separate output;
 - the step returns MaxText's loss aux; its `intermediate_outputs` hold the logits (batch x sequence x
   vocabulary, float32: 2 GiB a chip for gemma3-4b at batch 1, 2048 tokens), which the trainer's launcher drops
   (workload/launch/unread_logits.py), and so does this step.
@@ -34,10 +34,10 @@ from maxtext.configs import pyconfig
 from maxtext.optimizers import optimizers
 from maxtext.trainers.post_train.sft import train_sft
 from maxtext.trainers.pre_train import train_compile
-from maxtext.utils import maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
+from maxtext.utils import lora_utils, maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
 from tunix.sft import peft_trainer
 
-from workload.launch import unread_logits
+from workload.launch import model_donation, unread_logits
 from workload.preflight import compiled
 from workload.preflight.compiled import CompiledStep
 from workload.preflight.fit import Live, Memory
@@ -50,9 +50,9 @@ class _StepOnly(train_sft.MaxTextPeftTrainer):
     structure): Tunix's __init__ would also build the optimizer state on this machine's memory, a checkpoint
     manager and loggers."""
 
-    def __init__(self, model: nnx.Module) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose
+    def __init__(self, model: nnx.Module, lora: bool) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose
         self.model = model
-        self._lora_enabled = False
+        self._lora_enabled = lora  # what PeftTrainer.__init__ reads off the model (peft_trainer.py: is_lora_enabled)
         self._has_aux = False  # with_loss_fn sets it, as train_sft's use_maxtext_loss_function calls it
         self.gen_model_input_fn = lambda x: x
 
@@ -63,14 +63,33 @@ def _optimizer(config: Any, model: nnx.Module) -> nnx.Optimizer:
     if config.gradient_clipping_threshold > 0:
         tx = optax.chain(optax.clip_by_global_norm(max_norm=config.gradient_clipping_threshold), tx)
     tx = optax.MultiSteps(tx, config.gradient_accumulation_steps)
-    return nnx.Optimizer(model, tx, wrt=nnx.Param)
+    return nnx.Optimizer(model, tx, wrt=nnx.LoRAParam if config.lora.enable_lora else nnx.Param)
 
 
 def _model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
-    """The model as the config initialises it (its seed), and train_sft's optimizer over it."""
+    """The model as the config initialises it (its seed), with LoRA where the config asks for it (train_sft.py
+    245-246, qwix's dummy call here on abstract arrays), and train_sft's optimizer over what it trains."""
     rngs = maxtext_utils_nnx.create_nnx_rngs(config, model_mode=MODEL_MODE_TRAIN)
     model = model_creation_utils.from_config(config, mesh=mesh, rngs=rngs, model_mode=MODEL_MODE_TRAIN)
+    if config.lora.enable_lora:
+        model = _replicated_lora(lora_utils.apply_lora_to_model(model, None, config))
     return model, _optimizer(config, model)
+
+
+def _replicated_lora(model: nnx.Module) -> nnx.Module:
+    """The adapters replicated on every chip, as apply_lora_to_model places them given a mesh (lora_utils.py
+    544-552), which it cannot do here: its `jax.set_mesh` refuses to run under `nnx.eval_shape`."""
+    graphdef, state = nnx.split(model)
+    state = jax.tree.map(
+        lambda x: (
+            x.replace(sharding=jax.sharding.PartitionSpec(), out_sharding=None, sharding_names=None)
+            if isinstance(x, nnx.LoRAParam)
+            else x
+        ),
+        state,
+        is_leaf=lambda x: isinstance(x, nnx.Variable),
+    )
+    return nnx.merge(graphdef, state)
 
 
 def _abstract_model_and_optimizer(config: Any, mesh: Any) -> tuple[nnx.Module, nnx.Optimizer]:
@@ -101,7 +120,7 @@ def _abstract_batch(config: Any, mesh: Any, sequences: int) -> dict[str, jax.Sha
 def _jitted_train_step(trainer: peft_trainer.PeftTrainer) -> Any:
     """The trainer's step jitted as jit_train_and_eval_step jits it (peft_trainer.py 421-423), which then binds the
     trainer's own model and optimizer to it: here they are arguments, given to `lower` or to the call."""
-    return nnx.jit(trainer.create_train_step_fn(), donate_argnames=("optimizer",))
+    return nnx.jit(trainer.create_train_step_fn(), donate_argnames=model_donation.DONATED)
 
 
 def _default(dataclass: type, name: str) -> Any:
@@ -112,7 +131,7 @@ def _default(dataclass: type, name: str) -> Any:
 def _trainer(config: Any, model: nnx.Module) -> peft_trainer.PeftTrainer:
     """train_sft's trainer with its loss, one function for its train and eval steps (with_loss_fn), without the
     logits, as the trainer's launcher has every trainer."""
-    trainer = train_sft.use_maxtext_loss_function(_StepOnly(model), config)
+    trainer = train_sft.use_maxtext_loss_function(_StepOnly(model, config.lora.enable_lora), config)
     trainer.loss_fn = trainer.eval_loss_fn = unread_logits.without_logits(trainer.loss_fn)
     return trainer
 
@@ -134,8 +153,14 @@ def _compiled(config: Any, mesh: Any, evaluate: bool) -> tuple[Any, Live]:
         batch=compiled.bytes_per_chip(batch),
         eval_batch=compiled.bytes_per_chip(eval_batch),
         in_flight=in_flight,
+        frozen=_frozen_bytes(model) if config.lora.enable_lora else 0,
     )
     return train, live
+
+
+def _frozen_bytes(model: nnx.Module) -> int:
+    """One chip's share of the weights LoRA leaves frozen: every parameter but the adapters (LoRAParam is a Param)."""
+    return compiled.bytes_per_chip(nnx.state(model, nnx.All(nnx.Param, nnx.Not(nnx.LoRAParam))))
 
 
 def local_step_memory(argv: list[str]) -> Memory:

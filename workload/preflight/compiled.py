@@ -72,8 +72,9 @@ def memory(compiled: Any) -> Memory:
     )
 
 
-def bytes_per_chip(arrays: dict[str, jax.ShapeDtypeStruct]) -> int:
-    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in arrays.values())
+def bytes_per_chip(arrays: Any) -> int:
+    """One chip's share of a pytree of sharded abstract arrays."""
+    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(arrays))
 
 
 def no_compilation_cache() -> None:

@@ -86,6 +86,9 @@ class Live:
     # Whether a resumed attempt holds its restored state again beside the step (`resumed`): Tunix's loop did, on the
     # chip; MaxText's own restores into the state it trains (maxtext_utils.setup_initial_state), not yet measured.
     resume_keeps_a_copy: bool = True
+    # The weights the train step reads that no checkpoint holds: LoRA's frozen base (Tunix saves only the adapters,
+    # tunix/sft/checkpoint_manager.py 120), which a resumed attempt does not restore again.
+    frozen: int = 0
     margin: float = CHIP_MARGINS["tunix"]  # what the chip needs beyond the total, the loop's (CHIP_MARGINS)
 
     @property
@@ -131,8 +134,9 @@ class Live:
 
     @property
     def state(self) -> int:
-        """The train step's state arguments: the weights and the optimizer's state, what a checkpoint restores."""
-        return self.train.arguments - self.batch
+        """What a checkpoint restores: the train step's state arguments (the weights and the optimizer's state) but
+        the frozen weights."""
+        return self.train.arguments - self.batch - self.frozen
 
     @property
     def resumed(self) -> int:
@@ -163,6 +167,8 @@ class Live:
             "beside_the_step": self.beside,
             "total": self.total,
             "chip_margin": self.margin,
+            "frozen_weights": self.frozen,
+            "restored_state": self.state,
             "resumed": self.resumed,
             "needed": self.needed,
         }

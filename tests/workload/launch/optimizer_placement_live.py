@@ -3,7 +3,8 @@ real Tunix 0.1.7 PeftTrainer places its optimizer's state, with Tunix's own `_sh
 launcher's per-array placement (`patched`). Two CPU devices stand for a slice's chips; the state starts on one
 device, as nnx.Optimizer creates it, and is placed sharded over both. Prints JSON: the live bytes before, at the
 largest moment and after, the optimizer state's bytes and its largest array, and whether the state placed is the
-state it was: {"tunix": …, "patched": …}, each on a trainer of its own; and "guard", what the patch says to code it was
+state it was: {"tunix": …, "patched": …, "set_mesh": …}, each on a trainer of its own (`set_mesh`: patched, the
+mesh set as MaxText 0.2.3 sets it); and "guard", what the patch says to code it was
 not written for (another source, another version). `python optimizer_placement_live.py`."""
 
 import os
@@ -18,6 +19,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 from flax import nnx  # noqa: E402
+from jax.interpreters import pxla  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 from tunix.sft import peft_trainer  # noqa: E402
 
@@ -43,7 +45,9 @@ def live_bytes() -> int:
     return sum(buffers.values())
 
 
-def placed(placement: str) -> dict:
+def placed(placement: str, set_mesh: bool = False) -> dict:
+    """`set_mesh`: the mesh set as MaxText 0.2.3's train_sft sets it (`jax.set_mesh`), and handed to the placement
+    as Tunix hands it (`pxla.thread_resources`' mesh, which only `with mesh:` sets)."""
     mesh = Mesh(np.array(jax.devices()), ("fsdp",))
     trainer = peft_trainer.PeftTrainer(
         Model(nnx.Rngs(0)), optax.adamw(1e-3), peft_trainer.TrainingConfig(eval_every_n_steps=0, max_steps=1)
@@ -67,10 +71,13 @@ def placed(placement: str) -> dict:
     before = live_bytes()
     device_put, constrain = jax.device_put, jax.lax.with_sharding_constraint
     jax.device_put, jax.lax.with_sharding_constraint = watching(device_put), watching(constrain)
-    with mesh:
-        if placement == "patched":
+    with jax.set_mesh(mesh) if set_mesh else mesh:
+        if (
+            placement == "patched"
+            and peft_trainer.PeftTrainer._shard_optimizer is not optimizer_placement.shard_optimizer
+        ):
             optimizer_placement.patch_tunix()
-        trainer._shard_optimizer(mesh)
+        trainer._shard_optimizer(pxla.thread_resources.env.physical_mesh if set_mesh else mesh)
     jax.device_put, jax.lax.with_sharding_constraint = device_put, constrain
     gc.collect()
     now = [a for a in jax.tree.leaves(nnx.state(trainer.optimizer, nnx.optimizer.OptState)) if isinstance(a, jax.Array)]
@@ -81,7 +88,8 @@ def placed(placement: str) -> dict:
         "state_bytes": state_bytes,
         "largest_array_bytes": largest,
         "same_values": all(np.array_equal(a, np.asarray(b)) for a, b in zip(before_values, now, strict=True)),
-        "shardings": sorted({str(a.sharding.spec) for a in now if a.ndim == 2}),
+        "shardings": sorted({str(getattr(a.sharding, "spec", None)) for a in now if a.ndim == 2}),
+        "kinds": sorted({type(a.sharding).__name__ for a in now}),
     }
 
 
@@ -106,4 +114,7 @@ def refusals() -> dict:
 if __name__ == "__main__":
     guard = refusals()  # first: neither refusal may have patched Tunix
     tunix = placed("tunix")  # then Tunix's own, before the patch replaces its method for every trainer
-    print(json.dumps({"guard": guard, "tunix": tunix, "patched": placed("patched")}))
+    patched = placed("patched")
+    print(
+        json.dumps({"guard": guard, "tunix": tunix, "patched": patched, "set_mesh": placed("patched", set_mesh=True)})
+    )

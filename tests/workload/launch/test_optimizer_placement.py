@@ -40,6 +40,14 @@ def test_the_patched_placement_holds_one_copy_and_one_array_at_most(placements):
     assert patched["same_values"] and patched["shardings"] == ["P('fsdp', None)"], patched
 
 
+def test_the_patched_placement_finds_the_mesh_maxtext_0_2_3_sets_where_tunix_sees_none(placements):
+    """Tunix hands its placement the mesh `with mesh:` sets, empty under train_sft's `jax.set_mesh`: it placed nothing,
+    and the counters' single-device sharding made jit compile the step again at step 2."""
+    placed = placements["set_mesh"]
+    assert placed["kinds"] == ["NamedSharding"] and placed["shardings"] == ["P('fsdp', None)"], placed
+    assert placed["same_values"] and placed["after"] - placed["before"] <= 64, placed
+
+
 def test_the_patch_refuses_code_it_was_not_written_for(placements):
     """A changed source or another version stops the launcher with the fix, and Tunix stays as it was."""
     said = placements["guard"]
