@@ -30,6 +30,7 @@ from workload.core.data_source import parse_source
 from workload.core.models import GEMMA_TERMS, MODELS, Licence
 from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.publish import layout
+from workload.run import kept
 
 SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
 NOT_RECORDED = "not recorded"
@@ -79,6 +80,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
         _summary(settings, base, dataset),
         _licence(_licence_of(settings)),
         _how_to_load(load_as),
+        *([_adapter(settings, load_as)] if settings.get("tuning") == "lora" else []),
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
@@ -182,6 +184,23 @@ def _how_to_load(load_as: str) -> str:
         f'model = AutoModelForCausalLM.from_pretrained("{source}")'
     )
     return f"## How to load\n\n```python\n{code}\n```{note}"
+
+
+def _adapter(settings: dict[str, Any], load_as: str) -> str:
+    """A LoRA run's card says which model is which: the root holds peft's merge, tpu-sft/ the adapter it merged."""
+    folder = layout.RUN_DIR + kept.ADAPTER
+    source = "./model" if load_as.startswith("gs://") else load_as
+    code = (
+        "from peft import AutoPeftModelForCausalLM\n\n"
+        f'model = AutoPeftModelForCausalLM.from_pretrained("{source}", subfolder="{folder}")'
+    )
+    return (
+        "## The LoRA adapter\n\n"
+        "This run trained a LoRA adapter on frozen base weights (`tuning: lora`; its rank, alpha and modules are in "
+        "the settings below). The model above is that adapter merged into the base by peft's `merge_and_unload`. "
+        f"The adapter itself, a PEFT repository on the base named in its `adapter_config.json`, is in `{folder}`:"
+        f"\n\n```python\n{code}\n```"
+    )
 
 
 def _training(settings: dict[str, Any], train: dict[str, Any]) -> str:

@@ -272,10 +272,18 @@ def to_huggingface(
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
-    argv = _converter(config, layout, host.python, TO_HUGGINGFACE) + [
+    weights = [f"load_parameters_path={params or trained_params(config, layout)}"]
+    return _export(config, layout, host, TO_HUGGINGFACE, weights, out_dir or layout.export_dir)
+
+
+def _export(
+    config: PipelineConfig, layout: Layout, host: OnHost, module: str, weights: list[str], out_dir: str
+) -> Command:
+    """to_huggingface's command line, reading `weights` (its config keys that name them) into `out_dir`."""
+    argv = _converter(config, layout, host.python, module) + [
         f"model_name={config.model}",
-        f"load_parameters_path={params or trained_params(config, layout)}",
-        f"base_output_directory={_dir(out_dir or layout.export_dir)}",
+        *weights,
+        f"base_output_directory={_dir(out_dir)}",
         "scan_layers=True",  # must match training, or: "ShapeDtypeStruct is not a valid JAX type"
         "use_multimodal=False",
         "weight_dtype=bfloat16",
@@ -301,18 +309,7 @@ def _lora_restore(config: PipelineConfig, layout: Layout) -> list[str]:
 
 def export_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
     """A LoRA run's adapter as a PEFT repository: to_huggingface's adapter mode (no `load_parameters_path`)."""
-    argv = _converter(config, layout, host.python, LORA_EXPORT) + [
-        f"model_name={config.model}",
-        *_lora_restore(config, layout),
-        f"base_output_directory={_dir(layout.adapter_dir)}",
-        "scan_layers=True",
-        "use_multimodal=False",
-        "weight_dtype=bfloat16",
-    ]
-    if config.profile == "tiny":
-        argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
-    argv += _single_process(config, host.worker)
-    return Command("export", tuple(argv), _env(config, layout, host, tpu=True))
+    return _export(config, layout, host, LORA_EXPORT, _lora_restore(config, layout), layout.adapter_dir)
 
 
 def merge_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
