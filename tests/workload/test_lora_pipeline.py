@@ -101,12 +101,12 @@ def test_both_are_kept_and_load_in_transformers_and_peft(lora_run, maxtext_pytho
     assert loaded["max_diff"] < 0.05  # the merge is in bf16 (the export's dtype); the adapter applies in float32
 
 
-# By the repo id and the adapter's folder, as the card says (workload/publish/model_card.py); its base, which
+# By the adapter repo's id alone, as its card says (workload/publish/model_card.py `adapter_card`); its base, which
 # adapter_config.json names, is the tiny model's own directory.
 PEFT_FROM_THE_HUB = """
 import json
 from peft import AutoPeftModelForCausalLM
-model = AutoPeftModelForCausalLM.from_pretrained("team/gemma-sft", subfolder="tpu-sft/hf-adapter")
+model = AutoPeftModelForCausalLM.from_pretrained("team/gemma-sft-lora")
 print(json.dumps({"class": type(model).__name__, "r": model.peft_config["default"].r}))
 """
 
@@ -116,8 +116,12 @@ def test_the_hub_stand_in_takes_the_kept_model_and_the_adapter_loads_from_it(lor
     token_file.write_text(WRITE_TOKEN + "\n")
     token_file.chmod(0o600)
     with HubStandin(token=WRITE_TOKEN) as hub:
-        code, summary = publish_to_hub(maxtext_python, hub, Path(lora_run.summary["kept_dir"]), token_file)
+        kept_dir = Path(lora_run.summary["kept_dir"])
+        code, summary = publish_to_hub(
+            maxtext_python, hub, kept_dir, token_file, "--hub-adapter", "team/gemma-sft-lora"
+        )
         assert code == 0, summary
+        assert set(summary["published"]) == {"hf://team/gemma-sft", "hf://team/gemma-sft-lora"}
         offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN_PATH")
         reader = {k: v for k, v in os.environ.items() if k not in offline}
         reader |= {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "reader"), "HF_TOKEN": WRITE_TOKEN}
