@@ -38,6 +38,7 @@ from rehearsal.local_host import LocalHost
 from rehearsal.run import record, up_as_pulumi_shows
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.measure.learning import describe as describe_learning
+from workload.run import kept
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
@@ -96,7 +97,7 @@ def _rehearse(directory: Path, steps: int | None, lora: bool = False) -> int:
         f"(bound {verify.get('kl_bound')}), top-1 agreement {verify.get('logits_top1_agreement')}"
     )
     if "adapter_logits_kl_max" in verify:
-        adapter = Path(summary.get("kept_dir", "")) / "hf-adapter"
+        adapter = Path(summary.get("kept_dir", "")) / kept.ADAPTER
         print(
             f"  adapter on the base (peft): max KL {verify['adapter_logits_kl_max']:.2g} per position, top-1 "
             f"agreement {verify.get('adapter_logits_top1_agreement')}; kept in {adapter}"
