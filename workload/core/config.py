@@ -18,6 +18,7 @@ from workload.core.contract import PHASES
 from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
 from workload.core.models import MODELS
 from workload.core.run_length import default_tokens, sequence_length, steps_for
+from workload.core.tuning import LORA_MODULES, TUNINGS, Adapter, adapter
 
 NAMESPACE = "tpu-sft"
 
@@ -200,6 +201,12 @@ class PipelineConfig:
     # float32 by default: at SFT learning rates (2e-5) a bf16 weight's 8-bit mantissa rounds most updates away.
     weight_dtype: str | None = None
     xla_flags: str | None = None  # LIBTPU_INIT_ARGS of the train step
+    # What the run trains (workload/core/tuning.py): every weight, or a LoRA adapter; the adapter's shape is unset
+    # for `full`, and for `lora` its unset parts take tuning.py's defaults (`adapter`).
+    tuning: str = "full"
+    lora_rank: int | None = None
+    lora_alpha: float | None = None
+    lora_modules: tuple[str, ...] | None = None
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
@@ -229,6 +236,7 @@ class PipelineConfig:
         config = dataclasses.replace(config, **{BY_KEY[k].field: v for k, v in profile.items() if raw.get(k) is None})
         held_out_source(config)
         lever_rules(config)
+        tuning_rules(config, raw)
         if config.require_learning and not config.eval_interval:
             raise ConfigError(
                 stack_key("requireLearning"),
@@ -236,6 +244,11 @@ class PipelineConfig:
                 f"{set_hint('evalInterval', '250')}, or {set_hint('requireLearning', 'false')}",
             )
         return config
+
+    @property
+    def adapter(self) -> Adapter | None:
+        """The LoRA adapter the run trains, None where it trains every weight."""
+        return adapter(self.tuning, self.lora_rank, self.lora_alpha, self.lora_modules)
 
     @property
     def tokens_per_step(self) -> int:
@@ -342,6 +355,37 @@ def lever_rules(config: PipelineConfig) -> None:
         )
 
 
+_ADAPTER_KEYS = ("loraRank", "loraAlpha", "loraModules")
+
+
+def tuning_rules(config: PipelineConfig, raw: Mapping[str, Any]) -> None:
+    """LoRA needs the loop that applies it (workload/core/tuning.py says why), and an adapter's shape means nothing
+    to a run that trains every weight."""
+    if config.tuning == "qlora":
+        raise ConfigError(
+            stack_key("tuning"),
+            "qlora is not carried through the run yet (MaxText 0.2.3 has no quantisation key, and the export and logit "
+            "check of a quantised base are not written)",
+            set_hint("tuning", "lora"),
+        )
+    if config.tuning == "full":
+        adapter_keys = [key for key in _ADAPTER_KEYS if raw.get(key) is not None]
+        if adapter_keys:
+            raise ConfigError(
+                stack_key(adapter_keys[0]),
+                "shapes a LoRA adapter, and tpu-sft:tuning is full, which trains every weight",
+                f"{set_hint('tuning', 'lora')}, or pulumi config rm {stack_key(adapter_keys[0])}",
+            )
+        return
+    if config.trainer != "tunix":
+        raise ConfigError(
+            stack_key("tuning"),
+            f"{config.tuning} needs Tunix's loop: MaxText's own (tpu-sft:trainer {config.trainer}) does not apply LoRA "
+            "in MaxText 0.2.3 and would train every weight",
+            f"{set_hint('trainer', 'tunix')}, or {set_hint('tuning', 'full')}",
+        )
+
+
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
@@ -423,6 +467,17 @@ def _template(key: str, raw: Any, example: str) -> str:
         raise ConfigError(stack_key(key), str(error), set_hint(key, example)) from None
 
 
+def _lora_modules(key: str, raw: Any, example: str) -> tuple[str, ...]:
+    modules = parse_list(key, raw, example)
+    unknown = [m for m in modules if m not in LORA_MODULES]
+    if not modules or unknown or len(set(modules)) != len(modules):
+        problem = f"{unknown[0]!r} is not a projection" if unknown else "must name each projection once"
+        raise ConfigError(
+            stack_key(key), f"{problem}; one or more of {', '.join(LORA_MODULES)}", set_hint(key, f"'{example}'")
+        )
+    return tuple(modules)
+
+
 def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
     columns = parse_list(key, raw, example)
     if not columns:
@@ -454,6 +509,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("steps", "step_count", _int(1), "1000", "train"),
     Setting("trainer", "trainer", _choice(TRAINERS), "tunix", "train", names_run=True),
     Setting("perDeviceBatchSize", "per_device_batch_size", _int(1), "1", "train", names_run=True),
+    Setting("tuning", "tuning", _choice(TUNINGS), "lora", "train", names_run=True),
+    Setting("loraRank", "lora_rank", _int(1), "16", "train", names_run=True),
+    Setting("loraAlpha", "lora_alpha", _positive_float, "32", "train", names_run=True),
+    Setting("loraModules", "lora_modules", _lora_modules, '["q_proj", "v_proj"]', "train", names_run=True),
     # The step's levers: how it computes, not what, so they name no run (a change resumes the same run), except the
     # weights' dtype, which the trained weights are kept in.
     Setting("rematPolicy", "remat_policy", _choice(REMAT_POLICIES), "minimal", "train"),

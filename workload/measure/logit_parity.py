@@ -8,10 +8,15 @@ A wrong activation, a transposed or mis-scaled weight, a missing norm offset all
 Runs inside the MaxText venv; writes the figures as JSON and exits 1 with one line when the bound is
 exceeded:
 
-    python -m workload.measure.logit_parity --max-kl BOUND EXPORT_DIR RESULT_JSON MAXTEXT_ARGS...
+    python -m workload.measure.logit_parity --max-kl BOUND [--adapter BASE ADAPTER] \
+        EXPORT_DIR RESULT_JSON MAXTEXT_ARGS...
 
 MAXTEXT_ARGS are MaxText config overrides (`key=value`), as for the export: the model, the checkpoint
-(`load_parameters_path`), `scan_layers`, the hardware.
+(`load_parameters_path`), `scan_layers`, the hardware. A LoRA run's (`lora.enable_lora=true`) names the base's
+checkpoint there and the adapter's in `lora.lora_restore_path`: MaxText's model is then wrapped as Tunix's loop
+trained it (`lora_utils.apply_lora_to_model`) and given the trained adapter (`restore_lora_from_path`). EXPORT_DIR
+is then the merged model, and `--adapter` names the exported base and the PEFT adapter, which peft applies to it:
+both must match MaxText's logits.
 """
 
 from __future__ import annotations
@@ -69,6 +74,14 @@ def maxtext_logits(maxtext_args: list[str], token_ids: list[list[int]]) -> list:
 
     config = pyconfig.initialize(["logit_parity", *maxtext_args])
     model, mesh = model_creation_utils.from_pretrained(config)
+    if config.lora.enable_lora:
+        from types import SimpleNamespace
+
+        from maxtext.utils import lora_utils
+
+        model = lora_utils.apply_lora_to_model(model, mesh, config)
+        # It restores into `trainer.model`, the only part of a trainer it reads besides `train_steps`.
+        lora_utils.restore_lora_from_path(SimpleNamespace(model=model, train_steps=0), config)
     batch = config.global_batch_size_to_train_on  # the model is built for this batch: repeat the prompt
     results = []
     with mesh, nn.logical_axis_rules(config.logical_axis_rules):
@@ -86,25 +99,25 @@ def maxtext_logits(maxtext_args: list[str], token_ids: list[list[int]]) -> list:
     return results
 
 
-def hf_logits(export_dir: str, token_ids: list[list[int]]) -> list:
+def hf_logits(export_dir: str, token_ids: list[list[int]], adapter_dir: str = "") -> list:
+    """The export's logits; with `adapter_dir`, those of the export with peft's LoRA adapter on it."""
     import torch
     from transformers import AutoModelForImageTextToText
 
     model = AutoModelForImageTextToText.from_pretrained(export_dir, dtype=torch.float32)
+    if adapter_dir:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, adapter_dir)
     model.eval()
     with torch.no_grad():
         return [model(input_ids=torch.tensor([ids])).logits[0].numpy() for ids in token_ids]
 
 
-def compare(export_dir: str, maxtext_args: list[str], max_kl: float) -> dict:
+def _agreement(reference: list, candidate: list, max_kl: float, prefix: str, what: str) -> tuple[dict, list[str]]:
+    """The figures of one Hugging Face model against MaxText's logits, keyed `<prefix>logits_…`, and its problem."""
     import numpy as np
-    from transformers import AutoTokenizer
 
-    start = time.monotonic()
-    tokenizer = AutoTokenizer.from_pretrained(export_dir)
-    token_ids = [tokenizer(prompt)["input_ids"] for prompt in PROMPTS]
-    reference = hf_logits(export_dir, token_ids)
-    candidate = maxtext_logits(maxtext_args, token_ids)
     kl, top1_same = [], 0
     for hf, mt in zip(reference, candidate, strict=True):
         vocab = min(hf.shape[-1], mt.shape[-1])  # MaxText may pad the vocabulary
@@ -116,18 +129,39 @@ def compare(export_dir: str, maxtext_args: list[str], max_kl: float) -> dict:
         []
         if ok
         else [
-            f"the export's next-token distribution differs from the MaxText checkpoint's: max KL {kl_max:.3g} nats "
+            f"{what}'s next-token distribution differs from the MaxText checkpoint's: max KL {kl_max:.3g} nats "
             f"per position > bound {max_kl:g} (check the export's config.json and weights)"
         ]
     )
+    figures = {
+        f"{prefix}logits_kl_max": kl_max,
+        f"{prefix}logits_kl_mean": float(np.mean(kl)),
+        f"{prefix}logits_top1_agreement": round(top1_same / len(kl), 4),
+    }
+    return figures, problems
+
+
+def compare(export_dir: str, maxtext_args: list[str], max_kl: float, adapter: tuple[str, str] | None = None) -> dict:
+    """`adapter`: the exported base and the PEFT adapter, checked beside EXPORT_DIR (a LoRA run's merged model)."""
+    from transformers import AutoTokenizer
+
+    start = time.monotonic()
+    tokenizer = AutoTokenizer.from_pretrained(export_dir)
+    token_ids = [tokenizer(prompt)["input_ids"] for prompt in PROMPTS]
+    reference = hf_logits(export_dir, token_ids)
+    with_adapter = hf_logits(adapter[0], token_ids, adapter[1]) if adapter else None
+    candidate = maxtext_logits(maxtext_args, token_ids)
+    figures, problems = _agreement(reference, candidate, max_kl, "", "the export")
+    if with_adapter is not None:
+        adapter_figures, adapter_problems = _agreement(with_adapter, candidate, max_kl, "adapter_", "the adapter")
+        figures |= adapter_figures
+        problems += adapter_problems
     return {
-        "ok": ok,
+        "ok": not problems,
         "problems": problems,
-        "logits_kl_max": kl_max,
-        "logits_kl_mean": float(np.mean(kl)),
+        **figures,
         "kl_bound": max_kl,
-        "logits_top1_agreement": round(top1_same / len(kl), 4),
-        "logits_positions": len(kl),
+        "logits_positions": sum(len(ids) for ids in token_ids),
         "logits_prompts": len(PROMPTS),
         "logits_seconds": round(time.monotonic() - start, 1),
     }
@@ -140,9 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("export_dir")
     parser.add_argument("result_json")
     parser.add_argument("--max-kl", type=float, required=True, help="largest KL per position, in nats")
+    parser.add_argument(
+        "--adapter", nargs=2, metavar=("BASE", "ADAPTER"), help="also check this PEFT adapter on this exported base"
+    )
     parser.add_argument("maxtext_args", nargs=argparse.REMAINDER, help="MaxText config overrides, key=value")
     args = parser.parse_args(argv)
-    result = compare(args.export_dir, args.maxtext_args, args.max_kl)
+    result = compare(args.export_dir, args.maxtext_args, args.max_kl, tuple(args.adapter) if args.adapter else None)
     with open(args.result_json, "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     print(json.dumps({k: v for k, v in result.items() if k != "problems"}), flush=True)

@@ -14,6 +14,11 @@ manifest with them or last, so a destination that has it has the whole model. Th
 --hf-token-file (mode 0600) or HF_TOKEN, never from argv, and is never printed. The last stdout line is a JSON
 summary.
 
+A LoRA run's adapter (kept as hf-adapter/) goes, with --hub-adapter OWNER/NAME, to a repo of its own: the PEFT files at
+its root, where `AutoPeftModelForCausalLM.from_pretrained("OWNER/NAME")` finds them (peft hands `subfolder=` to the
+base model's loading too, so the adapter under tpu-sft/ of the merged model's repo does not load that way), with a
+card of its own and the kept manifest under tpu-sft/.
+
 A model kept in Cloud Storage (a slice's: its hosts share no disk) is first copied to a directory of its own
 under --staging-dir and checked there, so what is sent is what was kept; the copy is removed afterwards.
 """
@@ -35,7 +40,7 @@ from workload.launch.hf_token import TokenError, read_token, redactor
 from workload.publish import layout, model_card, text_only
 from workload.publish.gcs import split_uri
 from workload.publish.layout import Item
-from workload.run import storage
+from workload.run import kept, storage
 from workload.run.fingerprint import manifest_mismatches
 
 MANIFEST = "manifest.json"
@@ -99,6 +104,20 @@ def plan(
     return with_card(items, model_dir, published, load_as)
 
 
+def adapter_plan(model_dir: str, data: bytes, files: list[dict[str, Any]], repo: str) -> tuple[list[Item], Item]:
+    """What the adapter's repo gets: the kept adapter's files at its root, its card, the kept manifest."""
+    folder = kept.ADAPTER + "/"
+    items = [
+        Item(e["path"].removeprefix(folder), os.path.join(model_dir, e["path"]), e["size"], e["sha256"])
+        for e in files
+        if e["path"].startswith(folder)
+    ]
+    if not items:
+        raise PublishError(f"{model_dir} keeps no {kept.ADAPTER}/: --hub-adapter is for a run with tpu-sft:tuning lora")
+    card = model_card.adapter_card(json.loads(data), repo).encode()
+    return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
+
+
 def publish(destination: Destination, items: list[Item], manifest: Item) -> dict[str, Any]:
     if destination.has_manifest(manifest):
         return {"unchanged": True, "uploaded": [], "skipped": len(items)}
@@ -115,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model_dir", help="a kept model directory (with manifest.json), or its gs:// URL")
     parser.add_argument("--gcs", help="gs://BUCKET/PATH to publish to")
     parser.add_argument("--hub", help="Hugging Face Hub model repo OWNER/NAME to publish to (created if absent)")
+    parser.add_argument("--hub-adapter", help="a Hub repo OWNER/NAME for a LoRA run's adapter (created if absent)")
     parser.add_argument("--public", action="store_true", help="create the Hub repo public (default: private)")
     parser.add_argument("--hf-token-file", help="file holding a Hub write token, mode 0600 (default: $HF_TOKEN)")
     parser.add_argument(
@@ -152,13 +172,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _checked(args: argparse.Namespace) -> str | None:
     """The destinations, checked before anything is read; the Hub write token, when the Hub is one."""
-    if not args.gcs and not args.hub:
+    if not args.gcs and not args.hub and not args.hub_adapter:
         raise PublishError("nothing to publish to: give --gcs gs://BUCKET/PATH and/or --hub OWNER/NAME")
     if args.gcs:
         split_uri(args.gcs)
-    if args.hub and not HUB_REPO.match(args.hub):
-        raise PublishError(f"--hub {args.hub!r} is not a Hub repo id: give OWNER/NAME")
-    if not args.hub:
+    for flag, repo in (("--hub", args.hub), ("--hub-adapter", args.hub_adapter)):
+        if repo and not HUB_REPO.match(repo):
+            raise PublishError(f"{flag} {repo!r} is not a Hub repo id: give OWNER/NAME")
+    if not args.hub and not args.hub_adapter:
         return None
     token = read_token(args.hf_token_file, os.environ)
     if not token:
@@ -205,6 +226,11 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
             results[f"hf://{args.hub}"] = publish(hub, *with_card(items, model_dir, published, args.hub))
+        if args.hub_adapter:
+            from workload.publish.hub import HubDestination
+
+            repo = HubDestination(args.hub_adapter, token=token, private=not args.public)
+            results[f"hf://{args.hub_adapter}"] = publish(repo, *adapter_plan(model_dir, data, files, args.hub_adapter))
     except PublishError as error:
         return _failed(str(error), EXIT_BAD_INPUT, results)
     except Exception as error:  # noqa: BLE001  one line, whatever the client library raised

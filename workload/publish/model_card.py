@@ -30,6 +30,7 @@ from workload.core.data_source import parse_source
 from workload.core.models import GEMMA_TERMS, MODELS, Licence
 from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.publish import layout
+from workload.run import kept
 
 SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
 NOT_RECORDED = "not recorded"
@@ -66,6 +67,28 @@ def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def adapter_card(manifest: dict[str, Any], repo: str) -> str:
+    """The card of a LoRA run's adapter, published alone to `repo`: what it is, its base, how to load it."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    settings = manifest.get("settings") or {}
+    fields = metadata(manifest) | {"library_name": "peft", "tags": ["tpu-sft", "maxtext", "gemma3", "lora"]}
+    base, _ = _base_and_hub_dataset(settings)
+    code = f'from peft import AutoPeftModelForCausalLM\n\nmodel = AutoPeftModelForCausalLM.from_pretrained("{repo}")'
+    on = f"[{base}](https://huggingface.co/{base})" if base else "the base its adapter_config.json names"
+    text = "\n\n".join(
+        [
+            f"# {manifest.get('run_name') or NOT_RECORDED}: the LoRA adapter",
+            f"A LoRA adapter (PEFT) trained by tpu-sft on {on}; "
+            "its merge into the base is published beside it, with the run's whole card.",
+            _licence(_licence_of(settings)),
+            f"## How to load\n\n```python\n{code}\n```",
+            _training(settings, ((manifest.get("steps") or {}).get("train") or {}).get("facts") or {}),
+        ]
+    )
+    return str(ModelCard(f"---\n{ModelCardData(**fields).to_yaml()}\n---\n\n{text}\n"))
+
+
 def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
     """The card's Markdown under its metadata."""
     settings = manifest.get("settings") or {}
@@ -79,6 +102,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
         _summary(settings, base, dataset),
         _licence(_licence_of(settings)),
         _how_to_load(load_as),
+        *([_adapter()] if settings.get("tuning") == "lora" else []),
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
@@ -182,6 +206,19 @@ def _how_to_load(load_as: str) -> str:
         f'model = AutoModelForCausalLM.from_pretrained("{source}")'
     )
     return f"## How to load\n\n```python\n{code}\n```{note}"
+
+
+def _adapter() -> str:
+    """A LoRA run's card says which model is which: the root holds peft's merge, tpu-sft/ the adapter it merged."""
+    folder = layout.RUN_DIR + kept.ADAPTER
+    return (
+        "## The LoRA adapter\n\n"
+        "This run trained a LoRA adapter on frozen base weights (`tuning: lora`; its rank, alpha and modules are in "
+        "the settings below). The model above is that adapter merged into the base by peft's `merge_and_unload`. "
+        f"The adapter itself, a PEFT repository on the base named in its `adapter_config.json`, is in `{folder}`, "
+        "and where it was published to a repo of its own, `AutoPeftModelForCausalLM.from_pretrained(REPO)` loads it "
+        "from there."
+    )
 
 
 def _training(settings: dict[str, Any], train: dict[str, Any]) -> str:

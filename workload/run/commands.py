@@ -37,6 +37,8 @@ TRAIN_SFT = TRAINER_MODULES["tunix"]
 TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 # train_sft runs through it, so that its data workers do not import the whole trainer anew (its docstring says why).
 TRAINER_LAUNCHER = "workload.launch.trainer_launcher"
+# A LoRA run's adapter export: to_huggingface, mended to read a LoRA checkpoint (its docstring says why).
+LORA_EXPORT = "workload.launch.lora_export"
 
 # Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
 _USE_PATHWAYS = 0
@@ -262,6 +264,8 @@ def train_sft(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) 
         argv.append(f"checkpoint_period={config.checkpoint_period}")
     # Before the tiny profile's CPU options, which win where they name the same key (attention: a CPU runs no flash).
     argv += levers.maxtext_options(config)
+    if config.adapter is not None:
+        argv += config.adapter.maxtext_options()
     if tiny_profile:
         argv += [f"tokenizer_path={os.path.join(layout.tiny_dir, tiny.MODEL_SUBDIR)}"]
         # One CPU process, or one per worker joined by MaxText's own CPU distributed setup (JaxProcess.cpu_env).
@@ -278,10 +282,18 @@ def to_huggingface(
 ) -> Command:
     """`params` (default: the final SFT checkpoint) and `out_dir` (default: the export dir) let a test
     export the untrained checkpoint with the very same command."""
-    argv = _converter(config, layout, host.python, TO_HUGGINGFACE) + [
+    weights = [f"load_parameters_path={params or trained_params(config, layout)}"]
+    return _export(config, layout, host, TO_HUGGINGFACE, weights, out_dir or layout.export_dir)
+
+
+def _export(
+    config: PipelineConfig, layout: Layout, host: OnHost, module: str, weights: list[str], out_dir: str
+) -> Command:
+    """to_huggingface's command line, reading `weights` (its config keys that name them) into `out_dir`."""
+    argv = _converter(config, layout, host.python, module) + [
         f"model_name={config.model}",
-        f"load_parameters_path={params or trained_params(config, layout)}",
-        f"base_output_directory={_dir(out_dir or layout.export_dir)}",
+        *weights,
+        f"base_output_directory={_dir(out_dir)}",
         "scan_layers=True",  # must match training, or: "ShapeDtypeStruct is not a valid JAX type"
         "use_multimodal=False",
         "weight_dtype=bfloat16",
@@ -291,6 +303,30 @@ def to_huggingface(
         argv += ["hardware=cpu", "skip_jax_distributed_system=true"] + tiny.maxtext_overrides()
     argv += _single_process(config, host.worker)
     return Command("export", tuple(argv), _env(config, layout, host, tpu=True))
+
+
+def export_base(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
+    """A LoRA run's base in Hugging Face's layout, exported by the very command a full run's export is: what the
+    adapter is merged into and checked on."""
+    return to_huggingface(config, layout, host, params=layout.converted_checkpoint, out_dir=layout.base_export_dir)
+
+
+def _lora_restore(config: PipelineConfig, layout: Layout) -> list[str]:
+    """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha."""
+    assert config.adapter is not None
+    return config.adapter.maxtext_options() + [f"lora.lora_restore_path={trained_params(config, layout)}"]
+
+
+def export_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
+    """A LoRA run's adapter as a PEFT repository: to_huggingface's adapter mode (no `load_parameters_path`)."""
+    return _export(config, layout, host, LORA_EXPORT, _lora_restore(config, layout), layout.adapter_dir)
+
+
+def merge_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
+    """peft's merge of the adapter into the base, on the host's CPU (workload/run/peft_merge.py): the export."""
+    argv = (host.python, "-m", "workload.run.peft_merge", layout.base_export_dir, layout.adapter_dir, layout.export_dir)
+    env = {**hf_env(layout.hf_home), "HF_HUB_OFFLINE": "1", **(cpu_env() if config.profile == "tiny" else {})}
+    return Command("export", argv, env)
 
 
 def verify_hf(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
@@ -305,18 +341,19 @@ def logit_parity(
     config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST, *, export_dir: str = "", result: str = ""
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
-    own; `export_dir` lets a test check a deliberately broken copy with the very same command)."""
+    own; `export_dir` lets a test check a deliberately broken copy with the very same command). A LoRA run's
+    checkpoint is the base's with the trained adapter on it, and its adapter on the exported base is checked too."""
     tiny_profile = config.profile == "tiny"
-    argv = [
-        host.python,
-        "-m",
-        "workload.measure.logit_parity",
-        "--max-kl",
-        str(KL_BOUND[config.profile]),
+    lora = config.adapter is not None
+    argv = [host.python, "-m", "workload.measure.logit_parity", "--max-kl", str(KL_BOUND[config.profile])]
+    if lora:
+        argv += ["--adapter", layout.base_export_dir, layout.adapter_dir]
+    argv += [
         export_dir or layout.export_dir,
         result or layout.result("logit-parity.json"),
         f"model_name={config.model}",
-        f"load_parameters_path={trained_params(config, layout)}",
+        f"load_parameters_path={layout.converted_checkpoint if lora else trained_params(config, layout)}",
+        *(_lora_restore(config, layout) if lora else []),
         "scan_layers=True",
         "use_multimodal=False",
         "attention=dot_product",  # the checker's choice: plain attention on any backend
@@ -347,10 +384,13 @@ def samples(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) ->
 
 
 def pipeline_commands(config: PipelineConfig, layout: Layout, host: OnHost) -> list[Command]:
-    """Every worker's convert and train; worker 0's export."""
+    """Every worker's convert and train; worker 0's export (a LoRA run's: the base's and the adapter's, which
+    peft then merges)."""
     commands = [to_maxtext(config, layout, host), train_sft(config, layout, host)]
-    if host.worker.leader:
+    if host.worker.leader and config.adapter is None:
         commands.append(to_huggingface(config, layout, host))
+    elif host.worker.leader:
+        commands += [export_base(config, layout, host), export_adapter(config, layout, host)]
     return commands
 
 
@@ -366,7 +406,7 @@ def render(command: Command) -> str:
     """Copy-pasteable shell: the environment as `export` lines, then `python -m module` and one argument
     a line."""
     exports = [f"export {key}={_quote(value)}" for key, value in command.env.items()]
-    start = next(i for i, arg in enumerate(command.argv) if arg.startswith("maxtext.")) + 1
+    start = next(i for i, arg in enumerate(command.argv) if arg.startswith("maxtext.") or arg == LORA_EXPORT) + 1
     head = " ".join(_quote(a) for a in command.argv[:start])
     lines = [head] + [f"    {_quote(a)}" for a in command.argv[start:]]
     return "\n".join([f"# {command.step}", *exports, " \\\n".join(lines)])

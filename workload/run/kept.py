@@ -24,6 +24,7 @@ from workload.run import storage
 from workload.run.fingerprint import manifest_mismatches
 
 MANIFEST = "manifest.json"
+ADAPTER = "hf-adapter"  # a LoRA run's PEFT adapter, beside the merged model (hf-model)
 
 
 def read(kept_dir: str) -> dict[str, Any] | None:

@@ -5,7 +5,8 @@
                                                             lays them out its own way: core/trainer_loop.py)
     <runs>/<model>/post-train/<run>/{tensorboard,metrics}/  (MaxText's own; the runner's metrics are copied
                                                             to .../train-metrics/)
-    <work>/<model>/hf-trained/                              the export (seed step 6)
+    <work>/<model>/hf-trained/                              the export (seed step 6); a LoRA run's merged model
+    <work>/<model>/hf-adapter/, hf-base/                    a LoRA run's PEFT adapter, and the base it was merged into
     <work>/hf-home/          HF_HOME (the seed puts the HF cache on /dev/shm too)
     <work>/train-metrics/<run>/  every training step the runner parsed, and each attempt's start and end
     <work>/logs/             the full raw log of every MaxText subprocess
@@ -134,6 +135,14 @@ class Layout:
     @property
     def export_dir(self) -> str:
         return self._model("hf-trained")
+
+    @property
+    def adapter_dir(self) -> str:
+        return self._model("hf-adapter")
+
+    @property
+    def base_export_dir(self) -> str:
+        return self._model("hf-base")
 
     @property
     def kept_dir(self) -> str:

@@ -257,18 +257,40 @@ def _train_attempt(ctx: Context) -> None:
 
 
 def export(ctx: Context) -> Outcome:
-    out = ctx.layout.export_dir
+    """The trained model in Hugging Face's layout. A LoRA run's: its base and its adapter, each exported by MaxText,
+    and the export is peft's merge of the two (workload/run/peft_merge.py)."""
+    layout = ctx.layout
+    out = layout.export_dir
     _fresh(out)
-    command = ctx.command(commands.to_huggingface)
-    ctx.run("export", command.argv, command.env)
+    lora = ctx.config.adapter is not None
+    if lora:
+        _fresh(layout.adapter_dir)
+        _exported(ctx, commands.export_adapter, os.path.join(layout.adapter_dir, "adapter_config.json"))
+        _fresh(layout.base_export_dir)
+        base_config = _exported(ctx, commands.export_base, os.path.join(layout.base_export_dir, "config.json"))
+        export_fix.fix_hidden_activation(base_config)
+        merge = ctx.command(commands.merge_adapter)
+        ctx.run("peft-merge", merge.argv, merge.env)
     config_path = os.path.join(out, "config.json")
-    if not os.path.isfile(config_path):
-        raise StepFailed(f"to_huggingface exited 0 but wrote no config.json in {out}")
+    if not lora:
+        _exported(ctx, commands.to_huggingface, config_path)
+    elif not os.path.isfile(config_path):
+        raise StepFailed(f"peft's merge exited 0 but wrote no config.json in {out}")
     changes = export_fix.fix_hidden_activation(config_path)
     record = {"config": config_path, "changes": changes}
-    with open(ctx.layout.result("export-fixes.json"), "w", encoding="utf-8") as f:
+    with open(layout.result("export-fixes.json"), "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
-    return Outcome(out, {"export_dir": out, "config_fixes": changes}, hashes=True)
+    facts = {"export_dir": out, "config_fixes": changes} | ({"adapter_dir": layout.adapter_dir} if lora else {})
+    return Outcome(out, facts, hashes=True)
+
+
+def _exported(ctx: Context, builder, expected: str) -> str:
+    """Runs one of MaxText's exports and returns `expected`, the file it must have written."""
+    command = ctx.command(builder)
+    ctx.run("export", command.argv, command.env)
+    if not os.path.isfile(expected):
+        raise StepFailed(f"to_huggingface exited 0 but wrote no {os.path.basename(expected)} in {expected}")
+    return expected
 
 
 def verify(ctx: Context) -> Outcome:
@@ -317,6 +339,8 @@ def keep(ctx: Context) -> Outcome:
         "samples.md": layout.result("samples.md"),
         "export-fixes.json": layout.result("export-fixes.json"),
     }
+    if ctx.config.adapter is not None:  # a LoRA run keeps its adapter beside the merged model
+        items[kept.ADAPTER] = layout.adapter_dir
     remote = storage.is_remote(layout.kept_dir)  # a slice keeps to the bucket: its hosts have no data disk
     partial = layout.result("kept-partial") if remote else layout.kept_dir + ".partial"
     _fresh(partial)

@@ -222,6 +222,10 @@ KEY_CHANGES = [
     ("tpu-sft:steps", "2000"),
     ("tpu-sft:trainer", "tunix"),
     ("tpu-sft:perDeviceBatchSize", "2"),
+    ("tpu-sft:tuning", "lora"),
+    ("tpu-sft:loraRank", "8"),
+    ("tpu-sft:loraAlpha", "16"),
+    ("tpu-sft:loraModules", '["q_proj"]'),
     ("tpu-sft:rematPolicy", "minimal"),
     ("tpu-sft:attention", "dot_product"),
     ("tpu-sft:flashBlockSize", "1024"),
@@ -253,11 +257,15 @@ KEY_CHANGES = [
 
 
 # Held-out files need a file dataset: the change is made beside one, set before and after.
+# LoRA is Tunix's loop's, and an adapter's shape a LoRA run's.
+_LORA = {"tpu-sft:trainer": "tunix", "tpu-sft:tuning": "lora"}
 CHANGED_BESIDE = {
     "tpu-sft:evalData": {
         "tpu-sft:dataset": "gs://team-data/chats.jsonl",
         "tpu-sft:evalData": "gs://team-data/held-out.jsonl",
-    }
+    },
+    "tpu-sft:tuning": {"tpu-sft:trainer": "tunix"},
+    **dict.fromkeys(("tpu-sft:loraRank", "tpu-sft:loraAlpha", "tpu-sft:loraModules"), _LORA),
 }
 
 

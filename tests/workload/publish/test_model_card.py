@@ -195,3 +195,11 @@ def test_the_pinned_huggingface_hub_renders_the_metadata_and_the_markdown_whole(
         head, _, rest = text.removeprefix("---\n").partition("\n---\n")
         assert text.startswith("---\n") and yaml.safe_load(head) == given(metadata(record))
         assert rest.strip() == body(record, str(tmp_path), "team/gemma-sft").strip()
+
+
+def test_a_lora_runs_card_says_the_model_is_the_merge_and_where_its_adapter_is(tmp_path):
+    lora = {**SETTINGS, "tuning": "lora", "trainer": "tunix", "loraRank": 16}
+    text = body(manifest(settings=lora), str(tmp_path), "team/gemma-sft")
+    assert "## The LoRA adapter" in text and "merged into the base by peft's `merge_and_unload`" in text
+    assert "is in `tpu-sft/hf-adapter`" in text
+    assert "## The LoRA adapter" not in body(manifest(), str(tmp_path), "team/gemma-sft")  # a full run has none

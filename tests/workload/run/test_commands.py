@@ -1,5 +1,6 @@
 """The argv/env builders: the seed's commands for the default settings, and what each setting changes."""
 
+import dataclasses
 import re
 import shlex
 
@@ -251,9 +252,52 @@ def test_run_name_is_stable_for_the_same_training_inputs_and_changes_with_them()
     assert commands.run_name(PipelineConfig(run_name="mine")) == "mine"
 
 
-@pytest.mark.parametrize("profile", ["full", "tiny"])
-def test_rendered_commands_paste_back_into_the_same_argv_and_env(profile):
-    for command in build(PipelineConfig(profile=profile))[1]:
+LORA = PipelineConfig(trainer="tunix", tuning="lora", lora_rank=4, lora_alpha=8.0, lora_modules=("q_proj", "down_proj"))
+LORA_OPTIONS = [
+    "pure_nnx_decoder=true",
+    "lora.enable_lora=true",
+    "lora.lora_rank=4",
+    "lora.lora_alpha=8.0",
+    "lora.lora_module_path=decoder/layers/.*(self_attention/query|mlp/wo)",
+]
+
+
+def test_a_lora_run_trains_an_adapter_in_tunixs_loop_and_exports_it_beside_its_base():
+    """The checkpoint is the adapter alone and records neither rank nor alpha: the export and the logit check are
+    given them again, with the base's converted checkpoint."""
+    full = dataclasses.replace(LORA, tuning="full", lora_rank=None, lora_alpha=None, lora_modules=None)
+    assert commands.run_name(LORA) != commands.run_name(full)  # the adapter names the run
+    layout, (_, train, base, adapter) = build(LORA, run="r")
+    _, (_, full_train, full_export) = build(full, run="r")
+    assert [a for a in train.argv if a not in LORA_OPTIONS] == list(full_train.argv)
+    assert [a for a in train.argv if a in LORA_OPTIONS] == LORA_OPTIONS
+    assert f"load_parameters_path={layout.converted_checkpoint}" in base.argv
+    assert f"base_output_directory={layout.base_export_dir}/" in base.argv
+    assert [a for a in base.argv if not a.startswith(("load_parameters_path=", "base_output_directory="))] == [
+        a for a in full_export.argv if not a.startswith(("load_parameters_path=", "base_output_directory="))
+    ]
+    trained = f"lora.lora_restore_path={commands.trained_params(LORA, layout)}"
+    assert adapter.argv[:3] == ("python3", "-m", commands.LORA_EXPORT)
+    assert set(LORA_OPTIONS + [trained, f"base_output_directory={layout.adapter_dir}/"]) <= set(adapter.argv)
+    assert not [a for a in adapter.argv if a.startswith("load_parameters_path=")]  # to_huggingface's adapter mode
+    parity = commands.logit_parity(LORA, layout).argv
+    assert parity[parity.index("--adapter") :][:3] == ("--adapter", layout.base_export_dir, layout.adapter_dir)
+    assert {f"load_parameters_path={layout.converted_checkpoint}", trained, *LORA_OPTIONS} <= set(parity)
+    merge = commands.merge_adapter(LORA, layout)
+    assert merge.argv[1:] == (
+        "-m",
+        "workload.run.peft_merge",
+        layout.base_export_dir,
+        layout.adapter_dir,
+        layout.export_dir,
+    )
+
+
+@pytest.mark.parametrize(
+    "config", [PipelineConfig(), PipelineConfig(profile="tiny"), LORA, dataclasses.replace(LORA, profile="tiny")]
+)
+def test_rendered_commands_paste_back_into_the_same_argv_and_env(config):
+    for command in build(config)[1]:
         lines = commands.render(command).splitlines()
         assert lines[0] == f"# {command.step}"
         exports = dict(shlex.split(line)[1].split("=", 1) for line in lines if line.startswith("export "))

@@ -1,0 +1,145 @@
+"""A LoRA run (`tuning: lora`) on real MaxText 0.2.3 (CPU, tiny Gemma 3), from the shared converted tiny model to the
+kept model: Tunix's loop trains the adapter alone and its held-out loss falls; export writes the adapter as a PEFT
+repository and peft's merge of it into the exported base; verify finds both within the logit bound of MaxText with the
+adapter applied; keep keeps both, and each loads in transformers/peft as a user loads it (docs/tuning.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.hub_upload_standin import HubStandin
+from tests.workload.publish.test_publish import WRITE_TOKEN, publish_to_hub
+from tests.workload.tiny_run import REPO, TINY_SETTINGS, copy_converted, run_workload
+from workload.measure.logit_parity import KL_BOUND
+from workload.run import kept
+
+STEPS = 20
+RANK, ALPHA = 4, 8.0
+# The rehearsal's LoRA settings (rehearsal/__main__.py LORA) at a rank of its own, on four of the seven projections.
+LORA = {
+    **TINY_SETTINGS,
+    "steps": STEPS,
+    "checkpointPeriod": STEPS,
+    "evalInterval": STEPS,
+    "learningRate": 0.005,
+    "tuning": "lora",
+    "loraRank": RANK,
+    "loraAlpha": ALPHA,
+    "loraModules": ["q_proj", "v_proj", "o_proj", "down_proj"],
+}
+
+
+@pytest.fixture(scope="module")
+def lora_run(maxtext_python, tiny_converted, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("lora")
+    work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
+    copy_converted(tiny_converted, work)
+    config.write_text(json.dumps(LORA))
+    return run_workload(maxtext_python, config, work, out)
+
+
+def test_the_adapter_trains_and_the_held_out_loss_falls(lora_run):
+    summary = lora_run.summary
+    assert lora_run.returncode == 0 and summary["ok"], f"{summary}\n{lora_run.stderr[-3000:]}"
+    assert summary["final_step"] == STEPS
+    (before, after) = [loss for _, loss in summary["eval_curve"]]
+    assert after < before
+
+
+def test_the_checkpoint_holds_the_adapter_alone(lora_run, maxtext_python):
+    listing = _in_maxtext_venv(
+        maxtext_python,
+        "import sys, jax, orbax.checkpoint as ocp\n"
+        "tree = ocp.PyTreeCheckpointer().restore(sys.argv[1])\n"
+        "print('\\n'.join(jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]))",
+        lora_run.summary["trained_checkpoint"],
+    )
+    paths = listing.splitlines()
+    assert paths and all("_lora_a" in p or "_lora_b" in p for p in paths), paths[:5]
+    # 6 layers x 4 projections x (A, B)
+    assert len(paths) == 6 * 4 * 2
+    assert {p.split("['")[5].split("'")[0] for p in paths} == {"query", "value", "out", "wo"}
+
+
+def test_the_merged_model_and_the_adapter_match_maxtexts_logits_with_the_adapter_applied(lora_run):
+    verify = lora_run.summary["verify"]
+    assert verify["ok"], verify
+    assert verify["logits_kl_max"] <= KL_BOUND["tiny"] and verify["adapter_logits_kl_max"] <= KL_BOUND["tiny"]
+    # The merge is rounded to the export's bf16, where MaxText adds the adapter to the float32 base: a random tiny
+    # model's near-ties may then pick another top token, which the KL bound above weighs.
+    assert verify["logits_top1_agreement"] >= 0.95 and verify["adapter_logits_top1_agreement"] >= 0.95
+    print({k: v for k, v in verify.items() if "logits" in k})  # the figures, for the record (pytest -s)
+
+
+def test_both_are_kept_and_load_in_transformers_and_peft(lora_run, maxtext_python):
+    model_dir = lora_run.summary["kept_dir"]
+    with open(f"{model_dir}/{kept.ADAPTER}/adapter_config.json") as f:
+        adapter = json.load(f)
+    assert (adapter["r"], adapter["lora_alpha"], adapter["peft_type"]) == (RANK, ALPHA, "LORA")
+    assert set(adapter["target_modules"]) == {"q_proj", "v_proj", "o_proj", "down_proj"}
+    # A user's loads: the adapter by itself (its base is named in adapter_config.json), and the merged model.
+    figures = _in_maxtext_venv(
+        maxtext_python,
+        "import sys, json, torch\n"
+        "from peft import AutoPeftModelForCausalLM\n"
+        "from transformers import AutoModelForImageTextToText\n"
+        "ids = torch.tensor([[2, 105, 2364, 107, 506, 1000]])  # within the tiny vocabulary\n"
+        "peft = AutoPeftModelForCausalLM.from_pretrained(sys.argv[1] + '/hf-adapter', dtype=torch.float32)\n"
+        "merged = AutoModelForImageTextToText.from_pretrained(sys.argv[1] + '/hf-model', dtype=torch.float32)\n"
+        "with torch.no_grad():\n"
+        "    a, b = peft(input_ids=ids).logits, merged(input_ids=ids).logits\n"
+        "print(json.dumps({'class': type(peft).__name__, 'max_diff': float((a - b).abs().max())}))",
+        model_dir,
+    )
+    loaded = json.loads(figures.splitlines()[-1])
+    assert loaded["class"] == "PeftModelForCausalLM"
+    assert loaded["max_diff"] < 0.05  # the merge is in bf16 (the export's dtype); the adapter applies in float32
+
+
+# By the adapter repo's id alone, as its card says (workload/publish/model_card.py `adapter_card`); its base, which
+# adapter_config.json names, is the tiny model's own directory.
+PEFT_FROM_THE_HUB = """
+import json
+from peft import AutoPeftModelForCausalLM
+model = AutoPeftModelForCausalLM.from_pretrained("team/gemma-sft-lora")
+print(json.dumps({"class": type(model).__name__, "r": model.peft_config["default"].r}))
+"""
+
+
+def test_the_hub_stand_in_takes_the_kept_model_and_the_adapter_loads_from_it(lora_run, maxtext_python, tmp_path):
+    token_file = tmp_path / "hf_write_token"
+    token_file.write_text(WRITE_TOKEN + "\n")
+    token_file.chmod(0o600)
+    with HubStandin(token=WRITE_TOKEN) as hub:
+        kept_dir = Path(lora_run.summary["kept_dir"])
+        code, summary = publish_to_hub(
+            maxtext_python, hub, kept_dir, token_file, "--hub-adapter", "team/gemma-sft-lora"
+        )
+        assert code == 0, summary
+        assert set(summary["published"]) == {"hf://team/gemma-sft", "hf://team/gemma-sft-lora"}
+        offline = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN_PATH")
+        reader = {k: v for k, v in os.environ.items() if k not in offline}
+        reader |= {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "reader"), "HF_TOKEN": WRITE_TOKEN}
+        done = subprocess.run(
+            [maxtext_python, "-c", PEFT_FROM_THE_HUB], env=reader, capture_output=True, text=True, timeout=300
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"class": "PeftModelForCausalLM", "r": RANK}
+
+
+def _in_maxtext_venv(python: str, code: str, *args: str) -> str:
+    done = subprocess.run(
+        [python, "-c", code, *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

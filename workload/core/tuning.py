@@ -1,0 +1,65 @@
+"""What `tpu-sft:tuning` trains: every weight (`full`), or a LoRA adapter on frozen weights (`lora`), and the
+adapter's shape. Standard library only: the settings (workload/core/config.py) validate these values, the train and
+export commands (workload/run/commands.py) give MaxText `Adapter.maxtext_options`.
+
+MaxText 0.2.3 applies LoRA only in Tunix's loop (`train_sft` calls `lora_utils.apply_lora_to_model`, which wraps the
+matched modules with qwix); its own loop (`train_sft_native`) never calls it and would train every weight. qwix walks
+the model's NNX modules, which a linen-wrapped decoder does not expose ("Cannot infer collection name from value:
+('decoder',)"), so a LoRA run builds the NNX decoder (`pure_nnx_decoder=true`). The checkpoint then holds the
+adapter alone, and records neither rank nor alpha: the export is given them again (docs/tuning.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# qlora (frozen weights quantised by qwix) is refused for now: MaxText 0.2.3's `lora` block has no quantisation key,
+# and its export and logit check are not written yet (workload/core/config.py `tuning_rules`).
+TUNINGS = ("full", "lora", "qlora")
+# PEFT's names for Gemma 3's projections (what an adapter_config.json's target_modules lists), and MaxText's module
+# each is (maxtext/checkpoint_conversion/utils/param_mapping.py: query→q_proj, …, wi_0→gate_proj, wi_1→up_proj).
+LORA_MODULES = {
+    "q_proj": "self_attention/query",
+    "k_proj": "self_attention/key",
+    "v_proj": "self_attention/value",
+    "o_proj": "self_attention/out",
+    "gate_proj": "mlp/wi_0",
+    "up_proj": "mlp/wi_1",
+    "down_proj": "mlp/wo",
+}
+# The usual LoRA adapter: every projection, rank 16, alpha twice the rank (MaxText's own defaults, rank 0 and alpha
+# 0.0, train nothing).
+DEFAULT_RANK = 16
+DEFAULT_ALPHA = 32.0
+DEFAULT_MODULES = tuple(LORA_MODULES)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    rank: int
+    alpha: float
+    modules: tuple[str, ...]  # keys of LORA_MODULES
+
+    @property
+    def module_path(self) -> str:
+        """qwix's `module_path`, a regular expression over the NNX module paths: `decoder/layers/<block>/…` scanned,
+        `decoder/layers/<index>/…` not."""
+        return "decoder/layers/.*(" + "|".join(LORA_MODULES[m] for m in self.modules) + ")"
+
+    def maxtext_options(self) -> list[str]:
+        """The `lora` block of MaxText's config (configs/types.py `LoRA`), as argv overrides, and the NNX decoder
+        that qwix can wrap."""
+        return [
+            "pure_nnx_decoder=true",
+            "lora.enable_lora=true",
+            f"lora.lora_rank={self.rank}",
+            f"lora.lora_alpha={self.alpha}",
+            f"lora.lora_module_path={self.module_path}",
+        ]
+
+
+def adapter(tuning: str, rank: int | None, alpha: float | None, modules: tuple[str, ...] | None) -> Adapter | None:
+    """The adapter a run trains, with the defaults for what is unset; None: the run trains every weight."""
+    if tuning == "full":
+        return None
+    return Adapter(rank or DEFAULT_RANK, DEFAULT_ALPHA if alpha is None else alpha, modules or DEFAULT_MODULES)
