@@ -43,8 +43,10 @@ class Adapter:
     @property
     def module_path(self) -> str:
         """qwix's `module_path`, a regular expression over the NNX module paths: `decoder/layers/<block>/…` scanned,
-        `decoder/layers/<index>/…` not."""
-        return "decoder/layers/.*(" + "|".join(LORA_MODULES[m] for m in self.modules) + ")"
+        `decoder/layers/<index>/…` not, and a scanned decoder's last layers that fill no whole block of gemma3's
+        six, `decoder/layers_remainder/…` (gemma3-4b's layers 30-33 of 34; MaxText 0.2.3's own default path for
+        gemma3, `decoder/layers/(?:[0-9]+/)?.*(…)`, misses them)."""
+        return "decoder/(layers|layers_remainder)/.*(" + "|".join(LORA_MODULES[m] for m in self.modules) + ")"
 
     def maxtext_options(self) -> list[str]:
         """The `lora` block of MaxText's config (configs/types.py `LoRA`), as argv overrides, and the NNX decoder

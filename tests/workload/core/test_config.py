@@ -3,6 +3,7 @@ chip measured it fastest, its rows say which phases a setting re-runs and whethe
 the key and a fix that works."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -380,7 +381,21 @@ def test_a_lora_run_takes_the_usual_adapter_for_what_is_unset():
     adapter = PipelineConfig.from_mapping(_LORA).adapter
     assert adapter is not None and (adapter.rank, adapter.alpha) == (16, 32.0) and len(adapter.modules) == 7
     assert adapter.module_path == (
-        "decoder/layers/.*(self_attention/query|self_attention/key|self_attention/value|self_attention/out"
-        "|mlp/wi_0|mlp/wi_1|mlp/wo)"
+        "decoder/(layers|layers_remainder)/.*(self_attention/query|self_attention/key|self_attention/value"
+        "|self_attention/out|mlp/wi_0|mlp/wi_1|mlp/wo)"
     )
     assert PipelineConfig.from_mapping({}).adapter is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "decoder/layers/layers_0/self_attention/query",  # a scanned block's first layer
+        "decoder/layers_remainder/layers_3/mlp/wo",  # gemma3-4b's layer 33: past the five scanned blocks of six
+        "decoder/layers/33/mlp/wi_0",  # unscanned
+    ],
+)
+def test_the_adapter_reaches_every_layer_of_gemma3_4b_scanned_or_not(path):
+    """The NNX decoder's module paths, read from MaxText 0.2.3's gemma3-4b (bench/RESULTS.md, issue 67)."""
+    assert re.search(PipelineConfig.from_mapping(_LORA).adapter.module_path, path)
+    assert not re.search(PipelineConfig.from_mapping(_LORA).adapter.module_path, "decoder/layers/0/mlp/dropout")

@@ -258,7 +258,7 @@ LORA_OPTIONS = [
     "lora.enable_lora=true",
     "lora.lora_rank=4",
     "lora.lora_alpha=8.0",
-    "lora.lora_module_path=decoder/layers/.*(self_attention/query|mlp/wo)",
+    "lora.lora_module_path=decoder/(layers|layers_remainder)/.*(self_attention/query|mlp/wo)",
 ]
 
 
