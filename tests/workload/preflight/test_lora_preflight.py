@@ -11,10 +11,19 @@ import subprocess
 import pytest
 
 from tests.workload.preflight.test_preflight import SMALL_GEMMA3, SMALL_SETTINGS, _ended
+from workload.core.config import PipelineConfig
+from workload.preflight.__main__ import maxtext_arguments
 
 # Unscanned: MaxText 0.2.3's default LoRA target path for gemma3 misses a scanned decoder's remainder layers.
 LORA = ["lora.enable_lora=true", "lora.lora_rank=4", "lora.lora_alpha=8", "pure_nnx_decoder=true", "scan_layers=false"]
 FULL = ["pure_nnx_decoder=true", "scan_layers=false"]
+
+
+def test_a_lora_runs_preflight_compiles_the_step_with_its_adapter(tmp_path):
+    """`tuning: lora` reaches the compiled step through the train command's own arguments (aot_step.py applies LoRA
+    where MaxText's config enables it)."""
+    argv = maxtext_arguments(PipelineConfig.from_mapping({"trainer": "tunix", "tuning": "lora"}), str(tmp_path), [])
+    assert {"lora.enable_lora=true", "lora.lora_rank=16", "pure_nnx_decoder=true"} <= set(argv)
 
 
 @pytest.fixture(scope="module")
