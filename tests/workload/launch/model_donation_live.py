@@ -18,8 +18,8 @@ import optax  # noqa: E402
 from flax import nnx  # noqa: E402
 from tunix.sft import peft_trainer  # noqa: E402
 
-from workload.core import lock  # noqa: E402
-from workload.launch import model_donation, pinned_code  # noqa: E402
+from tests.workload.launch.patch_guard import refusals  # noqa: E402
+from workload.launch import model_donation  # noqa: E402
 
 
 class Model(nnx.Module):
@@ -64,25 +64,12 @@ def trained(jit: str) -> dict:
     }
 
 
-def refusals() -> dict:
-    """What patch_tunix says where the digest or the version is not the one it was written for; whether it patched."""
-    said: dict[str, object] = {}
-    digest = model_donation.TUNIX_JIT_STEPS_SHA256
-    for case, version, source in (("changed code", None, "0" * 64), ("another version", "0.0.1", digest)):
-        model_donation.TUNIX_JIT_STEPS_SHA256 = source
-        if version:
-            lock.versions()["google-tunix"] = version
-        try:
-            model_donation.patch_tunix()
-        except pinned_code.PatchedCodeChanged as error:
-            said[case] = str(error)
-    said["patched"] = peft_trainer.PeftTrainer.jit_train_and_eval_step is model_donation.jit_train_and_eval_step
-    model_donation.TUNIX_JIT_STEPS_SHA256 = digest
-    lock.versions.cache_clear()
-    return said
-
-
 if __name__ == "__main__":
-    guard = refusals()  # first: neither refusal may have patched Tunix
+    # first: neither refusal may have patched Tunix
+    guard = refusals(
+        model_donation,
+        "TUNIX_JIT_STEPS_SHA256",
+        lambda: peft_trainer.PeftTrainer.jit_train_and_eval_step is model_donation.jit_train_and_eval_step,
+    )
     tunix = trained("tunix")  # then Tunix's own, before the patch replaces its method for every trainer
     print(json.dumps({"guard": guard, "tunix": tunix, "patched": trained("patched")}))

@@ -23,8 +23,8 @@ from jax.interpreters import pxla  # noqa: E402
 from jax.sharding import Mesh  # noqa: E402
 from tunix.sft import peft_trainer  # noqa: E402
 
-from workload.core import lock  # noqa: E402
-from workload.launch import optimizer_placement, pinned_code  # noqa: E402
+from tests.workload.launch.patch_guard import refusals  # noqa: E402
+from workload.launch import optimizer_placement  # noqa: E402
 
 
 class Model(nnx.Module):
@@ -93,26 +93,13 @@ def placed(placement: str, set_mesh: bool = False) -> dict:
     }
 
 
-def refusals() -> dict:
-    """What patch_tunix says where the digest or the version is not the one it was written for; whether it patched."""
-    said: dict[str, object] = {}
-    digest = optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256
-    for case, version, source in (("changed code", None, "0" * 64), ("another version", "0.0.1", digest)):
-        optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256 = source
-        if version:
-            lock.versions()["google-tunix"] = version
-        try:
-            optimizer_placement.patch_tunix()
-        except pinned_code.PatchedCodeChanged as error:
-            said[case] = str(error)
-    said["patched"] = peft_trainer.PeftTrainer._shard_optimizer is optimizer_placement.shard_optimizer
-    optimizer_placement.TUNIX_SHARD_OPTIMIZER_SHA256 = digest
-    lock.versions.cache_clear()
-    return said
-
-
 if __name__ == "__main__":
-    guard = refusals()  # first: neither refusal may have patched Tunix
+    # first: neither refusal may have patched Tunix
+    guard = refusals(
+        optimizer_placement,
+        "TUNIX_SHARD_OPTIMIZER_SHA256",
+        lambda: peft_trainer.PeftTrainer._shard_optimizer is optimizer_placement.shard_optimizer,
+    )
     tunix = placed("tunix")  # then Tunix's own, before the patch replaces its method for every trainer
     patched = placed("patched")
     print(
