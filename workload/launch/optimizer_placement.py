@@ -50,8 +50,8 @@ def mesh_in_effect(given: Any) -> Any:
     """The mesh the trainer runs under. Tunix passes the one `with mesh:` sets (`pxla.thread_resources`), but MaxText
     0.2.3's train_sft sets it with `jax.set_mesh` (train_sft.py 276), which leaves that one empty: Tunix then placed
     nothing, its state kept a single device's sharding, the step returned it with the mesh's, and jit compiled the
-    step again at step 2 (on the lent v5e, 230 s for LoRA on gemma3-4b; JAX's cache-miss report named the
-    optimizer's counters)."""
+    step again at step 2 (on the CPU, JAX's cache-miss report named the optimizer's counters; on the lent v5e a LoRA
+    case of gemma3-4b, whose first compile took 230 s, logged nothing more after step 1 until it was killed)."""
     import jax
 
     return given if not given.empty else jax.sharding.get_mesh()
