@@ -36,6 +36,7 @@ from maxtext.trainers.post_train.sft import train_sft
 from maxtext.trainers.pre_train import train_compile
 from maxtext.utils import lora_utils, maxtext_utils, maxtext_utils_nnx, model_creation_utils, sharding
 from tunix.sft import peft_trainer
+from tunix.sft import utils as tunix_utils
 
 from workload.launch import model_donation, unread_logits
 from workload.preflight import compiled
@@ -50,9 +51,9 @@ class _StepOnly(train_sft.MaxTextPeftTrainer):
     structure): Tunix's __init__ would also build the optimizer state on this machine's memory, a checkpoint
     manager and loggers."""
 
-    def __init__(self, model: nnx.Module, lora: bool) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose
+    def __init__(self, model: nnx.Module) -> None:  # noqa: B027 — PeftTrainer.__init__ is skipped on purpose
         self.model = model
-        self._lora_enabled = lora  # what PeftTrainer.__init__ reads off the model (peft_trainer.py: is_lora_enabled)
+        self._lora_enabled = tunix_utils.is_lora_enabled(model)  # as PeftTrainer.__init__ sets it (line 211)
         self._has_aux = False  # with_loss_fn sets it, as train_sft's use_maxtext_loss_function calls it
         self.gen_model_input_fn = lambda x: x
 
@@ -131,7 +132,7 @@ def _default(dataclass: type, name: str) -> Any:
 def _trainer(config: Any, model: nnx.Module) -> peft_trainer.PeftTrainer:
     """train_sft's trainer with its loss, one function for its train and eval steps (with_loss_fn), without the
     logits, as the trainer's launcher has every trainer."""
-    trainer = train_sft.use_maxtext_loss_function(_StepOnly(model, config.lora.enable_lora), config)
+    trainer = train_sft.use_maxtext_loss_function(_StepOnly(model), config)
     trainer.loss_fn = trainer.eval_loss_fn = unread_logits.without_logits(trainer.loss_fn)
     return trainer
 

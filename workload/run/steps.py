@@ -289,7 +289,9 @@ def _exported(ctx: Context, builder, expected: str) -> str:
     command = ctx.command(builder)
     ctx.run("export", command.argv, command.env)
     if not os.path.isfile(expected):
-        raise StepFailed(f"to_huggingface exited 0 but wrote no {os.path.basename(expected)} in {expected}")
+        raise StepFailed(
+            f"to_huggingface exited 0 but wrote no {os.path.basename(expected)} in {os.path.dirname(expected)}"
+        )
     return expected
 
 

@@ -45,7 +45,7 @@ def variant(config, mesh, drop: bool) -> dict:
     with jax.set_mesh(mesh), nn_partitioning.axis_rules(config.logical_axis_rules):
         model, optimizer = aot_step._model_and_optimizer(config, mesh)  # the config's seed: the same start
         # dropped: the preflight's trainer, as the launcher leaves every trainer; kept: train_sft's own loss
-        kept = train_sft.use_maxtext_loss_function(aot_step._StepOnly(model, config.lora.enable_lora), config)
+        kept = train_sft.use_maxtext_loss_function(aot_step._StepOnly(model), config)
         step = aot_step._jitted_train_step(aot_step._trainer(config, model) if drop else kept)
         data = batch(config)
         compiled = step.lower(model, optimizer, data).compile()  # run as compiled: one compile a variant
