@@ -108,3 +108,47 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     for path in (vm.state_dir / "jobs").rglob("*"):
         if path.is_file():
             assert WRITE_TOKEN not in path.read_text(errors="replace"), path
+
+
+def test_pulumi_up_publishes_a_lora_runs_adapter_alone_to_the_repo_the_stack_names(vm, hub, tmp_path):
+    """tpu-sft:publishHubAdapterRepo without publishHubRepo: the adapter goes to its repo with its card, the merged
+    model nowhere, and the write token stays in its 0600 file."""
+    overrides = {
+        **vm.config_overrides(),
+        "tpu-sft:trainer": "tunix",
+        "tpu-sft:tuning": "lora",
+        "tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora",
+        "tpu-sft:hfWriteToken": WRITE_TOKEN,
+    }
+    _, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
+    by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in commands}
+    run_dir = tmp_path / "run"
+    env = {**vm.environment(by_name["bootstrap"].environment, run_dir), "HF_ENDPOINT": hub.endpoint}
+    assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
+
+    # What export's keep step left on the data disk of a LoRA run: the merged model and the adapter.
+    pipeline = PipelineConfig.from_mapping(json.loads(by_name["publish"].environment[PIPELINE_ENV]))
+    kept = run_dir / "disk" / run_name(pipeline)
+    (kept / "hf-model").mkdir(parents=True)
+    gemma3_export.write(kept / "hf-model" / "model.safetensors", gemma3_export.export_tensors(16_000))
+    (kept / "hf-model" / "config.json").write_text(json.dumps(gemma3_export.EXPORT_CONFIG))
+    (kept / "hf-adapter").mkdir()
+    (kept / "hf-adapter" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 16}))
+    (kept / "hf-adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 4_000)
+    settings = {"model": "gemma3-4b", "profile": "tiny", "tuning": "lora", "trainer": "tunix"}
+    files = manifest(str(kept), hashes=True)
+    (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "settings": settings, "files": files}))
+
+    token = execute(by_name["publish-hf-write-token"], env, echo=False)
+    done = execute(by_name["publish"], env, echo=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{kept.name} → hf://team/gemma-sft-lora\n" in done.stdout
+    assert "✓ published to hf://team/gemma-sft-lora: 3 file(s) sent, 0 already there" in done.stdout
+    assert set(hub.repos) == {"team/gemma-sft-lora"}
+    files_there = set(hub.repos["team/gemma-sft-lora"]["files"])
+    assert files_there == {"adapter_config.json", "adapter_model.safetensors", "README.md", "tpu-sft/manifest.json"}
+    assert "its merge into the base was not published" in hub.content("team/gemma-sft-lora", "README.md").decode()
+    assert WRITE_TOKEN not in token.stdout + token.stderr + done.stdout + done.stderr
+    for path in (vm.state_dir / "jobs").rglob("*"):
+        if path.is_file():
+            assert WRITE_TOKEN not in path.read_text(errors="replace"), path
