@@ -69,3 +69,17 @@ def _on(s: Settings, name: str) -> dict[str, Any]:
         "estimatedRunCostUsd": cost.run_usd,
         "timedBy": throughput.source,
     }
+
+
+def line(s: Settings) -> str:
+    """The plan comment's line: the run's cost on each other machine, or the preflight's word that it does not fit."""
+    shown = []
+    for name, m in costs(s).items():
+        if m["chosen"]:
+            continue
+        machine = f"{name} ({m['machineType']})"
+        if m["fits"] is False:
+            shown.append(f"{machine}: {m['preflight']}")
+        else:
+            shown.append(f"{machine} ${m['estimatedRunCostUsd']:.2f}" + ("" if m["fits"] else ", not compiled yet"))
+    return f"The same tokens on another machine: {'; '.join(shown)}."

@@ -12,6 +12,8 @@ from pulumi import RunError
 
 from infra.config.read_settings import parse
 from infra.plan import throughput
+from infra.plan.machines import costs
+from infra.plan.reruns import render
 from infra.preflight import compile_step
 from infra.pricing.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
 from rehearsal.engine import Stack, run_program
@@ -151,3 +153,16 @@ def test_a_lora_run_is_not_timed_by_a_prediction_of_full_fine_tuning(dev_config,
     lora = parse({**dev_config, **LORA}, stack="dev").pipeline
     assert throughput.predicted(full).source.endswith("a full fine-tuning case")
     assert throughput.predicted(lora).source.startswith("no prediction for these train inputs")
+
+
+def test_the_plan_comment_prices_the_same_tokens_on_the_other_machines(dev_config):
+    """What a pull request shows (`python -m infra.plan`), from the same figures as `machineCosts`."""
+    keep(dev_config, "v6e-1", fits=False)
+    keep(dev_config, "v6e-4", fits=True)
+    settings = parse(dev_config, stack="dev")
+    [line] = [line for line in render(settings, settings).splitlines() if line.startswith("The same tokens")]
+    four = f"{costs(settings)['v6e-4']['estimatedRunCostUsd']:.2f}"
+    assert line == (
+        "The same tokens on another machine: v6e-1 (ct6e-standard-1t): does not fit on a v6e-1: 58.73 GiB of HBM per "
+        f"chip of 31.25 GiB; v6e-4 (ct6e-standard-4t) ${four}."
+    )
