@@ -100,18 +100,28 @@ PUBLISH_CHANGES = [
     {"tpu-sft:pricePerChipHour": "1.5"},
     {"tpu-sft:labels": '{"owner": "x"}'},
 ]
+# A LoRA run that publishes its adapter alone, and changes of its adapter's repo and shape.
+LORA = {"tpu-sft:trainer": "tunix", "tpu-sft:tuning": "lora"}
+ADAPTER_REPO = {**LORA, "tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora"}
+ADAPTER_CHANGES = [
+    {"tpu-sft:publishHubAdapterRepo": "team/other-lora"},
+    {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:loraRank": "8"},
+    {"tpu-sft:idleMinutes": "45"},
+]
+CASES = [(PUBLISHING, c) for c in PUBLISH_CHANGES] + [(ADAPTER_REPO, c) for c in ADAPTER_CHANGES]
 
 
-@pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
-def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
+@pytest.mark.parametrize(("publishing", "change"), CASES, ids=[next(iter(c)) for _, c in CASES])
+def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, publishing, change):
     from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     def recorded(overrides):
-        task = commands(mock_stack({**PUBLISHING, **overrides}))["publish"]
+        task = commands(mock_stack({**publishing, **overrides}))["publish"]
         return {k: task.inputs.get(k) for k in ("create", "environment", "triggers")}
 
-    base, head = ({**dev_config, **PUBLISHING, **c} for c in ({}, change))
+    base, head = ({**dev_config, **publishing, **c} for c in ({}, change))
     (row,) = [r for r in plan(parse(base, stack="dev"), parse(head, stack="dev")) if r[0] == "publish"]
     assert row[1] == (recorded({}) != recorded(change)), row
 
@@ -139,10 +149,6 @@ def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack)
     assert tasks["export"].urn in publish.dependencies
     assert tasks["export"].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
     assert publish.inputs["triggers"][0].startswith(f"{MIG_ID}/")  # or group publishes again
-
-
-LORA = {"tpu-sft:trainer": "tunix", "tpu-sft:tuning": "lora"}
-ADAPTER_REPO = {**LORA, "tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora"}
 
 
 def test_a_lora_stack_publishes_its_adapter_alone_with_the_write_token_kept_secret(mock_stack):
@@ -179,20 +185,10 @@ def test_an_update_publishing_the_adapter_needs_a_write_token(dev_config, monkey
         run_program({**dev_config, **ADAPTER_REPO}, preview=False)
 
 
-@pytest.mark.parametrize(
-    "change",
-    [{"tpu-sft:publishHubAdapterRepo": "team/other-lora"}, {"tpu-sft:loraRank": "8"}, {"tpu-sft:idleMinutes": "45"}],
-    ids=lambda c: next(iter(c)),
-)
-def test_the_plan_says_whether_a_new_adapter_repo_re_runs_the_publish_task(mock_stack, dev_config, change):
+def test_a_new_adapter_repo_re_runs_the_publish_task(dev_config):
     from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
-    def recorded(overrides):
-        task = commands(mock_stack({**ADAPTER_REPO, **overrides}))["publish"]
-        return {k: task.inputs.get(k) for k in ("create", "environment", "triggers")}
-
-    base, head = ({**dev_config, **ADAPTER_REPO, **c} for c in ({}, change))
-    (row,) = [r for r in plan(parse(base, stack="dev"), parse(head, stack="dev")) if r[0] == "publish"]
-    assert row[1] == (recorded({}) != recorded(change)), row
-    assert row[1] == (change.get("tpu-sft:idleMinutes") is None), row
+    base = parse({**dev_config, **ADAPTER_REPO}, stack="dev")
+    head = parse({**dev_config, **ADAPTER_REPO, "tpu-sft:publishHubAdapterRepo": "team/other-lora"}, stack="dev")
+    assert plan(base, head)[-1] == ("publish", True, '`hubAdapter`: "team/gemma-sft-lora" → "team/other-lora"')

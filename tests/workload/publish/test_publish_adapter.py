@@ -1,7 +1,7 @@
 """A LoRA run publishes its adapter and/or its merged model (`python -m workload.publish --hub-adapter` and/or
 `--hub`), each to a repo of its own with a card that says which it is and where the other went, if it went; the
 adapter alone writes no text-only model; a run that kept no adapter is refused before anything is sent. Against the
-Hub stand-in (tests/hub_upload_standin.py), through the MaxText venv's huggingface_hub as on the VM."""
+Hub stand-in (tests/hub_upload_standin.py, conftest.py), through the MaxText venv's huggingface_hub as on the VM."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ import json
 import os
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from tests import gemma3_export
 from tests.hub_upload_standin import HubStandin
@@ -20,20 +18,6 @@ REPO = Path(__file__).resolve().parents[3]
 LORA = {"model": "gemma3-4b", "profile": "full", "tuning": "lora", "trainer": "tunix", "loraRank": 16}
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 MODEL, ADAPTER = "team/gemma-sft", "team/gemma-sft-lora"
-
-
-@pytest.fixture
-def hub():
-    with HubStandin(token=WRITE_TOKEN) as standin:
-        yield standin
-
-
-@pytest.fixture
-def token_file(tmp_path) -> Path:
-    path = tmp_path / "hf_write_token"
-    path.write_text(WRITE_TOKEN + "\n")
-    path.chmod(0o600)
-    return path
 
 
 def kept_run(root: Path, *, lora: bool, merged: bool = True) -> Path:
