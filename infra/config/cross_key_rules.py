@@ -163,7 +163,6 @@ def slice_through_iap(s: Settings) -> None:
         )
 
 
-# Rules across keys, checked in this order once every key is valid on its own.
 def adapter_repo_needs_lora(s: Settings) -> None:
     """Only a LoRA run keeps an adapter (workload/run/kept.py `ADAPTER`) for the publish task to send."""
     tuning = s.pipeline.tuning
@@ -177,6 +176,7 @@ def adapter_repo_needs_lora(s: Settings) -> None:
         )
 
 
+# Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model,
     direct_access_needs_external_ip,

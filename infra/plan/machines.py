@@ -5,8 +5,8 @@ stack's own tokens: its steps are those tokens over that machine's tokens a step
 was given in (the default length is per chip, and a step count trains more tokens on more chips). Each is timed as the
 stack's own run is (infra/plan/throughput.py: the preflight's record of those train inputs, the bench's table, or the
 seed's figure) and priced at its chips × the stack's price of a chip-hour (a v6e chip-hour is one price whatever the
-machine: infra/pricing/cost.py). A LoRA run holds no optimizer state for the frozen weights, so
-a machine of fewer chips may take it (docs/tuning.md); whether it does is the preflight's word alone.
+machine: infra/pricing/cost.py). A LoRA run holds no optimizer state for the frozen weights, so a machine of fewer
+chips may take it (docs/tuning.md); whether it does is the preflight's word alone.
 
 So a machine shows its cost only where no preflight of exactly those train inputs found that the step does not fit:
 one that did shows that verdict in one line and no cost, and one that nothing compiled yet says how to get the verdict.

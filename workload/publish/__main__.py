@@ -226,7 +226,7 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
     staging = tempfile.mkdtemp(prefix="text-only-", dir=args.staging_dir)
     try:
         # the adapter's files first: a run that kept none is refused before anything is sent
-        adapter = args.hub_adapter and adapter_plan(model_dir, data, files, args.hub_adapter, args.hub)
+        adapter = adapter_plan(model_dir, data, files, args.hub_adapter, args.hub) if args.hub_adapter else None
         # the adapter alone needs no text-only model written
         items, published = published_model(model_dir, data, files, staging) if args.gcs or args.hub else ([], b"")
         if args.gcs:
