@@ -9,7 +9,7 @@ import pulumi
 
 from infra.config import run_length
 from infra.config.settings import Settings
-from infra.plan import billing
+from infra.plan import billing, machines
 from infra.plan.on_destroy import on_destroy
 from infra.plan.throughput import predicted
 from infra.preflight.compile_step import hbm_beside_preflight
@@ -57,6 +57,7 @@ def _cost(s: Settings) -> None:
     pulumi.export("estimatedRunHours", cost.run_hours)
     pulumi.export("estimatedRunCostUsd", cost.run_usd)
     pulumi.export("tpuPrice", s.tpu_price.output())  # which price model the estimate used, and its basis
+    pulumi.export("machineCosts", machines.costs(s))  # the same run on each machine of one VM, where it fits
     for name, value in billing.outputs(s).items():
         pulumi.export(name, value)
 

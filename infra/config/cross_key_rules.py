@@ -163,6 +163,19 @@ def slice_through_iap(s: Settings) -> None:
         )
 
 
+def adapter_repo_needs_lora(s: Settings) -> None:
+    """Only a LoRA run keeps an adapter (workload/run/kept.py `ADAPTER`) for the publish task to send."""
+    tuning = s.pipeline.tuning
+    if s.publish_hub_adapter_repo and tuning != "lora":
+        raise ConfigError(
+            stack_key("publishHubAdapterRepo"),
+            f"is {s.publish_hub_adapter_repo}, but tpu-sft:tuning is {tuning}, which trains every weight and keeps no "
+            "adapter to publish",
+            f"pulumi config rm {stack_key('publishHubAdapterRepo')} (tpu-sft:publishHubRepo publishes the model), "
+            f"or {set_hint('tuning', 'lora')}",
+        )
+
+
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model,
@@ -170,6 +183,7 @@ CROSS_KEY_RULES = (
     flex_start_needs_run_cap,
     flex_start_within_seven_days,
     names_fit,
+    adapter_repo_needs_lora,
 )
 # What a slice cannot take: all of them are checked, and refused in one message, so that a stack switched to a slice
 # learns every key to change at once.

@@ -148,10 +148,17 @@ def require_token_for_update(settings: Settings, *, is_update: bool, environ: Ma
 
 def require_write_token(settings: Settings, *, is_update: bool, environ: Mapping[str, str]) -> None:
     """Publishing to the Hub needs a write token: an update without one fails before anything is created."""
-    hub_repo = settings.publish_hub_repo
-    if is_update and hub_repo and not settings.hf_write_token and not environ.get("HF_WRITE_TOKEN"):
+    named = [
+        f"tpu-sft:{key} is {repo}"
+        for key, repo in (
+            ("publishHubRepo", settings.publish_hub_repo),
+            ("publishHubAdapterRepo", settings.publish_hub_adapter_repo),
+        )
+        if repo
+    ]
+    if is_update and named and not settings.hf_write_token and not environ.get("HF_WRITE_TOKEN"):
         raise ConfigError(
             stack_key("hfWriteToken"),
-            f"is not set and $HF_WRITE_TOKEN is empty, but tpu-sft:publishHubRepo is {hub_repo}",
+            f"is not set and $HF_WRITE_TOKEN is empty, but {' and '.join(named)}",
             "pulumi config set --secret tpu-sft:hfWriteToken (a token with write access), or export HF_WRITE_TOKEN",
         )

@@ -527,7 +527,14 @@ SETTINGS: tuple[Setting, ...] = (
         "my-org/gemma3-4b-sft",
         "the Hugging Face Hub repo to publish the kept model to (opt-in)",
     ),
-    Setting("publishHubPublic", "publish_hub_public", _bool, "false", "whether that Hub repo is public"),
+    Setting(
+        "publishHubAdapterRepo",
+        "publish_hub_adapter_repo",
+        _pattern(_HUB_REPO, "a Hub repo id (OWNER/NAME)"),
+        "my-org/gemma3-4b-sft-lora",
+        "a Hub repo to publish a LoRA run's adapter to, alone at its root (opt-in; tpu-sft:tuning lora)",
+    ),
+    Setting("publishHubPublic", "publish_hub_public", _bool, "false", "whether those Hub repos are public"),
     Setting(
         "hfWriteToken",
         "hf_write_token",

@@ -68,7 +68,8 @@ class Settings:
     idle_minutes: int = 30
     boot_resumes: int = 3  # the run's budget of boot-resumes (workload/run/resume_budget.py)
     publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
-    publish_hub_repo: str | None = None
+    publish_hub_repo: str | None = None  # the model (a LoRA run's: merged into its base)
+    publish_hub_adapter_repo: str | None = None  # a LoRA run's adapter, alone
     publish_hub_public: bool = False
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
     warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
@@ -101,13 +102,20 @@ class Settings:
 
     @property
     def publishes(self) -> bool:
-        return bool(self.publish_gcs_uri or self.publish_hub_repo)
+        return bool(self.publish_gcs_uri or self.hub_repos)
+
+    @property
+    def hub_repos(self) -> tuple[str, ...]:
+        """The Hub repos the publish task writes to: the model's and/or the adapter's."""
+        return tuple(r for r in (self.publish_hub_repo, self.publish_hub_adapter_repo) if r)
 
     @property
     def publish_destinations(self) -> dict[str, Any]:
         """Where the publish task sends the model: one of its inputs (infra/resources/publish.py), and a row of the
-        plan."""
-        return {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo, "public": self.publish_hub_public}
+        plan. The adapter's repo only where set: a stack that publishes no adapter keeps the inputs it had before
+        the setting existed, and its publish task does not re-run for it."""
+        where = {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo, "public": self.publish_hub_public}
+        return where | ({"hubAdapter": self.publish_hub_adapter_repo} if self.publish_hub_adapter_repo else {})
 
     @property
     def ssh_private_key_path(self) -> str:

@@ -17,7 +17,7 @@ KEEPING = "docs/checkpoints.md#keeping-the-data-disk-and-the-bucket"
 def published_outside(s: Settings) -> list[str]:
     """Where the publish task copies the kept model to that `pulumi destroy` does not delete: the Hub, or a
     Cloud Storage destination outside the stack's own checkpoint bucket (a destination inside it goes with it)."""
-    places = [f"hf.co/{s.publish_hub_repo}"] if s.publish_hub_repo else []
+    places = [f"hf.co/{repo}" for repo in s.hub_repos]
     if s.publish_gcs_uri and s.publish_gcs_uri.removeprefix("gs://").split("/", 1)[0] != s.checkpoint_bucket:
         places.append(s.publish_gcs_uri)
     return places

@@ -28,6 +28,7 @@ from infra.config.local_data import resolve
 from infra.config.read_settings import AUTO_BATCH_KEY, parse
 from infra.config.settings import Settings
 from infra.config.stack_file import read_stack_config
+from infra.plan import machines
 from infra.plan.throughput import Throughput, predicted
 from infra.preflight.compile_step import summary, take_the_sweeps_batch, train_fingerprint
 from infra.preflight.data_preflight import data_fingerprint
@@ -249,6 +250,7 @@ def render(
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
         throughput_line(head, throughputs[1], costs[1]),
+        machines.line(head),
         f"Price model: {price.provisioning_model} at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis}).",
     ]
     return "\n".join(lines + preflight_lines(head, preflight) + below)

@@ -23,8 +23,10 @@ from workload.core.config import PipelineConfig
 from workload.core.run_length import sequence_length
 
 PREDICTIONS = Path(__file__).with_name("step_predictions.json")
-# What a row of PREDICTIONS is matched on: the settings the bench compiled with that a stack sets.
-MATCHED = ("accelerator_type", "model", "trainer", "per_device_batch_size", "sequence_length")
+# What a row of PREDICTIONS is matched on: the settings the bench compiled with that a stack sets. A row that names no
+# tuning was compiled training every weight (bench/step_time.py's cases before LoRA): a LoRA run's step is another.
+MATCHED = ("accelerator_type", "model", "trainer", "per_device_batch_size", "sequence_length", "tuning")
+UNNAMED = {"tuning": "full"}
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def predicted(pipeline: PipelineConfig) -> Throughput:
         return _from(record["step_time"], f"the preflight's record of these train inputs, {record_path(pipeline)}")
     trained = configuration(pipeline)
     for row in json.loads(PREDICTIONS.read_text())["predictions"]:
-        if all(row["configuration"][key] == trained[key] for key in MATCHED):
+        if all(row["configuration"].get(key, UNNAMED.get(key)) == trained[key] for key in MATCHED):
             return _from(row["step_time"], f"the bench's table, {PREDICTIONS.name}: {row['source']}")
     seed = seed_step_seconds(pipeline.per_device_batch_size)
     return Throughput(
@@ -86,6 +88,7 @@ def configuration(pipeline: PipelineConfig) -> dict[str, Any]:
         "trainer": pipeline.trainer,
         "per_device_batch_size": pipeline.per_device_batch_size,
         "sequence_length": sequence_length(pipeline.max_target_length, pipeline.profile),
+        "tuning": pipeline.tuning,
     }
 
 

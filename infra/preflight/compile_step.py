@@ -153,18 +153,23 @@ def known_record(pipeline: PipelineConfig, maxtext_overrides: tuple[str, ...] = 
 
 
 def refuse_a_known_misfit(pipeline: PipelineConfig) -> None:
-    """Raise ConfigError when a preflight of exactly these train inputs found that the step does not fit."""
+    """Raise ConfigError when a preflight of exactly these train inputs found that the step does not fit, naming the
+    setting the preflight's own verdict asks to change (a record kept before it said so: the batch)."""
     record = known_record(pipeline)
     if record is None or record["fits"]:
         return
-    raise ConfigError(
-        "tpu-sft:perDeviceBatchSize",
-        f"is {pipeline.per_device_batch_size}, and a preflight of these train inputs ({record_path(pipeline)}) "
-        "found that the step needs at least "
-        f"{record['hbm_bytes_per_chip'] / 2**30:.2f} GiB of HBM per chip of a {record['accelerator']}, "
-        f"{record['hbm_limit_bytes_per_chip'] / 2**30:.2f} GiB allowed: no VM is created for it",
-        "pulumi config set tpu-sft:perDeviceBatchSize with a smaller batch (scripts/preflight says which fit), "
+    fix = record.get("fix") or {
+        "key": "tpu-sft:perDeviceBatchSize",
+        "fix": "pulumi config set tpu-sft:perDeviceBatchSize with a smaller batch (scripts/preflight says which fit), "
         "or set a shorter tpu-sft:maxTargetLength",
+    }
+    value = pipeline.to_mapping().get(fix["key"].removeprefix(stack_key("")))
+    raise ConfigError(
+        fix["key"],
+        f"is {value}, and a preflight of these train inputs ({record_path(pipeline)}) found that the step needs at "
+        f"least {record['hbm_bytes_per_chip'] / 2**30:.2f} GiB of HBM per chip of a {record['accelerator']}, "
+        f"{record['hbm_limit_bytes_per_chip'] / 2**30:.2f} GiB allowed: no VM is created for it",
+        fix["fix"],
     )
 
 

@@ -37,6 +37,10 @@ class ListedPrice:
 # Scheduling.ProvisioningModel); flex-start and calendar-mode reservations "benefit from DWS discounts"
 # (cloud.google.com/compute/docs/instances/about-flex-start-vms). So a missing figure is never made up: the estimate
 # uses the on-demand price in its place, an upper bound by those words, and says so (`chip_price`).
+# A chip-hour is one price on every v6e machine (ct6e-standard-1t, -4t, -8t): searched again on 2026-12-07 ("Cloud TPU
+# pricing v6e Trillium per chip-hour", "v6e pricing per chip-hour v6e-1 v6e-4 v6e-8"), the stored pricing pages are
+# still of v2 to v4, whose "v4 pricing is based on the number of chips in the topology"; no stored page gives a v6e
+# machine a price of its own. So a machine's hour is its chips × this table's price (infra/plan/machines.py).
 ON_DEMAND = "STANDARD"
 V6E_CHIP_HOUR: dict[str, ListedPrice] = {
     ON_DEMAND: ListedPrice(

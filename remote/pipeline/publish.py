@@ -1,5 +1,5 @@
 """`python -m remote publish`: what the `…-publish` task of `pulumi up` runs after the export phase, when the stack
-names a destination (tpu-sft:publishGcsUri, tpu-sft:publishHubRepo).
+names a destination (tpu-sft:publishGcsUri, tpu-sft:publishHubRepo, and a LoRA run's tpu-sft:publishHubAdapterRepo).
 
 It finds the kept model where export left it (the profile's kept dir / the run's name, from the same pipeline
 settings the export phase got), places the Hub write token from $HF_WRITE_TOKEN on the host (a 0600 file, over
@@ -37,9 +37,16 @@ def destinations(env: Mapping[str, str]) -> dict:
         raw = json.loads(env.get(PUBLISH_ENV) or "")
     except json.JSONDecodeError:
         raise BadInput(f'${PUBLISH_ENV} is not JSON: give {{"gcs": …, "hub": …, "public": false}}') from None
-    if not isinstance(raw, dict) or not (raw.get("gcs") or raw.get("hub")):
-        raise BadInput(f'${PUBLISH_ENV} names no destination: give "gcs" (gs://…) and/or "hub" (OWNER/NAME)')
+    if not isinstance(raw, dict) or not (raw.get("gcs") or raw.get("hub") or raw.get("hubAdapter")):
+        raise BadInput(
+            f'${PUBLISH_ENV} names no destination: give "gcs" (gs://…), "hub" and/or "hubAdapter" (OWNER/NAME)'
+        )
     return raw
+
+
+def hub_repos(where: dict) -> list[str]:
+    """The Hub repos a publish writes to, each as `hf://OWNER/NAME`: the model's, then the adapter's."""
+    return [f"hf://{where[key]}" for key in ("hub", "hubAdapter") if where.get(key)]
 
 
 def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[str, str]) -> int:
@@ -48,11 +55,15 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
     if where.get("gcs"):
         argv += ["--gcs", where["gcs"]]
     if where.get("hub"):
-        argv += ["--hub", where["hub"]] + ([] if not where.get("public") else ["--public"])
+        argv += ["--hub", where["hub"]]
+    if where.get("hubAdapter"):
+        argv += ["--hub-adapter", where["hubAdapter"]]
+    if hub_repos(where) and where.get("public"):
+        argv.append("--public")
     with wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S) as conn:
         code_dir = f"{request.target.state_dir}/code"
         push_tree(conn, WORKLOAD_DIR, f"{code_dir}/workload")
-        if where.get("hub"):
+        if hub_repos(where):
             if not place_secret(conn, HF_WRITE_TOKEN_SECRET, environ.get("HF_WRITE_TOKEN") or None):
                 raise BadInput(
                     "no Hub write token on the host and $HF_WRITE_TOKEN is empty: "
@@ -68,7 +79,7 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
         jobs.start(conn, job_id, command, env=env)
         print(
             f"publish: job {job_id} on {request.target.host}: {kept} → "
-            f"{', '.join(d for d in (where.get('gcs'), where.get('hub') and 'hf://' + where['hub']) if d)}",
+            f"{', '.join([*([where['gcs']] if where.get('gcs') else []), *hub_repos(where)])}",
             file=out,
             flush=True,
         )

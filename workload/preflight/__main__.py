@@ -127,6 +127,7 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
                 "hbm_limit_bytes_per_chip": oom.limit,
                 "compile_seconds": round(oom.seconds, 1),
                 "settings": settings,
+                "fix": _fix(accelerator.name, oom.config.per_device_batch_size, oom.config.max_target_length),
             }
             return line, record
     # The steps' peaks and what the loop holds beside them (fit.Live), with the chip's margin or a resumed attempt's
@@ -172,8 +173,16 @@ def preflight(config: PipelineConfig, usd_per_chip_hour: float | None, overrides
     }
     if not fits:
         batch, sequence = step.config.per_device_batch_size, step.config.max_target_length
+        record["fix"] = _fix(accelerator.name, batch, sequence)
         return fit.does_not_fit_line(accelerator.name, used, limit, batch, sequence), record
     return fit.fits_line(accelerator.name, step.live, limit), record
+
+
+def _fix(accelerator: str, batch: int, sequence: int) -> dict[str, str]:
+    """What a step that does not fit asks to change, as its line says: `pulumi up` refuses the stack with it
+    (infra/preflight/compile_step.py `refuse_a_known_misfit`)."""
+    key, fix = fit.fix_for(accelerator, batch, sequence)
+    return {"key": key, "fix": fix}
 
 
 def _compiled_settings(maxtext_config) -> dict:

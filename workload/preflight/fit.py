@@ -221,9 +221,16 @@ def fits_line(accelerator: str, live: Live, limit: int) -> str:
 def does_not_fit_line(
     accelerator: str, used: int, limit: int, per_device_batch_size: int, max_target_length: int
 ) -> str:
-    """One line in the settings' own error form: the key to change, what is wrong, the command that changes it.
-    Halve the batch while there is one to halve, then the sequence; with a batch of 1 and a short sequence only
-    more chips help (the weights and the optimizer state are sharded over them)."""
+    """One line in the settings' own error form: the key to change, what is wrong, the command that changes it."""
+    key, fix = fix_for(accelerator, per_device_batch_size, max_target_length)
+    problem = f"does not fit: at least {gib(used)} per chip of {gib(limit)} HBM on {accelerator}"
+    return f"{key}: {problem}. Fix: {fix}"
+
+
+def fix_for(accelerator: str, per_device_batch_size: int, max_target_length: int) -> tuple[str, str]:
+    """(the stack key to change, the command that changes it) for a step that does not fit. Halve the batch while
+    there is one to halve, then the sequence; with a batch of 1 and a short sequence only more chips help (the
+    weights and the optimizer state are sharded over them)."""
     chips = ACCELERATORS[accelerator].chips
     larger = next((a.name for a in ACCELERATORS.values() if a.chips > chips), None)
     if per_device_batch_size > 1:
@@ -234,5 +241,4 @@ def does_not_fit_line(
         key, fix = "acceleratorType", set_hint("acceleratorType", larger)
     else:
         key, fix = "model", "use a smaller model"
-    problem = f"does not fit: at least {gib(used)} per chip of {gib(limit)} HBM on {accelerator}"
-    return f"{stack_key(key)}: {problem}. Fix: {fix}"
+    return stack_key(key), fix

@@ -17,7 +17,8 @@ summary.
 A LoRA run's adapter (kept as hf-adapter/) goes, with --hub-adapter OWNER/NAME, to a repo of its own: the PEFT files at
 its root, where `AutoPeftModelForCausalLM.from_pretrained("OWNER/NAME")` finds them (peft hands `subfolder=` to the
 base model's loading too, so the adapter under tpu-sft/ of the merged model's repo does not load that way), with a
-card of its own and the kept manifest under tpu-sft/.
+card of its own and the kept manifest under tpu-sft/. Either may be published without the other, and each card says
+which it is and where the other was published, if it was.
 
 A model kept in Cloud Storage (a slice's: its hosts share no disk) is first copied to a directory of its own
 under --staging-dir and checked there, so what is sent is what was kept; the copy is removed afterwards.
@@ -90,9 +91,12 @@ def published_model(model_dir: str, data: bytes, files: list[dict[str, Any]], st
     return items, text_only.published_manifest(data, kept, items)
 
 
-def with_card(items: list[Item], model_dir: str, data: bytes, load_as: str) -> tuple[list[Item], Item]:
-    """The files then the model card for a destination loaded by `load_as`; and the manifest (`data`)."""
-    card = model_card.card(json.loads(data), model_dir, load_as).encode()
+def with_card(
+    items: list[Item], model_dir: str, data: bytes, load_as: str, adapter_repo: str | None = None
+) -> tuple[list[Item], Item]:
+    """The files then the model card for a destination loaded by `load_as` (and naming the repo the run's adapter is
+    published to, if any); and the manifest (`data`)."""
+    card = model_card.card(json.loads(data), model_dir, load_as, adapter_repo).encode()
     return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
 
 
@@ -104,8 +108,11 @@ def plan(
     return with_card(items, model_dir, published, load_as)
 
 
-def adapter_plan(model_dir: str, data: bytes, files: list[dict[str, Any]], repo: str) -> tuple[list[Item], Item]:
-    """What the adapter's repo gets: the kept adapter's files at its root, its card, the kept manifest."""
+def adapter_plan(
+    model_dir: str, data: bytes, files: list[dict[str, Any]], repo: str, merged_repo: str | None = None
+) -> tuple[list[Item], Item]:
+    """What the adapter's repo gets: the kept adapter's files at its root, its card (naming the repo the merged model
+    is published to, if any), the kept manifest."""
     folder = kept.ADAPTER + "/"
     items = [
         Item(e["path"].removeprefix(folder), os.path.join(model_dir, e["path"]), e["size"], e["sha256"])
@@ -114,7 +121,7 @@ def adapter_plan(model_dir: str, data: bytes, files: list[dict[str, Any]], repo:
     ]
     if not items:
         raise PublishError(f"{model_dir} keeps no {kept.ADAPTER}/: --hub-adapter is for a run with tpu-sft:tuning lora")
-    card = model_card.adapter_card(json.loads(data), repo).encode()
+    card = model_card.adapter_card(json.loads(data), repo, merged_repo).encode()
     return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
 
 
@@ -173,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
 def _checked(args: argparse.Namespace) -> str | None:
     """The destinations, checked before anything is read; the Hub write token, when the Hub is one."""
     if not args.gcs and not args.hub and not args.hub_adapter:
-        raise PublishError("nothing to publish to: give --gcs gs://BUCKET/PATH and/or --hub OWNER/NAME")
+        raise PublishError(
+            "nothing to publish to: give --gcs gs://BUCKET/PATH, --hub OWNER/NAME and/or --hub-adapter OWNER/NAME"
+        )
     if args.gcs:
         split_uri(args.gcs)
     for flag, repo in (("--hub", args.hub), ("--hub-adapter", args.hub_adapter)):
@@ -183,7 +192,7 @@ def _checked(args: argparse.Namespace) -> str | None:
         return None
     token = read_token(args.hf_token_file, os.environ)
     if not token:
-        raise PublishError("--hub needs a write token: --hf-token-file FILE (0600) or HF_TOKEN")
+        raise PublishError("the Hub needs a write token: --hf-token-file FILE (0600) or HF_TOKEN")
     return token
 
 
@@ -216,21 +225,27 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
     os.makedirs(args.staging_dir, exist_ok=True)
     staging = tempfile.mkdtemp(prefix="text-only-", dir=args.staging_dir)
     try:
-        items, published = published_model(model_dir, data, files, staging)
+        # the adapter's files first: a run that kept none is refused before anything is sent
+        adapter = adapter_plan(model_dir, data, files, args.hub_adapter, args.hub) if args.hub_adapter else None
+        # the adapter alone needs no text-only model written
+        items, published = published_model(model_dir, data, files, staging) if args.gcs or args.hub else ([], b"")
         if args.gcs:
             from workload.publish.gcs import GcsDestination
 
-            results[args.gcs] = publish(GcsDestination(args.gcs), *with_card(items, model_dir, published, args.gcs))
+            sent = with_card(items, model_dir, published, args.gcs, args.hub_adapter)
+            results[args.gcs] = publish(GcsDestination(args.gcs), *sent)
         if args.hub:
             from workload.publish.hub import HubDestination
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
-            results[f"hf://{args.hub}"] = publish(hub, *with_card(items, model_dir, published, args.hub))
-        if args.hub_adapter:
+            results[f"hf://{args.hub}"] = publish(
+                hub, *with_card(items, model_dir, published, args.hub, args.hub_adapter)
+            )
+        if adapter:
             from workload.publish.hub import HubDestination
 
             repo = HubDestination(args.hub_adapter, token=token, private=not args.public)
-            results[f"hf://{args.hub_adapter}"] = publish(repo, *adapter_plan(model_dir, data, files, args.hub_adapter))
+            results[f"hf://{args.hub_adapter}"] = publish(repo, *adapter)
     except PublishError as error:
         return _failed(str(error), EXIT_BAD_INPUT, results)
     except Exception as error:  # noqa: BLE001  one line, whatever the client library raised

@@ -41,13 +41,13 @@ TEXT_ONLY = (
 )
 
 
-def card(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
+def card(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: str | None = None) -> str:
     """The card of the model kept in `model_dir` (its manifest parsed), loaded by `load_as`: a Hub repo id, or the
-    gs:// URL it was published to."""
+    gs:// URL it was published to; `adapter_repo`: where a LoRA run's adapter is published alone, if it is."""
     from huggingface_hub import ModelCard, ModelCardData  # the MaxText venv's (pinned): the Hub's own fields
 
     data = ModelCardData(**metadata(manifest))
-    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body(manifest, model_dir, load_as)}"))
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body(manifest, model_dir, load_as, adapter_repo)}"))
 
 
 def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +67,9 @@ def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def adapter_card(manifest: dict[str, Any], repo: str) -> str:
-    """The card of a LoRA run's adapter, published alone to `repo`: what it is, its base, how to load it."""
+def adapter_card(manifest: dict[str, Any], repo: str, merged_repo: str | None = None) -> str:
+    """The card of a LoRA run's adapter, published alone to `repo`: what it is, its base, how to load it, and where its
+    merge into the base was published (`merged_repo`), or that it was not."""
     from huggingface_hub import ModelCard, ModelCardData
 
     settings = manifest.get("settings") or {}
@@ -76,11 +77,16 @@ def adapter_card(manifest: dict[str, Any], repo: str) -> str:
     base, _ = _base_and_hub_dataset(settings)
     code = f'from peft import AutoPeftModelForCausalLM\n\nmodel = AutoPeftModelForCausalLM.from_pretrained("{repo}")'
     on = f"[{base}](https://huggingface.co/{base})" if base else "the base its adapter_config.json names"
+    merged = (
+        f"its merge into the base, a model of its own, is [{merged_repo}](https://huggingface.co/{merged_repo}), with "
+        "the run's whole card"
+        if merged_repo
+        else "this repo holds the adapter alone: its merge into the base was not published to the Hub with it"
+    )
     text = "\n\n".join(
         [
             f"# {manifest.get('run_name') or NOT_RECORDED}: the LoRA adapter",
-            f"A LoRA adapter (PEFT) trained by tpu-sft on {on}; "
-            "its merge into the base is published beside it, with the run's whole card.",
+            f"This is the LoRA adapter (PEFT), not a whole model, trained by tpu-sft on {on}; {merged}.",
             _licence(_licence_of(settings)),
             f"## How to load\n\n```python\n{code}\n```",
             _training(settings, ((manifest.get("steps") or {}).get("train") or {}).get("facts") or {}),
@@ -89,7 +95,7 @@ def adapter_card(manifest: dict[str, Any], repo: str) -> str:
     return str(ModelCard(f"---\n{ModelCardData(**fields).to_yaml()}\n---\n\n{text}\n"))
 
 
-def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
+def body(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: str | None = None) -> str:
     """The card's Markdown under its metadata."""
     settings = manifest.get("settings") or {}
     steps = manifest.get("steps") or {}
@@ -102,7 +108,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str) -> str:
         _summary(settings, base, dataset),
         _licence(_licence_of(settings)),
         _how_to_load(load_as),
-        *([_adapter()] if settings.get("tuning") == "lora" else []),
+        *([_adapter(adapter_repo)] if settings.get("tuning") == "lora" else []),
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
@@ -208,16 +214,22 @@ def _how_to_load(load_as: str) -> str:
     return f"## How to load\n\n```python\n{code}\n```{note}"
 
 
-def _adapter() -> str:
-    """A LoRA run's card says which model is which: the root holds peft's merge, tpu-sft/ the adapter it merged."""
+def _adapter(adapter_repo: str | None) -> str:
+    """A LoRA run's card says which model is which: the root holds peft's merge, tpu-sft/ the adapter it merged, and
+    the adapter's own repo, where it was published to one."""
     folder = layout.RUN_DIR + kept.ADAPTER
+    own = (
+        f"It is also published alone, at the root of [{adapter_repo}](https://huggingface.co/{adapter_repo}), where "
+        f'`AutoPeftModelForCausalLM.from_pretrained("{adapter_repo}")` loads it.'
+        if adapter_repo
+        else "It was not published to a repo of its own."
+    )
     return (
         "## The LoRA adapter\n\n"
         "This run trained a LoRA adapter on frozen base weights (`tuning: lora`; its rank, alpha and modules are in "
-        "the settings below). The model above is that adapter merged into the base by peft's `merge_and_unload`. "
-        f"The adapter itself, a PEFT repository on the base named in its `adapter_config.json`, is in `{folder}`, "
-        "and where it was published to a repo of its own, `AutoPeftModelForCausalLM.from_pretrained(REPO)` loads it "
-        "from there."
+        "the settings below). The model above is that adapter merged into the base by peft's `merge_and_unload`: a "
+        f"whole model. The adapter itself, a PEFT repository on the base named in its `adapter_config.json`, is in "
+        f"`{folder}`. {own}"
     )
 
 

@@ -20,9 +20,9 @@ _CONTINUED = re.compile(r"  #   .*")  # a commented key's nested value (`#   sec
 _COMPANIONS = {
     "tpu-sft:osLoginAccount": {"tpu-sft:sshAccess": "oslogin"},
     "tpu-sft:evalData": {"tpu-sft:dataset": "./chats.jsonl"},  # held-out files are a file dataset's
-    # an adapter's shape is a LoRA run's, which Tunix's loop trains
+    # an adapter's shape and repo are a LoRA run's, which Tunix's loop trains
     **dict.fromkeys(
-        ("tpu-sft:loraRank", "tpu-sft:loraAlpha", "tpu-sft:loraModules"),
+        ("tpu-sft:loraRank", "tpu-sft:loraAlpha", "tpu-sft:loraModules", "tpu-sft:publishHubAdapterRepo"),
         {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix"},
     ),
 }

@@ -52,7 +52,8 @@ def test_the_chips_measured_hbm_peak_is_shown_beside_the_preflights_figure(dev_c
     monkeypatch.setattr(compile_step, "CACHE", tmp_path / "preflight")
     path = compile_step.record_path(parse(dev_config, stack="dev").pipeline)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"fits": True, "hbm_bytes_per_chip": 16_000_000_000}))
+    record = {"fits": True, "accelerator": "v6e-8", "hbm_bytes_per_chip": 16_000_000_000}
+    path.write_text(json.dumps(record | {"hbm_limit_bytes_per_chip": 33_554_432_000}))
     summary = {"event": "summary", "ok": True, "hbm_peak_bytes_per_chip": 17_600_000_000}
     summary["hbm_bytes_limit_per_chip"] = 33_822_867_456
     outputs = _outputs(dev_config, monkeypatch, summary)

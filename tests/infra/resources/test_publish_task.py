@@ -100,18 +100,28 @@ PUBLISH_CHANGES = [
     {"tpu-sft:pricePerChipHour": "1.5"},
     {"tpu-sft:labels": '{"owner": "x"}'},
 ]
+# A LoRA run that publishes its adapter alone, and changes of its adapter's repo and shape.
+LORA = {"tpu-sft:trainer": "tunix", "tpu-sft:tuning": "lora"}
+ADAPTER_REPO = {**LORA, "tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora"}
+ADAPTER_CHANGES = [
+    {"tpu-sft:publishHubAdapterRepo": "team/other-lora"},
+    {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:loraRank": "8"},
+    {"tpu-sft:idleMinutes": "45"},
+]
+CASES = [(PUBLISHING, c) for c in PUBLISH_CHANGES] + [(ADAPTER_REPO, c) for c in ADAPTER_CHANGES]
 
 
-@pytest.mark.parametrize("change", PUBLISH_CHANGES, ids=[next(iter(c)) for c in PUBLISH_CHANGES])
-def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, change):
+@pytest.mark.parametrize(("publishing", "change"), CASES, ids=[next(iter(c)) for _, c in CASES])
+def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, publishing, change):
     from infra.config.read_settings import parse
     from infra.plan.reruns import plan
 
     def recorded(overrides):
-        task = commands(mock_stack({**PUBLISHING, **overrides}))["publish"]
+        task = commands(mock_stack({**publishing, **overrides}))["publish"]
         return {k: task.inputs.get(k) for k in ("create", "environment", "triggers")}
 
-    base, head = ({**dev_config, **PUBLISHING, **c} for c in ({}, change))
+    base, head = ({**dev_config, **publishing, **c} for c in ({}, change))
     (row,) = [r for r in plan(parse(base, stack="dev"), parse(head, stack="dev")) if r[0] == "publish"]
     assert row[1] == (recorded({}) != recorded(change)), row
 
@@ -139,3 +149,46 @@ def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack)
     assert tasks["export"].urn in publish.dependencies
     assert tasks["export"].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
     assert publish.inputs["triggers"][0].startswith(f"{MIG_ID}/")  # or group publishes again
+
+
+def test_a_lora_stack_publishes_its_adapter_alone_with_the_write_token_kept_secret(mock_stack):
+    stack = mock_stack({**ADAPTER_REPO, "tpu-sft:hfWriteToken": WRITE_TOKEN}, secret_keys=("tpu-sft:hfWriteToken",))
+    tasks = commands(stack)
+    where = json.loads(tasks["publish"].inputs["environment"][PUBLISH_ENV])
+    assert where == {"gcs": None, "hub": None, "public": False, "hubAdapter": "team/gemma-sft-lora"}
+    assert tasks["publish-hf-write-token"].urn in tasks["publish"].dependencies
+    for r in stack.resources:
+        assert WRITE_TOKEN not in json.dumps(plain(r.inputs))
+    assert WRITE_TOKEN not in json.dumps(plain(stack.outputs))
+    both = commands(mock_stack({**ADAPTER_REPO, "tpu-sft:publishHubRepo": "team/gemma-sft"}))["publish"]
+    assert json.loads(both.inputs["environment"][PUBLISH_ENV])["hub"] == "team/gemma-sft"
+
+
+def test_an_adapter_repo_without_lora_is_refused_in_one_line_before_anything(mock_stack):
+    import pulumi
+
+    with pytest.raises(pulumi.RunError) as raised:
+        mock_stack({"tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora"})  # the dev stack trains every weight
+    assert str(raised.value) == (
+        "tpu-sft:publishHubAdapterRepo: is team/gemma-sft-lora, but tpu-sft:tuning is full, which trains every weight "
+        "and keeps no adapter to publish. Fix: pulumi config rm tpu-sft:publishHubAdapterRepo (tpu-sft:publishHubRepo "
+        "publishes the model), or pulumi config set tpu-sft:tuning lora"
+    )
+
+
+def test_an_update_publishing_the_adapter_needs_a_write_token(dev_config, monkeypatch):
+    import pulumi
+
+    monkeypatch.setenv("HF_TOKEN", "hf_" + "Tok3n" * 8)
+    monkeypatch.delenv("HF_WRITE_TOKEN", raising=False)
+    with pytest.raises(pulumi.RunError, match=r"but tpu-sft:publishHubAdapterRepo is team/gemma-sft-lora\. Fix: "):
+        run_program({**dev_config, **ADAPTER_REPO}, preview=False)
+
+
+def test_a_new_adapter_repo_re_runs_the_publish_task(dev_config):
+    from infra.config.read_settings import parse
+    from infra.plan.reruns import plan
+
+    base = parse({**dev_config, **ADAPTER_REPO}, stack="dev")
+    head = parse({**dev_config, **ADAPTER_REPO, "tpu-sft:publishHubAdapterRepo": "team/other-lora"}, stack="dev")
+    assert plan(base, head)[-1] == ("publish", True, '`hubAdapter`: "team/gemma-sft-lora" → "team/other-lora"')

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from rehearsal import gcs_emulator
 from rehearsal.__main__ import CONFIG
 from rehearsal.local_host import LocalHost
-from rehearsal.run import execute, record
+from rehearsal.run import Executed, Recorded, execute, record
 from rehearsal.storage_iam import StorageIam, host_identity
 from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests import gemma3_export
@@ -73,13 +74,7 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     }
     assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
 
-    # What export's keep step left on the data disk.
-    pipeline = PipelineConfig.from_mapping(json.loads(by_name["publish"].environment[PIPELINE_ENV]))
-    kept = run_dir / "disk" / run_name(pipeline)
-    (kept / "hf-model").mkdir(parents=True)
-    # An export as to_huggingface writes it (the publish step lays it out as the text-only model).
-    gemma3_export.write(kept / "hf-model" / "model.safetensors", gemma3_export.export_tensors(16_000))
-    (kept / "hf-model" / "config.json").write_text(json.dumps(gemma3_export.EXPORT_CONFIG))
+    kept = kept_export(by_name["publish"], run_dir)
     files = manifest(str(kept), hashes=True)
     (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
 
@@ -101,10 +96,62 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     assert "✓ published to gs://models/team/gemma-sft: already there, nothing sent" in again.stdout
     assert "✓ published to hf://team/gemma-sft: already there, nothing sent" in again.stdout
 
-    # The write token: in a 0600 file on the host, and in no output, log or job file.
+    assert_the_token_is_in_its_file_only(vm, token, first, again)
+
+
+def kept_export(publish: Recorded, run_dir: Path) -> Path:
+    """What export's keep step left on the data disk, where the publish task looks for it: an export as
+    to_huggingface writes it (the publish step lays it out as the text-only model); the manifest is the caller's."""
+    pipeline = PipelineConfig.from_mapping(json.loads(publish.environment[PIPELINE_ENV]))
+    kept = run_dir / "disk" / run_name(pipeline)
+    (kept / "hf-model").mkdir(parents=True)
+    gemma3_export.write(kept / "hf-model" / "model.safetensors", gemma3_export.export_tensors(16_000))
+    (kept / "hf-model" / "config.json").write_text(json.dumps(gemma3_export.EXPORT_CONFIG))
+    return kept
+
+
+def assert_the_token_is_in_its_file_only(vm: LocalHost, *tasks: Executed) -> None:
+    """The write token: in a 0600 file on the host, and in no task's output, log or job file."""
     secret = vm.state_dir / "secrets" / "hf_write_token"
     assert secret.read_text() == WRITE_TOKEN and secret.stat().st_mode & 0o777 == 0o600
-    assert WRITE_TOKEN not in token.stdout + token.stderr + first.stdout + first.stderr + again.stdout + again.stderr
+    for task in tasks:
+        assert WRITE_TOKEN not in task.stdout + task.stderr
     for path in (vm.state_dir / "jobs").rglob("*"):
         if path.is_file():
             assert WRITE_TOKEN not in path.read_text(errors="replace"), path
+
+
+def test_pulumi_up_publishes_a_lora_runs_adapter_alone_to_the_repo_the_stack_names(vm, hub, tmp_path):
+    """tpu-sft:publishHubAdapterRepo without publishHubRepo: the adapter goes to its repo with its card, the merged
+    model nowhere, and the write token stays in its 0600 file."""
+    overrides = {
+        **vm.config_overrides(),
+        "tpu-sft:trainer": "tunix",
+        "tpu-sft:tuning": "lora",
+        "tpu-sft:publishHubAdapterRepo": "team/gemma-sft-lora",
+        "tpu-sft:hfWriteToken": WRITE_TOKEN,
+    }
+    _, commands = record(CONFIG, overrides, secret_keys=("tpu-sft:hfWriteToken",))
+    by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in commands}
+    run_dir = tmp_path / "run"
+    env = {**vm.environment(by_name["bootstrap"].environment, run_dir), "HF_ENDPOINT": hub.endpoint}
+    assert execute(by_name["bootstrap"], env, echo=False).returncode == 0  # links the MaxText venv
+
+    kept = kept_export(by_name["publish"], run_dir)  # a LoRA run's keeps its adapter beside the merged model
+    (kept / "hf-adapter").mkdir()
+    (kept / "hf-adapter" / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 16}))
+    (kept / "hf-adapter" / "adapter_model.safetensors").write_bytes(b"\0" * 4_000)
+    settings = {"model": "gemma3-4b", "profile": "tiny", "tuning": "lora", "trainer": "tunix"}
+    files = manifest(str(kept), hashes=True)
+    (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "settings": settings, "files": files}))
+
+    token = execute(by_name["publish-hf-write-token"], env, echo=False)
+    done = execute(by_name["publish"], env, echo=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{kept.name} → hf://team/gemma-sft-lora\n" in done.stdout
+    assert "✓ published to hf://team/gemma-sft-lora: 3 file(s) sent, 0 already there" in done.stdout
+    assert set(hub.repos) == {"team/gemma-sft-lora"}
+    files_there = set(hub.repos["team/gemma-sft-lora"]["files"])
+    assert files_there == {"adapter_config.json", "adapter_model.safetensors", "README.md", "tpu-sft/manifest.json"}
+    assert "its merge into the base was not published" in hub.content("team/gemma-sft-lora", "README.md").decode()
+    assert_the_token_is_in_its_file_only(vm, token, done)

@@ -387,6 +387,9 @@ def test_a_stack_whose_batch_cannot_fit_fails_in_one_line_and_is_not_compiled_tw
         record = json.loads(done.stdout.strip().splitlines()[-1])
         assert record["fits"] is False and record["hbm_bytes_per_chip"] > record["hbm_limit_bytes_per_chip"]
         assert record["settings"]["per_device_batch_size"] == 65536
+        # what `pulumi up` refuses the stack with (infra/preflight/compile_step.py `refuse_a_known_misfit`)
+        fix = "pulumi config set tpu-sft:perDeviceBatchSize 32768"
+        assert record["fix"] == {"key": "tpu-sft:perDeviceBatchSize", "fix": fix}
     [line] = [line for line in runs[0].stderr.splitlines() if line.startswith("tpu-sft:")]
     assert line.startswith("tpu-sft:perDeviceBatchSize: does not fit: ")
     assert line.endswith("Fix: pulumi config set tpu-sft:perDeviceBatchSize 32768")

@@ -202,4 +202,11 @@ def test_a_lora_runs_card_says_the_model_is_the_merge_and_where_its_adapter_is(t
     text = body(manifest(settings=lora), str(tmp_path), "team/gemma-sft")
     assert "## The LoRA adapter" in text and "merged into the base by peft's `merge_and_unload`" in text
     assert "is in `tpu-sft/hf-adapter`" in text
+    assert "It was not published to a repo of its own." in text  # no tpu-sft:publishHubAdapterRepo
+    own = body(manifest(settings=lora), str(tmp_path), "team/gemma-sft", "team/gemma-sft-lora")
+    assert (
+        "It is also published alone, at the root of [team/gemma-sft-lora](https://huggingface.co/team/gemma-sft-lora)"
+        in own
+    )
+    assert 'AutoPeftModelForCausalLM.from_pretrained("team/gemma-sft-lora")' in own and "not published" not in own
     assert "## The LoRA adapter" not in body(manifest(), str(tmp_path), "team/gemma-sft")  # a full run has none

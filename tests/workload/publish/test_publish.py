@@ -259,20 +259,6 @@ def test_bad_input_is_one_line_before_anything_is_sent(maxtext_python, gcs, kept
 WRITE_TOKEN = "hf_" + "Wr1teT0ken" * 4
 
 
-@pytest.fixture
-def hub():
-    with HubStandin(token=WRITE_TOKEN) as standin:
-        yield standin
-
-
-@pytest.fixture
-def token_file(tmp_path) -> Path:
-    path = tmp_path / "hf_write_token"
-    path.write_text(WRITE_TOKEN + "\n")
-    path.chmod(0o600)
-    return path
-
-
 def publish_to_hub(maxtext_python: str, hub: HubStandin, model: Path, token_file: Path, *extra: str):
     env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "PYTHONPATH": str(REPO), "HF_HUB_DISABLE_TELEMETRY": "1"}
     env.pop("HF_TOKEN", None)
