@@ -47,6 +47,11 @@ def predict(case: case_file.Case, topology: str, work: str) -> dict[str, Any]:
         "resumed_bytes_per_chip": live.resumed,
         "hbm_limit_bytes_per_chip": step.hbm_limit,
         "state_bytes": live.state,
+        # XLA's count of what the compiled step does (remat's recompute in, a frozen weight's gradient out) and
+        # MaxText's (a full fine-tuning step's 6·N·T with no recompute), per chip: the chip's step time turns either
+        # into a utilisation
+        "compiled_flops": step.flops,
+        "maxtext_flops": step.maxtext_flops,
         "compile_seconds": round(step.seconds, 1),
     }
 

@@ -180,6 +180,10 @@ def with_prediction(record: dict[str, Any], predictions: dict[str, Any]) -> dict
     measured = record.get("hbm_peak_bytes_per_chip")
     if measured and predicted.get("hbm_bytes_per_chip"):
         record["measured_over_predicted"] = round(measured / predicted["hbm_bytes_per_chip"], 3)
+    if record.get("mfu") is not None and predicted.get("compiled_flops") and predicted.get("maxtext_flops"):
+        # What the compiled step does, by XLA's count (remat's recompute in, a frozen weight's gradient out), for the
+        # same step time: MaxText's MFU scaled by the two counts' ratio.
+        record["mfu_on_compiled_flops"] = round(record["mfu"] * predicted["compiled_flops"] / predicted["maxtext_flops"], 4)
     return record
 
 

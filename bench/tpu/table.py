@@ -34,11 +34,14 @@ def _verdict(needed: int, limit: int) -> str:
 
 
 def _mfu(run: dict[str, Any]) -> str:
-    """On MaxText's count of a full training step; a LoRA run's also on the FLOPs its step does."""
+    """On MaxText's count of a full training step; a LoRA run's also on LoRA's model FLOPs; with the preflight beside,
+    also on XLA's count of the compiled step."""
     if run.get("mfu") is None:
         return ""
-    lora = run.get("mfu_on_lora_flops")
-    return f"{run['mfu']:.1%}" + ("" if lora is None else f" (LoRA's FLOPs: {lora:.1%})")
+    also = [f"LoRA's FLOPs: {run['mfu_on_lora_flops']:.1%}"] if run.get("mfu_on_lora_flops") is not None else []
+    if run.get("mfu_on_compiled_flops") is not None:
+        also.append(f"XLA's count: {run['mfu_on_compiled_flops']:.1%}")
+    return f"{run['mfu']:.1%}" + (f" ({'; '.join(also)})" if also else "")
 
 
 def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str, Any], rates: bool = True) -> str:

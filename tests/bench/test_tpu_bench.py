@@ -150,3 +150,24 @@ def test_lora_at_34_layers_ran_out_of_memory_applying_the_adapters_on_the_chip()
 def _record(run: str, name: str) -> dict:
     results = json.loads((RUNS / run / "results.json").read_text())
     return next(r for r in results["cases"] if r["case"]["name"] == name)
+
+
+def test_lora_at_34_layers_trained_at_batch_4_and_5_with_one_compile():
+    """Issue 67: the whole model with a rank-16 adapter, the model donated (2026-12-07); read again from the chip's
+    logs, with the preflight's verdicts and FLOP counts for the same cases beside them."""
+    predictions = json.loads((RUNS / "predictions-lora-v5e-1.json").read_text())
+    read = {}
+    for batch, run_dir in ((4, "2026-12-07-1"), (5, "2026-12-07-2")):
+        name = f"lora-34-b{batch}-nnx-decoder-unscanned"
+        case = cases.Case(name=name, layers=34, batch=batch, steps=6, release="0.2.3", lora_rank=16)
+        read[batch] = run.with_prediction(
+            {"case": {"name": name}, **summarize(case, RUNS / run_dir / "logs" / f"{name}.log", 0, 6)}, predictions
+        )
+        assert read[batch]["outcome"] == "trained" and read[batch]["steps_logged"] == [1, 6]
+    # one compile: every step after the first is under 2 s, where a second compile took minutes
+    assert (read[4]["median_step_ms"], read[5]["median_step_ms"]) == (1415.0, 1988.0)
+    assert read[4]["mfu_on_lora_flops"] < read[4]["mfu_on_compiled_flops"] < read[4]["mfu"]
+    # the preflight called batch 4 a fit and batch 5 not: never optimistic, here pessimistic by one batch
+    assert predictions["cases"][read[4]["case"]["name"]]["fits"] is True
+    assert predictions["cases"][read[5]["case"]["name"]]["fits"] is False
+    assert "XLA's count" in table._mfu(read[4])
