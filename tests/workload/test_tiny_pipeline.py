@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 from bench.checkpoint_cost import FLOAT32_BYTES, FLOAT32_COPIES, parameter_count
-from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
+from tests.workload.tiny_run import REPO, TINY_SETTINGS, first_logged_step, latest_checkpoint, run_workload
 from workload.core.config import PipelineConfig
 from workload.measure.samples import VERIFY_PROMPTS
 from workload.run import commands, log_mirror
@@ -30,12 +30,6 @@ def weights_diff(python, a_dir, b_dir):
         check=True,
     )
     return json.loads(done.stdout.splitlines()[-1])
-
-
-def first_logged_step(log_path):
-    with open(log_path, errors="replace") as f:
-        match = re.search(r"completed step: (\d+)", f.read())
-    return int(match.group(1)) if match else None
 
 
 def test_pipeline_reaches_the_requested_step_with_a_finite_falling_loss(tiny_pipeline):
