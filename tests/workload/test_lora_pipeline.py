@@ -24,6 +24,7 @@ from tests.workload.tiny_run import (
     Run,
     copy_converted,
     first_logged_step,
+    optimizer_step_counts,
     run_workload,
     start_and_kill_trainer_after_checkpoint,
 )
@@ -112,19 +113,8 @@ def test_the_resumed_model_is_the_one_the_killed_attempt_had_at_its_checkpoint(l
 def test_the_resume_continues_the_adapters_optimizer(lora_run, gcs, maxtext_python, tmp_path):
     """Tunix restores the adapter's optimizer state with the adapter: in the final checkpoint the optimizer's step,
     Adam's count and the schedule's count are the run's steps, not the steps since the resume."""
-    local = tmp_path / "optimizer_state"
-    gcs.download(f"{lora_run.checkpoints}/{STEPS}/optimizer_state", local)  # orbax reads no emulator's generations
-    done = subprocess.run(
-        [maxtext_python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    counters = json.loads(done.stdout.splitlines()[-1])
-    counts = {path: value for path, value in counters.items() if "mini_step" not in path}
-    assert counts and set(counts.values()) == {STEPS}, counters
+    counts = optimizer_step_counts(maxtext_python, gcs, f"{lora_run.checkpoints}/{STEPS}/optimizer_state", tmp_path)
+    assert len(counts) == 4 and set(counts.values()) == {STEPS}, counts  # step, gradient_step, Adam's, schedule's
 
 
 def test_the_checkpoint_holds_the_adapter_alone(lora_run, gcs, maxtext_python, tmp_path):

@@ -107,6 +107,25 @@ def first_logged_step(log_path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, tmp: Path) -> dict[str, int]:
+    """The step counters of a checkpoint's optimizer state in the bucket (tests/workload/optimizer_steps.py) but
+    optax.MultiSteps' mini step: the optimizer's step, its gradient step, Adam's count and the schedule's. Read from a
+    copy: orbax restoring without a target reads the `_sharding` file through tensorstore, which refuses
+    gcp-storage-emulator's object generations ("Malformed StorageGeneration")."""
+    local = tmp / "optimizer_state"
+    gcs.download(optimizer_state, local)
+    done = subprocess.run(
+        [python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counters = json.loads(done.stdout.splitlines()[-1])
+    return {path: value for path, value in counters.items() if "mini_step" not in path}
+
+
 def latest_checkpoint(runs: Path) -> int | None:
     """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
     steps = [

@@ -50,10 +50,11 @@ def place(array: Any, sharding: Any) -> Any:
 
 def _across_hosts(array: Any, sharding: Any) -> Any:
     """A host's own array placed on a mesh across hosts (a slice: LoRA's optimizer counters, which nnx.Optimizer
-    makes on one device of each host). Handed over as it is, JAX 0.10.1 moves it by its cross-host transfer
-    (`_DeferredCrossHostTransferArg`), whose result on the CPU stand-in of a slice could not list its own shards ("An
-    argument array had 2 shard(s)"); handed over as its value, JAX checks that every host holds the same one and
-    places it (`multihost_utils.assert_equal`, then each host's shards), as it places any host value."""
+    makes on one device of each host). Handed over as it is, JAX 0.10.1 moves it only by a cross-host transfer: in the
+    trainer on the CPU stand-in of a slice its result could not list its own shards ("An argument array had 2
+    shard(s)"), and alone `device_put` refused it (the CPU backend "does not support cross-host device transfers",
+    tests/workload/launch/test_across_hosts.py). Handed over as its value, JAX checks that every host holds the same
+    one and places it (`multihost_utils.assert_equal`, then each host's shards), as it places any host value."""
     import jax
     import numpy as np
 
