@@ -46,7 +46,7 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("python -m rehearsal", __doc__, "runs/rehearsal")
     cli.add_steps(parser)
-    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (tpu-sft:tuning lora, trainer tunix)")
+    cli.add_lora(parser)
     args = parser.parse_args(argv)
     if cli.no_maxtext_venv() or cli.bad_steps(args.steps):
         return EXIT_BAD_INPUT
@@ -59,11 +59,6 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
-# A LoRA run's settings over the rehearsal stack's: the loop that applies LoRA, and a learning rate at which the tiny
-# model's adapter (rank 16 on every projection) visibly learns in 20 steps.
-LORA = {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix", "tpu-sft:learningRate": "0.005"}
-
-
 def _rehearse(directory: Path, steps: int | None, lora: bool = False) -> int:
     started = time.monotonic()
     host = LocalHost.start(directory / "vm")
@@ -72,7 +67,7 @@ def _rehearse(directory: Path, steps: int | None, lora: bool = False) -> int:
         if steps is not None:
             overrides["tpu-sft:steps"] = str(steps)
         if lora:
-            overrides.update(LORA)
+            overrides.update(cli.LORA)
         _, commands = record(CONFIG, overrides)
         summary = up_as_pulumi_shows(
             commands,

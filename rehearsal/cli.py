@@ -1,5 +1,6 @@
 """What the three rehearsals' command lines share (`python -m rehearsal`, `rehearsal.slice`, `rehearsal.fresh_vm`):
-help from the module's docstring, `--dir` and `--steps`, and the checks of their input, each a line on stderr."""
+help from the module's docstring, `--dir`, `--steps` and `--lora`, and the checks of their input, each a line on
+stderr."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ def parser(prog: str, doc: str, default_dir: str) -> argparse.ArgumentParser:
         "--dir", type=Path, default=Path(default_dir), help=f"where the run lives (default {default_dir})"
     )
     return parser
+
+
+# `--lora`: a LoRA run's settings over the rehearsal stack's: the loop that applies LoRA, and a learning rate at which
+# the tiny model's adapter (rank 16 on every projection) visibly learns in 20 steps.
+LORA = {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix", "tpu-sft:learningRate": "0.005"}
+
+
+def add_lora(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (tpu-sft:tuning lora, trainer tunix)")
 
 
 def add_steps(parser: argparse.ArgumentParser) -> None:

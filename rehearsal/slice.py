@@ -19,6 +19,9 @@ so the tiny profile takes any number of workers where a real v6e-16 has four. Th
 hosts; the rehearsal replaces the hosts (and nothing else of the target but its keys, their instance ids and
 bootstrap) with its own. Every run starts from new hosts and an empty bucket (the emulator keeps it in memory); it
 leaves DIR/worker-N/home, each host's jobs and logs.
+
+`--lora` trains a LoRA adapter across the hosts instead (tpu-sft:tuning lora, on Tunix's loop); worker 0 exports the
+adapter and its merge into the base, and checks both against MaxText's logits (docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import sys
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from rehearsal import cli, gcs_emulator, storage_iam
 from rehearsal.local_host import linked_venv_spec
@@ -125,9 +128,11 @@ def start(
     steps: int | None = None,
     checkpoint_period: int | None = None,
     held_out: bool = True,
+    settings: Mapping[str, str] | None = None,
 ) -> SliceRehearsal:
     """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket. `held_out=False`
-    trains without the held-out passes (tpu-sft:evalInterval 0), as rehearsal/fresh_vm/rehearse.py says why."""
+    trains without the held-out passes (tpu-sft:evalInterval 0), as rehearsal/fresh_vm/rehearse.py says why.
+    `settings`: stack settings over the slice's (cli.LORA for a LoRA run)."""
     directory.mkdir(parents=True, exist_ok=True)
     key = make_user_key(directory / "user-key")
     overrides = {
@@ -142,6 +147,7 @@ def start(
         overrides["tpu-sft:checkpointPeriod"] = str(checkpoint_period)
     if not held_out:
         overrides["tpu-sft:evalInterval"] = "0"
+    overrides.update(settings or {})
     declared, commands = record(CONFIG, overrides)
     runs_url = PipelineTarget.from_json(commands[0].environment[TARGET_ENV]).profile.runs_dir or ""
     runs_prefix = runs_url.removeprefix("gs://").partition("/")[2]
@@ -162,6 +168,7 @@ def start(
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("python -m rehearsal.slice", __doc__, "runs/slice-rehearsal")
     parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"hosts (default {DEFAULT_HOSTS})")
+    cli.add_lora(parser)
     args = parser.parse_args(argv)
     if cli.no_maxtext_venv():
         return EXIT_BAD_INPUT
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         shutil.rmtree(directory)  # the bucket of the previous run is gone: so go its hosts' jobs
     with ExitStack() as stack:
-        rehearsal = start(directory, stack, hosts=args.hosts)
+        rehearsal = start(directory, stack, hosts=args.hosts, settings=cli.LORA if args.lora else None)
         summary = up(rehearsal.commands, rehearsal.environment, "slice rehearsal")
         if summary is None:
             for refused in rehearsal.storage.refusals:  # a 403 is often the cause a host's log buries

@@ -43,7 +43,9 @@ FOLDER_TIERS = {
 LONG_RUNS = (
     "fresh_vm",
     "tests/slice/test_slice_rehearsal.py",  # its module fixture: the slice rehearsal
+    "tests/slice/test_lora_slice.py",  # its module fixture: a LoRA run on the slice rehearsal, restarted mid-train
     "tiny_pipeline",
+    "tests/workload/test_lora_pipeline.py",  # its module fixture: a LoRA run, killed mid-train and resumed
     "pulumi_up",
     "tests/workload/launch/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
 )

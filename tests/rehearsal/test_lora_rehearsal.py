@@ -1,4 +1,4 @@
-"""`python -m rehearsal --lora` (rehearsal/__main__.py `LORA`): the rehearsal stack's settings with a LoRA run's over
+"""`python -m rehearsal --lora` (rehearsal/cli.py `LORA`): the rehearsal stack's settings with a LoRA run's over
 them are settings the program takes, and they reach every phase the way a user's stack file would bring them."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from infra.config.stack_file import read_stack_config
-from rehearsal.__main__ import CONFIG, LORA
+from rehearsal.__main__ import CONFIG
+from rehearsal.cli import LORA
 from rehearsal.engine import run_program
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV

@@ -1,31 +1,46 @@
 """A LoRA run (`tuning: lora`) on real MaxText 0.2.3 (CPU, tiny Gemma 3), from the shared converted tiny model to the
-kept model: Tunix's loop trains the adapter alone and its held-out loss falls; export writes the adapter as a PEFT
-repository and peft's merge of it into the exported base; verify finds both within the logit bound of MaxText with the
-adapter applied; keep keeps both, and each loads in transformers/peft as a user loads it (docs/tuning.md)."""
+kept model, its checkpoints in the bucket: Tunix's loop trains the adapter alone and its held-out loss falls; the
+trainer is kill -9'd once the adapter's first checkpoint is in the bucket and the run, started again, resumes from it
+(the adapter and its optimizer restored, the frozen weights read from the converted base again); export writes the
+adapter as a PEFT repository and peft's merge of it into the exported base; verify finds both within the logit bound
+of MaxText with the adapter applied; keep keeps both, and each loads in transformers/peft as a user loads it
+(docs/tuning.md)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.hub_upload_standin import HubStandin
 from tests.workload.publish.test_publish import WRITE_TOKEN, publish_to_hub
-from tests.workload.tiny_run import REPO, TINY_SETTINGS, copy_converted, run_workload
+from tests.workload.tiny_run import (
+    REPO,
+    TINY_SETTINGS,
+    Run,
+    copy_converted,
+    first_logged_step,
+    optimizer_step_counts,
+    run_workload,
+    start_and_kill_trainer_after_checkpoint,
+)
 from workload.measure.logit_parity import KL_BOUND
 from workload.run import kept
 
-STEPS = 20
+STEPS, CHECKPOINT_PERIOD = 20, 10
 RANK, ALPHA = 4, 8.0
+RUNS_PREFIX = "lora-runs"
 # The rehearsal's LoRA settings (rehearsal/__main__.py LORA) at a rank of its own, on four of the seven projections.
+# A held-out pass at every checkpoint: the one the killed attempt made there is the one its resume makes first.
 LORA = {
     **TINY_SETTINGS,
     "steps": STEPS,
-    "checkpointPeriod": STEPS,
-    "evalInterval": STEPS,
+    "checkpointPeriod": CHECKPOINT_PERIOD,
+    "evalInterval": CHECKPOINT_PERIOD,
     "learningRate": 0.005,
     "tuning": "lora",
     "loraRank": RANK,
@@ -34,30 +49,84 @@ LORA = {
 }
 
 
+@dataclass
+class LoraResume:
+    interrupted: Run  # the first attempt, whose trainer was killed after its first checkpoint and held-out pass
+    killed_at: int  # the bucket's last checkpoint then
+    finished: Run  # the second, which resumed from it and went on to the kept model
+    checkpoints: str  # the run's checkpoint prefix in the bucket
+
+    @property
+    def summary(self) -> dict:
+        return self.finished.summary
+
+
+def evaluated_at(step: int):
+    """Whether the runner has reported the held-out pass after `step`: Tunix saves a step's checkpoint first."""
+    return lambda events: any(e["event"] == "eval" and e["step"] == step for e in events)
+
+
 @pytest.fixture(scope="module")
-def lora_run(maxtext_python, tiny_converted, tmp_path_factory):
+def lora_run(maxtext_python, tiny_converted, gcs, tmp_path_factory) -> LoraResume:
     tmp = tmp_path_factory.mktemp("lora")
     work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
     copy_converted(tiny_converted, work)
     config.write_text(json.dumps(LORA))
-    return run_workload(maxtext_python, config, work, out)
+    interrupted, killed_at, _ = start_and_kill_trainer_after_checkpoint(
+        maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX, ready=evaluated_at(CHECKPOINT_PERIOD)
+    )
+    finished = run_workload(maxtext_python, config, work, out, "--runs-dir", gcs.gs(RUNS_PREFIX))
+    run_name = finished.summary.get("run_name") or ""
+    return LoraResume(interrupted, killed_at, finished, f"{RUNS_PREFIX}/gemma3-4b/post-train/{run_name}/checkpoints")
 
 
 def test_the_adapter_trains_and_the_held_out_loss_falls(lora_run):
-    summary = lora_run.summary
-    assert lora_run.returncode == 0 and summary["ok"], f"{summary}\n{lora_run.stderr[-3000:]}"
+    summary, finished = lora_run.summary, lora_run.finished
+    assert finished.returncode == 0 and summary["ok"], f"{summary}\n{finished.stderr[-3000:]}"
     assert summary["final_step"] == STEPS
-    (before, after) = [loss for _, loss in summary["eval_curve"]]
-    assert after < before
+    curve = dict(summary["eval_curve"])
+    assert set(curve) == {0, CHECKPOINT_PERIOD, STEPS}
+    assert curve[STEPS] < curve[CHECKPOINT_PERIOD] < curve[0]
 
 
-def test_the_checkpoint_holds_the_adapter_alone(lora_run, maxtext_python):
+def test_a_killed_lora_run_resumes_from_its_adapters_checkpoint_not_from_step_zero(lora_run):
+    assert lora_run.killed_at == CHECKPOINT_PERIOD
+    assert lora_run.interrupted.summary["failed_step"] == "train"
+    (resume,) = [e for e in lora_run.finished.events if e["event"] == "resume"]
+    assert resume["from_step"] == CHECKPOINT_PERIOD
+    (train_log,) = [p for p in lora_run.summary["logs"] if "/train-" in p]
+    assert first_logged_step(train_log) == CHECKPOINT_PERIOD + 1
+
+
+def test_the_resumed_model_is_the_one_the_killed_attempt_had_at_its_checkpoint(lora_run):
+    """The resumed attempt's first held-out pass, before any update, sees the model the killed attempt evaluated
+    after the same step: the adapter from the checkpoint, the frozen weights from the converted base (the checkpoint
+    holds no others). An adapter started anew would read step 0's loss, and a base that was not the converted one
+    would read neither."""
+    killed = {e["step"]: e["eval_loss"] for e in lora_run.interrupted.events if e["event"] == "eval"}
+    resumed = [e for e in lora_run.finished.events if e["event"] == "eval"]
+    assert resumed[0]["step"] == CHECKPOINT_PERIOD
+    assert killed[CHECKPOINT_PERIOD] != killed[0]
+    assert resumed[0]["eval_loss"] == pytest.approx(killed[CHECKPOINT_PERIOD], abs=1e-3)  # MaxText logs 3 decimals
+
+
+def test_the_resume_continues_the_adapters_optimizer(lora_run, gcs, maxtext_python, tmp_path):
+    """Tunix restores the adapter's optimizer state with the adapter: in the final checkpoint the optimizer's step,
+    Adam's count and the schedule's count are the run's steps, not the steps since the resume."""
+    counts = optimizer_step_counts(maxtext_python, gcs, f"{lora_run.checkpoints}/{STEPS}/optimizer_state", tmp_path)
+    assert len(counts) == 4 and set(counts.values()) == {STEPS}, counts  # step, gradient_step, Adam's, schedule's
+
+
+def test_the_checkpoint_holds_the_adapter_alone(lora_run, gcs, maxtext_python, tmp_path):
+    assert lora_run.summary["trained_checkpoint"] == gcs.gs(f"{lora_run.checkpoints}/{STEPS}/model_params")
+    local = tmp_path / "model_params"
+    gcs.download(f"{lora_run.checkpoints}/{STEPS}/model_params", local)
     listing = _in_maxtext_venv(
         maxtext_python,
         "import sys, jax, orbax.checkpoint as ocp\n"
         "tree = ocp.PyTreeCheckpointer().restore(sys.argv[1])\n"
         "print('\\n'.join(jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]))",
-        lora_run.summary["trained_checkpoint"],
+        str(local),
     )
     paths = listing.splitlines()
     assert paths and all("_lora_a" in p or "_lora_b" in p for p in paths), paths[:5]

@@ -10,7 +10,14 @@ import shutil
 import subprocess
 
 from bench.checkpoint_cost import FLOAT32_BYTES, FLOAT32_COPIES, parameter_count
-from tests.workload.tiny_run import REPO, TINY_SETTINGS, latest_checkpoint, run_workload
+from tests.workload.tiny_run import (
+    REPO,
+    TINY_SETTINGS,
+    first_logged_step,
+    latest_checkpoint,
+    optimizer_step_counts,
+    run_workload,
+)
 from workload.core.config import PipelineConfig
 from workload.measure.samples import VERIFY_PROMPTS
 from workload.run import commands, log_mirror
@@ -30,12 +37,6 @@ def weights_diff(python, a_dir, b_dir):
         check=True,
     )
     return json.loads(done.stdout.splitlines()[-1])
-
-
-def first_logged_step(log_path):
-    with open(log_path, errors="replace") as f:
-        match = re.search(r"completed step: (\d+)", f.read())
-    return int(match.group(1)) if match else None
 
 
 def test_pipeline_reaches_the_requested_step_with_a_finite_falling_loss(tiny_pipeline):
@@ -193,22 +194,10 @@ def test_a_resume_continues_the_optimizer_and_its_schedule_where_the_checkpoint_
     uninterrupted run's: the data restarts from the first example on a resume (docs/checkpoints.md)."""
     assert tiny_pipeline.killed_at_checkpoint < STEPS
     run = f"{tiny_pipeline.runs_prefix}/gemma3-4b/post-train/{tiny_pipeline.finished.summary['run_name']}"
-    # Read from a copy: orbax restoring without a target reads the `_sharding` file through tensorstore, which
-    # refuses gcp-storage-emulator's object generations ("Malformed StorageGeneration"); the trainer's own restore,
-    # with a target, reads none and resumed from the bucket above.
-    local = tmp_path / "optimizer_state"
-    tiny_pipeline.gcs.download(f"{run}/checkpoints/{STEPS}/optimizer_state", local)
-    done = subprocess.run(
-        [maxtext_python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    counters = json.loads(done.stdout.splitlines()[-1])
-    counts = {path: value for path, value in counters.items() if "mini_step" not in path}
-    assert len(counts) == 4 and set(counts.values()) == {STEPS}, counters  # step, gradient_step, Adam's, schedule's
+    # Read from a copy (optimizer_step_counts says why); the trainer's own restore, with a target, reads the bucket.
+    optimizer_state = f"{run}/checkpoints/{STEPS}/optimizer_state"
+    counts = optimizer_step_counts(maxtext_python, tiny_pipeline.gcs, optimizer_state, tmp_path)
+    assert len(counts) == 4 and set(counts.values()) == {STEPS}, counts  # step, gradient_step, Adam's, schedule's
 
 
 def test_rerunning_the_finished_pipeline_does_no_maxtext_work(tiny_pipeline, maxtext_python):

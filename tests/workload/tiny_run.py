@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -98,6 +100,32 @@ def copy_converted(converted: Path, work: Path) -> None:
     shutil.copytree(converted, work)
 
 
+def first_logged_step(log_path: str) -> int | None:
+    """The first training step a trainer's log reports done: a resumed attempt's is its checkpoint's step + 1."""
+    with open(log_path, errors="replace") as f:
+        match = re.search(r"completed step: (\d+)", f.read())
+    return int(match.group(1)) if match else None
+
+
+def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, tmp: Path) -> dict[str, int]:
+    """The step counters of a checkpoint's optimizer state in the bucket (tests/workload/optimizer_steps.py) but
+    optax.MultiSteps' mini step: the optimizer's step, its gradient step, Adam's count and the schedule's. Read from a
+    copy: orbax restoring without a target reads the `_sharding` file through tensorstore, which refuses
+    gcp-storage-emulator's object generations ("Malformed StorageGeneration")."""
+    local = tmp / "optimizer_state"
+    gcs.download(optimizer_state, local)
+    done = subprocess.run(
+        [python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    counters = json.loads(done.stdout.splitlines()[-1])
+    return {path: value for path, value in counters.items() if "mini_step" not in path}
+
+
 def latest_checkpoint(runs: Path) -> int | None:
     """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
     steps = [
@@ -134,11 +162,31 @@ class TinyPipeline:
         return self.gcs.gs(self.runs_prefix)
 
 
+def _events_so_far(stdout: Path) -> list[dict]:
+    """The runner's events in its output so far; a line still being written is left for the next look."""
+    events = []
+    for line in stdout.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return events
+
+
 def start_and_kill_trainer_after_checkpoint(
-    python: str, config: Path, work: Path, out: Path, tmp: Path, gcs: GcsEmulator, runs_prefix: str
+    python: str,
+    config: Path,
+    work: Path,
+    out: Path,
+    tmp: Path,
+    gcs: GcsEmulator,
+    runs_prefix: str,
+    ready: Callable[[list[dict]], bool] = lambda events: True,
 ) -> tuple[Run, int, TrainerKill]:
     """Starts the pipeline and, once training has written a checkpoint at `checkpointPeriod` or later into the
-    bucket, SIGKILLs the trainer alone — as the OOM killer would — then gives the runner 30 s to end by itself."""
+    bucket and the runner's events so far are `ready`, SIGKILLs the trainer alone — as the OOM killer would — then
+    gives the runner 30 s to end by itself."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
     argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
@@ -146,7 +194,11 @@ def start_and_kill_trainer_after_checkpoint(
         argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
     )
     try:
-        while (checkpoint := gcs.latest_checkpoint(runs_prefix)) is None or checkpoint < CHECKPOINT_PERIOD:
+        while (
+            (checkpoint := gcs.latest_checkpoint(runs_prefix)) is None
+            or checkpoint < CHECKPOINT_PERIOD
+            or not ready(_events_so_far(tmp / "interrupted.stdout"))
+        ):
             if process.poll() is not None:
                 stdout.seek(0)
                 pytest.fail(f"the pipeline ended (exit {process.returncode}) before a checkpoint:\n{stdout.read()}")

@@ -12,6 +12,7 @@ adapter alone, and records neither rank nor alpha: the export is given them agai
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 # qlora (frozen weights quantised by qwix) is refused for now: MaxText 0.2.3's `lora` block has no quantisation key,
 # and its export and logit check are not written yet (workload/core/config.py `tuning_rules`).
@@ -47,6 +48,23 @@ class Adapter:
         six, `decoder/layers_remainder/…` (gemma3-4b's layers 30-33 of 34; MaxText 0.2.3's own default path for
         gemma3, `decoder/layers/(?:[0-9]+/)?.*(…)`, misses them)."""
         return "decoder/(layers|layers_remainder)/.*(" + "|".join(LORA_MODULES[m] for m in self.modules) + ")"
+
+    def parameters(self, shape: Mapping[str, int]) -> int:
+        """The adapter's parameters on a decoder of `shape` (workload/core/models.py SHAPE_KEYS): every layer's wrapped
+        projection, `inputs` → `outputs` wide, gains A (inputs × rank) and B (rank × outputs)."""
+        emb, heads, kv, hd, mlp = (
+            shape[k] for k in ("emb_dim", "num_query_heads", "num_kv_heads", "head_dim", "mlp_dim")
+        )
+        sides = {
+            "q_proj": emb + heads * hd,
+            "k_proj": emb + kv * hd,
+            "v_proj": emb + kv * hd,
+            "o_proj": heads * hd + emb,
+            "gate_proj": emb + mlp,
+            "up_proj": emb + mlp,
+            "down_proj": mlp + emb,
+        }
+        return shape["num_layers"] * self.rank * sum(sides[m] for m in self.modules)
 
     def maxtext_options(self) -> list[str]:
         """The `lora` block of MaxText's config (configs/types.py `LoRA`), as argv overrides, and the NNX decoder

@@ -40,9 +40,26 @@ def place(array: Any, sharding: Any) -> Any:
 
     if array.sharding == sharding:
         return array
+    if array.is_fully_addressable and not sharding.is_fully_addressable:
+        return _across_hosts(array, sharding)
     placed = jax.device_put(array, sharding, donate=True)
     if not array.is_deleted() and not _shares_a_buffer(array, placed):
         array.delete()
+    return placed
+
+
+def _across_hosts(array: Any, sharding: Any) -> Any:
+    """A host's own array placed on a mesh across hosts (a slice: LoRA's optimizer counters, which nnx.Optimizer
+    makes on one device of each host). Handed over as it is, JAX 0.10.1 moves it only by a cross-host transfer: in the
+    trainer on the CPU stand-in of a slice its result could not list its own shards ("An argument array had 2
+    shard(s)"), and alone `device_put` refused it (the CPU backend "does not support cross-host device transfers",
+    tests/workload/launch/test_across_hosts.py). Handed over as its value, JAX checks that every host holds the same
+    one and places it (`multihost_utils.assert_equal`, then each host's shards), as it places any host value."""
+    import jax
+    import numpy as np
+
+    placed = jax.device_put(np.asarray(array), sharding)
+    array.delete()
     return placed
 
 

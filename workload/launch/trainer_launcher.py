@@ -11,13 +11,13 @@ In the tiny profile the data is read in the trainer's own process instead (workl
 It also mends what MaxText's and Tunix's pinned code does wrong for this project, each patch guarded to the code it
 was written for (workload/launch/pinned_code.py), and each applied to the loop it mends (workload/core/trainer_loop.py).
 Tunix's loop (`train_sft`): its steps return no logits that nobody reads (unread_logits.py), it places the optimizer's
-state without holding it twice (optimizer_placement.py), and a run that asks for no checkpoints writes none
-(checkpoints_as_asked.py). MaxText's own loop (`train_sft_native`) needs none of those: its linen step returns
-no logits, it places its state inside `jit`, and it makes no checkpoint manager unless asked; it gets its held-out
-pass before the first update (native_held_out.py), and its checkpoint folder in a bucket is
-checked by writing there (bucket_folders.py). It prints which chips the trainer runs on as soon as MaxText has
-started JAX (workload/measure/devices.py), and as the trainer ends the HBM they held at their peak
-(workload/measure/hbm_peak.py).
+state without holding it twice (optimizer_placement.py), a run that asks for no checkpoints writes none
+(checkpoints_as_asked.py), and LoRA's random keys reach the mesh on a slice (lora_keys_across_hosts.py). MaxText's
+own loop (`train_sft_native`) needs none of those: its linen step returns no logits, it places its state inside
+`jit`, and it makes no checkpoint manager unless asked; it gets its held-out pass before the first update
+(native_held_out.py), and its checkpoint folder in a bucket is checked by writing there (bucket_folders.py). It
+prints which chips the trainer runs on as soon as MaxText has started JAX (workload/measure/devices.py), and as the
+trainer ends the HBM they held at their peak (workload/measure/hbm_peak.py).
 
     python -m workload.launch.trainer_launcher maxtext.trainers.post_train.sft.train_sft ARGS...
 """
@@ -64,6 +64,7 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool, patch_loop: Cal
     from workload.launch import (
         bucket_folders,
         checkpoints_as_asked,
+        lora_keys_across_hosts,
         model_donation,
         native_held_out,
         optimizer_placement,
@@ -81,6 +82,7 @@ def _patch_maxtext(module: str, place_optimizer_per_array: bool, patch_loop: Cal
             optimizer_placement.patch_tunix()
         model_donation.patch_tunix()
         checkpoints_as_asked.patch()
+        lora_keys_across_hosts.patch_tunix()
     print_system_information = max_utils.print_system_information
 
     def print_system_information_and_devices() -> None:
