@@ -183,7 +183,8 @@ def with_prediction(record: dict[str, Any], predictions: dict[str, Any]) -> dict
     if record.get("mfu") is not None and predicted.get("compiled_flops") and predicted.get("maxtext_flops"):
         # What the compiled step does, by XLA's count (remat's recompute in, a frozen weight's gradient out), for the
         # same step time: MaxText's MFU scaled by the two counts' ratio.
-        record["mfu_on_compiled_flops"] = round(record["mfu"] * predicted["compiled_flops"] / predicted["maxtext_flops"], 4)
+        ratio = predicted["compiled_flops"] / predicted["maxtext_flops"]
+        record["mfu_on_compiled_flops"] = round(record["mfu"] * ratio, 4)
     return record
 
 
