@@ -24,10 +24,10 @@ import runpy
 import sys
 from typing import Any
 
+from workload.core.tuning import QTYPE_KEY
 from workload.launch import pinned_code
 
 PATCH = "workload/launch/quantised_base.py"
-QTYPE_KEY = "lora.lora_weight_qtype"  # a later MaxText release's key (its configs/types.py `LoRA`)
 # sha256 of maxtext 0.2.3's utils/lora_utils.py _build_lora_provider, and of qwix 0.1.6's flax_util.update_sharding.
 BUILD_PROVIDER_SHA256 = "b0a15806306ef87289d6797841cb3c3dae8cc7a0fe68b438721be0101bbd1e1f"
 UPDATE_SHARDING_SHA256 = "9c10303b475f4a6937cf6d0001587d6089a3322ed2e78dfdd3c4f4d6060e2776"

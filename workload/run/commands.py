@@ -312,9 +312,11 @@ def export_base(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST
 
 
 def _lora_restore(config: PipelineConfig, layout: Layout) -> list[str]:
-    """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha."""
+    """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha. A QLoRA adapter's
+    on the bf16 base, which its export is merged into."""
     assert config.adapter is not None
-    return config.adapter.maxtext_options() + [f"lora.lora_restore_path={trained_params(config, layout)}"]
+    options = config.adapter.on_the_unquantised_base().maxtext_options()
+    return options + [f"lora.lora_restore_path={trained_params(config, layout)}"]
 
 
 def export_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
