@@ -309,6 +309,16 @@ def test_a_qlora_run_trains_on_quantised_weights_and_exports_as_a_lora_run_does(
     assert commands.logit_parity(QLORA, layout) == commands.logit_parity(LORA, layout)
 
 
+def test_a_qlora_runs_merged_model_is_measured_against_the_quantised_base_it_trained_on():
+    layout, _ = build(QLORA, run="r")
+    distance = commands.quantised_logit_distance(QLORA, layout).argv
+    parity = commands.logit_parity(QLORA, layout).argv
+    assert distance[1:5] == ("-m", commands.QUANTISED_BASE, "workload.measure.logit_parity", "--unbounded")
+    assert distance[5:7] == (layout.export_dir, layout.result(commands.QUANTISED_DISTANCE))
+    maxtext_args = parity[parity.index(layout.result("logit-parity.json")) + 1 :]
+    assert [a for a in distance[7:] if a not in maxtext_args] == ["lora.lora_weight_qtype=int8"]
+
+
 @pytest.mark.parametrize(
     "config",
     [PipelineConfig(), PipelineConfig(profile="tiny"), LORA, dataclasses.replace(LORA, profile="tiny"), QLORA],
