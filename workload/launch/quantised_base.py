@@ -14,8 +14,9 @@ output projection is its heads, 8 for gemma3-4b); the adapter is made beside it,
     python -m workload.launch.quantised_base MODULE ARGS...   (MODULE run as `python -m` would, the key taken
                                                                out of ARGS)
 
-The trainer's launcher applies it to Tunix's loop (workload/launch/trainer_launcher.py), the verify step's logit
-check runs through it (workload/run/commands.py), and the preflight compiles with it (workload/preflight/aot_step.py).
+The trainer's launcher applies it to Tunix's loop (workload/launch/trainer_launcher.py), and the verify step's
+second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`). The preflight takes the
+key out but does not quantise (workload/preflight/aot_step.py `maxtext_config` says why).
 """
 
 from __future__ import annotations
