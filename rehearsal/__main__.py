@@ -11,7 +11,9 @@
 
 `--lora` rehearses a LoRA run (tpu-sft:tuning lora, on Tunix's loop, which applies it): the export is then the
 adapter as a PEFT repository and peft's merge of it into the base, each checked against MaxText's logits with the
-adapter applied, and both are kept (docs/tuning.md).
+adapter applied, and both are kept (docs/tuning.md). `--qlora` rehearses the same on frozen weights quantised while
+training (tpu-sft:tuning qlora, nf4): the checks are LoRA's, on the bf16 base the export is merged into, and the merged
+model's distance to the quantised base it trained on is printed beside them, not bounded.
 
 Needs: .venv (scripts/venv) and .maxtext-venv (scripts/maxtext-venv); scripts/rehearse makes both.
 Leaves: DIR/disk (what the data disk would keep), DIR/scratch (the VM's /dev/shm), DIR/vm/host (its jobs
@@ -46,28 +48,29 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("python -m rehearsal", __doc__, "runs/rehearsal")
     cli.add_steps(parser)
-    cli.add_lora(parser)
+    tuning = parser.add_mutually_exclusive_group()
+    cli.add_lora(tuning)
+    tuning.add_argument("--qlora", action="store_true", help="the same on frozen weights quantised to nf4")
     args = parser.parse_args(argv)
     if cli.no_maxtext_venv() or cli.bad_steps(args.steps):
         return EXIT_BAD_INPUT
     directory = args.dir.resolve()
     try:
         with exclusive(directory):
-            return _rehearse(directory, args.steps, args.lora)
+            return _rehearse(directory, args.steps, cli.QLORA if args.qlora else cli.LORA if args.lora else {})
     except DirectoryUnusable as unusable:
         print(f"error: {unusable}", file=sys.stderr)
         return 3
 
 
-def _rehearse(directory: Path, steps: int | None, lora: bool = False) -> int:
+def _rehearse(directory: Path, steps: int | None, tuning: dict[str, str]) -> int:
     started = time.monotonic()
     host = LocalHost.start(directory / "vm")
     try:
         overrides = host.config_overrides()
         if steps is not None:
             overrides["tpu-sft:steps"] = str(steps)
-        if lora:
-            overrides.update(cli.LORA)
+        overrides.update(tuning)
         _, commands = record(CONFIG, overrides)
         summary = up_as_pulumi_shows(
             commands,
@@ -96,6 +99,13 @@ def _rehearse(directory: Path, steps: int | None, lora: bool = False) -> int:
         print(
             f"  adapter on the base (peft): max KL {verify['adapter_logits_kl_max']:.2g} per position, top-1 "
             f"agreement {verify.get('adapter_logits_top1_agreement')}; kept in {adapter}"
+        )
+    if "quantised_base_logits_kl_max" in verify:
+        print(
+            f"  merged model vs the quantised base it trained on (not bounded): max KL "
+            f"{verify['quantised_base_logits_kl_max']:.2g} per position, mean "
+            f"{verify['quantised_base_logits_kl_mean']:.2g}, top-1 agreement "
+            f"{verify.get('quantised_base_logits_top1_agreement')}"
         )
     mfu = summary.get("mfu")
     print(

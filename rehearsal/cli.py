@@ -26,9 +26,10 @@ def parser(prog: str, doc: str, default_dir: str) -> argparse.ArgumentParser:
 # `--lora`: a LoRA run's settings over the rehearsal stack's: the loop that applies LoRA, and a learning rate at which
 # the tiny model's adapter (rank 16 on every projection) visibly learns in 20 steps.
 LORA = {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix", "tpu-sft:learningRate": "0.005"}
+QLORA = {**LORA, "tpu-sft:tuning": "qlora"}  # nf4, its default
 
 
-def add_lora(parser: argparse.ArgumentParser) -> None:
+def add_lora(parser: argparse._ActionsContainer) -> None:
     parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (tpu-sft:tuning lora, trainer tunix)")
 
 

@@ -126,6 +126,15 @@ def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, t
     return {path: value for path, value in counters.items() if "mini_step" not in path}
 
 
+def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict) -> Run:
+    """A whole run of `settings` in `tmp` (its work and output dirs, its settings file), from a copy of the
+    `tiny_converted` work dir."""
+    work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
+    copy_converted(converted, work)
+    config.write_text(json.dumps(settings))
+    return run_workload(python, config, work, out)
+
+
 def latest_checkpoint(runs: Path) -> int | None:
     """The last finished checkpoint under a local runs dir (orbax renames a finished step into place)."""
     steps = [

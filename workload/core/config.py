@@ -18,7 +18,7 @@ from workload.core.contract import PHASES
 from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
 from workload.core.models import MODELS
 from workload.core.run_length import default_tokens, sequence_length, steps_for
-from workload.core.tuning import LORA_MODULES, TUNINGS, Adapter, adapter
+from workload.core.tuning import LORA_MODULES, TUNINGS, WEIGHT_QTYPES, Adapter, adapter
 
 NAMESPACE = "tpu-sft"
 
@@ -201,12 +201,13 @@ class PipelineConfig:
     # float32 by default: at SFT learning rates (2e-5) a bf16 weight's 8-bit mantissa rounds most updates away.
     weight_dtype: str | None = None
     xla_flags: str | None = None  # LIBTPU_INIT_ARGS of the train step
-    # What the run trains (workload/core/tuning.py): every weight, or a LoRA adapter; the adapter's shape is unset
-    # for `full`, and for `lora` its unset parts take tuning.py's defaults (`adapter`).
+    # What the run trains (workload/core/tuning.py): every weight, or a LoRA adapter (on quantised weights: qlora);
+    # the adapter's shape is unset for `full`, and otherwise its unset parts take tuning.py's defaults (`adapter`).
     tuning: str = "full"
     lora_rank: int | None = None
     lora_alpha: float | None = None
     lora_modules: tuple[str, ...] | None = None
+    lora_weight_qtype: str | None = None  # qlora's only
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
@@ -248,7 +249,7 @@ class PipelineConfig:
     @property
     def adapter(self) -> Adapter | None:
         """The LoRA adapter the run trains, None where it trains every weight."""
-        return adapter(self.tuning, self.lora_rank, self.lora_alpha, self.lora_modules)
+        return adapter(self.tuning, self.lora_rank, self.lora_alpha, self.lora_modules, self.lora_weight_qtype)
 
     @property
     def tokens_per_step(self) -> int:
@@ -355,18 +356,18 @@ def lever_rules(config: PipelineConfig) -> None:
         )
 
 
-_ADAPTER_KEYS = ("loraRank", "loraAlpha", "loraModules")
+_ADAPTER_KEYS = ("loraRank", "loraAlpha", "loraModules", "loraWeightQtype")
 
 
 def tuning_rules(config: PipelineConfig, raw: Mapping[str, Any]) -> None:
-    """LoRA needs the loop that applies it (workload/core/tuning.py says why), and an adapter's shape means nothing
-    to a run that trains every weight."""
-    if config.tuning == "qlora":
+    """LoRA needs the loop that applies it (workload/core/tuning.py says why), an adapter's shape means nothing
+    to a run that trains every weight, and the frozen weights' quantisation nothing to one that leaves them as
+    they are."""
+    if config.tuning == "lora" and raw.get("loraWeightQtype") is not None:
         raise ConfigError(
-            stack_key("tuning"),
-            "qlora is not carried through the run yet (MaxText 0.2.3 has no quantisation key, and the export and logit "
-            "check of a quantised base are not written)",
-            set_hint("tuning", "lora"),
+            stack_key("loraWeightQtype"),
+            "quantises the frozen weights of a QLoRA run, and tpu-sft:tuning is lora, which leaves them in bf16",
+            f"{set_hint('tuning', 'qlora')}, or pulumi config rm {stack_key('loraWeightQtype')}",
         )
     if config.tuning == "full":
         adapter_keys = [key for key in _ADAPTER_KEYS if raw.get(key) is not None]
@@ -374,7 +375,8 @@ def tuning_rules(config: PipelineConfig, raw: Mapping[str, Any]) -> None:
             raise ConfigError(
                 stack_key(adapter_keys[0]),
                 "shapes a LoRA adapter, and tpu-sft:tuning is full, which trains every weight",
-                f"{set_hint('tuning', 'lora')}, or pulumi config rm {stack_key(adapter_keys[0])}",
+                f"{set_hint('tuning', 'qlora' if adapter_keys[0] == 'loraWeightQtype' else 'lora')}, "
+                f"or pulumi config rm {stack_key(adapter_keys[0])}",
             )
         return
     if config.trainer != "tunix":
@@ -513,6 +515,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("loraRank", "lora_rank", _int(1), "16", "train", names_run=True),
     Setting("loraAlpha", "lora_alpha", _positive_float, "32", "train", names_run=True),
     Setting("loraModules", "lora_modules", _lora_modules, '["q_proj", "v_proj"]', "train", names_run=True),
+    Setting("loraWeightQtype", "lora_weight_qtype", _choice(WEIGHT_QTYPES), "nf4", "train", names_run=True),
     # The step's levers: how it computes, not what, so they name no run (a change resumes the same run), except the
     # weights' dtype, which the trained weights are kept in.
     Setting("rematPolicy", "remat_policy", _choice(REMAT_POLICIES), "minimal", "train"),

@@ -30,7 +30,7 @@ import runpy
 import sys
 from typing import Callable
 
-from workload.launch import data_in_process
+from workload.launch import data_in_process, quantised_base
 
 
 def main(place_optimizer_per_array: bool = True, patch_loop: Callable[[str], None] | None = None) -> None:
@@ -41,11 +41,14 @@ def main(place_optimizer_per_array: bool = True, patch_loop: Callable[[str], Non
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m workload.launch.trainer_launcher MODULE [ARGS...]")
     module, args = sys.argv[1], sys.argv[2:]
+    args, qtype = quantised_base.take(args)  # QLoRA's key, which MaxText 0.2.3 refuses
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise SystemExit(f"{module} is not installed here. Fix: run this with the MaxText venv's Python")
     if importlib.util.find_spec("maxtext") is not None:
         _patch_maxtext(module, place_optimizer_per_array, patch_loop)
+        if qtype is not None:
+            quantised_base.patch(qtype)
     if os.environ.get(data_in_process.ENV) == "1":
         data_in_process.read_data_in_the_trainers_process()
     # As under `python -m`: MaxText's pyconfig picks the program's default config from the file in argv[0].

@@ -8,7 +8,7 @@ A wrong activation, a transposed or mis-scaled weight, a missing norm offset all
 Runs inside the MaxText venv; writes the figures as JSON and exits 1 with one line when the bound is
 exceeded:
 
-    python -m workload.measure.logit_parity --max-kl BOUND [--adapter BASE ADAPTER] \
+    python -m workload.measure.logit_parity (--max-kl BOUND | --unbounded) [--adapter BASE ADAPTER] \
         EXPORT_DIR RESULT_JSON MAXTEXT_ARGS...
 
 MAXTEXT_ARGS are MaxText config overrides (`key=value`), as for the export: the model, the checkpoint
@@ -16,7 +16,9 @@ MAXTEXT_ARGS are MaxText config overrides (`key=value`), as for the export: the 
 checkpoint there and the adapter's in `lora.lora_restore_path`: MaxText's model is then wrapped as Tunix's loop
 trained it (`lora_utils.apply_lora_to_model`) and given the trained adapter (`restore_lora_from_path`). EXPORT_DIR
 is then the merged model, and `--adapter` names the exported base and the PEFT adapter, which peft applies to it:
-both must match MaxText's logits.
+both must match MaxText's logits. `--unbounded` measures the same figures and judges none: a QLoRA run's merged model
+against MaxText with its base quantised as in training (started through workload/launch/quantised_base.py), a
+distance the quantisation's rounding makes that no bound of an export's faithfulness can hold.
 """
 
 from __future__ import annotations
@@ -114,8 +116,11 @@ def hf_logits(export_dir: str, token_ids: list[list[int]], adapter_dir: str = ""
         return [model(input_ids=torch.tensor([ids])).logits[0].numpy() for ids in token_ids]
 
 
-def _agreement(reference: list, candidate: list, max_kl: float, prefix: str, what: str) -> tuple[dict, list[str]]:
-    """The figures of one Hugging Face model against MaxText's logits, keyed `<prefix>logits_…`, and its problem."""
+def _agreement(
+    reference: list, candidate: list, max_kl: float | None, prefix: str, what: str
+) -> tuple[dict, list[str]]:
+    """The figures of one Hugging Face model against MaxText's logits, keyed `<prefix>logits_…`, and its problem
+    (none where there is no bound)."""
     import numpy as np
 
     kl, top1_same = [], 0
@@ -124,7 +129,7 @@ def _agreement(reference: list, candidate: list, max_kl: float, prefix: str, wha
         kl.extend(kl_per_position(hf[:, :vocab], mt[:, :vocab]).tolist())
         top1_same += int((hf[:, :vocab].argmax(-1) == mt[:, :vocab].argmax(-1)).sum())
     kl_max = float(max(kl))
-    ok = bool(np.isfinite(kl_max)) and kl_max <= max_kl
+    ok = max_kl is None or (bool(np.isfinite(kl_max)) and kl_max <= max_kl)
     problems = (
         []
         if ok
@@ -141,8 +146,11 @@ def _agreement(reference: list, candidate: list, max_kl: float, prefix: str, wha
     return figures, problems
 
 
-def compare(export_dir: str, maxtext_args: list[str], max_kl: float, adapter: tuple[str, str] | None = None) -> dict:
-    """`adapter`: the exported base and the PEFT adapter, checked beside EXPORT_DIR (a LoRA run's merged model)."""
+def compare(
+    export_dir: str, maxtext_args: list[str], max_kl: float | None, adapter: tuple[str, str] | None = None
+) -> dict:
+    """`adapter`: the exported base and the PEFT adapter, checked beside EXPORT_DIR (a LoRA run's merged model).
+    `max_kl` None: the figures alone."""
     from transformers import AutoTokenizer
 
     start = time.monotonic()
@@ -173,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("export_dir")
     parser.add_argument("result_json")
-    parser.add_argument("--max-kl", type=float, required=True, help="largest KL per position, in nats")
+    bound = parser.add_mutually_exclusive_group(required=True)
+    bound.add_argument("--max-kl", type=float, help="largest KL per position, in nats")
+    bound.add_argument("--unbounded", action="store_true", help="measure the KL, judge nothing")
     parser.add_argument(
         "--adapter", nargs=2, metavar=("BASE", "ADAPTER"), help="also check this PEFT adapter on this exported base"
     )

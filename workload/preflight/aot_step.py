@@ -38,7 +38,7 @@ from maxtext.utils import lora_utils, maxtext_utils, maxtext_utils_nnx, model_cr
 from tunix.sft import peft_trainer
 from tunix.sft import utils as tunix_utils
 
-from workload.launch import model_donation, unread_logits
+from workload.launch import model_donation, quantised_base, unread_logits
 from workload.preflight import compiled
 from workload.preflight.compiled import CompiledStep
 from workload.preflight.fit import Live, Memory
@@ -173,7 +173,13 @@ def local_step_memory(argv: list[str]) -> Memory:
 
 
 def maxtext_config(argv: list[str]) -> Any:
-    """MaxText's config as train_sft parses it (0.2.3's main: `initialize_pydantic`, MaxText's own config type)."""
+    """MaxText's config as train_sft parses it (0.2.3's main: `initialize_pydantic`, MaxText's own config type). A
+    QLoRA run's key is taken out, as the trainer's launcher takes it (workload/launch/quantised_base.py), and the
+    weights are not quantised here: the step is compiled on LoRA's model, whose frozen weights take more memory than
+    quantised ones, so the verdict is QLoRA's upper bound. Quantised, the compile for a v6e-8 stopped where a scale
+    of a quantised kernel, one element along the kernel's `embed` axis, was still sharded over the 8 chips' `fsdp`
+    (IndivisibleError on shape (1, 128), 2026-12-07)."""
+    argv, _ = quantised_base.take(argv)
     config = pyconfig.initialize_pydantic(argv)
     compiled.no_compilation_cache()
     return config

@@ -29,6 +29,7 @@ from typing import Any
 from workload.core.data_source import parse_source
 from workload.core.models import GEMMA_TERMS, MODELS, Licence
 from workload.core.trainer_loop import TRAINER_LOOPS
+from workload.core.tuning import DEFAULT_WEIGHT_QTYPE
 from workload.publish import layout
 from workload.run import kept
 
@@ -108,7 +109,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: s
         _summary(settings, base, dataset),
         _licence(_licence_of(settings)),
         _how_to_load(load_as),
-        *([_adapter(adapter_repo)] if settings.get("tuning") == "lora" else []),
+        *([_adapter(settings, adapter_repo)] if settings.get("tuning") in ("lora", "qlora") else []),
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
@@ -214,10 +215,15 @@ def _how_to_load(load_as: str) -> str:
     return f"## How to load\n\n```python\n{code}\n```{note}"
 
 
-def _adapter(adapter_repo: str | None) -> str:
+def _adapter(settings: dict[str, Any], adapter_repo: str | None) -> str:
     """A LoRA run's card says which model is which: the root holds peft's merge, tpu-sft/ the adapter it merged, and
-    the adapter's own repo, where it was published to one."""
+    the adapter's own repo, where it was published to one. A QLoRA run's says too that the base it trained on was
+    quantised, and the one it is merged into is not."""
     folder = layout.RUN_DIR + kept.ADAPTER
+    frozen = "frozen base weights"
+    if settings.get("tuning") == "qlora":
+        qtype = settings.get("loraWeightQtype") or DEFAULT_WEIGHT_QTYPE
+        frozen = f"frozen base weights quantised to {qtype} while training (QLoRA), merged into the unquantised base"
     own = (
         f"It is also published alone, at the root of [{adapter_repo}](https://huggingface.co/{adapter_repo}), where "
         f'`AutoPeftModelForCausalLM.from_pretrained("{adapter_repo}")` loads it.'
@@ -226,10 +232,10 @@ def _adapter(adapter_repo: str | None) -> str:
     )
     return (
         "## The LoRA adapter\n\n"
-        "This run trained a LoRA adapter on frozen base weights (`tuning: lora`; its rank, alpha and modules are in "
-        "the settings below). The model above is that adapter merged into the base by peft's `merge_and_unload`: a "
-        f"whole model. The adapter itself, a PEFT repository on the base named in its `adapter_config.json`, is in "
-        f"`{folder}`. {own}"
+        f"This run trained a LoRA adapter on {frozen} (`tuning: {settings.get('tuning')}`; its rank, alpha and "
+        "modules are in the settings below). The model above is that adapter merged into the base by peft's "
+        "`merge_and_unload`: a whole model. The adapter itself, a PEFT repository on the base named in its "
+        f"`adapter_config.json`, is in `{folder}`. {own}"
     )
 
 

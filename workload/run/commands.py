@@ -40,6 +40,10 @@ TO_HUGGINGFACE = "maxtext.checkpoint_conversion.to_huggingface"
 TRAINER_LAUNCHER = "workload.launch.trainer_launcher"
 # A LoRA run's adapter export: to_huggingface, mended to read a LoRA checkpoint (its docstring says why).
 LORA_EXPORT = "workload.launch.lora_export"
+# A QLoRA run's MaxText with its base quantised as in training (its docstring says why it is a launcher), and what the
+# merged model's distance to it is written to.
+QUANTISED_BASE = "workload.launch.quantised_base"
+QUANTISED_DISTANCE = "logit-distance-quantised.json"
 
 # Seed step 4 sets USE_PATHWAYS=0 (McJAX): zarr3 and ocdbt storage are on.
 _USE_PATHWAYS = 0
@@ -330,9 +334,11 @@ def export_base(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST
 
 
 def _lora_restore(config: PipelineConfig, layout: Layout) -> list[str]:
-    """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha."""
+    """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha. A QLoRA adapter's
+    on the bf16 base, which its export is merged into."""
     assert config.adapter is not None
-    return config.adapter.maxtext_options() + [f"lora.lora_restore_path={trained_params(config, layout)}"]
+    options = config.adapter.on_the_unquantised_base().maxtext_options()
+    return options + [f"lora.lora_restore_path={trained_params(config, layout)}"]
 
 
 def export_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
@@ -360,29 +366,47 @@ def logit_parity(
 ) -> Command:
     """The verify step's logit comparison of the final checkpoint with the export (default: the run's
     own; `export_dir` lets a test check a deliberately broken copy with the very same command). A LoRA run's
-    checkpoint is the base's with the trained adapter on it, and its adapter on the exported base is checked too."""
-    tiny_profile = config.profile == "tiny"
+    checkpoint is the base's with the trained adapter on it, and its adapter on the exported base is checked too. A
+    QLoRA run's is held to the bound on the bf16 base, which its export is merged into: what is bounded is that the
+    export is faithful to the adapter MaxText trained (`quantised_logit_distance` measures the rest)."""
     lora = config.adapter is not None
     argv = [host.python, "-m", "workload.measure.logit_parity", "--max-kl", str(KL_BOUND[config.profile])]
     if lora:
         argv += ["--adapter", layout.base_export_dir, layout.adapter_dir]
-    argv += [
-        export_dir or layout.export_dir,
-        result or layout.result("logit-parity.json"),
+    argv += [export_dir or layout.export_dir, result or layout.result("logit-parity.json")]
+    argv += _logit_maxtext_args(config, layout, host, _lora_restore(config, layout) if lora else [])
+    return Command("verify", tuple(argv), _env(config, layout, host, tpu=True))
+
+
+def quantised_logit_distance(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
+    """A QLoRA run's merged model against MaxText with the trained adapter on the base quantised as in training
+    (workload/launch/quantised_base.py takes the key out for qwix): a figure, not a check. It measures the base's
+    rounding to the quantised type as well as the export, and no bound of an export's faithfulness holds that."""
+    assert config.adapter is not None and config.adapter.weight_qtype is not None
+    restore = [*config.adapter.maxtext_options(), f"lora.lora_restore_path={trained_params(config, layout)}"]
+    argv = [host.python, "-m", QUANTISED_BASE, "workload.measure.logit_parity", "--unbounded"]
+    argv += [layout.export_dir, layout.result(QUANTISED_DISTANCE)]
+    argv += _logit_maxtext_args(config, layout, host, restore)
+    return Command("verify", tuple(argv), _env(config, layout, host, tpu=True))
+
+
+def _logit_maxtext_args(config: PipelineConfig, layout: Layout, host: OnHost, lora_restore: list[str]) -> list[str]:
+    """MaxText's side of a logit comparison: the final checkpoint, or a LoRA run's base with `lora_restore`."""
+    weights = layout.converted_checkpoint if lora_restore else trained_params(config, layout)
+    argv = [
         f"model_name={config.model}",
-        f"load_parameters_path={layout.converted_checkpoint if lora else trained_params(config, layout)}",
-        *(_lora_restore(config, layout) if lora else []),
+        f"load_parameters_path={weights}",
+        *lora_restore,
         "scan_layers=True",
         "use_multimodal=False",
         "attention=dot_product",  # the checker's choice: plain attention on any backend
         "dtype=float32",  # compute in float32 on both sides, so the figure measures the export, not bf16 math
         "per_device_batch_size=1",
     ]
-    if tiny_profile:
+    if config.profile == "tiny":
         argv += [f"max_target_length={TINY_MAX_TARGET_LENGTH}", "hardware=cpu", "skip_jax_distributed_system=true"]
         argv += tiny.maxtext_overrides()
-    argv += _single_process(config, host.worker)
-    return Command("verify", tuple(argv), _env(config, layout, host, tpu=True))
+    return argv + _single_process(config, host.worker)
 
 
 def samples(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:

@@ -303,6 +303,10 @@ def verify(ctx: Context) -> Outcome:
     ctx.run("verify", loads.argv, loads.env)
     parity = ctx.command(commands.logit_parity)
     ctx.run("logit-parity", parity.argv, {**parity.env, "HF_HUB_OFFLINE": "1"})  # the export is local too
+    quantised = ctx.config.adapter is not None and ctx.config.adapter.weight_qtype is not None
+    if quantised:
+        distance = ctx.command(commands.quantised_logit_distance)
+        ctx.run("logit-distance", distance.argv, {**distance.env, "HF_HUB_OFFLINE": "1"})
     # The held-out questions may come from the Hub (the full profile's dataset): this one is not offline.
     before_after = ctx.command(commands.samples)
     ctx.run("samples", before_after.argv, before_after.env)
@@ -310,6 +314,10 @@ def verify(ctx: Context) -> Outcome:
         result = json.load(f)
     with open(ctx.layout.result("logit-parity.json"), encoding="utf-8") as f:
         result.update({k: v for k, v in json.load(f).items() if k not in ("ok", "problems")})
+    if quantised:  # a QLoRA run's merged model on the base it trained on: reported, not bounded
+        with open(ctx.layout.result(commands.QUANTISED_DISTANCE), encoding="utf-8") as f:
+            figures = json.load(f)
+        result |= {f"quantised_base_{k}": v for k, v in figures.items() if k.startswith(("logits_kl", "logits_top1"))}
     with open(ctx.layout.result("samples.json"), encoding="utf-8") as f:
         result["samples"] = json.load(f)
     with open(result_path, "w", encoding="utf-8") as f:

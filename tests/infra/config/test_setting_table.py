@@ -25,6 +25,7 @@ _COMPANIONS = {
         ("tpu-sft:loraRank", "tpu-sft:loraAlpha", "tpu-sft:loraModules", "tpu-sft:publishHubAdapterRepo"),
         {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix"},
     ),
+    "tpu-sft:loraWeightQtype": {"tpu-sft:tuning": "qlora", "tpu-sft:trainer": "tunix"},  # QLoRA's frozen weights
 }
 
 

@@ -226,6 +226,7 @@ KEY_CHANGES = [
     ("tpu-sft:loraRank", "8"),
     ("tpu-sft:loraAlpha", "16"),
     ("tpu-sft:loraModules", '["q_proj"]'),
+    ("tpu-sft:loraWeightQtype", "int8"),
     ("tpu-sft:rematPolicy", "minimal"),
     ("tpu-sft:attention", "dot_product"),
     ("tpu-sft:flashBlockSize", "1024"),
@@ -266,6 +267,7 @@ CHANGED_BESIDE = {
     },
     "tpu-sft:tuning": {"tpu-sft:trainer": "tunix"},
     **dict.fromkeys(("tpu-sft:loraRank", "tpu-sft:loraAlpha", "tpu-sft:loraModules"), _LORA),
+    "tpu-sft:loraWeightQtype": {**_LORA, "tpu-sft:tuning": "qlora"},
 }
 
 

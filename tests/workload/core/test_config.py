@@ -25,6 +25,7 @@ DEFAULTS = {
     "loraRank": None,
     "loraAlpha": None,
     "loraModules": None,
+    "loraWeightQtype": None,  # qlora's: unset, nf4 (workload/core/tuning.py says why)
     "rematPolicy": None,  # the levers: MaxText's own defaults
     "attention": None,
     "flashBlockSize": None,
@@ -56,10 +57,11 @@ CHANGED = {
     "trainer": "tunix",
     "steps": 20,
     "perDeviceBatchSize": 2,
-    "tuning": "lora",  # with trainer tunix (above): the loop that applies it
+    "tuning": "qlora",  # with trainer tunix (above): the loop that applies it
     "loraRank": 8,
     "loraAlpha": 16.0,
     "loraModules": ["q_proj", "v_proj"],
+    "loraWeightQtype": "int8",
     "rematPolicy": "minimal_offloaded",
     "attention": "flash",
     "flashBlockSize": 1024,
@@ -97,6 +99,7 @@ FIRST_PHASE = {
         "loraRank",
         "loraAlpha",
         "loraModules",
+        "loraWeightQtype",
         "rematPolicy",
         "attention",
         "flashBlockSize",
@@ -142,11 +145,13 @@ NAMES_NO_RUN = {
 # (evalInterval, which names no run, in the base), so that the other alone is what changes.
 # LoRA needs Tunix's loop, and an adapter's shape needs LoRA.
 _LORA = {"trainer": "tunix", "tuning": "lora"}
+_QLORA = {**_LORA, "tuning": "qlora"}
 CHANGED_BESIDE = {
     "dataset": {"evalData": "5%"},
     "evalData": {"dataset": "./chats.jsonl"},
     "tuning": {"trainer": "tunix"},
     **dict.fromkeys(("loraRank", "loraAlpha", "loraModules"), _LORA),
+    "loraWeightQtype": _QLORA,
 }
 
 
@@ -335,9 +340,26 @@ def test_vocabulary_tiling_divides_the_default_sequence_of_the_batch():
             "pulumi config set tpu-sft:tuning full",
         ),
         (
-            {"tuning": "qlora", "trainer": "tunix"},
-            "tpu-sft:tuning: qlora is not carried through the run yet (MaxText 0.2.3 has no quantisation key, and the "
-            "export and logit check of a quantised base are not written). Fix: pulumi config set tpu-sft:tuning lora",
+            {"tuning": "qlora"},
+            "tpu-sft:tuning: qlora needs Tunix's loop: MaxText's own (tpu-sft:trainer native) does not apply LoRA in "
+            "MaxText 0.2.3 and would train every weight. Fix: pulumi config set tpu-sft:trainer tunix, or "
+            "pulumi config set tpu-sft:tuning full",
+        ),
+        (
+            {**_LORA, "loraWeightQtype": "int8"},
+            "tpu-sft:loraWeightQtype: quantises the frozen weights of a QLoRA run, and tpu-sft:tuning is lora, which "
+            "leaves them in bf16. Fix: pulumi config set tpu-sft:tuning qlora, or pulumi config rm "
+            "tpu-sft:loraWeightQtype",
+        ),
+        (
+            {"loraWeightQtype": "nf4"},
+            "tpu-sft:loraWeightQtype: shapes a LoRA adapter, and tpu-sft:tuning is full, which trains every weight. "
+            "Fix: pulumi config set tpu-sft:tuning qlora, or pulumi config rm tpu-sft:loraWeightQtype",
+        ),
+        (
+            {**_QLORA, "loraWeightQtype": "int4"},
+            "tpu-sft:loraWeightQtype: 'int4' is not one of nf4, int8. Fix: pulumi config set tpu-sft:loraWeightQtype "
+            "nf4",
         ),
         (
             {"tuning": "adapter"},
@@ -385,6 +407,14 @@ def test_a_lora_run_takes_the_usual_adapter_for_what_is_unset():
         "|self_attention/out|mlp/wi_0|mlp/wi_1|mlp/wo)"
     )
     assert PipelineConfig.from_mapping({}).adapter is None
+    assert adapter.weight_qtype is None  # LoRA's frozen weights are left as they are
+
+
+def test_a_qlora_run_quantises_its_frozen_weights_to_nf4_unless_told_int8():
+    assert PipelineConfig.from_mapping(_QLORA).adapter.weight_qtype == "nf4"
+    int8 = PipelineConfig.from_mapping({**_QLORA, "loraWeightQtype": "int8"}).adapter
+    assert int8.weight_qtype == "int8" and int8.maxtext_options()[-1] == "lora.lora_weight_qtype=int8"
+    assert int8.on_the_unquantised_base() == dataclasses.replace(int8, weight_qtype=None)
 
 
 @pytest.mark.parametrize(

@@ -116,3 +116,24 @@ def test_the_full_profile_checks_against_maxtexts_own_gemma3_bound():
     assert argv[argv.index("--max-kl") + 1] == "0.015"
     assert f"load_parameters_path={layout.checkpoint(999)}/items" in argv and layout.export_dir in argv
     assert "hardware=cpu" not in argv and "dtype=float32" in argv
+
+
+UNBOUNDED = """
+import json
+import numpy as np
+from workload.measure.logit_parity import KL_BOUND, _agreement
+reference, candidate = [np.array([[0.0, 5.0, 0.0]])], [np.array([[5.0, 0.0, 0.0]])]
+bounded, problems = _agreement(reference, candidate, KL_BOUND["tiny"], "", "the export")
+unbounded, none = _agreement(reference, candidate, None, "", "the export")
+print(json.dumps({"bounded": bounded, "problems": problems, "unbounded": unbounded, "none": none}))
+"""
+
+
+def test_unbounded_the_figures_are_measured_and_nothing_is_judged(maxtext_python):
+    """A QLoRA run's merged model against its quantised base (workload/run/commands.py `quantised_logit_distance`):
+    a distance that no bound holds, reported as the bounded check's figures are."""
+    done = _run([maxtext_python, "-c", UNBOUNDED], {"JAX_PLATFORMS": "cpu"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["problems"] and not found["none"]
+    assert found["unbounded"] == found["bounded"] and found["unbounded"]["logits_kl_max"] > 4

@@ -1,7 +1,8 @@
 """The preflight compiles LoRA's step as train_sft runs it (MaxText 0.2.3's `lora.*` keys: qwix's adapters on the
 model, the optimizer over them only, the model donated to the step), and a resumed attempt counts again only what a
-LoRA checkpoint holds. The small gemma3 of test_preflight.py, compiled for a v6e-8 in .maxtext-venv, with and
-without LoRA, side by side; the whole gemma3-4b's figures against the chip are in bench/RESULTS.md."""
+LoRA checkpoint holds; QLoRA's is LoRA's, an upper bound on its quantised weights. The small gemma3 of
+test_preflight.py, compiled for a v6e-8 in .maxtext-venv, with and without LoRA, side by side; the whole gemma3-4b's
+figures against the chip are in bench/RESULTS.md."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from workload.preflight.__main__ import maxtext_arguments
 # Unscanned: MaxText 0.2.3's default LoRA target path for gemma3 misses a scanned decoder's remainder layers.
 LORA = ["lora.enable_lora=true", "lora.lora_rank=4", "lora.lora_alpha=8", "pure_nnx_decoder=true", "scan_layers=false"]
 FULL = ["pure_nnx_decoder=true", "scan_layers=false"]
+QLORA = [*LORA, "lora.lora_weight_qtype=nf4"]  # the key the train command carries, which aot_step.py takes out
 
 
 def test_a_lora_runs_preflight_compiles_the_step_with_its_adapter(tmp_path):
@@ -24,6 +26,8 @@ def test_a_lora_runs_preflight_compiles_the_step_with_its_adapter(tmp_path):
     where MaxText's config enables it)."""
     argv = maxtext_arguments(PipelineConfig.from_mapping({"trainer": "tunix", "tuning": "lora"}), str(tmp_path), [])
     assert {"lora.enable_lora=true", "lora.lora_rank=16", "pure_nnx_decoder=true"} <= set(argv)
+    qlora = PipelineConfig.from_mapping({"trainer": "tunix", "tuning": "qlora"})
+    assert "lora.lora_weight_qtype=nf4" in maxtext_arguments(qlora, str(tmp_path), [])
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +40,7 @@ def records(maxtext_python, tmp_path_factory) -> dict[str, dict]:
         argv += [f"--maxtext={override}" for override in overrides]
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    running = {"lora": preflight(LORA), "full": preflight(FULL)}
+    running = {"lora": preflight(LORA), "full": preflight(FULL), "qlora": preflight(QLORA)}
     done = {name: _ended(process) for name, process in running.items()}
     for name, ended in done.items():
         assert ended.returncode == 0, f"{name}: {ended.stderr[-3000:]}"
@@ -65,3 +69,10 @@ def test_a_resumed_lora_attempt_counts_again_only_the_adapters_and_their_optimiz
     assert live["restored_state"] == memory["arguments"] - live["batch"] - live["frozen_weights"]
     assert live["resumed"] == live["train_with_eval_code"] + live["restored_state"] + live["beside_the_step"]
     assert records["lora"]["fits"]
+
+
+def test_qloras_verdict_is_loras_an_upper_bound_on_its_quantised_weights(records):
+    """The key the train command carries is taken out, as the trainer's launcher takes it, and the step compiled on
+    LoRA's unquantised model (aot_step.py `maxtext_config` says why)."""
+    assert records["qlora"]["live_per_chip"] == records["lora"]["live_per_chip"]
+    assert records["qlora"]["fits"]

@@ -210,3 +210,11 @@ def test_a_lora_runs_card_says_the_model_is_the_merge_and_where_its_adapter_is(t
     )
     assert 'AutoPeftModelForCausalLM.from_pretrained("team/gemma-sft-lora")' in own and "not published" not in own
     assert "## The LoRA adapter" not in body(manifest(), str(tmp_path), "team/gemma-sft")  # a full run has none
+    assert "quantised" not in text
+
+
+def test_a_qlora_runs_card_says_its_base_was_quantised_while_training_and_the_merge_is_not(tmp_path):
+    qlora = {**SETTINGS, "tuning": "qlora", "trainer": "tunix"}
+    text = body(manifest(settings=qlora), str(tmp_path), "team/gemma-sft")
+    assert "## The LoRA adapter" in text and "is in `tpu-sft/hf-adapter`" in text
+    assert "quantised to nf4 while training (QLoRA), merged into the unquantised base" in text

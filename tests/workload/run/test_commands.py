@@ -308,8 +308,35 @@ def test_a_lora_run_lets_maxtext_leave_the_adapter_it_replicates_unsharded():
     assert not [a for a in full.argv if a.startswith("sharding_tolerance=")]
 
 
+QLORA = dataclasses.replace(LORA, tuning="qlora", lora_weight_qtype="int8")
+
+
+def test_a_qlora_run_trains_on_quantised_weights_and_exports_as_a_lora_run_does():
+    """The quantisation is a later MaxText's key, which the trainer's launcher takes out of argv (0.2.3's pyconfig
+    refuses it); the adapter is exported, merged and held to the bound on the bf16 base, as LoRA's is."""
+    nf4 = dataclasses.replace(QLORA, lora_weight_qtype="nf4")
+    assert len({commands.run_name(QLORA), commands.run_name(nf4), commands.run_name(LORA)}) == 3
+    layout, (convert, train, base, adapter) = build(QLORA, run="r")
+    _, (lora_convert, lora_train, lora_base, lora_adapter) = build(LORA, run="r")
+    assert train.argv[2] == commands.TRAINER_LAUNCHER
+    assert list(train.argv) == [*lora_train.argv, "lora.lora_weight_qtype=int8"]
+    assert (convert, base, adapter) == (lora_convert, lora_base, lora_adapter)
+    assert commands.logit_parity(QLORA, layout) == commands.logit_parity(LORA, layout)
+
+
+def test_a_qlora_runs_merged_model_is_measured_against_the_quantised_base_it_trained_on():
+    layout, _ = build(QLORA, run="r")
+    distance = commands.quantised_logit_distance(QLORA, layout).argv
+    parity = commands.logit_parity(QLORA, layout).argv
+    assert distance[1:5] == ("-m", commands.QUANTISED_BASE, "workload.measure.logit_parity", "--unbounded")
+    assert distance[5:7] == (layout.export_dir, layout.result(commands.QUANTISED_DISTANCE))
+    maxtext_args = parity[parity.index(layout.result("logit-parity.json")) + 1 :]
+    assert [a for a in distance[7:] if a not in maxtext_args] == ["lora.lora_weight_qtype=int8"]
+
+
 @pytest.mark.parametrize(
-    "config", [PipelineConfig(), PipelineConfig(profile="tiny"), LORA, dataclasses.replace(LORA, profile="tiny")]
+    "config",
+    [PipelineConfig(), PipelineConfig(profile="tiny"), LORA, dataclasses.replace(LORA, profile="tiny"), QLORA],
 )
 def test_rendered_commands_paste_back_into_the_same_argv_and_env(config):
     for command in build(config)[1]:

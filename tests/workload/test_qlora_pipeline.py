@@ -1,0 +1,46 @@
+"""A QLoRA run (`tuning: qlora`, int8 here; the rehearsal runs nf4) on real MaxText 0.2.3 (CPU, tiny Gemma 3): Tunix's
+loop trains the adapter on frozen weights qwix quantised (workload/launch/quantised_base.py) and its held-out loss
+falls; the export and its bounded check are LoRA's, on the bf16 base the adapter is merged into; verify reports, not
+bounded, the merged model's distance to MaxText with the base quantised as in training (docs/tuning.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.workload.test_lora_pipeline import LORA, assert_it_trained_and_learned
+from tests.workload.tiny_run import run_from_converted
+from workload.measure.logit_parity import KL_BOUND
+from workload.run import kept
+
+QLORA = {**LORA, "tuning": "qlora", "loraWeightQtype": "int8"}
+
+
+@pytest.fixture(scope="module")
+def qlora_run(maxtext_python, tiny_converted, tmp_path_factory):
+    return run_from_converted(maxtext_python, tiny_converted, tmp_path_factory.mktemp("qlora"), QLORA)
+
+
+def test_the_adapter_trains_on_the_quantised_base_and_the_held_out_loss_falls(qlora_run):
+    assert_it_trained_and_learned(qlora_run)
+
+
+def test_the_export_is_faithful_to_the_adapter_on_the_bf16_base_and_its_distance_to_the_quantised_one_is_reported(
+    qlora_run,
+):
+    verify = qlora_run.summary["verify"]
+    assert verify["ok"], verify
+    assert verify["logits_kl_max"] <= KL_BOUND["tiny"] and verify["adapter_logits_kl_max"] <= KL_BOUND["tiny"]
+    # The base the adapter trained on is not the one it is merged into: the distance to it is the quantisation's.
+    assert verify["quantised_base_logits_kl_max"] > verify["logits_kl_max"]
+    print({k: v for k, v in verify.items() if "logits" in k})  # the figures, for the record (pytest -s)
+
+
+def test_the_adapter_and_the_merged_model_are_kept(qlora_run):
+    model_dir = qlora_run.summary["kept_dir"]
+    with open(f"{model_dir}/{kept.ADAPTER}/adapter_config.json") as f:
+        adapter = json.load(f)
+    assert (adapter["r"], adapter["lora_alpha"], adapter["peft_type"]) == (LORA["loraRank"], LORA["loraAlpha"], "LORA")
+    with open(f"{model_dir}/hf-model/config.json") as f:
+        assert "quantization_config" not in json.load(f)  # the merge is into the unquantised base

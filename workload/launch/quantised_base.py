@@ -1,0 +1,179 @@
+"""QLoRA on MaxText 0.2.3: the frozen weights that LoRA wraps quantised by qwix, as a later release's
+`lora.lora_weight_qtype` asks for.
+
+0.2.3's `lora` block has no quantisation key (configs/types.py `LoRA`, `extra="forbid"`), and its
+`lora_utils._build_lora_provider` hands qwix's `LoraProvider` only the module path, rank, alpha and dropout. A
+later release hands it `weight_qtype` from that key (and `tile_size` from `lora.lora_tile_size`, unset by
+default, as here). This takes the key out of MaxText's argv, where 0.2.3 would refuse it, and builds the provider
+as that release does. qwix's `LoraProvider` is a `PtqProvider`: in MaxText's dummy call (`apply_lora_to_model`)
+each weight its module path matches is replaced by a quantised `WithAux` (qwix `ptq.create_quantized_param`),
+one scale per output channel (no tile: qwix tiles only the first contracting axis, which for the attention's
+output projection is its heads, 8 for gemma3-4b); the adapter is made beside it, in the scale's dtype. The guard
+(workload/launch/pinned_code.py) holds the patch to the function it was read in.
+
+    python -m workload.launch.quantised_base MODULE ARGS...   (MODULE run as `python -m` would, the key taken
+                                                               out of ARGS)
+
+The trainer's launcher applies it to Tunix's loop (workload/launch/trainer_launcher.py), and the verify step's
+second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`). The preflight takes the
+key out but does not quantise (workload/preflight/aot_step.py `maxtext_config` says why).
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+from typing import Any
+
+from workload.core.tuning import QTYPE_KEY
+from workload.launch import pinned_code
+
+PATCH = "workload/launch/quantised_base.py"
+# sha256 of maxtext 0.2.3's utils/lora_utils.py _build_lora_provider, and of qwix 0.1.6's flax_util.update_sharding.
+BUILD_PROVIDER_SHA256 = "b0a15806306ef87289d6797841cb3c3dae8cc7a0fe68b438721be0101bbd1e1f"
+UPDATE_SHARDING_SHA256 = "9c10303b475f4a6937cf6d0001587d6089a3322ed2e78dfdd3c4f4d6060e2776"
+# and of qwix 0.1.6's flax_util.find_param and ptq.create_quantized_param.
+FIND_PARAM_SHA256 = "68a94260500ae2df45780d16d283ed90c6610b2b6b24f9427337ab06104c79f9"
+CREATE_QUANTIZED_SHA256 = "41dca9d887e42b79f4d1ca29075d8d11d6a5e3d8b460742f6e964fe27dd5b580"
+SCAN_AXIS_NAME = "layers"  # MaxText's logical name of a scanned decoder's layer axis (param_scan_axis)
+
+
+def take(argv: list[str]) -> tuple[list[str], str | None]:
+    """`argv` without the key, and the type it asks the frozen weights in (qwix's `weight_qtype`: a dtype's name,
+    int8, or one of qwix's own, nf4); None where it asks for none."""
+    qtypes = [arg.split("=", 1)[1] for arg in argv if arg.startswith(QTYPE_KEY + "=")]
+    return [arg for arg in argv if not arg.startswith(QTYPE_KEY + "=")], qtypes[-1] if qtypes else None
+
+
+def patch(qtype: str) -> None:
+    """MaxText builds its qwix provider with the frozen weights quantised to `qtype`."""
+    import qwix
+    from maxtext.utils import lora_utils, max_logging
+
+    build = lora_utils._build_lora_provider
+    pinned_code.check(build, "maxtext", BUILD_PROVIDER_SHA256, PATCH)
+
+    def build_quantising_provider(mt_config: Any) -> Any:
+        provider = build(mt_config)  # logs and validates as 0.2.3 does; its one rule is what is rebuilt below
+        [rule] = provider._rules
+        max_logging.log(f"QLoRA: the frozen weights LoRA wraps quantised to {qtype}, one scale per output channel")
+        return _QuantisedLoraProvider(
+            module_path=rule.module_path,
+            rank=rule.rank,
+            alpha=rule.alpha,
+            dropout=rule.dropout,
+            weight_qtype=qtype,
+        )
+
+    class _QuantisedLoraProvider(qwix.LoraProvider):
+        """qwix's provider, with MaxText's cast of a kernel to its compute dtype (`linears.DenseGeneral`: `jnp.asarray(
+        kernel, self.dtype)`) leaving a quantised kernel as it is: it is a `WithAux`, which `asarray` cannot take
+        ("expected number, got WithAux"), and qwix's own ops, which take it, compute in the activations' dtype."""
+
+        def get_intercept_map(self) -> dict:
+            import jax.numpy as jnp
+            from qwix._src.providers import ptq
+
+            asarray = jnp.asarray
+
+            def asarray_or_quantised(a: Any, *args: Any, **kwargs: Any) -> Any:
+                return a if isinstance(a, ptq.WithAux) else asarray(a, *args, **kwargs)
+
+            return super().get_intercept_map() | {"jax.numpy.asarray": asarray_or_quantised}
+
+    lora_utils._build_lora_provider = build_quantising_provider
+    _name_one_layers_axes()
+    _adapt_the_weight_just_quantised()
+
+
+def _adapt_the_weight_just_quantised() -> None:
+    """qwix makes a weight's adapter where it quantises it, inside a scanned layer too.
+
+    qwix's LoRA op first lets its PTQ parent quantise the weight, which replaces the module's Param with the
+    quantised `WithAux`, then looks the weight up by the very array it was handed (`find_param(rhs, WithAux)`). In
+    a scanned decoder that array is a tracer, whose search stops at the Param that is no longer there: no name, no
+    adapter, and MaxText stops ("LoRA module path matched target modules, but nnx.LoRAParam is still missing", on
+    the chip and here). The array quantised last is the one the LoRA op asks about next; its name is the Param's.
+    """
+    from qwix._src import flax_util
+    from qwix._src.providers import ptq
+
+    find_param, create_quantized_param = flax_util.find_param, ptq.create_quantized_param
+    pinned_code.check(find_param, "qwix", FIND_PARAM_SHA256, PATCH)
+    pinned_code.check(create_quantized_param, "qwix", CREATE_QUANTIZED_SHA256, PATCH)
+    quantised_last: list[tuple[Any, str]] = []  # (the array handed to the op, its Param's name)
+
+    def create_and_remember(name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        quantised_last[:] = [(value, name)]
+        # The weight as stored (float32 by default), not MaxText's cast of it to the compute dtype: the scale, and
+        # the adapter qwix makes in the scale's dtype, are then the weight's dtype, as LoRA's adapter is without
+        # quantisation (a bf16 adapter beside float32 moments stopped optax: "cond branches must have equal
+        # output types").
+        stored = flax_util.unbox(getattr(flax_util.get_current_module(), name))
+        return create_quantized_param(name, stored if stored.shape == value.shape else value, *args, **kwargs)
+
+    def find_param_or_the_one_just_quantised(x: Any, ptq_array_type: Any = None) -> str | None:
+        name = find_param(x, ptq_array_type)
+        if name is None and ptq_array_type is not None and quantised_last and quantised_last[0][0] is x:
+            return quantised_last[0][1]
+        return name
+
+    ptq.create_quantized_param = create_and_remember
+    flax_util.find_param = find_param_or_the_one_just_quantised
+
+
+def _name_one_layers_axes() -> None:
+    """A scanned decoder's weights quantised one layer at a time keep the layer axis's name.
+
+    MaxText's NNX decoder runs a scanned block's layers one slice at a time (`_apply_layers_sequentially`), each
+    slice a Param whose logical axes are still the whole stack's, `layers` among them. qwix names the quantised
+    slice's axes from those (`update_boxed` → `update_sharding`, which asserts one name per axis: "shape=(64, 4, 16)
+    spec=('embed', 'layers', 'q_heads', 'kv')", on the chip as here). The slice's names are the stack's without
+    `layers`; the slices are stacked back along that same axis, so it is named again where it was.
+    """
+    from qwix._src import flax_util
+
+    update_sharding = flax_util.update_sharding
+    pinned_code.check(update_sharding, "qwix", UPDATE_SHARDING_SHA256, PATCH)
+
+    def update_sharding_of_a_layers_slice(spec: Any, *, shape: Any = None, **kwargs: Any) -> Any:
+        names = tuple(spec)
+        if (
+            shape is None
+            or any(v is not None for v in kwargs.values())
+            or len(names) != len(shape) + 1
+            or SCAN_AXIS_NAME not in names
+        ):
+            return update_sharding(spec, shape=shape, **kwargs)
+        axis = names.index(SCAN_AXIS_NAME)
+        sliced = update_sharding(names[:axis] + names[axis + 1 :], shape=shape)
+        stacked = (*sliced[:axis], SCAN_AXIS_NAME, *sliced[axis:])
+        return type(spec)(*stacked) if isinstance(spec, jax_partition_spec()) else stacked
+
+    flax_util.update_sharding = update_sharding_of_a_layers_slice
+
+
+def jax_partition_spec() -> type:
+    import jax
+
+    return jax.sharding.PartitionSpec
+
+
+def apply_from_argv() -> None:
+    """Take the key out of `sys.argv` and, where it asks for it, patch."""
+    sys.argv, qtype = take(sys.argv)
+    if qtype is not None:
+        patch(qtype)
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        raise SystemExit("usage: python -m workload.launch.quantised_base MODULE [ARGS...]")
+    module = sys.argv[1]
+    sys.argv = sys.argv[1:]
+    apply_from_argv()
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()
