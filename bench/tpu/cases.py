@@ -14,11 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from workload.core.config import ConfigError, PipelineConfig
+from workload.core.tuning import QTYPE_KEY
 from workload.run import commands
 from workload.run.layout import Layout
 
 LOOPS = commands.TRAINER_MODULES  # native: MaxText's own loop; tunix: the seed's, Tunix's PeftTrainer
 PLACEMENTS = ("patched", "unpatched")
+# Fields an older bench wrote into its results, read again without them: qwix's tile for QLoRA (the pipeline's
+# quantisation has none, workload/launch/quantised_base.py).
+RETIRED = ("lora_tile_size",)
 # Each MaxText release a case can name (`python -m bench.tpu.prepare --maxtext V` unpacks its source), with its loops'
 # modules: 0.2.3 renamed train_sft_deprecated. 0.2.3 is also the pinned one; issue 67's cases ran it by name, through
 # the release launcher, before it was pinned.
@@ -53,8 +57,7 @@ class Case:
     release: str | None = None  # a MaxText release's source by name (RELEASE_LOOPS); None: the pinned one
     lora_rank: int | None = None  # LoRA on MaxText's own target modules for the model (a release's lora.* keys)
     lora_alpha: float | None = None  # None: 2 × the rank
-    lora_weight_qtype: str | None = None  # QLoRA: qwix's weight_qtype for the frozen weights (int8, nf4)
-    lora_tile_size: int | None = None  # qwix's tile_size along the contraction axis
+    lora_weight_qtype: str | None = None  # QLoRA: the frozen weights quantised (int8, nf4), as the pipeline's qlora
 
     def __post_init__(self) -> None:
         if self.loop not in LOOPS:
@@ -83,7 +86,8 @@ class Case:
     def from_mapping(cls, fields: dict[str, Any]) -> Case:
         """A case as a case file, or a results file's record of it, writes it (JSON has lists, not tuples)."""
         lists = {key: tuple(fields.get(key, ())) for key in ("maxtext", "xla_flags")}
-        return cls(**{**fields, **lists})
+        kept = {key: value for key, value in fields.items() if key not in RETIRED}
+        return cls(**{**kept, **lists})
 
 
 def load(path: Path) -> list[Case]:
@@ -126,6 +130,8 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     if case.lora_rank is not None:
         alpha = case.lora_alpha if case.lora_alpha is not None else 2.0 * case.lora_rank
         argv += ["lora.enable_lora=true", f"lora.lora_rank={case.lora_rank}", f"lora.lora_alpha={alpha}"]
+    if case.lora_weight_qtype:
+        argv.append(f"{QTYPE_KEY}={case.lora_weight_qtype}")  # the trainer's launcher quantises (quantised_base.py)
     return argv + list(case.maxtext)
 
 

@@ -11,20 +11,14 @@ Python 3.11 (the lent chip's): 0.2.3's post-training hooks import `typing.overri
 "ImportError: cannot import name 'override' from 'typing'"), so it is given typing_extensions' own. Nothing else in
 its source that the loops import fails to compile on 3.11.
 
-QLoRA: MaxText 0.2.3's `lora` config has no quantisation key, so with $TPU_BENCH_LORA_WEIGHT_QTYPE (int8, nf4, …)
-the frozen weights are quantised by the same qwix provider MaxText builds, given qwix's own `weight_qtype` and
-`tile_size` ($TPU_BENCH_LORA_TILE_SIZE): what a later release's `lora.lora_weight_qtype` asks qwix for.
+QLoRA: the case's `lora.lora_weight_qtype` is in the argv, and the trainer's launcher quantises the frozen weights
+as a pipeline's `tuning: qlora` does (workload/launch/quantised_base.py), whatever `patch_loop` is.
 """
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from workload.launch import model_donation, optimizer_placement, trainer_launcher, unread_logits
 
-QTYPE_ENV = "TPU_BENCH_LORA_WEIGHT_QTYPE"
-TILE_ENV = "TPU_BENCH_LORA_TILE_SIZE"
 TUNIX_LOOP = "maxtext.trainers.post_train.sft.train_sft"
 
 
@@ -34,29 +28,6 @@ def patch_loop(module: str) -> None:
     unread_logits.drop_from_every_trainer()
     optimizer_placement.patch_tunix()
     model_donation.patch_tunix()
-    if os.environ.get(QTYPE_ENV):
-        quantise_frozen_weights(os.environ[QTYPE_ENV], os.environ.get(TILE_ENV))
-
-
-def quantise_frozen_weights(qtype: str, tile_size: str | None) -> None:
-    import jax.numpy as jnp
-    import qwix
-    from maxtext.utils import lora_utils
-
-    weight_qtype: Any = qtype if qtype == "nf4" else jnp.dtype(qtype)
-
-    def build_provider(mt_config: Any) -> Any:
-        return qwix.LoraProvider(
-            module_path=lora_utils._get_lora_module_path(mt_config),
-            rank=mt_config.lora.lora_rank,
-            alpha=mt_config.lora.lora_alpha,
-            dropout=0.0,
-            weight_qtype=weight_qtype,
-            tile_size=int(tile_size) if tile_size else None,
-        )
-
-    lora_utils._build_lora_provider = build_provider
-    print(f"tpu-sft bench: frozen weights quantised by qwix to {qtype}, tile {tile_size or 'none'}", flush=True)
 
 
 def allow_python_3_11() -> None:

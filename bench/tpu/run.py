@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.tpu import cases as case_file
-from bench.tpu import prepare, release_launcher, table
+from bench.tpu import prepare, table
 from bench.tpu.cases import Case
 from bench.tpu.reading import Reading, lora_flops_share
 from workload.launch import data_in_process
@@ -76,10 +76,6 @@ def environment_for(case: Case) -> dict[str, str]:
             raise SystemExit(f"{other} has no maxtext. Fix: run python -m bench.tpu.prepare --maxtext {case.release}")
         paths = env.get("PYTHONPATH", "").split(os.pathsep)
         env["PYTHONPATH"] = os.pathsep.join(other if path == pinned else path for path in paths)
-    if case.lora_weight_qtype:
-        env[release_launcher.QTYPE_ENV] = case.lora_weight_qtype
-        if case.lora_tile_size:
-            env[release_launcher.TILE_ENV] = str(case.lora_tile_size)
     return env
 
 

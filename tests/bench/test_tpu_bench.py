@@ -104,7 +104,7 @@ def test_a_bad_case_is_one_line(levers, said):
 
 def test_another_release_runs_its_own_loop_from_its_own_source(monkeypatch, tmp_path):
     older = cases.Case(name="o", loop="native", release="0.2.2")
-    lora = cases.Case(name="l", release="0.2.3", lora_rank=16, lora_weight_qtype="int8", lora_tile_size=256)
+    lora = cases.Case(name="l", release="0.2.3", lora_rank=16, lora_weight_qtype="int8")
     assert cases.Case(name="p", loop="native").module == cases.RELEASE_LOOPS["0.2.3"]["native"]  # the pinned release
     assert older.module.endswith(".train_sft_deprecated") and run.launcher(older) == "bench.tpu.release_launcher"
     monkeypatch.setenv("PYTHONPATH", f"/site:{tmp_path / 'src'}:/repo")
@@ -116,9 +116,9 @@ def test_another_release_runs_its_own_loop_from_its_own_source(monkeypatch, tmp_
     (tmp_path / "src" / "maxtext").mkdir(parents=True)
     env = run.environment_for(lora)  # 0.2.3 by name is the pinned release: its source is src/
     assert env["PYTHONPATH"] == f"/site:{tmp_path / 'src'}:/repo"
-    assert (env["TPU_BENCH_LORA_WEIGHT_QTYPE"], env["TPU_BENCH_LORA_TILE_SIZE"]) == ("int8", "256")
     argv = cases.maxtext_arguments(lora, "/w", "/d/c.parquet", "/tok")
-    assert argv[-3:] == ["lora.enable_lora=true", "lora.lora_rank=16", "lora.lora_alpha=32.0"]
+    lora_keys = ["lora.enable_lora=true", "lora.lora_rank=16", "lora.lora_alpha=32.0", "lora.lora_weight_qtype=int8"]
+    assert argv[-4:] == lora_keys  # the last the trainer's launcher takes out, to quantise
 
 
 def test_the_pinned_release_unpacks_into_src_and_another_beside_it():
