@@ -39,11 +39,13 @@ FOLDER_TIERS = {
 }
 # The shared runs that take minutes, longest first. Under pytest-xdist (scripts/test: --dist loadgroup) a fixture is
 # made once per worker, so every test of one of these goes to the same worker, and they start before the rest,
-# which goes out module by module (so a module's own fixtures are made once too).
+# which goes out module by module (so a module's own fixtures are made once too). A tuple is runs that share one
+# worker, one after the other.
 LONG_RUNS = (
     "fresh_vm",
-    "tests/slice/test_slice_rehearsal.py",  # its module fixture: the slice rehearsal
-    "tests/slice/test_lora_slice.py",  # its module fixture: a LoRA run on the slice rehearsal, restarted mid-train
+    # Their module fixtures: the slice rehearsal, and a LoRA run on it restarted mid-train. Each runs two hosts'
+    # MaxText; side by side, beside the other long runs, the kernel's OOM killer ended a host's trainer (2026-12-07).
+    ("tests/slice/test_slice_rehearsal.py", "tests/slice/test_lora_slice.py"),
     "tiny_pipeline",
     "tests/workload/test_lora_pipeline.py",  # its module fixture: a LoRA run, killed mid-train and resumed
     "pulumi_up",
@@ -92,9 +94,10 @@ def _group_for_workers(items: list[pytest.Item]) -> None:
     position = {}
     for item in items:
         module = item.nodeid.partition("::")[0]
-        group = next((run for run in LONG_RUNS if run in getattr(item, "fixturenames", ())), module)
-        item.add_marker(pytest.mark.xdist_group(group))
-        position[item.nodeid] = LONG_RUNS.index(group) if group in LONG_RUNS else len(LONG_RUNS)
+        names = {module, *getattr(item, "fixturenames", ())}
+        runs = [i for i, run in enumerate(LONG_RUNS) if names & set(run if isinstance(run, tuple) else (run,))]
+        item.add_marker(pytest.mark.xdist_group(f"long run {runs[0]}" if runs else module))
+        position[item.nodeid] = runs[0] if runs else len(LONG_RUNS)
     items.sort(key=lambda item: position[item.nodeid])  # stable: the order within a group stays
 
 
