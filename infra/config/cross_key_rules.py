@@ -164,9 +164,9 @@ def slice_through_iap(s: Settings) -> None:
 
 
 def adapter_repo_needs_lora(s: Settings) -> None:
-    """Only a LoRA run keeps an adapter (workload/run/kept.py `ADAPTER`) for the publish task to send."""
+    """Only a LoRA or QLoRA run keeps an adapter (workload/run/kept.py `ADAPTER`) for the publish task to send."""
     tuning = s.pipeline.tuning
-    if s.publish_hub_adapter_repo and tuning != "lora":
+    if s.publish_hub_adapter_repo and tuning == "full":
         raise ConfigError(
             stack_key("publishHubAdapterRepo"),
             f"is {s.publish_hub_adapter_repo}, but tpu-sft:tuning is {tuning}, which trains every weight and keeps no "

@@ -532,7 +532,7 @@ SETTINGS: tuple[Setting, ...] = (
         "publish_hub_adapter_repo",
         _pattern(_HUB_REPO, "a Hub repo id (OWNER/NAME)"),
         "my-org/gemma3-4b-sft-lora",
-        "a Hub repo to publish a LoRA run's adapter to, alone at its root (opt-in; tpu-sft:tuning lora)",
+        "a Hub repo to publish a LoRA or QLoRA run's adapter to, alone at its root (opt-in; not with tuning full)",
     ),
     Setting("publishHubPublic", "publish_hub_public", _bool, "false", "whether those Hub repos are public"),
     Setting(

@@ -176,6 +176,12 @@ def test_an_adapter_repo_without_lora_is_refused_in_one_line_before_anything(moc
     )
 
 
+def test_a_qlora_run_publishes_its_adapter_as_a_lora_run_does(mock_stack):
+    qlora = {**ADAPTER_REPO, "tpu-sft:tuning": "qlora"}
+    task = commands(mock_stack(qlora))["publish"]
+    assert json.loads(task.inputs["environment"][PUBLISH_ENV])["hubAdapter"] == "team/gemma-sft-lora"
+
+
 def test_an_update_publishing_the_adapter_needs_a_write_token(dev_config, monkeypatch):
     import pulumi
 
