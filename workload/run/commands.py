@@ -333,12 +333,12 @@ def export_base(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST
     return to_huggingface(config, layout, host, params=layout.converted_checkpoint, out_dir=layout.base_export_dir)
 
 
-def _lora_restore(config: PipelineConfig, layout: Layout) -> list[str]:
+def _lora_restore(config: PipelineConfig, layout: Layout, *, quantised: bool = False) -> list[str]:
     """The adapter's shape and the trained adapter: the checkpoint records neither rank nor alpha. A QLoRA adapter's
-    on the bf16 base, which its export is merged into."""
+    on the bf16 base, which its export is merged into, unless `quantised`: on the base as it trained."""
     assert config.adapter is not None
-    options = config.adapter.on_the_unquantised_base().maxtext_options()
-    return options + [f"lora.lora_restore_path={trained_params(config, layout)}"]
+    adapter = config.adapter if quantised else config.adapter.on_the_unquantised_base()
+    return adapter.maxtext_options() + [f"lora.lora_restore_path={trained_params(config, layout)}"]
 
 
 def export_adapter(config: PipelineConfig, layout: Layout, host: OnHost = THIS_HOST) -> Command:
@@ -383,10 +383,9 @@ def quantised_logit_distance(config: PipelineConfig, layout: Layout, host: OnHos
     (workload/launch/quantised_base.py takes the key out for qwix): a figure, not a check. It measures the base's
     rounding to the quantised type as well as the export, and no bound of an export's faithfulness holds that."""
     assert config.adapter is not None and config.adapter.weight_qtype is not None
-    restore = [*config.adapter.maxtext_options(), f"lora.lora_restore_path={trained_params(config, layout)}"]
     argv = [host.python, "-m", QUANTISED_BASE, "workload.measure.logit_parity", "--unbounded"]
     argv += [layout.export_dir, layout.result(QUANTISED_DISTANCE)]
-    argv += _logit_maxtext_args(config, layout, host, restore)
+    argv += _logit_maxtext_args(config, layout, host, _lora_restore(config, layout, quantised=True))
     return Command("verify", tuple(argv), _env(config, layout, host, tpu=True))
 
 
