@@ -22,8 +22,8 @@ from tests.workload.tiny_run import (
     REPO,
     TINY_SETTINGS,
     Run,
-    copy_converted,
     first_logged_step,
+    from_converted,
     optimizer_step_counts,
     run_workload,
     start_and_kill_trainer_after_checkpoint,
@@ -69,9 +69,7 @@ def evaluated_at(step: int):
 @pytest.fixture(scope="module")
 def lora_run(maxtext_python, tiny_converted, gcs, tmp_path_factory) -> LoraResume:
     tmp = tmp_path_factory.mktemp("lora")
-    work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
-    copy_converted(tiny_converted, work)
-    config.write_text(json.dumps(LORA))
+    work, out, config = from_converted(tiny_converted, tmp, LORA)
     interrupted, killed_at, _ = start_and_kill_trainer_after_checkpoint(
         maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX, ready=evaluated_at(CHECKPOINT_PERIOD)
     )

@@ -126,12 +126,18 @@ def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, t
     return {path: value for path, value in counters.items() if "mini_step" not in path}
 
 
-def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict) -> Run:
-    """A whole run of `settings` in `tmp` (its work and output dirs, its settings file), from a copy of the
-    `tiny_converted` work dir."""
+def from_converted(converted: Path, tmp: Path, settings: dict) -> tuple[Path, Path, Path]:
+    """(work dir, output dir, settings file) of a run of `settings` in `tmp`, its work dir a copy of the
+    `tiny_converted` one."""
     work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
     copy_converted(converted, work)
     config.write_text(json.dumps(settings))
+    return work, out, config
+
+
+def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict) -> Run:
+    """A whole run of `settings` in `tmp`, from a copy of the `tiny_converted` work dir."""
+    work, out, config = from_converted(converted, tmp, settings)
     return run_workload(python, config, work, out)
 
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.workload.tiny_run import TINY_SETTINGS, copy_converted, run_workload
+from tests.workload.tiny_run import TINY_SETTINGS, from_converted, run_workload
 from workload.measure import learning
 
 STEPS = 2
@@ -21,9 +21,7 @@ SETTINGS = {**TINY_SETTINGS, "learningRate": 0, "steps": STEPS, "evalInterval": 
 @pytest.fixture(scope="module")
 def unlearned(maxtext_python, tiny_converted, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("unlearned")
-    work, out, config = tmp / "work", tmp / "out", tmp / "settings.json"
-    copy_converted(tiny_converted, work)
-    config.write_text(json.dumps(SETTINGS))
+    work, out, config = from_converted(tiny_converted, tmp, SETTINGS)
     trained = run_workload(maxtext_python, config, work, out, "--until", "train")
     config.write_text(json.dumps({**SETTINGS, "requireLearning": True}))
     required = run_workload(maxtext_python, config, work, out, "--until", "train")
