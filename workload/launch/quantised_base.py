@@ -35,6 +35,8 @@ UPDATE_SHARDING_SHA256 = "9c10303b475f4a6937cf6d0001587d6089a3322ed2e78dfdd3c4f4
 # and of qwix 0.1.6's flax_util.find_param and ptq.create_quantized_param.
 FIND_PARAM_SHA256 = "68a94260500ae2df45780d16d283ed90c6610b2b6b24f9427337ab06104c79f9"
 CREATE_QUANTIZED_SHA256 = "41dca9d887e42b79f4d1ca29075d8d11d6a5e3d8b460742f6e964fe27dd5b580"
+# and of maxtext 0.2.3's layers/nnx_decoders.py NNXDecoder.__call__ (its unscanned loop).
+DECODER_CALL_SHA256 = "467ee548e9625a7226eb4f93a06c6e187117e0da75d2d1df7d150ec4249b206d"
 SCAN_AXIS_NAME = "layers"  # MaxText's logical name of a scanned decoder's layer axis (param_scan_axis)
 
 
@@ -84,6 +86,7 @@ def patch(qtype: str) -> None:
     lora_utils._build_lora_provider = build_quantising_provider
     _name_one_layers_axes()
     _adapt_the_weight_just_quantised()
+    _keep_the_weights_an_unscanned_layer_quantised()
 
 
 def _adapt_the_weight_just_quantised() -> None:
@@ -151,6 +154,55 @@ def _name_one_layers_axes() -> None:
         return type(spec)(*stacked) if isinstance(spec, jax_partition_spec()) else stacked
 
     flax_util.update_sharding = update_sharding_of_a_layers_slice
+
+
+def _keep_the_weights_an_unscanned_layer_quantised() -> None:
+    """An unscanned decoder's layers keep the quantised weights qwix made in them.
+
+    MaxText's unscanned NNX decoder runs each layer as a copy (`nnx.merge(graphdef, state)` inside `jax.checkpoint`)
+    and writes the copy's state back with `nnx.update(layer, new_state)`. In the dummy call qwix replaces the copy's
+    kernel Param by a quantised `WithAux`; `update` then sets the original Param's value to that WithAux's state, a
+    mapping, and the first training step stops at `self.kernel[...]` ("KeyError: Ellipsis", on CPU with
+    `scan_layers=false`). The scanned loop keeps the copy's new graph (`dynamic_graph_init`); this does the same
+    for the unscanned one: the copy merged last is the one whose state comes back next, and an attribute whose Param
+    became something else is taken from it before the update. The pipeline trains scanned; the bench's 34 layers on
+    one v5e train unscanned, because the scanned decoder's eager dummy call does not fit that chip.
+    """
+    import types
+
+    from flax import nnx
+    from maxtext.layers import nnx_decoders
+
+    pinned_code.check(nnx_decoders.NNXDecoder.__call__, "maxtext", DECODER_CALL_SHA256, PATCH)
+    merged_last: list[Any] = []
+
+    def merge_and_remember(*args: Any, **kwargs: Any) -> Any:
+        merged = nnx.merge(*args, **kwargs)
+        merged_last[:] = [merged]
+        return merged
+
+    def update_keeping_new_structure(node: Any, *states: Any) -> None:
+        if merged_last and type(merged_last[0]) is type(node) and len(states) == 1:
+            graphdef, _ = nnx.split(merged_last[0])
+            _take_replaced_params(node, nnx.merge(graphdef, states[0]), nnx)
+        merged_last.clear()
+        nnx.update(node, *states)
+
+    flax_nnx = types.ModuleType(nnx.__name__, nnx.__doc__)
+    flax_nnx.__dict__.update(vars(nnx), merge=merge_and_remember, update=update_keeping_new_structure)
+    nnx_decoders.nnx = flax_nnx
+
+
+def _take_replaced_params(node: Any, merged: Any, nnx: Any) -> None:
+    """Each attribute of `merged`'s modules that is no longer the Variable `node` holds there, set on `node`."""
+    for path, module in merged.iter_modules():
+        target = node
+        for key in path:
+            target = target[key] if isinstance(key, int) else getattr(target, key)
+        for name, value in vars(module).items():
+            held = getattr(target, name, None)
+            if isinstance(held, nnx.Variable) and not isinstance(value, nnx.Variable):
+                setattr(target, name, value)
 
 
 def jax_partition_spec() -> type:

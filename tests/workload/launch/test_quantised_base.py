@@ -26,13 +26,14 @@ def test_without_the_key_the_argv_is_left_as_it_is():
 PROVIDER = """
 import json
 from types import SimpleNamespace
+from maxtext.layers import nnx_decoders
 from maxtext.utils import lora_utils
 from qwix._src import flax_util
 from qwix._src.providers import ptq
 from workload.launch import pinned_code, quantised_base
 
 ORIGINALS = [(lora_utils, "_build_lora_provider"), (flax_util, "update_sharding"), (flax_util, "find_param"),
-             (ptq, "create_quantized_param")]
+             (ptq, "create_quantized_param"), (nnx_decoders, "nnx")]
 ORIGINALS = [(module, name, getattr(module, name)) for module, name in ORIGINALS]
 
 lora = SimpleNamespace(lora_module_path="decoder/layers/.*mlp/wo", lora_rank=4, lora_alpha=8.0)
@@ -41,7 +42,8 @@ before = lora_utils._build_lora_provider(config)._rules[0].weight_qtype
 quantised_base.patch("int8")
 [rule] = lora_utils._build_lora_provider(config)._rules
 refused = {}
-for digest in ("BUILD_PROVIDER_SHA256", "UPDATE_SHARDING_SHA256", "FIND_PARAM_SHA256", "CREATE_QUANTIZED_SHA256"):
+for digest in ("BUILD_PROVIDER_SHA256", "UPDATE_SHARDING_SHA256", "FIND_PARAM_SHA256", "CREATE_QUANTIZED_SHA256",
+               "DECODER_CALL_SHA256"):
     kept = getattr(quantised_base, digest)
     setattr(quantised_base, digest, "0" * 64)
     for module, name, original in ORIGINALS:  # the pinned code again, as a fresh process has it
@@ -68,4 +70,5 @@ def test_maxtexts_provider_quantises_the_frozen_weights_and_the_patches_are_guar
         "UPDATE_SHARDING_SHA256": "qwix 0.1.6's update_sharding",
         "FIND_PARAM_SHA256": "qwix 0.1.6's find_param",
         "CREATE_QUANTIZED_SHA256": "qwix 0.1.6's create_quantized_param",
+        "DECODER_CALL_SHA256": "maxtext 0.2.3's NNXDecoder.__call__",
     }
