@@ -35,6 +35,12 @@ UPDATE_SHARDING_SHA256 = "9c10303b475f4a6937cf6d0001587d6089a3322ed2e78dfdd3c4f4
 # and of qwix 0.1.6's flax_util.find_param and ptq.create_quantized_param.
 FIND_PARAM_SHA256 = "68a94260500ae2df45780d16d283ed90c6610b2b6b24f9427337ab06104c79f9"
 CREATE_QUANTIZED_SHA256 = "41dca9d887e42b79f4d1ca29075d8d11d6a5e3d8b460742f6e964fe27dd5b580"
+# and of qwix 0.1.6's apply_lora_to_model, and of flax 0.12.4's graph._graph_update_dynamic.
+APPLY_LORA_SHA256 = "4715e660c55d74f11ec404154c47a8e14e11522259315c7eb318c1bc6623fed7"
+GRAPH_UPDATE_SHA256 = "6cdfc4eb9d8db3d2b20e10f07e59acab71e889e81c4b35b6274a9bd538ee41a4"
+# Each weight qwix quantised, by (its module's qwix path, its name): its structure (WithAux, QArray: statics
+# included) and its leaves' attribute paths.
+Quantised = dict[tuple[Any, str], tuple[Any, list[tuple[str, ...]]]]
 SCAN_AXIS_NAME = "layers"  # MaxText's logical name of a scanned decoder's layer axis (param_scan_axis)
 
 
@@ -83,10 +89,12 @@ def patch(qtype: str) -> None:
 
     lora_utils._build_lora_provider = build_quantising_provider
     _name_one_layers_axes()
-    _adapt_the_weight_just_quantised()
+    quantised: Quantised = {}
+    _adapt_the_weight_just_quantised(quantised)
+    _unnest_what_an_unscanned_layer_nests(quantised)
 
 
-def _adapt_the_weight_just_quantised() -> None:
+def _adapt_the_weight_just_quantised(quantised: Quantised) -> None:
     """qwix makes a weight's adapter where it quantises it, inside a scanned layer too.
 
     qwix's LoRA op first lets its PTQ parent quantise the weight, which replaces the module's Param with the
@@ -94,7 +102,10 @@ def _adapt_the_weight_just_quantised() -> None:
     a scanned decoder that array is a tracer, whose search stops at the Param that is no longer there: no name, no
     adapter, and MaxText stops ("LoRA module path matched target modules, but nnx.LoRAParam is still missing", on
     the chip and here). The array quantised last is the one the LoRA op asks about next; its name is the Param's.
+    Each quantised weight's structure is also kept in `quantised`, by (module's qwix path, name), for
+    `_unnest_what_an_unscanned_layer_nests`.
     """
+    import jax
     from qwix._src import flax_util
     from qwix._src.providers import ptq
 
@@ -109,8 +120,15 @@ def _adapt_the_weight_just_quantised() -> None:
         # the adapter qwix makes in the scale's dtype, are then the weight's dtype, as LoRA's adapter is without
         # quantisation (a bf16 adapter beside float32 moments stopped optax: "cond branches must have equal
         # output types").
-        stored = flax_util.unbox(getattr(flax_util.get_current_module(), name))
-        return create_quantized_param(name, stored if stored.shape == value.shape else value, *args, **kwargs)
+        module = flax_util.get_current_module()
+        stored = flax_util.unbox(getattr(module, name))
+        made = create_quantized_param(name, stored if stored.shape == value.shape else value, *args, **kwargs)
+        paths, structure = jax.tree_util.tree_flatten_with_path(made)
+        quantised[(getattr(module, "qwix_path", None), name)] = (
+            structure,
+            [tuple(key.name for key in path) for path, _ in paths],  # GetAttrKey's: WithAux, QArray are dataclasses
+        )
+        return made
 
     def find_param_or_the_one_just_quantised(x: Any, ptq_array_type: Any = None) -> str | None:
         name = find_param(x, ptq_array_type)
@@ -120,6 +138,49 @@ def _adapt_the_weight_just_quantised() -> None:
 
     ptq.create_quantized_param = create_and_remember
     flax_util.find_param = find_param_or_the_one_just_quantised
+
+
+def _unnest_what_an_unscanned_layer_nests(quantised: Quantised) -> None:
+    """An unscanned decoder's quantised weights stay qwix's, each part with its own sharding.
+
+    MaxText's NNX decoder runs an unscanned layer as a copy (`pure_layer_fn`: `nnx.merge` inside `jax.checkpoint`),
+    then writes the copy's state back into the layer (`nnx.update(layer, new_state)`). In qwix's dummy call the copy's
+    kernel became a `WithAux` of Params (qvalue, scale), whose state flax's update writes as the *value* of the layer's
+    old kernel Param (`_graph_update_dynamic`: `set_raw_value` of a State): the WithAux and its static `how` are gone,
+    and the old Param's sharding, the whole kernel's, covers the scale too. On more than one chip that stops the
+    placement of the model (the scale, one element along `embed`, split over `fsdp`: IndivisibleError on the
+    preflight's v6e-8 and on a CPU mesh here); on one, the next call stops (`self.kernel[...]` of a State:
+    KeyError: Ellipsis). After qwix's call each such Param is replaced by the WithAux it held, rebuilt from the
+    structure kept where it was made, its parts the Params qwix made, with the sharding qwix gave them (the scale's
+    size-1 axis unsharded: `update_sharding`). A scanned decoder merges its layers back whole and is left as it is.
+    """
+    import jax
+    import qwix
+    from flax import nnx
+    from flax.nnx import graph
+
+    apply_lora_to_model = qwix.apply_lora_to_model
+    pinned_code.check(apply_lora_to_model, "qwix", APPLY_LORA_SHA256, PATCH)
+    pinned_code.check(graph._graph_update_dynamic, "flax", GRAPH_UPDATE_SHA256, PATCH)
+
+    def apply_and_unnest(*args: Any, **kwargs: Any) -> Any:
+        model = apply_lora_to_model(*args, **kwargs)
+        for _, module in model.iter_modules():
+            for name, nested in list(vars(module).items()):
+                kept = quantised.get((getattr(module, "qwix_path", None), name))
+                if kept and isinstance(nested, nnx.Variable) and isinstance(nested.get_raw_value(), nnx.State):
+                    structure, leaves = kept
+                    parts = [_at(nested.get_raw_value(), keys) for keys in leaves]
+                    setattr(module, name, jax.tree_util.tree_unflatten(structure, parts))
+        return model
+
+    qwix.apply_lora_to_model = apply_and_unnest
+
+
+def _at(state: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        state = state[key]
+    return state
 
 
 def _name_one_layers_axes() -> None:
