@@ -81,11 +81,13 @@ def workload_argv(python: str, config: Path, work: Path, out: Path, *extra: str)
     ]
 
 
-def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str) -> Run:
+def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str, env: dict | None = None) -> Run:
+    """One invocation; `env`, where given, added to the inherited environment (the trainer's and every step's)."""
     started = time.monotonic()
     done = subprocess.run(
         workload_argv(python, config, work, out, *extra),
         cwd=REPO,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=STEP_LIMIT_S,
@@ -135,10 +137,10 @@ def from_converted(converted: Path, tmp: Path, settings: dict) -> tuple[Path, Pa
     return work, out, config
 
 
-def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict) -> Run:
+def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict, env: dict | None = None) -> Run:
     """A whole run of `settings` in `tmp`, from a copy of the `tiny_converted` work dir."""
     work, out, config = from_converted(converted, tmp, settings)
-    return run_workload(python, config, work, out)
+    return run_workload(python, config, work, out, env=env)
 
 
 def latest_checkpoint(runs: Path) -> int | None:
