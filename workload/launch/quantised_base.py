@@ -15,15 +15,16 @@ output projection is its heads, 8 for gemma3-4b); the adapter is made beside it,
                                                                out of ARGS)
 
 The trainer's launcher applies it to Tunix's loop (workload/launch/trainer_launcher.py), and the verify step's
-second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`). The preflight takes the
-key out but does not quantise (workload/preflight/aot_step.py `maxtext_config` says why).
+second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`), and the preflight compiles
+QLoRA's step quantised (`quantising`, workload/preflight/aot_step.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from workload.core.tuning import QTYPE_KEY
 from workload.launch import pinned_code
@@ -218,6 +219,34 @@ def jax_partition_spec() -> type:
     import jax
 
     return jax.sharding.PartitionSpec
+
+
+@contextlib.contextmanager
+def quantising(qtype: str | None) -> Iterator[None]:
+    """The patches for the length of a block, the code as it was after it; none where `qtype` is None. One process
+    of the preflight's may compile LoRA's step and QLoRA's of either type one after another (bench/tpu/predict.py)."""
+    if qtype is None:
+        yield
+        return
+    import qwix
+    from maxtext.utils import lora_utils
+    from qwix._src import flax_util
+    from qwix._src.providers import ptq
+
+    replaced = [
+        (lora_utils, "_build_lora_provider"),
+        (flax_util, "update_sharding"),
+        (flax_util, "find_param"),
+        (ptq, "create_quantized_param"),
+        (qwix, "apply_lora_to_model"),
+    ]
+    originals = [(module, name, getattr(module, name)) for module, name in replaced]
+    try:
+        patch(qtype)
+        yield
+    finally:
+        for module, name, original in originals:
+            setattr(module, name, original)
 
 
 def apply_from_argv() -> None:

@@ -41,6 +41,10 @@ ORIGINALS = [(module, name, getattr(module, name)) for module, name in ORIGINALS
 lora = SimpleNamespace(lora_module_path="decoder/layers/.*mlp/wo", lora_rank=4, lora_alpha=8.0)
 config = SimpleNamespace(lora=lora)
 before = lora_utils._build_lora_provider(config)._rules[0].weight_qtype
+with quantised_base.quantising("nf4"):
+    within = lora_utils._build_lora_provider(config)._rules[0].weight_qtype
+after = lora_utils._build_lora_provider(config)._rules[0].weight_qtype
+restored = all(getattr(module, name) is original for module, name, original in ORIGINALS)
 quantised_base.patch("int8")
 [rule] = lora_utils._build_lora_provider(config)._rules
 refused = {}
@@ -55,7 +59,8 @@ for digest in ("BUILD_PROVIDER_SHA256", "UPDATE_SHARDING_SHA256", "FIND_PARAM_SH
     except pinned_code.PatchedCodeChanged as error:
         refused[digest] = str(error).split(" differs")[0]
     setattr(quantised_base, digest, kept)
-print(json.dumps({"before": before, "qtype": rule.weight_qtype, "rank": rule.rank, "alpha": rule.alpha,
+print(json.dumps({"before": before, "within": within, "after": after, "restored": restored,
+                  "qtype": rule.weight_qtype, "rank": rule.rank, "alpha": rule.alpha,
                   "path": rule.module_path, "refused": refused}))
 """
 
@@ -66,6 +71,8 @@ def test_maxtexts_provider_quantises_the_frozen_weights_and_the_patches_are_guar
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["before"] is None  # 0.2.3's provider quantises nothing
+    # The preflight's: patched for one compile, then the code as it was, for the next case's (bench/tpu/predict.py).
+    assert (found["within"], found["after"], found["restored"]) == ("nf4", None, True)
     assert (found["qtype"], found["rank"], found["alpha"], found["path"]) == ("int8", 4, 8.0, "decoder/layers/.*mlp/wo")
     assert found["refused"] == {
         "BUILD_PROVIDER_SHA256": "maxtext 0.2.3's _build_lora_provider",
