@@ -43,6 +43,8 @@ GRAPH_UPDATE_SHA256 = "6cdfc4eb9d8db3d2b20e10f07e59acab71e889e81c4b35b6274a9bd53
 # included) and its leaves' attribute paths.
 Quantised = dict[tuple[Any, str], tuple[Any, list[tuple[str, ...]]]]
 SCAN_AXIS_NAME = "layers"  # MaxText's logical name of a scanned decoder's layer axis (param_scan_axis)
+# Every function the patches replaced, in order: (module, name, the function before), for `quantising` to put back.
+_REPLACED: list[tuple[Any, str, Any]] = []
 
 
 def take(argv: list[str]) -> tuple[list[str], str | None]:
@@ -88,7 +90,7 @@ def patch(qtype: str) -> None:
 
             return super().get_intercept_map() | {"jax.numpy.asarray": asarray_or_quantised}
 
-    lora_utils._build_lora_provider = build_quantising_provider
+    _replace(lora_utils, "_build_lora_provider", build_quantising_provider)
     _name_one_layers_axes()
     quantised: Quantised = {}
     _adapt_the_weight_just_quantised(quantised)
@@ -137,8 +139,8 @@ def _adapt_the_weight_just_quantised(quantised: Quantised) -> None:
             return quantised_last[0][1]
         return name
 
-    ptq.create_quantized_param = create_and_remember
-    flax_util.find_param = find_param_or_the_one_just_quantised
+    _replace(ptq, "create_quantized_param", create_and_remember)
+    _replace(flax_util, "find_param", find_param_or_the_one_just_quantised)
 
 
 def _unnest_what_an_unscanned_layer_nests(quantised: Quantised) -> None:
@@ -175,7 +177,7 @@ def _unnest_what_an_unscanned_layer_nests(quantised: Quantised) -> None:
                     setattr(module, name, jax.tree_util.tree_unflatten(structure, parts))
         return model
 
-    qwix.apply_lora_to_model = apply_and_unnest
+    _replace(qwix, "apply_lora_to_model", apply_and_unnest)
 
 
 def _at(state: Any, keys: tuple[str, ...]) -> Any:
@@ -212,7 +214,7 @@ def _name_one_layers_axes() -> None:
         stacked = (*sliced[:axis], SCAN_AXIS_NAME, *sliced[axis:])
         return type(spec)(*stacked) if isinstance(spec, jax_partition_spec()) else stacked
 
-    flax_util.update_sharding = update_sharding_of_a_layers_slice
+    _replace(flax_util, "update_sharding", update_sharding_of_a_layers_slice)
 
 
 def jax_partition_spec() -> type:
@@ -228,25 +230,19 @@ def quantising(qtype: str | None) -> Iterator[None]:
     if qtype is None:
         yield
         return
-    import qwix
-    from maxtext.utils import lora_utils
-    from qwix._src import flax_util
-    from qwix._src.providers import ptq
-
-    replaced = [
-        (lora_utils, "_build_lora_provider"),
-        (flax_util, "update_sharding"),
-        (flax_util, "find_param"),
-        (ptq, "create_quantized_param"),
-        (qwix, "apply_lora_to_model"),
-    ]
-    originals = [(module, name, getattr(module, name)) for module, name in replaced]
+    before = len(_REPLACED)
     try:
         patch(qtype)
         yield
     finally:
-        for module, name, original in originals:
+        while len(_REPLACED) > before:
+            module, name, original = _REPLACED.pop()
             setattr(module, name, original)
+
+
+def _replace(module: Any, name: str, new: Any) -> None:
+    _REPLACED.append((module, name, getattr(module, name)))
+    setattr(module, name, new)
 
 
 def apply_from_argv() -> None:
