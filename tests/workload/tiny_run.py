@@ -137,10 +137,10 @@ def from_converted(converted: Path, tmp: Path, settings: dict) -> tuple[Path, Pa
     return work, out, config
 
 
-def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict, env: dict | None = None) -> Run:
+def run_from_converted(python: str, converted: Path, tmp: Path, settings: dict) -> Run:
     """A whole run of `settings` in `tmp`, from a copy of the `tiny_converted` work dir."""
     work, out, config = from_converted(converted, tmp, settings)
-    return run_workload(python, config, work, out, env=env)
+    return run_workload(python, config, work, out)
 
 
 def latest_checkpoint(runs: Path) -> int | None:
@@ -200,15 +200,22 @@ def start_and_kill_trainer_after_checkpoint(
     gcs: GcsEmulator,
     runs_prefix: str,
     ready: Callable[[list[dict]], bool] = lambda events: True,
+    env: dict | None = None,
 ) -> tuple[Run, int, TrainerKill]:
     """Starts the pipeline and, once training has written a checkpoint at `checkpointPeriod` or later into the
     bucket and the runner's events so far are `ready`, SIGKILLs the trainer alone — as the OOM killer would — then
-    gives the runner 30 s to end by itself."""
+    gives the runner 30 s to end by itself. `env`, where given, is added to the inherited environment."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
     argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
     process = subprocess.Popen(
-        argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        argv,
+        cwd=REPO,
+        env=None if env is None else {**os.environ, **env},
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         while (
