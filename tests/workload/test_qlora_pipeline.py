@@ -29,9 +29,9 @@ from workload.measure.logit_parity import KL_BOUND
 from workload.run import kept
 
 QLORA = {**LORA, "tuning": "qlora", "loraWeightQtype": "int8"}
-# Two CPU devices, every step of the run: the model sharded over a mesh as on a v6e-8 (fsdp), which one device never
-# shows (a quantised kernel's scale, one element along `embed`, is then split over nothing). Two, not more: the tiny
-# data set holds the 20 steps' sequences at a global batch of 2 (at 4 it ran out at step 12).
+# Two CPU devices, every step of the run: the quantised model sharded over a mesh (fsdp) as over a VM's chips, which
+# one device never shows, through the checkpoints, the resume and the export. Two, not more: the tiny data set holds
+# the 20 steps' sequences at a global batch of 2 (at 4 it ran out at step 12).
 ON_TWO_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
 RUNS_PREFIX = "qlora-runs"
 
