@@ -81,11 +81,13 @@ def workload_argv(python: str, config: Path, work: Path, out: Path, *extra: str)
     ]
 
 
-def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str) -> Run:
+def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str, env: dict | None = None) -> Run:
+    """One invocation; `env`, where given, added to the inherited environment (the trainer's and every step's)."""
     started = time.monotonic()
     done = subprocess.run(
         workload_argv(python, config, work, out, *extra),
         cwd=REPO,
+        env=None if env is None else {**os.environ, **env},
         capture_output=True,
         text=True,
         timeout=STEP_LIMIT_S,
@@ -198,15 +200,22 @@ def start_and_kill_trainer_after_checkpoint(
     gcs: GcsEmulator,
     runs_prefix: str,
     ready: Callable[[list[dict]], bool] = lambda events: True,
+    env: dict | None = None,
 ) -> tuple[Run, int, TrainerKill]:
     """Starts the pipeline and, once training has written a checkpoint at `checkpointPeriod` or later into the
     bucket and the runner's events so far are `ready`, SIGKILLs the trainer alone — as the OOM killer would — then
-    gives the runner 30 s to end by itself."""
+    gives the runner 30 s to end by itself. `env`, where given, is added to the inherited environment."""
     stdout = open(tmp / "interrupted.stdout", "w+")
     started = time.monotonic()
     argv = workload_argv(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix))
     process = subprocess.Popen(
-        argv, cwd=REPO, stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        argv,
+        cwd=REPO,
+        env=None if env is None else {**os.environ, **env},
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     try:
         while (

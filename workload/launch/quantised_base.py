@@ -15,15 +15,16 @@ output projection is its heads, 8 for gemma3-4b); the adapter is made beside it,
                                                                out of ARGS)
 
 The trainer's launcher applies it to Tunix's loop (workload/launch/trainer_launcher.py), and the verify step's
-second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`). The preflight takes the
-key out but does not quantise (workload/preflight/aot_step.py `maxtext_config` says why).
+second logit figure runs through it (workload/run/commands.py `quantised_logit_distance`), and the preflight compiles
+QLoRA's step quantised (`quantising`, workload/preflight/aot_step.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from workload.core.tuning import QTYPE_KEY
 from workload.launch import pinned_code
@@ -35,9 +36,15 @@ UPDATE_SHARDING_SHA256 = "9c10303b475f4a6937cf6d0001587d6089a3322ed2e78dfdd3c4f4
 # and of qwix 0.1.6's flax_util.find_param and ptq.create_quantized_param.
 FIND_PARAM_SHA256 = "68a94260500ae2df45780d16d283ed90c6610b2b6b24f9427337ab06104c79f9"
 CREATE_QUANTIZED_SHA256 = "41dca9d887e42b79f4d1ca29075d8d11d6a5e3d8b460742f6e964fe27dd5b580"
-# and of maxtext 0.2.3's layers/nnx_decoders.py NNXDecoder.__call__ (its unscanned loop).
-DECODER_CALL_SHA256 = "467ee548e9625a7226eb4f93a06c6e187117e0da75d2d1df7d150ec4249b206d"
+# and of qwix 0.1.6's apply_lora_to_model, and of flax 0.12.4's graph._graph_update_dynamic.
+APPLY_LORA_SHA256 = "4715e660c55d74f11ec404154c47a8e14e11522259315c7eb318c1bc6623fed7"
+GRAPH_UPDATE_SHA256 = "6cdfc4eb9d8db3d2b20e10f07e59acab71e889e81c4b35b6274a9bd538ee41a4"
+# Each weight qwix quantised, by (its module's qwix path, its name): its structure (WithAux, QArray: statics
+# included) and its leaves' attribute paths.
+Quantised = dict[tuple[Any, str], tuple[Any, list[tuple[str, ...]]]]
 SCAN_AXIS_NAME = "layers"  # MaxText's logical name of a scanned decoder's layer axis (param_scan_axis)
+# Every function the patches replaced, in order: (module, name, the function before), for `quantising` to put back.
+_REPLACED: list[tuple[Any, str, Any]] = []
 
 
 def take(argv: list[str]) -> tuple[list[str], str | None]:
@@ -83,13 +90,14 @@ def patch(qtype: str) -> None:
 
             return super().get_intercept_map() | {"jax.numpy.asarray": asarray_or_quantised}
 
-    lora_utils._build_lora_provider = build_quantising_provider
+    _replace(lora_utils, "_build_lora_provider", build_quantising_provider)
     _name_one_layers_axes()
-    _adapt_the_weight_just_quantised()
-    _keep_the_weights_an_unscanned_layer_quantised()
+    quantised: Quantised = {}
+    _adapt_the_weight_just_quantised(quantised)
+    _unnest_what_an_unscanned_layer_nests(quantised)
 
 
-def _adapt_the_weight_just_quantised() -> None:
+def _adapt_the_weight_just_quantised(quantised: Quantised) -> None:
     """qwix makes a weight's adapter where it quantises it, inside a scanned layer too.
 
     qwix's LoRA op first lets its PTQ parent quantise the weight, which replaces the module's Param with the
@@ -97,7 +105,10 @@ def _adapt_the_weight_just_quantised() -> None:
     a scanned decoder that array is a tracer, whose search stops at the Param that is no longer there: no name, no
     adapter, and MaxText stops ("LoRA module path matched target modules, but nnx.LoRAParam is still missing", on
     the chip and here). The array quantised last is the one the LoRA op asks about next; its name is the Param's.
+    Each quantised weight's structure is also kept in `quantised`, by (module's qwix path, name), for
+    `_unnest_what_an_unscanned_layer_nests`.
     """
+    import jax
     from qwix._src import flax_util
     from qwix._src.providers import ptq
 
@@ -112,8 +123,15 @@ def _adapt_the_weight_just_quantised() -> None:
         # the adapter qwix makes in the scale's dtype, are then the weight's dtype, as LoRA's adapter is without
         # quantisation (a bf16 adapter beside float32 moments stopped optax: "cond branches must have equal
         # output types").
-        stored = flax_util.unbox(getattr(flax_util.get_current_module(), name))
-        return create_quantized_param(name, stored if stored.shape == value.shape else value, *args, **kwargs)
+        module = flax_util.get_current_module()
+        stored = flax_util.unbox(getattr(module, name))
+        made = create_quantized_param(name, stored if stored.shape == value.shape else value, *args, **kwargs)
+        paths, structure = jax.tree_util.tree_flatten_with_path(made)
+        quantised[(getattr(module, "qwix_path", None), name)] = (
+            structure,
+            [tuple(key.name for key in path) for path, _ in paths],  # GetAttrKey's: WithAux, QArray are dataclasses
+        )
+        return made
 
     def find_param_or_the_one_just_quantised(x: Any, ptq_array_type: Any = None) -> str | None:
         name = find_param(x, ptq_array_type)
@@ -121,8 +139,51 @@ def _adapt_the_weight_just_quantised() -> None:
             return quantised_last[0][1]
         return name
 
-    ptq.create_quantized_param = create_and_remember
-    flax_util.find_param = find_param_or_the_one_just_quantised
+    _replace(ptq, "create_quantized_param", create_and_remember)
+    _replace(flax_util, "find_param", find_param_or_the_one_just_quantised)
+
+
+def _unnest_what_an_unscanned_layer_nests(quantised: Quantised) -> None:
+    """An unscanned decoder's quantised weights stay qwix's, each part with its own sharding.
+
+    MaxText's NNX decoder runs an unscanned layer as a copy (`pure_layer_fn`: `nnx.merge` inside `jax.checkpoint`),
+    then writes the copy's state back into the layer (`nnx.update(layer, new_state)`). In qwix's dummy call the copy's
+    kernel became a `WithAux` of Params (qvalue, scale), whose state flax's update writes as the *value* of the layer's
+    old kernel Param (`_graph_update_dynamic`: `set_raw_value` of a State): the WithAux and its static `how` are gone,
+    and the old Param's sharding, the whole kernel's, covers the scale too. On more than one chip that stops the
+    placement of the model (the scale, one element along `embed`, split over `fsdp`: IndivisibleError on the
+    preflight's v6e-8 and on a CPU mesh here); on one, the next call stops (`self.kernel[...]` of a State:
+    KeyError: Ellipsis). After qwix's call each such Param is replaced by the WithAux it held, rebuilt from the
+    structure kept where it was made, its parts the Params qwix made, with the sharding qwix gave them (the scale's
+    size-1 axis unsharded: `update_sharding`). A scanned decoder merges its layers back whole and is left as it is.
+    """
+    import jax
+    import qwix
+    from flax import nnx
+    from flax.nnx import graph
+
+    apply_lora_to_model = qwix.apply_lora_to_model
+    pinned_code.check(apply_lora_to_model, "qwix", APPLY_LORA_SHA256, PATCH)
+    pinned_code.check(graph._graph_update_dynamic, "flax", GRAPH_UPDATE_SHA256, PATCH)
+
+    def apply_and_unnest(*args: Any, **kwargs: Any) -> Any:
+        model = apply_lora_to_model(*args, **kwargs)
+        for _, module in model.iter_modules():
+            for name, nested in list(vars(module).items()):
+                kept = quantised.get((getattr(module, "qwix_path", None), name))
+                if kept and isinstance(nested, nnx.Variable) and isinstance(nested.get_raw_value(), nnx.State):
+                    structure, leaves = kept
+                    parts = [_at(nested.get_raw_value(), keys) for keys in leaves]
+                    setattr(module, name, jax.tree_util.tree_unflatten(structure, parts))
+        return model
+
+    _replace(qwix, "apply_lora_to_model", apply_and_unnest)
+
+
+def _at(state: Any, keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        state = state[key]
+    return state
 
 
 def _name_one_layers_axes() -> None:
@@ -153,62 +214,35 @@ def _name_one_layers_axes() -> None:
         stacked = (*sliced[:axis], SCAN_AXIS_NAME, *sliced[axis:])
         return type(spec)(*stacked) if isinstance(spec, jax_partition_spec()) else stacked
 
-    flax_util.update_sharding = update_sharding_of_a_layers_slice
-
-
-def _keep_the_weights_an_unscanned_layer_quantised() -> None:
-    """An unscanned decoder's layers keep the quantised weights qwix made in them.
-
-    MaxText's unscanned NNX decoder runs each layer as a copy (`nnx.merge(graphdef, state)` inside `jax.checkpoint`)
-    and writes the copy's state back with `nnx.update(layer, new_state)`. In the dummy call qwix replaces the copy's
-    kernel Param by a quantised `WithAux`; `update` then sets the original Param's value to that WithAux's state, a
-    mapping, and the first training step stops at `self.kernel[...]` ("KeyError: Ellipsis", on CPU with
-    `scan_layers=false`). The scanned loop keeps the copy's new graph (`dynamic_graph_init`); this does the same
-    for the unscanned one: the copy merged last is the one whose state comes back next, and an attribute whose Param
-    became something else is taken from it before the update. The pipeline trains scanned; the bench's 34 layers on
-    one v5e train unscanned, because the scanned decoder's eager dummy call does not fit that chip.
-    """
-    import types
-
-    from flax import nnx
-    from maxtext.layers import nnx_decoders
-
-    pinned_code.check(nnx_decoders.NNXDecoder.__call__, "maxtext", DECODER_CALL_SHA256, PATCH)
-    merged_last: list[Any] = []
-
-    def merge_and_remember(*args: Any, **kwargs: Any) -> Any:
-        merged = nnx.merge(*args, **kwargs)
-        merged_last[:] = [merged]
-        return merged
-
-    def update_keeping_new_structure(node: Any, *states: Any) -> None:
-        if merged_last and type(merged_last[0]) is type(node) and len(states) == 1:
-            graphdef, _ = nnx.split(merged_last[0])
-            _take_replaced_params(node, nnx.merge(graphdef, states[0]), nnx)
-        merged_last.clear()
-        nnx.update(node, *states)
-
-    flax_nnx = types.ModuleType(nnx.__name__, nnx.__doc__)
-    flax_nnx.__dict__.update(vars(nnx), merge=merge_and_remember, update=update_keeping_new_structure)
-    nnx_decoders.nnx = flax_nnx
-
-
-def _take_replaced_params(node: Any, merged: Any, nnx: Any) -> None:
-    """Each attribute of `merged`'s modules that is no longer the Variable `node` holds there, set on `node`."""
-    for path, module in merged.iter_modules():
-        target = node
-        for key in path:
-            target = target[key] if isinstance(key, int) else getattr(target, key)
-        for name, value in vars(module).items():
-            held = getattr(target, name, None)
-            if isinstance(held, nnx.Variable) and not isinstance(value, nnx.Variable):
-                setattr(target, name, value)
+    _replace(flax_util, "update_sharding", update_sharding_of_a_layers_slice)
 
 
 def jax_partition_spec() -> type:
     import jax
 
     return jax.sharding.PartitionSpec
+
+
+@contextlib.contextmanager
+def quantising(qtype: str | None) -> Iterator[None]:
+    """The patches for the length of a block, the code as it was after it; none where `qtype` is None. One process
+    of the preflight's may compile LoRA's step and QLoRA's of either type one after another (bench/tpu/predict.py)."""
+    if qtype is None:
+        yield
+        return
+    before = len(_REPLACED)
+    try:
+        patch(qtype)
+        yield
+    finally:
+        while len(_REPLACED) > before:
+            module, name, original = _REPLACED.pop()
+            setattr(module, name, original)
+
+
+def _replace(module: Any, name: str, new: Any) -> None:
+    _REPLACED.append((module, name, getattr(module, name)))
+    setattr(module, name, new)
 
 
 def apply_from_argv() -> None:

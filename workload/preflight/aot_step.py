@@ -168,21 +168,24 @@ def local_step_memory(argv: list[str]) -> Memory:
     """The same step compiled for this machine's own devices (train_sft's mesh, no topology): what
     bench/preflight_fidelity.py sets beside a real train_sft process's memory."""
     config = maxtext_config(argv)
-    _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
+    with _quantised_as_asked(argv):
+        _, live = _compiled(config, maxtext_utils.get_mesh_from_config(config), evaluate=False)
     return live.train
 
 
 def maxtext_config(argv: list[str]) -> Any:
     """MaxText's config as train_sft parses it (0.2.3's main: `initialize_pydantic`, MaxText's own config type). A
-    QLoRA run's key is taken out, as the trainer's launcher takes it (workload/launch/quantised_base.py), and the
-    weights are not quantised here: the step is compiled on LoRA's model, whose frozen weights take more memory than
-    quantised ones, so the verdict is QLoRA's upper bound. Quantised, the compile for a v6e-8 stopped where a scale
-    of a quantised kernel, one element along the kernel's `embed` axis, was still sharded over the 8 chips' `fsdp`
-    (IndivisibleError on shape (1, 128), 2026-12-07)."""
+    QLoRA run's key is taken out, as the trainer's launcher takes it (workload/launch/quantised_base.py); the step is
+    compiled under that launcher's patches (`_quantised_as_asked`), on frozen weights quantised as in training."""
     argv, _ = quantised_base.take(argv)
     config = pyconfig.initialize_pydantic(argv)
     compiled.no_compilation_cache()
     return config
+
+
+def _quantised_as_asked(argv: list[str]) -> Any:
+    """The trainer launcher's QLoRA patches while the step is built and compiled, where `argv` carries the key."""
+    return quantised_base.quantising(quantised_base.take(argv)[1])
 
 
 def compile_step(argv: list[str]) -> CompiledStep:
@@ -190,4 +193,5 @@ def compile_step(argv: list[str]) -> CompiledStep:
     pyconfig pick train_sft's own default config (post_train/sft.yml), as `python -m` does."""
     config = maxtext_config(argv)
     mesh = train_compile.get_topology_mesh(config)
-    return compiled.compile_step(config, mesh, lambda: _compiled(config, mesh, evaluate=config.eval_interval > 0))
+    with _quantised_as_asked(argv):
+        return compiled.compile_step(config, mesh, lambda: _compiled(config, mesh, evaluate=config.eval_interval > 0))

@@ -73,8 +73,12 @@ def memory(compiled: Any) -> Memory:
 
 
 def bytes_per_chip(arrays: Any) -> int:
-    """One chip's share of a pytree of sharded abstract arrays."""
-    return sum(math.prod(a.sharding.shard_shape(a.shape)) * a.dtype.itemsize for a in jax.tree.leaves(arrays))
+    """One chip's share of a pytree of sharded abstract arrays, at their dtypes' bits: a QLoRA base's nf4 weights are
+    uint4, two to a byte, which numpy's `itemsize` counts as one byte each."""
+    return sum(
+        math.ceil(math.prod(a.sharding.shard_shape(a.shape)) * jax.dtypes.itemsize_bits(a.dtype) / 8)
+        for a in jax.tree.leaves(arrays)
+    )
 
 
 def no_compilation_cache() -> None:
