@@ -171,3 +171,24 @@ def test_lora_at_34_layers_trained_at_batch_4_and_5_with_one_compile():
     assert predictions["cases"][read[4]["case"]["name"]]["fits"] is True
     assert predictions["cases"][read[5]["case"]["name"]]["fits"] is False
     assert "XLA's count" in table._mfu(read[4])
+
+
+def test_qlora_at_34_layers_trained_in_int8_where_the_preflight_said_it_fits():
+    """Issue 67: the whole model, its frozen weights in int8, a rank-16 adapter (2026-12-07); nf4 trained at 4 layers,
+    its 34-layer compile outlasting the bench's limit; read again from the chip's logs, the preflight beside them."""
+    predictions = json.loads((RUNS / "predictions-qlora-v5e-1.json").read_text())
+    read = {}
+    for qtype, layers, run_dir in (("int8", 34, "2026-12-07-3"), ("int8", 4, "2026-12-07-6"), ("nf4", 4, "2026-12-07-5")):
+        name = f"qlora-{qtype}-{layers}-b2-nnx-decoder-unscanned"
+        case = cases.Case(name=name, layers=layers, batch=2, release="0.2.3", lora_rank=16, lora_weight_qtype=qtype)
+        log = RUNS / run_dir / "logs" / f"{name}.log"
+        read[qtype, layers] = run.with_prediction({"case": {"name": name}, **summarize(case, log, 0, 10)}, predictions)
+        assert read[qtype, layers]["outcome"] == "trained" and read[qtype, layers]["steps_logged"] == [1, 10]
+        assert f"quantised to {qtype}" in log.read_text()
+    assert read["int8", 34]["median_step_ms"] == 674.0 and read["int8", 34]["tokens_per_s_per_chip"] == 6078
+    assert read["int8", 34]["mfu_on_lora_flops"] < read["int8", 34]["mfu_on_compiled_flops"] < read["int8", 34]["mfu"]
+    assert read["int8", 34]["preflight"]["fits"] is True
+    # nf4's dequantising lookup is slower than int8's scale, at 4 layers: the step and its compile
+    assert read["nf4", 4]["median_step_ms"] / read["int8", 4]["median_step_ms"] == pytest.approx(1.38, abs=0.01)
+    killed = reread.reread(RUNS / "2026-12-07-4", _record("2026-12-07-4", "qlora-nf4-34-b2-nnx-decoder-unscanned"))
+    assert killed["outcome"] == "killed after 545 s"
