@@ -178,7 +178,8 @@ def test_qlora_at_34_layers_trained_in_int8_where_the_preflight_said_it_fits():
     its 34-layer compile outlasting the bench's limit; read again from the chip's logs, the preflight beside them."""
     predictions = json.loads((RUNS / "predictions-qlora-v5e-1.json").read_text())
     read = {}
-    for qtype, layers, run_dir in (("int8", 34, "2026-12-07-3"), ("int8", 4, "2026-12-07-6"), ("nf4", 4, "2026-12-07-5")):
+    ran = (("int8", 34, "2026-12-07-3"), ("int8", 4, "2026-12-07-6"), ("nf4", 4, "2026-12-07-5"))
+    for qtype, layers, run_dir in ran:
         name = f"qlora-{qtype}-{layers}-b2-nnx-decoder-unscanned"
         case = cases.Case(name=name, layers=layers, batch=2, release="0.2.3", lora_rank=16, lora_weight_qtype=qtype)
         log = RUNS / run_dir / "logs" / f"{name}.log"
