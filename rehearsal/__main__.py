@@ -48,16 +48,14 @@ CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("python -m rehearsal", __doc__, "runs/rehearsal")
     cli.add_steps(parser)
-    tuning = parser.add_mutually_exclusive_group()
-    cli.add_lora(tuning)
-    tuning.add_argument("--qlora", action="store_true", help="the same on frozen weights quantised to nf4")
+    cli.add_tuning(parser)
     args = parser.parse_args(argv)
     if cli.no_maxtext_venv() or cli.bad_steps(args.steps):
         return EXIT_BAD_INPUT
     directory = args.dir.resolve()
     try:
         with exclusive(directory):
-            return _rehearse(directory, args.steps, cli.QLORA if args.qlora else cli.LORA if args.lora else {})
+            return _rehearse(directory, args.steps, cli.tuning_settings(args))
     except DirectoryUnusable as unusable:
         print(f"error: {unusable}", file=sys.stderr)
         return 3

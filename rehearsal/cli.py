@@ -29,8 +29,15 @@ LORA = {"tpu-sft:tuning": "lora", "tpu-sft:trainer": "tunix", "tpu-sft:learningR
 QLORA = {**LORA, "tpu-sft:tuning": "qlora"}  # nf4, its default
 
 
-def add_lora(parser: argparse._ActionsContainer) -> None:
-    parser.add_argument("--lora", action="store_true", help="train a LoRA adapter (tpu-sft:tuning lora, trainer tunix)")
+def add_tuning(parser: argparse.ArgumentParser) -> None:
+    tuning = parser.add_mutually_exclusive_group()
+    tuning.add_argument("--lora", action="store_true", help="train a LoRA adapter (tpu-sft:tuning lora, trainer tunix)")
+    tuning.add_argument("--qlora", action="store_true", help="the same on frozen weights quantised to nf4")
+
+
+def tuning_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The stack settings `--lora` or `--qlora` put over the rehearsal stack's; none without either."""
+    return QLORA if args.qlora else LORA if args.lora else {}
 
 
 def add_steps(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,8 @@ bootstrap) with its own. Every run starts from new hosts and an empty bucket (th
 leaves DIR/worker-N/home, each host's jobs and logs.
 
 `--lora` trains a LoRA adapter across the hosts instead (tpu-sft:tuning lora, on Tunix's loop); worker 0 exports the
-adapter and its merge into the base, and checks both against MaxText's logits (docs/tuning.md).
+adapter and its merge into the base, and checks both against MaxText's logits (docs/tuning.md). `--qlora` does the
+same on frozen weights quantised to nf4 (tpu-sft:tuning qlora).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def start(
 ) -> SliceRehearsal:
     """The bucket, the hosts and the recorded commands; `stack` stops the hosts and the bucket. `held_out=False`
     trains without the held-out passes (tpu-sft:evalInterval 0), as rehearsal/fresh_vm/rehearse.py says why.
-    `settings`: stack settings over the slice's (cli.LORA for a LoRA run)."""
+    `settings`: stack settings over the slice's (cli.LORA for a LoRA run, cli.QLORA for QLoRA)."""
     directory.mkdir(parents=True, exist_ok=True)
     key = make_user_key(directory / "user-key")
     overrides = {
@@ -168,7 +169,7 @@ def start(
 def main(argv: list[str] | None = None) -> int:
     parser = cli.parser("python -m rehearsal.slice", __doc__, "runs/slice-rehearsal")
     parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"hosts (default {DEFAULT_HOSTS})")
-    cli.add_lora(parser)
+    cli.add_tuning(parser)
     args = parser.parse_args(argv)
     if cli.no_maxtext_venv():
         return EXIT_BAD_INPUT
@@ -189,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         shutil.rmtree(directory)  # the bucket of the previous run is gone: so go its hosts' jobs
     with ExitStack() as stack:
-        rehearsal = start(directory, stack, hosts=args.hosts, settings=cli.LORA if args.lora else None)
+        rehearsal = start(directory, stack, hosts=args.hosts, settings=cli.tuning_settings(args) or None)
         summary = up(rehearsal.commands, rehearsal.environment, "slice rehearsal")
         if summary is None:
             for refused in rehearsal.storage.refusals:  # a 403 is often the cause a host's log buries
