@@ -66,16 +66,23 @@ def evaluated_at(step: int):
     return lambda events: any(e["event"] == "eval" and e["step"] == step for e in events)
 
 
+def killed_and_resumed(
+    python: str, converted: Path, gcs, tmp: Path, settings: dict, runs_prefix: str, env: dict | None = None
+) -> LoraResume:
+    """A run of `settings` from the converted tiny model, its trainer killed after the checkpoint at
+    `CHECKPOINT_PERIOD` and its held-out pass, then started again to the end; `env` added to both attempts'."""
+    work, out, config = from_converted(converted, tmp, settings)
+    interrupted, killed_at, _ = start_and_kill_trainer_after_checkpoint(
+        python, config, work, out, tmp, gcs, runs_prefix, evaluated_at(CHECKPOINT_PERIOD), env
+    )
+    finished = run_workload(python, config, work, out, "--runs-dir", gcs.gs(runs_prefix), env=env)
+    run_name = finished.summary.get("run_name") or ""
+    return LoraResume(interrupted, killed_at, finished, f"{runs_prefix}/gemma3-4b/post-train/{run_name}/checkpoints")
+
+
 @pytest.fixture(scope="module")
 def lora_run(maxtext_python, tiny_converted, gcs, tmp_path_factory) -> LoraResume:
-    tmp = tmp_path_factory.mktemp("lora")
-    work, out, config = from_converted(tiny_converted, tmp, LORA)
-    interrupted, killed_at, _ = start_and_kill_trainer_after_checkpoint(
-        maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX, ready=evaluated_at(CHECKPOINT_PERIOD)
-    )
-    finished = run_workload(maxtext_python, config, work, out, "--runs-dir", gcs.gs(RUNS_PREFIX))
-    run_name = finished.summary.get("run_name") or ""
-    return LoraResume(interrupted, killed_at, finished, f"{RUNS_PREFIX}/gemma3-4b/post-train/{run_name}/checkpoints")
+    return killed_and_resumed(maxtext_python, tiny_converted, gcs, tmp_path_factory.mktemp("lora"), LORA, RUNS_PREFIX)
 
 
 def test_the_adapter_trains_and_the_held_out_loss_falls(lora_run):

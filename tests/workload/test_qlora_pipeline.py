@@ -16,14 +16,9 @@ from tests.workload.test_lora_pipeline import (
     LORA,
     LoraResume,
     assert_it_trained_and_learned,
-    evaluated_at,
+    killed_and_resumed,
 )
-from tests.workload.tiny_run import (
-    first_logged_step,
-    from_converted,
-    run_workload,
-    start_and_kill_trainer_after_checkpoint,
-)
+from tests.workload.tiny_run import first_logged_step
 from workload.measure import devices
 from workload.measure.logit_parity import KL_BOUND
 from workload.run import kept
@@ -39,14 +34,7 @@ RUNS_PREFIX = "qlora-runs"
 @pytest.fixture(scope="module")
 def qlora_run(maxtext_python, tiny_converted, gcs, tmp_path_factory) -> LoraResume:
     tmp = tmp_path_factory.mktemp("qlora")
-    work, out, config = from_converted(tiny_converted, tmp, QLORA)
-    runs = ("--runs-dir", gcs.gs(RUNS_PREFIX))
-    interrupted, killed_at, _ = start_and_kill_trainer_after_checkpoint(
-        maxtext_python, config, work, out, tmp, gcs, RUNS_PREFIX, evaluated_at(CHECKPOINT_PERIOD), ON_TWO_DEVICES
-    )
-    finished = run_workload(maxtext_python, config, work, out, *runs, env=ON_TWO_DEVICES)
-    run_name = finished.summary.get("run_name") or ""
-    return LoraResume(interrupted, killed_at, finished, f"{RUNS_PREFIX}/gemma3-4b/post-train/{run_name}/checkpoints")
+    return killed_and_resumed(maxtext_python, tiny_converted, gcs, tmp, QLORA, RUNS_PREFIX, ON_TWO_DEVICES)
 
 
 def test_the_adapter_trains_on_the_quantised_base_over_two_devices_and_the_held_out_loss_falls(qlora_run):

@@ -87,7 +87,7 @@ def run_workload(python: str, config: Path, work: Path, out: Path, *extra: str, 
     done = subprocess.run(
         workload_argv(python, config, work, out, *extra),
         cwd=REPO,
-        env=None if env is None else {**os.environ, **env},
+        env=_inherited_and(env),
         capture_output=True,
         text=True,
         timeout=STEP_LIMIT_S,
@@ -126,6 +126,11 @@ def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, t
     assert done.returncode == 0, done.stderr[-3000:]
     counters = json.loads(done.stdout.splitlines()[-1])
     return {path: value for path, value in counters.items() if "mini_step" not in path}
+
+
+def _inherited_and(env: dict | None) -> dict | None:
+    """The environment a step's process gets: this one's, with `env` over it where given."""
+    return None if env is None else {**os.environ, **env}
 
 
 def from_converted(converted: Path, tmp: Path, settings: dict) -> tuple[Path, Path, Path]:
@@ -211,7 +216,7 @@ def start_and_kill_trainer_after_checkpoint(
     process = subprocess.Popen(
         argv,
         cwd=REPO,
-        env=None if env is None else {**os.environ, **env},
+        env=_inherited_and(env),
         stdout=stdout,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
