@@ -27,7 +27,7 @@ MAXTEXT_MKDIR_SHA256 = "b5da3ad1665bc949b96be560888c1adac1e2766c3f2c7361af041e69
 def patch() -> None:
     from maxtext.utils import gcs_utils
 
-    pinned_code.check(gcs_utils.mkdir_and_check_permissions, "maxtext", MAXTEXT_MKDIR_SHA256, PATCH)
+    pinned_code.check(gcs_utils, "mkdir_and_check_permissions", "maxtext", MAXTEXT_MKDIR_SHA256, PATCH)
     gcs_utils.mkdir_and_check_permissions = _in_a_bucket_by_writing(gcs_utils.mkdir_and_check_permissions)
 
 

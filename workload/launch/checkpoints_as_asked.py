@@ -39,9 +39,9 @@ def patch() -> None:
     from maxtext.trainers.post_train.sft import train_sft
     from tunix.sft import peft_trainer
 
-    pinned_code.check(train_sft.get_tunix_config, "maxtext", MAXTEXT_GET_TUNIX_CONFIG_SHA256, PATCH)
-    pinned_code.check(train_sft.main, "maxtext", MAXTEXT_MAIN_SHA256, PATCH)
-    pinned_code.check(peft_trainer.PeftTrainer.__init__, "google-tunix", TUNIX_TRAINER_INIT_SHA256, PATCH)
+    pinned_code.check(train_sft, "get_tunix_config", "maxtext", MAXTEXT_GET_TUNIX_CONFIG_SHA256, PATCH)
+    pinned_code.check(train_sft, "main", "maxtext", MAXTEXT_MAIN_SHA256, PATCH)
+    pinned_code.check(peft_trainer, "PeftTrainer.__init__", "google-tunix", TUNIX_TRAINER_INIT_SHA256, PATCH)
     initialize = pyconfig.initialize_pydantic
 
     @functools.wraps(initialize)

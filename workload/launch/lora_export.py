@@ -33,10 +33,8 @@ def patch() -> None:
     import numpy as np
     from maxtext.checkpoint_conversion.utils import utils
 
-    validate = utils.validate_and_filter_param_map_keys
-    save_adapter_files = utils.save_adapter_files
-    pinned_code.check(validate, "maxtext", VALIDATE_SHA256, PATCH)
-    pinned_code.check(save_adapter_files, "maxtext", SAVE_ADAPTER_SHA256, PATCH)
+    validate = pinned_code.check(utils, "validate_and_filter_param_map_keys", "maxtext", VALIDATE_SHA256, PATCH)
+    save_adapter_files = pinned_code.check(utils, "save_adapter_files", "maxtext", SAVE_ADAPTER_SHA256, PATCH)
 
     @functools.wraps(validate)
     def validate_the_keys_lora_pairs_stand_for(param_map_keys, maxtext_state_keys):

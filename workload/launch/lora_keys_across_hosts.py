@@ -34,8 +34,8 @@ def patch_tunix() -> None:
     from maxtext.utils import lora_utils
     from tunix.rl import reshard
 
-    pinned_code.check(lora_utils.apply_lora_to_model, "maxtext", MAXTEXT_APPLY_LORA_SHA256, PATCH)
-    pinned_code.check(reshard.reshard_pytree, "google-tunix", TUNIX_RESHARD_PYTREE_SHA256, PATCH)
+    pinned_code.check(lora_utils, "apply_lora_to_model", "maxtext", MAXTEXT_APPLY_LORA_SHA256, PATCH)
+    pinned_code.check(reshard, "reshard_pytree", "google-tunix", TUNIX_RESHARD_PYTREE_SHA256, PATCH)
     reshard.reshard_pytree = _keys_by_jit(reshard.reshard_pytree)
 
 

@@ -54,7 +54,8 @@ def patch_tunix() -> None:
     from tunix.sft import peft_trainer
 
     pinned_code.check(
-        peft_trainer.PeftTrainer.jit_train_and_eval_step,
+        peft_trainer,
+        "PeftTrainer.jit_train_and_eval_step",
         "google-tunix",
         TUNIX_JIT_STEPS_SHA256,
         "workload/launch/model_donation.py",

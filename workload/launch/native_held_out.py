@@ -35,8 +35,8 @@ def patch() -> None:
     from maxtext.trainers.post_train.sft import train_sft_native
     from maxtext.utils import train_utils
 
-    pinned_code.check(train_sft_native.train_loop, "maxtext", MAXTEXT_TRAIN_LOOP_SHA256, PATCH)
-    pinned_code.check(train_utils.jit_train_and_eval_step, "maxtext", MAXTEXT_JIT_STEPS_SHA256, PATCH)
+    pinned_code.check(train_sft_native, "train_loop", "maxtext", MAXTEXT_TRAIN_LOOP_SHA256, PATCH)
+    pinned_code.check(train_utils, "jit_train_and_eval_step", "maxtext", MAXTEXT_JIT_STEPS_SHA256, PATCH)
     train_utils.jit_train_and_eval_step = _evaluating_first(train_utils.jit_train_and_eval_step)
 
 

@@ -100,7 +100,8 @@ def patch_tunix() -> None:
     from tunix.sft import peft_trainer
 
     pinned_code.check(
-        peft_trainer.PeftTrainer._shard_optimizer,
+        peft_trainer,
+        "PeftTrainer._shard_optimizer",
         "google-tunix",
         TUNIX_SHARD_OPTIMIZER_SHA256,
         "workload/launch/optimizer_placement.py",

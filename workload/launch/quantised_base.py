@@ -59,8 +59,7 @@ def patch(qtype: str) -> None:
     import qwix
     from maxtext.utils import lora_utils, max_logging
 
-    build = lora_utils._build_lora_provider
-    pinned_code.check(build, "maxtext", BUILD_PROVIDER_SHA256, PATCH)
+    build = pinned_code.check(lora_utils, "_build_lora_provider", "maxtext", BUILD_PROVIDER_SHA256, PATCH)
 
     def build_quantising_provider(mt_config: Any) -> Any:
         provider = build(mt_config)  # logs and validates as 0.2.3 does; its one rule is what is rebuilt below
@@ -112,9 +111,8 @@ def _adapt_the_weight_just_quantised(quantised: Quantised) -> None:
     from qwix._src import flax_util
     from qwix._src.providers import ptq
 
-    find_param, create_quantized_param = flax_util.find_param, ptq.create_quantized_param
-    pinned_code.check(find_param, "qwix", FIND_PARAM_SHA256, PATCH)
-    pinned_code.check(create_quantized_param, "qwix", CREATE_QUANTIZED_SHA256, PATCH)
+    find_param = pinned_code.check(flax_util, "find_param", "qwix", FIND_PARAM_SHA256, PATCH)
+    create_quantized_param = pinned_code.check(ptq, "create_quantized_param", "qwix", CREATE_QUANTIZED_SHA256, PATCH)
     quantised_last: list[tuple[Any, str]] = []  # (the array handed to the op, its Param's name)
 
     def create_and_remember(name: str, value: Any, *args: Any, **kwargs: Any) -> Any:
@@ -162,9 +160,8 @@ def _unnest_what_an_unscanned_layer_nests(quantised: Quantised) -> None:
     from flax import nnx
     from flax.nnx import graph
 
-    apply_lora_to_model = qwix.apply_lora_to_model
-    pinned_code.check(apply_lora_to_model, "qwix", APPLY_LORA_SHA256, PATCH)
-    pinned_code.check(graph._graph_update_dynamic, "flax", GRAPH_UPDATE_SHA256, PATCH)
+    apply_lora_to_model = pinned_code.check(qwix, "apply_lora_to_model", "qwix", APPLY_LORA_SHA256, PATCH)
+    pinned_code.check(graph, "_graph_update_dynamic", "flax", GRAPH_UPDATE_SHA256, PATCH)
 
     def apply_and_unnest(*args: Any, **kwargs: Any) -> Any:
         model = apply_lora_to_model(*args, **kwargs)
@@ -197,8 +194,7 @@ def _name_one_layers_axes() -> None:
     """
     from qwix._src import flax_util
 
-    update_sharding = flax_util.update_sharding
-    pinned_code.check(update_sharding, "qwix", UPDATE_SHARDING_SHA256, PATCH)
+    update_sharding = pinned_code.check(flax_util, "update_sharding", "qwix", UPDATE_SHARDING_SHA256, PATCH)
 
     def update_sharding_of_a_layers_slice(spec: Any, *, shape: Any = None, **kwargs: Any) -> Any:
         names = tuple(spec)

@@ -35,9 +35,9 @@ from workload.launch import data_in_process, quantised_base
 
 def main(place_optimizer_per_array: bool = True, patch_loop: Callable[[str], None] | None = None) -> None:
     """`place_optimizer_per_array` False keeps Tunix's own placement: only the TPU bench asks for that, to show
-    what it does (bench/tpu/unpatched_launcher.py). `patch_loop`, given the module, replaces the loops' patches:
+    what it does (bench/tpu/launcher.py `unpatched`). `patch_loop`, given the module, replaces the loops' patches:
     only the TPU bench's runs of another MaxText release, which those patches' guards refuse
-    (bench/tpu/release_launcher.py)."""
+    (bench/tpu/launcher.py `release`)."""
     if len(sys.argv) < 2:
         raise SystemExit("usage: python -m workload.launch.trainer_launcher MODULE [ARGS...]")
     module, args = sys.argv[1], sys.argv[2:]

@@ -59,6 +59,17 @@ for digest in ("BUILD_PROVIDER_SHA256", "UPDATE_SHARDING_SHA256", "FIND_PARAM_SH
     except pinned_code.PatchedCodeChanged as error:
         refused[digest] = str(error).split(" differs")[0]
     setattr(quantised_base, digest, kept)
+# Another flax (the TPU host's 0.12.8) has no _graph_update_dynamic: a refusal in one line, not an AttributeError.
+from flax.nnx import graph
+kept = graph._graph_update_dynamic
+del graph._graph_update_dynamic
+for module, name, original in ORIGINALS:
+    setattr(module, name, original)
+try:
+    quantised_base.patch("int8")
+except pinned_code.PatchedCodeChanged as error:
+    refused["absent"] = str(error)
+graph._graph_update_dynamic = kept
 print(json.dumps({"before": before, "within": within, "after": after, "restored": restored,
                   "qtype": rule.weight_qtype, "rank": rule.rank, "alpha": rule.alpha,
                   "path": rule.module_path, "refused": refused}))
@@ -81,6 +92,9 @@ def test_maxtexts_provider_quantises_the_frozen_weights_and_the_patches_are_guar
         "CREATE_QUANTIZED_SHA256": "qwix 0.1.6's create_quantized_param",
         "APPLY_LORA_SHA256": "qwix 0.1.6's apply_lora_to_model",
         "GRAPH_UPDATE_SHA256": "flax 0.12.4's _graph_update_dynamic",
+        "absent": "flax 0.12.4 has no flax.nnx.graph._graph_update_dynamic, which workload/launch/quantised_base.py "
+        "replaces (written for flax 0.12.4). Fix: install flax==0.12.4, or re-read the code and update "
+        "workload/launch/quantised_base.py",
     }
 
 
