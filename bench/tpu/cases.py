@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workload.core import lock
 from workload.core.config import ConfigError, PipelineConfig
-from workload.core.tuning import QTYPE_KEY
 from workload.run import commands
 from workload.run.layout import Layout
 
@@ -24,8 +24,8 @@ PLACEMENTS = ("patched", "unpatched")
 # quantisation has none, workload/launch/quantised_base.py).
 RETIRED = ("lora_tile_size",)
 # Each MaxText release a case can name (`python -m bench.tpu.prepare --maxtext V` unpacks its source), with its loops'
-# modules: 0.2.3 renamed train_sft_deprecated. 0.2.3 is also the pinned one; issue 67's cases ran it by name, through
-# the release launcher, before it was pinned.
+# modules: 0.2.3 renamed train_sft_deprecated. 0.2.3 is also the pinned one: a case that names it runs as one that
+# names none, through the VM's launcher (issue 67's cases named it before it was pinned).
 RELEASE_LOOPS = {
     "0.2.2": {
         "native": "maxtext.trainers.post_train.sft.train_sft_deprecated",
@@ -55,7 +55,7 @@ class Case:
     maxtext: tuple[str, ...] = ()  # further MaxText key=value options
     xla_flags: tuple[str, ...] = ()  # LIBTPU_INIT_ARGS for the trainer, e.g. tpu-recipes' flags for v6e
     release: str | None = None  # a MaxText release's source by name (RELEASE_LOOPS); None: the pinned one
-    lora_rank: int | None = None  # LoRA on MaxText's own target modules for the model (a release's lora.* keys)
+    lora_rank: int | None = None  # LoRA as the pipeline's `tuning: lora` trains it (workload/core/tuning.py)
     lora_alpha: float | None = None  # None: 2 × the rank
     lora_weight_qtype: str | None = None  # QLoRA: the frozen weights quantised (int8, nf4), as the pipeline's qlora
 
@@ -68,19 +68,38 @@ class Case:
             raise ConfigError(f"case {self.name}: placement", "is Tunix's", "use loop tunix or placement patched")
         if self.release is not None and self.release not in RELEASE_LOOPS:
             raise ConfigError(f"case {self.name}: release", f"is {self.release!r}", f"use {', '.join(RELEASE_LOOPS)}")
-        # Only the release launcher has the LoRA hooks (and Python 3.11's typing.override), and 0.2.2 has no LoRA.
-        if (self.lora_rank is not None or self.lora_weight_qtype) and (self.release != "0.2.3" or self.loop != "tunix"):
-            needs = "needs the Tunix loop of release 0.2.3 by name"
-            raise ConfigError(f"case {self.name}: LoRA", needs, "set loop tunix, release 0.2.3")
+        # MaxText applies LoRA in Tunix's loop only, from 0.2.3 on (0.2.2 has no lora keys).
+        if (self.lora_rank is not None or self.lora_weight_qtype) and (self.another_release or self.loop != "tunix"):
+            needs = "needs Tunix's loop of the pinned MaxText release"
+            raise ConfigError(f"case {self.name}: LoRA", needs, "set loop tunix, and no release")
         if self.lora_weight_qtype and self.lora_rank is None:
             raise ConfigError(f"case {self.name}: lora_weight_qtype", "is QLoRA without a rank", "set lora_rank")
         if min(self.layers, self.batch, self.seq, self.steps) < 1:
             raise ConfigError(f"case {self.name}", "needs layers, batch, seq and steps of at least 1", "set them")
 
     @property
+    def another_release(self) -> bool:
+        """Whether the case runs another MaxText release than the pinned one."""
+        return self.release not in (None, lock.versions()["maxtext"])
+
+    @property
     def module(self) -> str:
         """The trainer module the case runs: its loop's, in its release."""
         return RELEASE_LOOPS[self.release][self.loop] if self.release else LOOPS[self.loop]
+
+    @property
+    def launch(self) -> str:
+        """How bench/tpu/launcher.py starts its trainer."""
+        if self.another_release:
+            return "release"
+        return "unpatched" if self.placement == "unpatched" else "pinned"
+
+    @property
+    def tuning(self) -> str:
+        """What the pipeline's `tpu-sft:tuning` would be (workload/core/tuning.py)."""
+        if self.lora_rank is None:
+            return "full"
+        return "qlora" if self.lora_weight_qtype else "lora"
 
     @classmethod
     def from_mapping(cls, fields: dict[str, Any]) -> Case:
@@ -103,10 +122,17 @@ def load(path: Path) -> list[Case]:
 
 
 def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str, steps: int | None = None) -> list[str]:
-    """The trainer's MaxText arguments, after its module: the pipeline's, without the converted checkpoint (random
-    weights) and the profiler, on one process, with the bench's data and tokenizer, then the case's levers."""
+    """The trainer's MaxText arguments, after its module: the pipeline's (a LoRA case's adapter as its `tuning` gives
+    it, QLoRA's quantisation key among them, which the trainer's launcher takes out: workload/launch/quantised_base.py),
+    without the converted checkpoint (random weights) and the profiler, on one process, with the bench's data and
+    tokenizer, then the case's levers."""
     config = PipelineConfig(
         dataset=data_file,
+        trainer=case.loop,
+        tuning=case.tuning,
+        lora_rank=case.lora_rank,
+        lora_alpha=case.lora_alpha if case.lora_alpha is not None or case.lora_rank is None else 2.0 * case.lora_rank,
+        lora_weight_qtype=case.lora_weight_qtype,
         step_count=steps or case.steps,
         per_device_batch_size=case.batch,
         max_target_length=case.seq,
@@ -127,11 +153,6 @@ def maxtext_arguments(case: Case, work: str, data_file: str, tokenizer_dir: str,
     ]
     levers = {"remat_policy": case.remat, "attention": case.attention, "num_vocab_tiling": case.vocab_tiling}
     argv += [f"{key}={value}" for key, value in levers.items() if value is not None]
-    if case.lora_rank is not None:
-        alpha = case.lora_alpha if case.lora_alpha is not None else 2.0 * case.lora_rank
-        argv += ["lora.enable_lora=true", f"lora.lora_rank={case.lora_rank}", f"lora.lora_alpha={alpha}"]
-    if case.lora_weight_qtype:
-        argv.append(f"{QTYPE_KEY}={case.lora_weight_qtype}")  # the trainer's launcher quantises (quantised_base.py)
     return argv + list(case.maxtext)
 
 

@@ -1,7 +1,8 @@
 """python -m bench.tpu.prepare: on a machine with network, what a TPU host without one needs to run the bench.
 
 Writes into an ignored folder (default .tpu-bench/, which `run` of the device tool carries):
-- wheels/: the wheels the host lacks (bench/tpu/carried-wheels.txt) for CPython 3.11 on manylinux x86_64, each at
+- wheels/: the wheels the host lacks, and the pure-Python ones its index has at another version than the lock's
+  (bench/tpu/carried-wheels.txt, bench/tpu/packages.py), for CPython 3.11 on manylinux x86_64, each at
   workload/maxtext-requirements.txt's version; the two PyPI has only as sources are built with `pip wheel`;
 - src/: the pinned MaxText's package (workload/maxtext-requirements.txt) and its dist-info, unpacked from PyPI's
   wheel, which pip refuses to install on Python 3.11 (it requires 3.12): the bench puts it on PYTHONPATH. Its
@@ -22,9 +23,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from bench.tpu import packages
 from workload.core import lock
 
-HERE = Path(__file__).resolve().parent
 DEFAULT_DIR = Path(".tpu-bench")
 MAXTEXT = "maxtext"
 # pip matches a manylinux tag exactly: these are the ones the carried wheels are published under.
@@ -33,14 +34,9 @@ _KEPT_TOKENIZER = "tokenizer.gemma3"
 
 
 def carried() -> list[tuple[str, bool]]:
-    """(name==version, built from source) for each wheel the host lacks."""
+    """(name==version, built from source) for each wheel carried to the host, at the lock's version."""
     pins = lock.versions()
-    wanted = []
-    for line in (HERE / "carried-wheels.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, *build = line.split()
-            wanted.append((f"{name}=={pins[name]}", build == ["build"]))
-    return wanted
+    return [(f"{name}=={pins[name]}", build) for name, build in packages.carried()]
 
 
 def _pip(*args: str) -> None:
@@ -66,6 +62,36 @@ def wheels(into: Path) -> None:
     for pin, build in carried():
         if build:
             _pip("wheel", "--no-deps", "-w", str(into), pin)
+
+
+def unmet(wheels: list[Path]) -> list[str]:
+    """Each requirement of a carried wheel that what the host will have does not meet: the carried wheels at the lock's
+    versions and host-index.txt's at the index's, on CPython 3.11 for Linux x86_64 (the bench installs with --no-deps,
+    and some packages check at import: transformers its tokenizers). The lock's own overrides are its choice."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    pins = lock.versions()
+    having = {canonicalize_name(n): v for n, (v, _) in packages.host_index().items()}
+    having |= {canonicalize_name(n): pins[n] for n, _ in packages.carried()}
+    overridden = {canonicalize_name(n) for n in lock.OVERRIDES}
+    host = {"python_version": "3.11", "python_full_version": "3.11.7", "sys_platform": "linux", "extra": ""}
+    said = []
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            [metadata] = [m for m in archive.namelist() if m.endswith(".dist-info/METADATA")]
+            lines = archive.read(metadata).decode().splitlines()
+        for line in lines:
+            if not line.startswith("Requires-Dist:"):
+                continue
+            requirement = Requirement(line.removeprefix("Requires-Dist:").strip())
+            name = canonicalize_name(requirement.name)
+            if requirement.marker is not None and not requirement.marker.evaluate(host):
+                continue
+            if name in having and name not in overridden and Version(having[name]) not in requirement.specifier:
+                said.append(f"{wheel.name} needs {requirement}, and the host will have {name} {having[name]}")
+    return said
 
 
 def source_dir(prepared: Path, release: str | None) -> Path:
@@ -118,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         make(folder)
         size = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         print(f"{folder}: {size / 2**20:.1f} MiB", flush=True)
+    if not args.maxtext:  # the wheels were made anew
+        said = unmet(sorted((args.dir / "wheels").glob("*.whl")))
+        for line in said:
+            print(f"bench/tpu/prepare: {line}. Fix: carry it (bench/tpu/carried-wheels.txt)", file=sys.stderr)
+        return 1 if said else 0
     return 0
 
 

@@ -32,11 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.tpu import cases as case_file
-from bench.tpu import prepare, table
+from bench.tpu import packages, prepare, smoke, table
 from bench.tpu.cases import Case
 from bench.tpu.reading import Reading, lora_flops_share
 from workload.launch import data_in_process
-from workload.run import commands
 
 REPO = Path(__file__).resolve().parents[2]
 CONVERSATIONS = 6000  # ~700 k tokens: more than 12 steps of batch 24 × 2048 read
@@ -58,10 +57,25 @@ def prepare_data(folder: Path) -> tuple[str, str]:
     return str(data), str(tokenizer)
 
 
-def launcher(case: Case) -> str:
-    if case.release:
-        return "bench.tpu.release_launcher"
-    return "bench.tpu.unpatched_launcher" if case.placement == "unpatched" else commands.TRAINER_LAUNCHER
+def launcher(case: Case) -> list[str]:
+    """The trainer's command before its MaxText arguments (bench/tpu/launcher.py)."""
+    return [sys.executable, "-m", "bench.tpu.launcher", case.launch, case.module]
+
+
+def prepared() -> Path:
+    return REPO / os.environ.get("TPU_BENCH_DIR", str(prepare.DEFAULT_DIR))
+
+
+def cannot_start(case: Case) -> str | None:
+    """Why the case cannot start on this host, in one line; None where it can."""
+    if case.another_release:
+        source = prepare.source_dir(prepared(), case.release)
+        if not (source / "maxtext").is_dir():
+            return (
+                f"case {case.name}: release {case.release}'s source is not in {source}. "
+                f"Fix: run python -m bench.tpu.prepare --maxtext {case.release} where there is network, then bring it"
+            )
+    return None
 
 
 def environment_for(case: Case) -> dict[str, str]:
@@ -69,11 +83,8 @@ def environment_for(case: Case) -> dict[str, str]:
     env = {**os.environ, data_in_process.ENV: "1", "PYTHONUNBUFFERED": "1"}
     if case.xla_flags:
         env["LIBTPU_INIT_ARGS"] = " ".join(case.xla_flags)
-    if case.release:
-        prepared = REPO / os.environ.get("TPU_BENCH_DIR", str(prepare.DEFAULT_DIR))
-        pinned, other = str(prepared / "src"), str(prepare.source_dir(prepared, case.release))
-        if not os.path.isdir(os.path.join(other, "maxtext")):
-            raise SystemExit(f"{other} has no maxtext. Fix: run python -m bench.tpu.prepare --maxtext {case.release}")
+    if case.another_release:
+        pinned, other = str(prepared() / "src"), str(prepare.source_dir(prepared(), case.release))
         paths = env.get("PYTHONPATH", "").split(os.pathsep)
         env["PYTHONPATH"] = os.pathsep.join(other if path == pinned else path for path in paths)
     return env
@@ -84,7 +95,7 @@ def train(case: Case, argv: list[str], log: Path, timeout_s: int, steps: int) ->
     started = time.monotonic()
     with log.open("w") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", launcher(case), case.module, *argv],
+            [*launcher(case), *argv],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -184,7 +195,7 @@ def with_prediction(record: dict[str, Any], predictions: dict[str, Any]) -> dict
     return record
 
 
-def environment() -> dict[str, Any]:
+def environment(cases: Path) -> dict[str, Any]:
     import jax
 
     return {
@@ -196,6 +207,11 @@ def environment() -> dict[str, Any]:
         ).stdout.strip(),
         "jax": jax.__version__,
         "python": sys.version.split()[0],
+        "cases_file": cases.name,
+        # What of the launcher's code ran (bench/tpu/smoke.py): the suite holds the smoke's to the checkout's.
+        "launch_digest": smoke.launch_digest(REPO),
+        # Per package, the lock's version (what the VM runs) and the one this host imports (bench/tpu/packages.py).
+        "packages": packages.compared(),
     }
 
 
@@ -208,17 +224,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case-timeout", type=int, default=420, help="seconds a case may run (default 420)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/tpu-bench-work"), help="scratch (checkpoints)")
     args = parser.parse_args(argv)
-    chosen = [c for c in case_file.load(args.cases) if not args.only or c.name in args.only]
+    every = case_file.load(args.cases)
+    unknown = sorted(set(args.only or ()) - {c.name for c in every})
+    if unknown:
+        raise SystemExit(f"--only {unknown[0]}: {args.cases} has no such case. Fix: name one of its cases")
+    chosen = [c for c in every if not args.only or c.name in args.only]
     predictions = json.loads(args.predictions.read_text()) if args.predictions else {}
     logs = args.out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # Said before anything starts, one line a case: the others still run.
+    refused = {case.name: why for case in chosen if (why := cannot_start(case))}
+    for why in refused.values():
+        print(f"bench/tpu/run: {why}", file=sys.stderr, flush=True)
     data = prepare_data(args.work / "data")
-    results: dict[str, Any] = {"environment": environment(), "predictions": predictions.get("environment"), "cases": []}
+    results: dict[str, Any] = {
+        "environment": environment(args.cases),
+        "predictions": predictions.get("environment"),
+        "cases": [],
+    }
+    differing = packages.differing(results["environment"]["packages"])
+    print("the host's, not the lock's: " + (", ".join(differing) or "none"), flush=True)
     for number, case in enumerate(chosen):
-        if number:
-            time.sleep(PAUSE_S)
-        print(f"[{number + 1}/{len(chosen)}] {case.name}", flush=True)
-        record = with_prediction(run_case(case, data, args.work / "run", logs, args.case_timeout), predictions)
+        if case.name in refused:
+            record = {"case": dataclasses.asdict(case), "outcome": f"not started: {refused[case.name]}"}
+        else:
+            if number:
+                time.sleep(PAUSE_S)
+            print(f"[{number + 1}/{len(chosen)}] {case.name}", flush=True)
+            record = with_prediction(run_case(case, data, args.work / "run", logs, args.case_timeout), predictions)
         results["cases"].append(record)
         print(f"  {case.name}: {record.get('outcome')}", flush=True)
         # Written after every case: a host taken back mid-sweep still leaves what it measured.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.tpu import packages
 from workload.core.accelerators import CHIP_MARGIN
 
 GB = 1e9
@@ -44,6 +45,13 @@ def _mfu(run: dict[str, Any]) -> str:
     return f"{run['mfu']:.1%}" + (f" ({'; '.join(also)})" if also else "")
 
 
+def _adapter(case: dict[str, Any]) -> list[str]:
+    if case.get("lora_rank") is None:
+        return []
+    quantised = f", {case['lora_weight_qtype']}" if case.get("lora_weight_qtype") else ""
+    return [f"LoRA rank {case['lora_rank']}{quantised}"]
+
+
 def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str, Any], rates: bool = True) -> str:
     """`rates`: False for a resume case's runs, whose few steps each end in a checkpoint's save."""
     if not rates:
@@ -64,7 +72,7 @@ def _row(name: str, case: dict[str, Any], run: dict[str, Any], record: dict[str,
         case["weight_dtype"],
         case["remat"] or "default",
         case["attention"] or "default",
-        " ".join([str(case["vocab_tiling"] or 1), *case["maxtext"], *case.get("xla_flags", ())]),
+        " ".join([str(case["vocab_tiling"] or 1), *_adapter(case), *case["maxtext"], *case.get("xla_flags", ())]),
         outcome,
         str(run.get("median_step_ms", "")),
         f"{run['tokens_per_s_per_chip']:,}" if "tokens_per_s_per_chip" in run else "",
@@ -88,10 +96,12 @@ def markdown(results: dict[str, Any]) -> str:
         "temp (GB) | preflight (GB): compiled; with the chip's margin; a resumed attempt | memory_stats / compiled |",
         "|" + "---|" * 17,
     ]
+    if "packages" in env:  # from issue 74 on
+        lines[1:1] = ["", "The host's, not the lock's: " + (", ".join(packages.differing(env["packages"])) or "none")]
     resumed = []
     for record in results["cases"]:
         case = record["case"]
-        if not case["resume"]:
+        if not case["resume"] or "save" not in record:  # a resume case the host refused has no runs
             lines.append(_row(case["name"], case, record, record))
             continue
         lines.append(_row(case["name"] + " (save)", case, record["save"], record, rates=False))

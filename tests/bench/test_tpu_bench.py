@@ -2,16 +2,21 @@
 cases' MaxText arguments. No TPU: the bench itself runs on one (bench/tpu/README.md)."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bench.tpu import cases, prepare, reread, run, table
+from bench.tpu import cases, packages, prepare, reread, run, table
 from bench.tpu.run import summarize
+from workload.core import lock
 from workload.core.config import ConfigError
 from workload.run import commands
 
-RUNS = Path(__file__).resolve().parents[2] / "bench" / "tpu" / "runs"
+REPO = Path(__file__).resolve().parents[2]
+RUNS = REPO / "bench" / "tpu" / "runs"
 
 
 def chip(run: str, name: str, **levers) -> tuple[cases.Case, Path]:
@@ -91,8 +96,8 @@ def test_a_case_is_the_pipelines_train_argv_with_the_benchs_levers():
         ({"loop": "native", "placement": "unpatched"}, "case x: placement: is Tunix's"),
         ({"batch": 0}, "case x: needs layers, batch, seq and steps of at least 1"),
         ({"release": "0.2.5"}, "case x: release: is '0.2.5'"),
-        ({"lora_rank": 16}, "case x: LoRA: needs the Tunix loop of release 0.2.3 by name"),
-        ({"loop": "native", "release": "0.2.3", "lora_rank": 16}, "case x: LoRA: needs the Tunix loop"),
+        ({"loop": "native", "lora_rank": 16}, "case x: LoRA: needs Tunix's loop of the pinned MaxText release"),
+        ({"release": "0.2.2", "lora_rank": 16}, "case x: LoRA: needs Tunix's loop"),
         ({"release": "0.2.3", "lora_weight_qtype": "int8"}, "case x: lora_weight_qtype: is QLoRA without a rank"),
     ],
 )
@@ -104,21 +109,35 @@ def test_a_bad_case_is_one_line(levers, said):
 
 def test_another_release_runs_its_own_loop_from_its_own_source(monkeypatch, tmp_path):
     older = cases.Case(name="o", loop="native", release="0.2.2")
-    lora = cases.Case(name="l", release="0.2.3", lora_rank=16, lora_weight_qtype="int8")
-    assert cases.Case(name="p", loop="native").module == cases.RELEASE_LOOPS["0.2.3"]["native"]  # the pinned release
-    assert older.module.endswith(".train_sft_deprecated") and run.launcher(older) == "bench.tpu.release_launcher"
+    assert older.module.endswith(".train_sft_deprecated")
+    assert run.launcher(older)[2:] == ["bench.tpu.launcher", "release", older.module]
     monkeypatch.setenv("PYTHONPATH", f"/site:{tmp_path / 'src'}:/repo")
     monkeypatch.setenv("TPU_BENCH_DIR", str(tmp_path))
-    with pytest.raises(SystemExit, match="bench.tpu.prepare --maxtext 0.2.2"):
-        run.environment_for(older)
+    said = run.cannot_start(older)
+    assert said is not None and "\n" not in said
+    assert said.startswith("case o: release 0.2.2's source is not in") and "bench.tpu.prepare --maxtext 0.2.2" in said
     (tmp_path / "src-0.2.2" / "maxtext").mkdir(parents=True)
+    assert run.cannot_start(older) is None
     assert run.environment_for(older)["PYTHONPATH"] == f"/site:{tmp_path / 'src-0.2.2'}:/repo"
-    (tmp_path / "src" / "maxtext").mkdir(parents=True)
-    env = run.environment_for(lora)  # 0.2.3 by name is the pinned release: its source is src/
-    assert env["PYTHONPATH"] == f"/site:{tmp_path / 'src'}:/repo"
+
+
+@pytest.mark.parametrize("release", [None, "0.2.3"])
+def test_the_pinned_release_runs_through_the_vms_launcher_lora_as_the_pipeline_trains_it(monkeypatch, release):
+    """Named or not, the pinned release is the VM's path (issue 74: a case without `release` stopped at import on the
+    chip's Python 3.11, one naming 0.2.3 went another way and trained); a LoRA case's argv is the pipeline's."""
+    monkeypatch.setenv("PYTHONPATH", "/site:/repo")
+    lora = cases.Case(name="l", release=release, lora_rank=16, lora_weight_qtype="int8")
+    assert run.launcher(lora)[2:] == ["bench.tpu.launcher", "pinned", "maxtext.trainers.post_train.sft.train_sft"]
+    assert run.launcher(cases.Case(name="u", placement="unpatched"))[3] == "unpatched"
+    assert run.cannot_start(lora) is None and run.environment_for(lora)["PYTHONPATH"] == "/site:/repo"
     argv = cases.maxtext_arguments(lora, "/w", "/d/c.parquet", "/tok")
-    lora_keys = ["lora.enable_lora=true", "lora.lora_rank=16", "lora.lora_alpha=32.0", "lora.lora_weight_qtype=int8"]
-    assert argv[-4:] == lora_keys  # the last the trainer's launcher takes out, to quantise
+    config = cases.PipelineConfig(
+        dataset="/d/c.parquet", trainer="tunix", tuning="qlora", lora_rank=16, lora_alpha=32.0, lora_weight_qtype="int8"
+    )
+    assert config.adapter is not None
+    adapter_argv = config.adapter.maxtext_options()
+    assert adapter_argv[-1] == "lora.lora_weight_qtype=int8"  # the trainer's launcher takes it out, to quantise
+    assert all(arg in argv for arg in adapter_argv) and any(a.startswith("sharding_tolerance=") for a in argv)
 
 
 def test_the_pinned_release_unpacks_into_src_and_another_beside_it():
@@ -193,3 +212,73 @@ def test_qlora_at_34_layers_trained_in_int8_where_the_preflight_said_it_fits():
     assert read["nf4", 4]["median_step_ms"] / read["int8", 4]["median_step_ms"] == pytest.approx(1.38, abs=0.01)
     killed = reread.reread(RUNS / "2026-12-07-4", _record("2026-12-07-4", "qlora-nf4-34-b2-nnx-decoder-unscanned"))
     assert killed["outcome"] == "killed after 545 s"
+
+
+LAUNCHED_ON_3_11 = """
+import runpy, sys, typing
+if hasattr(typing, "override"):
+    del typing.override  # as on Python 3.11, the lent chip's
+sys.argv = ["launcher", *sys.argv[1:]]
+runpy.run_module("bench.tpu.launcher", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("how", ["pinned", "unpatched", "release"])
+def test_every_way_the_bench_launches_gives_python_3_11_typing_override(tmp_path, how):
+    """MaxText 0.2.3's post-training hooks do `from typing import override` (3.12): on the chip's 3.11 a case without
+    `release` stopped there at import (issue 74). A module that imports it stands in for the trainer."""
+    (tmp_path / "hooks_stand_in.py").write_text("from typing import override\nprint('trained', override.__module__)\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCHED_ON_3_11, how, "hooks_stand_in"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "trained typing_extensions"
+
+
+def test_only_the_hosts_compiled_packages_differ_from_the_lock():
+    """Issue 74: the host index's flax 0.12.8 stopped QLoRA on the chip, where the VM runs the lock's 0.12.4. Every
+    pure-Python package is carried at the lock's version; host-index.txt keeps a line at another version only where it
+    marks it compiled. A lock that moves a package the host index installs fails here until one or the other says so."""
+    index, pins = packages.host_index(), lock.versions()
+    assert [name for name, (version, compiled) in index.items() if version != pins.get(name) and not compiled] == []
+    carried = {name for name, _ in packages.carried()}
+    assert carried.isdisjoint(index) and carried <= set(pins)  # installed once, at the lock's version
+    assert {"flax", "optax", "orbax-checkpoint", "qwix", "google-tunix"} <= carried
+
+
+def test_the_results_name_the_locks_and_the_hosts_versions():
+    found = packages.compared()
+    assert {"jax", "jaxlib", "libtpu", "flax", "maxtext"} <= set(found)
+    assert found["flax"]["lock"] == lock.versions()["flax"]
+    assert packages.differing({"flax": {"lock": "0.12.4", "host": "0.12.8"}, "qwix": {"lock": "1", "host": "1"}}) == [
+        "flax 0.12.8 (lock 0.12.4)"
+    ]
+    env = {"date": "d", "commit": "c", "jax": "0.10.2", "python": "3.11.7"}
+    versions = {"jax": {"lock": "0.10.1", "host": "0.10.2"}}
+    said = table.markdown({"environment": {**env, "packages": versions}, "cases": []})
+    assert "The host's, not the lock's: jax 0.10.2 (lock 0.10.1)" in said
+
+
+def _wheel(folder: Path, name: str, *requires: str) -> Path:
+    import zipfile
+
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        lines = [f"Name: {name}", "Version: 1.0", *(f"Requires-Dist: {r}" for r in requires)]
+        archive.writestr(f"{name}-1.0.dist-info/METADATA", "\n".join(lines) + "\n")
+    return path
+
+
+def test_prepare_names_a_carried_wheels_requirement_the_host_would_not_meet(tmp_path):
+    """transformers 5.11.0 refuses at import a tokenizers above 0.23.0, and the host index has 0.23.2: carried at the
+    lock's version with the host's tokenizers, it would have stopped every case. The lock's own overrides pass."""
+    index = packages.host_index()
+    pyarrow = index["pyarrow"][0]
+    wheels = [
+        _wheel(tmp_path, "needs_old_pyarrow", f"pyarrow<{pyarrow}", "pyarrow; python_version < '3.10'"),
+        _wheel(tmp_path, "fine", f"pyarrow>={pyarrow}", "safetensors<0.8", "unheard-of>=9", "pytest; extra == 'x'"),
+    ]
+    assert prepare.unmet(wheels) == [
+        f"needs_old_pyarrow-1.0-py3-none-any.whl needs pyarrow<{pyarrow}, and the host will have pyarrow {pyarrow}"
+    ]
