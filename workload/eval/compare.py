@@ -146,12 +146,14 @@ def _signed(value: float) -> str:
     return f"{'−' if shown < 0 else '+'}{abs(shown):.1f}"
 
 
-def outcome(comparison: TaskComparison) -> str:
-    """`GSM8K 0.71 → 0.69 (−2.0 ± 1.3, within the margin)`: the scores, the change in points, and half the 95 %
-    interval's width (the interval need not be symmetric; the report keeps its ends)."""
+def outcome(comparison: TaskComparison, *, judged: bool = True) -> str:
+    """`GSM8K 0.71 → 0.69 (−2.0 ± 1.3, within the margin)`: the scores, the change in points, half the 95 %
+    interval's width (the interval need not be symmetric; the report keeps its ends) and, if `judged`, the verdict."""
     c = comparison
     spread = points(c.high - c.low) / 2
-    if c.worse:
+    if not judged:
+        note = " points"
+    elif c.worse:
         note = f", worse beyond the {c.margin_points:g}-point margin"
     elif round(points(c.delta), 1) >= 0:
         note = ""
