@@ -56,9 +56,11 @@ class Verdict:
         return f"published with tpu-sft:evalGate warn, although {self.finding}"
 
     def to_json(self) -> dict[str, Any]:
-        """The publish summary's `gate`: the mode, whether it blocked, its line, the comparisons."""
+        """The publish summary's `gate`: the mode, whether it found something and blocked, its line, the
+        comparisons."""
         return {
             "mode": self.mode,
+            "found": self.finding is not None,
             "margin_points": self.margin_points,
             "report": self.report,
             "blocked": self.blocks,

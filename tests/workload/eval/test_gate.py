@@ -93,6 +93,11 @@ def test_a_bad_mode_or_margin_is_refused(mode, margin, message):
 def test_the_verdict_goes_into_the_publish_summary(tmp_path):
     write_report(tmp_path, comparisons(WORSE))
     summary = judge(str(tmp_path), "warn", 2.0).to_json()
-    assert (summary["mode"], summary["blocked"], summary["margin_points"]) == ("warn", False, 2.0)
+    assert (summary["mode"], summary["found"], summary["blocked"], summary["margin_points"]) == (
+        "warn",
+        True,
+        False,
+        2.0,
+    )
     assert [t["task"] for t in summary["tasks"]] == ["ifeval", "gsm8k"]
     assert [t["worse"] for t in summary["tasks"]] == [False, True]
