@@ -55,6 +55,21 @@ class Verdict:
             return f"not published: {self.finding}; to publish it anyway: {WARN_FIX}"
         return f"published with tpu-sft:evalGate warn, although {self.finding}"
 
+    @property
+    def public_line(self) -> str:
+        """What a published model card may say of the gate: no path (a bucket's name is not published)."""
+        if self.mode == "off":
+            return "not applied (tpu-sft:evalGate off)"
+        worse = [c.label for c in self.comparisons if c.worse]
+        if self.finding is None:
+            return f"passed: no benchmark worse than the base's by more than the {self.margin_points:g}-point margin"
+        if worse:
+            return (
+                f"published with tpu-sft:evalGate warn, although worse than the base beyond the "
+                f"{self.margin_points:g}-point margin on {', '.join(worse)}"
+            )
+        return "published with tpu-sft:evalGate warn, without a readable eval report"
+
     def to_json(self) -> dict[str, Any]:
         """The publish summary's `gate`: the mode, whether it found something and blocked, its line, the
         comparisons."""

@@ -98,11 +98,16 @@ def published_model(model_dir: str, data: bytes, files: list[dict[str, Any]], st
 
 
 def with_card(
-    items: list[Item], model_dir: str, data: bytes, load_as: str, adapter_repo: str | None = None
+    items: list[Item],
+    model_dir: str,
+    data: bytes,
+    load_as: str,
+    adapter_repo: str | None = None,
+    gate_line: str | None = None,
 ) -> tuple[list[Item], Item]:
     """The files then the model card for a destination loaded by `load_as` (and naming the repo the run's adapter is
-    published to, if any); and the manifest (`data`)."""
-    card = model_card.card(json.loads(data), model_dir, load_as, adapter_repo).encode()
+    published to, if any, and what the quality gate found); and the manifest (`data`)."""
+    card = model_card.card(json.loads(data), model_dir, load_as, adapter_repo, gate_line).encode()
     return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
 
 
@@ -265,14 +270,14 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
         if args.gcs:
             from workload.publish.gcs import GcsDestination
 
-            sent = with_card(items, model_dir, published, args.gcs, args.hub_adapter)
+            sent = with_card(items, model_dir, published, args.gcs, args.hub_adapter, verdict.public_line)
             results[args.gcs] = publish(GcsDestination(args.gcs), *sent)
         if args.hub:
             from workload.publish.hub import HubDestination
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
             results[f"hf://{args.hub}"] = publish(
-                hub, *with_card(items, model_dir, published, args.hub, args.hub_adapter)
+                hub, *with_card(items, model_dir, published, args.hub, args.hub_adapter, verdict.public_line)
             )
         if adapter:
             from workload.publish.hub import HubDestination

@@ -101,3 +101,17 @@ def test_the_verdict_goes_into_the_publish_summary(tmp_path):
     )
     assert [t["task"] for t in summary["tasks"]] == ["ifeval", "gsm8k"]
     assert [t["worse"] for t in summary["tasks"]] == [False, True]
+
+
+def test_what_a_published_card_may_say_names_no_path(tmp_path):
+    write_report(tmp_path, comparisons(WORSE))
+    warned = judge(str(tmp_path), "warn", 2.0, shown_dir="gs://acme-private/kept/run-1")
+    assert warned.public_line == (
+        "published with tpu-sft:evalGate warn, although worse than the base beyond the 2-point margin on GSM8K"
+    )
+    write_report(tmp_path, comparisons(WITHIN))
+    passed = judge(str(tmp_path), "block", 2.0).public_line
+    assert passed == "passed: no benchmark worse than the base's by more than the 2-point margin"
+    assert judge(str(tmp_path), "off", 2.0).public_line == "not applied (tpu-sft:evalGate off)"
+    for line in (warned.public_line, passed):
+        assert "acme-private" not in line and str(tmp_path) not in line

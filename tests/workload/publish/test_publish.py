@@ -19,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rehearsal import gcs_emulator
 from rehearsal.gcs_emulator import storage_emulator
@@ -297,6 +298,10 @@ def test_hub_publish_creates_a_private_repo_and_sends_the_model_in_one_commit(ma
     assert "lfs" in hub.repos["team/gemma-sft"]["files"]["model.safetensors"]  # the big one went by LFS
     card = hub.content("team/gemma-sft", "README.md").decode()
     assert 'AutoModelForCausalLM.from_pretrained("team/gemma-sft")' in card and WRITE_TOKEN not in card
+    # The eval's scores as the Hub's evaluation results, which the stand-in validated as the Hub's validate-yaml does.
+    (result, _) = yaml.safe_load(card.removeprefix("---\n").partition("\n---\n")[0])["model-index"][0]["results"]
+    assert [m["value"] for m in result["metrics"]] == [0.8004, 0.78]  # IFEval strict: this fine-tune, then the base
+    assert "passed: no benchmark worse than the base's by more than the 2-point margin" in card
     # The token travelled only as the bearer token of each API request (the LFS PUTs go to presigned URLs, as on
     # the Hub, and carry none), never in a URL or a body.
     for request in hub.requests:
