@@ -68,7 +68,7 @@ class Verdict:
                 f"published with tpu-sft:evalGate warn, although worse than the base beyond the "
                 f"{self.margin_points:g}-point margin on {', '.join(worse)}"
             )
-        return "published with tpu-sft:evalGate warn, without a readable eval report"
+        return "published with tpu-sft:evalGate warn, without an eval to judge"
 
     def to_json(self) -> dict[str, Any]:
         """The publish summary's `gate`: the mode, whether it found something and blocked, its line, the
@@ -85,8 +85,8 @@ class Verdict:
 
 
 def read_report(path: str) -> dict[str, Any] | None:
-    """The report as the eval step wrote it; None where there is none. Raises ValueError for one that is not a
-    report (cut short, or another version's)."""
+    """The report as the eval step wrote it (`{"off": true}` where tpu-sft:evalTasks was off); None where there is
+    none. Raises ValueError for one that is not a report (cut short, or another version's)."""
     try:
         with open(path, encoding="utf-8") as f:
             report = json.load(f)
@@ -94,7 +94,7 @@ def read_report(path: str) -> dict[str, Any] | None:
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"cannot be read ({type(error).__name__}: {error})".splitlines()[0]) from None
-    if not isinstance(report, dict) or not isinstance(report.get("tasks"), list):
+    if not isinstance(report, dict) or not (isinstance(report.get("tasks"), list) or report.get("off") is True):
         raise ValueError("is not an eval report (no list of tasks)")
     return report
 
@@ -114,6 +114,8 @@ def verdict(report: dict[str, Any] | None, mode: str, margin_points: float, wher
     if report is None:
         missing = f"the kept model has no eval report ({where}): its eval did not run or did not finish"
         return Verdict(mode, margin_points, where, (), f"{missing}; run `pulumi up` again to evaluate it")
+    if report.get("off") is True:  # the eval step's record of tpu-sft:evalTasks off
+        return Verdict(mode, margin_points, where, (), f"the eval was off (tpu-sft:evalTasks off; {where})")
     try:
         judged = tuple(c.at_margin(margin_points) for c in comparisons_of(report))
     except ValueError as error:

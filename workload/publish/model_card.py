@@ -78,7 +78,7 @@ def evaluated(model_dir: str) -> tuple[TaskComparison, ...]:
     """The kept eval report's comparisons; none where there is no readable report (the card then says so)."""
     try:
         report = gate.read_report(os.path.join(model_dir, gate.REPORT))
-        return () if report is None else gate.comparisons_of(report)
+        return () if report is None or report.get("off") is True else gate.comparisons_of(report)
     except ValueError:
         return ()
 

@@ -115,3 +115,13 @@ def test_what_a_published_card_may_say_names_no_path(tmp_path):
     assert judge(str(tmp_path), "off", 2.0).public_line == "not applied (tpu-sft:evalGate off)"
     for line in (warned.public_line, passed):
         assert "acme-private" not in line and str(tmp_path) not in line
+
+
+@pytest.mark.parametrize(("mode", "blocks"), [("block", True), ("warn", False)])
+def test_a_report_of_the_eval_turned_off_is_said_so(tmp_path, mode, blocks):
+    (tmp_path / "eval").mkdir()
+    (tmp_path / REPORT).write_text('{"off": true}')  # what the eval step keeps with tpu-sft:evalTasks off
+    v = judge(str(tmp_path), mode, 2.0)
+    assert v.blocks is blocks and v.comparisons == ()
+    assert f"the eval was off (tpu-sft:evalTasks off; {tmp_path}/{REPORT})" in v.line
+    assert v.public_line == "published with tpu-sft:evalGate warn, without an eval to judge" or blocks

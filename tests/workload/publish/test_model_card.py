@@ -253,10 +253,15 @@ def test_the_card_shows_both_scores_the_change_its_interval_and_the_gate(tmp_pat
     assert f"| GSM8K | 1000 | 0.7100 | 0.6900 | -2.0 | {gsm8k.low * 100:+.1f} to {gsm8k.high * 100:+.1f} |" in text
     assert "The publish gate: passed: no benchmark worse." in text
     assert str(tmp_path) not in text  # where the report is kept is not published
-    (tmp_path / "eval" / "report.json").unlink()
-    assert "Benchmark scores: not recorded (the eval was off, or its report is missing)." in body(
-        manifest(), str(tmp_path), "team/gemma-sft"
-    )
+    for off_or_missing in ('{"off": true}', None):  # the eval step's record of evalTasks off; no report at all
+        report = tmp_path / "eval" / "report.json"
+        if off_or_missing:
+            report.write_text(off_or_missing)
+        else:
+            report.unlink()
+        assert "Benchmark scores: not recorded (the eval was off, or its report is missing)." in body(
+            manifest(), str(tmp_path), "team/gemma-sft"
+        )
 
 
 def test_the_pinned_huggingface_hub_renders_the_model_index_whole(maxtext_python, tmp_path):
