@@ -14,6 +14,7 @@ from infra.plan.on_destroy import on_destroy
 from infra.plan.throughput import predicted
 from infra.preflight.compile_step import hbm_beside_preflight
 from infra.pricing.cost import estimate
+from infra.pricing.eval_cost import eval_of
 from infra.resources.machine import Machine, runs_url
 from infra.resources.publish import PublishTask
 from infra.resources.ssh_commands import gcloud_ssh_command, ssh_command
@@ -50,8 +51,14 @@ def export(
 
 def _cost(s: Settings) -> None:
     throughput = predicted(s.pipeline)  # the preflight's record, the bench's table, or the seed's figure
-    cost = estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, throughput.step_seconds)
+    evaluated = eval_of(s.pipeline)
+    hours = 0.0 if evaluated is None else evaluated.hours
+    cost = estimate(
+        s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, throughput.step_seconds, hours
+    )
     pulumi.export("runLength", run_length.output(s))  # what the estimates below are of
+    # The eval phase, an estimate per task and model, first run and base cached; null where evalTasks is off.
+    pulumi.export("evalEstimate", None if evaluated is None else evaluated.output(cost.hourly_usd))
     pulumi.export("hourlyCostUsd", cost.hourly_usd)
     pulumi.export("throughput", throughput.output(s.pipeline) | {"trainingHours": cost.train_hours})
     pulumi.export("estimatedRunHours", cost.run_hours)

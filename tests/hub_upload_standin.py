@@ -34,6 +34,18 @@ The metadata rule, and where it was read (2026-12-05):
   at most 96 characters, no `--` or `..`, not ending in `.git`), so `gs://…` and paths are refused. Whether the Hub
   also requires the dataset to exist is not known; the stand-in does not.
 
+The `model-index` rule (the eval results a card carries), read 2026-12-07 in the Hub's spec, huggingface/hub-docs
+`modelcard.md` (commit 0d37e0c): "When present, and only then, 'model-index', 'datasets' and 'license' contents will
+be verified when git pushing changes to your README.md file", and its annotated fields: `model-index` is a list of
+`{name, results}`; each result's `task.type` is "Required", its `dataset.type` ("Use dataset id from
+https://hf.co/datasets") and `dataset.name` are "Required", and each of its `metrics` has a "Required" `type` and
+`value`. huggingface_hub 1.18.0 `repocard_data.py` `model_index_to_eval_results` reads the same keys as required
+(`EvalResult`: `metric_value` "0.9 or '20.0 ± 1.2'", a number or a string). The stand-in refuses a model-index that
+is not such a list, a missing required field, a `dataset.type` that is no repo id (by the rule above), a value that is
+neither a number nor a string, and a result with no metrics. Its messages are its own: the Hub's wording for
+model-index errors was not found. It does not check `task.type` against the Hub's task ids, `metrics[].type` against
+its metric ids, or that the dataset exists.
+
 Rules it does not enforce: one token
 for everything (no read-only tokens, users, organisations or repo permissions; an authenticated caller sees
 every repo), no gated repos, no .gitattributes (a file is LFS when it is at least LFS_FROM bytes, not by the
@@ -70,6 +82,47 @@ def is_repo_id(value: object) -> bool:
     if not isinstance(value, str) or value.count("/") > 1 or not REPO_ID.match(value):
         return False
     return "--" not in value and ".." not in value and not value.endswith(".git")
+
+
+def model_index_problems(index: object) -> list[str]:
+    """What the Hub's spec requires of `model-index` (the module's docstring), each missing or malformed field named by
+    its path."""
+    if not isinstance(index, list) or not index:
+        return ['"model-index" must be a list of {name, results}']
+    problems = []
+
+    def need(value: object, path: str, kind: type | tuple[type, ...] = str) -> None:
+        if not isinstance(value, kind) or isinstance(value, bool) or value in ("", []):
+            problems.append(f'"{path}" is required' if value is None else f'"{path}" with value {value!r} is not valid')
+
+    for i, model in enumerate(index):
+        if not isinstance(model, dict):
+            problems.append(f'"model-index[{i}]" must be a mapping with name and results')
+            continue
+        need(model.get("name"), f"model-index[{i}].name")
+        results = model.get("results")
+        need(results, f"model-index[{i}].results", list)
+        for j, result in enumerate(results if isinstance(results, list) else []):
+            at = f"model-index[{i}].results[{j}]"
+            if not isinstance(result, dict):
+                problems.append(f'"{at}" must be a mapping with task, dataset and metrics')
+                continue
+            task, dataset = result.get("task") or {}, result.get("dataset") or {}
+            need(task.get("type") if isinstance(task, dict) else None, f"{at}.task.type")
+            kind = dataset.get("type") if isinstance(dataset, dict) else None
+            need(kind, f"{at}.dataset.type")
+            if isinstance(kind, str) and kind and not is_repo_id(kind):
+                problems.append(
+                    f'"{at}.dataset.type" with value "{kind}" is not a dataset id from https://hf.co/datasets'
+                )
+            need(dataset.get("name") if isinstance(dataset, dict) else None, f"{at}.dataset.name")
+            metrics = result.get("metrics")
+            need(metrics, f"{at}.metrics", list)
+            for k, metric in enumerate(metrics if isinstance(metrics, list) else []):
+                metric = metric if isinstance(metric, dict) else {}
+                need(metric.get("type"), f"{at}.metrics[{k}].type")
+                need(metric.get("value"), f"{at}.metrics[{k}].value", (int, float, str))
+    return problems
 
 
 def _signature(purpose: str, oid: str) -> str:
@@ -259,6 +312,8 @@ class HubStandin:
                                 f'"{key}[{n}]" with value "{entry}" is not valid. '
                                 f"If possible, use a {kind} id from https://hf.co/{kind}s."
                             )
+                if "model-index" in metadata:
+                    problems += model_index_problems(metadata["model-index"])
                 if problems:
                     return reply_json(self, 400, {"errors": [{"message": p} for p in problems]})
                 reply_json(self, 200, {"warnings": []})

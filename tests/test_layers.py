@@ -22,7 +22,7 @@ PULUMI = ("pulumi", "pulumi_gcp", "pulumi_command", "pulumi_random", "pulumi_pol
 # package's `__init__` is `<package>.__init__`. Every module is in exactly one unit: a new package needs its floor.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("workload.__init__", "workload.core"),  # the standard library's part every layer imports
-    ("workload.measure", "workload.spend", "workload.tiny"),
+    ("workload.measure", "workload.spend", "workload.tiny", "workload.eval"),
     ("workload.launch",),  # how each MaxText process starts and is watched
     ("workload.run",),  # the resumable pipeline
     ("workload.__main__", "workload.publish"),  # the VM's two CLIs: the run, publishing

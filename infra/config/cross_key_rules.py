@@ -176,6 +176,21 @@ def adapter_repo_needs_lora(s: Settings) -> None:
         )
 
 
+def eval_gate_has_an_eval(s: Settings) -> None:
+    """A blocking gate refuses to publish a model without an eval report (workload/eval/gate.py: a report lost to a
+    failure must not pass), so with the eval off (tpu-sft:evalTasks off) a stack that publishes would be refused at
+    the end of every run: say so before anything bills, and let the user choose. A stack that publishes nothing, or
+    whose gate is warn (it publishes and says there is no report), is left alone."""
+    tasks = s.pipeline.to_mapping().get("evalTasks")  # [] is off; a pipeline without an eval phase has no such key
+    if tasks == [] and s.publishes and s.eval_gate == "block":
+        raise ConfigError(
+            stack_key("evalGate"),
+            "is block, but tpu-sft:evalTasks is off, so the publish step would find no eval report and refuse",
+            f"{set_hint('evalGate', 'off')} to publish without the quality check, or pulumi config rm "
+            f"{stack_key('evalTasks')} to evaluate with the default tasks",
+        )
+
+
 # Rules across keys, checked in this order once every key is valid on its own.
 CROSS_KEY_RULES = (
     reservation_matches_model,
@@ -184,6 +199,7 @@ CROSS_KEY_RULES = (
     flex_start_within_seven_days,
     names_fit,
     adapter_repo_needs_lora,
+    eval_gate_has_an_eval,
 )
 # What a slice cannot take: all of them are checked, and refused in one message, so that a stack switched to a slice
 # learns every key to change at once.

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from infra.config.ssh_key_trust import ACCESS_MODES, os_login_user
 from infra.pricing.cost import ON_DEMAND, chip_price, estimate, seed_step_seconds
+from infra.pricing.eval_cost import eval_hours
 from infra.pricing.run_cap import capped_by_default, default_max_run_hours
 from workload.core.accelerators import ACCELERATORS
 from workload.core.config import (
@@ -31,6 +32,7 @@ from workload.core.config import (
     set_hint,
     stack_key,
 )
+from workload.eval import gate
 
 PROVISIONING_MODELS = ("RESERVATION_BOUND", "SPOT", "FLEX_START", "STANDARD")
 DEFAULT_PROVISIONING_MODEL = "RESERVATION_BOUND"  # as the seed's gcloud
@@ -258,6 +260,7 @@ def _max_run_hours(key: str, raw: Any, example: str, given: Given) -> int | None
             chip_price(ON_DEMAND, None).usd_per_chip_hour,  # the hours are what count here, not the price
             pipeline.steps,
             seed_step_seconds(pipeline.per_device_batch_size),  # not a prediction: infra/pricing/cost.py says why
+            eval_hours(pipeline),  # the VM must outlive the eval too
         )
         return default_max_run_hours(run)
     if raw == "off":
@@ -291,6 +294,17 @@ def _not_reserved_by_google(bucket: str, example: str) -> None:
             f'{bucket!r} begins with "goog" or contains "google", which Cloud Storage reserves',
             set_hint("checkpointBucket", example),
         )
+
+
+def _eval_margin(key: str, raw: Any, example: str, given: Given) -> float:
+    """Points of a benchmark's score (0.78 is 78 points): from 0 (any real drop blocks) to 100 (nothing does)."""
+    margin = parse_float(key, raw, example=example, zero=True)
+    low, high = gate.MARGIN_RANGE
+    if not low <= margin <= high:
+        raise ConfigError(
+            stack_key(key), f"is {margin:g} points, but a score moves {high:g} points at most", set_hint(key, example)
+        )
+    return margin
 
 
 _RESOURCE = _pattern(_RESOURCE_NAME, "a Compute Engine resource name")
@@ -535,6 +549,21 @@ SETTINGS: tuple[Setting, ...] = (
         "a Hub repo to publish a LoRA or QLoRA run's adapter to, alone at its root (opt-in; not with tuning full)",
     ),
     Setting("publishHubPublic", "publish_hub_public", _bool, "false", "whether those Hub repos are public"),
+    Setting(
+        "evalGate",
+        "eval_gate",
+        _choice(gate.MODES),
+        gate.DEFAULT_MODE,
+        "what publishing does with a fine-tune its eval finds worse than the base beyond evalMargin: block, warn "
+        "(publish and say so) or off (docs/publishing.md)",
+    ),
+    Setting(
+        "evalMargin",
+        "eval_margin",
+        _eval_margin,
+        f"{gate.DEFAULT_MARGIN_POINTS:g}",
+        "the drop in a benchmark's score, in points, that the eval gate lets through",
+    ),
     Setting(
         "hfWriteToken",
         "hf_write_token",

@@ -21,6 +21,7 @@ from infra.config.setting_table import (
 from infra.pricing.cost import STORAGE_USD_PER_GB_MONTH, ChipPrice, chip_price
 from workload.core.accelerators import Accelerator
 from workload.core.config import PipelineConfig
+from workload.eval import gate
 
 IMAGE = "ubuntu-os-accelerator-images/ubuntu-accel-2204-amd64-tpu-v5e-v5p-v6e"
 
@@ -72,6 +73,10 @@ class Settings:
     publish_hub_adapter_repo: str | None = None  # a LoRA run's adapter, alone
     publish_hub_public: bool = False
     hf_write_token: str | None = field(default=None, repr=False)  # only ever handed on as a Pulumi secret
+    eval_gate: str = (
+        gate.DEFAULT_MODE
+    )  # what publishing does with a fine-tune worse than its base (workload/eval/gate.py)
+    eval_margin: float = gate.DEFAULT_MARGIN_POINTS  # points
     warnings: tuple[str, ...] = ()  # one line each, shown by `pulumi preview`/`up` (from_pulumi)
     epoch: EpochSize | None = None  # what tpu-sft:epochs, now the pipeline's tokens, was counted in (from_pulumi)
     # perDeviceBatchSize auto, not yet taken from a sweep: the pipeline holds the sweep's starting batch until
@@ -111,10 +116,12 @@ class Settings:
 
     @property
     def publish_destinations(self) -> dict[str, Any]:
-        """Where the publish task sends the model: one of its inputs (infra/resources/publish.py), and a row of the
-        plan. The adapter's repo only where set: a stack that publishes no adapter keeps the inputs it had before
-        the setting existed, and its publish task does not re-run for it."""
-        where = {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo, "public": self.publish_hub_public}
+        """Where the publish task sends the model, and the quality gate it passes first: one of its inputs
+        (infra/resources/publish.py), and a row of the plan, so a new gate or margin re-runs publishing alone. The
+        adapter's repo only where set: a stack that publishes no adapter keeps the inputs it had before the setting
+        existed, and its publish task does not re-run for it."""
+        where: dict[str, Any] = {"gcs": self.publish_gcs_uri, "hub": self.publish_hub_repo}
+        where |= {"public": self.publish_hub_public, "evalGate": self.eval_gate, "evalMargin": self.eval_margin}
         return where | ({"hubAdapter": self.publish_hub_adapter_repo} if self.publish_hub_adapter_repo else {})
 
     @property

@@ -22,6 +22,7 @@ from infra.config.settings import Settings
 from infra.plan.throughput import predicted
 from infra.preflight.compile_step import known_record, summary
 from infra.pricing.cost import estimate
+from infra.pricing.eval_cost import eval_hours
 from workload.core.accelerators import ACCELERATORS
 from workload.core.run_length import steps_for
 
@@ -62,7 +63,9 @@ def _on(s: Settings, name: str) -> dict[str, Any]:
     if fits is False:
         return shown | {"hourlyCostUsd": None, "estimatedRunHours": None, "estimatedRunCostUsd": None, "timedBy": None}
     throughput = predicted(pipeline)
-    cost = estimate(accelerator.chips, s.tpu_price.usd_per_chip_hour, steps, throughput.step_seconds)
+    cost = estimate(
+        accelerator.chips, s.tpu_price.usd_per_chip_hour, steps, throughput.step_seconds, eval_hours(pipeline)
+    )
     return shown | {
         "hourlyCostUsd": cost.hourly_usd,
         "estimatedRunHours": cost.run_hours,

@@ -33,6 +33,7 @@ from infra.plan.throughput import Throughput, predicted
 from infra.preflight.compile_step import summary, take_the_sweeps_batch, train_fingerprint
 from infra.preflight.data_preflight import data_fingerprint
 from infra.pricing.cost import CostEstimate, estimate
+from infra.pricing.eval_cost import eval_hours, eval_of
 from infra.resources.flex_start import group_description
 from workload.core.config import ConfigError
 from workload.core.contract import EXIT_BAD_INPUT, PHASES
@@ -147,7 +148,7 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
         )
         trained = PHASES[PHASES.index("train") :]
         rows = [(p, True, why or unknown) if p in trained else (p, reruns, why) for p, reruns, why in rows]
-    exported = _changes(before.phase_settings("export"), after.phase_settings("export"))
+    exported = _changes(before.phase_settings(PHASES[-1]), after.phase_settings(PHASES[-1]))
     publish = _publish_row(base, head, everything, exported)
     return rows if publish is None else [*rows, publish]
 
@@ -155,8 +156,8 @@ def plan(base: Settings, head: Settings) -> list[tuple[str, bool, str]]:
 def _publish_row(
     base: Settings, head: Settings, everything: str, export_changes: list[str]
 ) -> tuple[str, bool, str] | None:
-    """The publish task's inputs (infra/resources/publish.py): the target, the export phase's settings, the
-    destinations."""
+    """The publish task's inputs (infra/resources/publish.py): the target, the last phase's settings, the
+    destinations and the eval gate."""
     if not head.publishes:
         return None if not base.publishes else ("publish", False, "publishing turned off: what was published stays")
     where = _changes(base.publish_destinations, head.publish_destinations)
@@ -241,15 +242,19 @@ def render(
     lines += [f"| {task} | {'**yes**' if reruns else 'no'} | {why} |" for task, reruns, why in rows]
     throughputs = [predicted(s.pipeline) for s in (base, head)]
     costs = [
-        estimate(s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, t.step_seconds)
+        estimate(
+            s.accelerator.chips, s.tpu_price.usd_per_chip_hour, s.pipeline.steps, t.step_seconds, eval_hours(s.pipeline)
+        )
         for s, t in zip((base, head), throughputs, strict=True)
     ]
+    evaluated = eval_of(head.pipeline)
     price = head.tpu_price
     lines += [
         "",
         f"Estimated cost of a full run: ${costs[0].run_usd:.2f} → ${costs[1].run_usd:.2f} "
         f"(${costs[1].hourly_usd:.2f}/h while the {'slice' if head.is_slice else 'VM'} exists).",
         throughput_line(head, throughputs[1], costs[1]),
+        *([] if evaluated is None else [evaluated.line(costs[1].hourly_usd)]),
         machines.line(head),
         f"Price model: {price.provisioning_model} at ${price.usd_per_chip_hour:.2f} per chip-hour ({price.basis}).",
     ]

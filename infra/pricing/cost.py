@@ -181,6 +181,7 @@ class CostEstimate:
     usd_per_chip_hour: float
     run_hours: float
     train_hours: float
+    eval_hours: float = 0.0  # the eval phase's estimate (infra/pricing/eval_cost.py), part of run_hours
 
     @property
     def hourly_usd(self) -> float:
@@ -191,12 +192,19 @@ class CostEstimate:
         return round(self.hourly_usd * self.run_hours, 2)
 
 
-def estimate(chips: int, usd_per_chip_hour: float, steps: int, step_seconds: float) -> CostEstimate:
-    """A whole run: its fixed phases and `steps` training steps of `step_seconds` each."""
+def estimate(
+    chips: int, usd_per_chip_hour: float, steps: int, step_seconds: float, eval_hours: float = 0.0
+) -> CostEstimate:
+    """A whole run: its fixed phases, `steps` training steps of `step_seconds` each, and the eval's estimate
+    (infra/pricing/eval_cost.py `eval_hours`: 0 where the eval is off)."""
     train_hours = steps * step_seconds / 3600
-    hours = BOOTSTRAP_HOURS + CONVERT_HOURS + train_hours + EXPORT_HOURS
+    hours = BOOTSTRAP_HOURS + CONVERT_HOURS + train_hours + EXPORT_HOURS + eval_hours
     return CostEstimate(
-        chips=chips, usd_per_chip_hour=usd_per_chip_hour, run_hours=round(hours, 3), train_hours=round(train_hours, 3)
+        chips=chips,
+        usd_per_chip_hour=usd_per_chip_hour,
+        run_hours=round(hours, 3),
+        train_hours=round(train_hours, 3),
+        eval_hours=eval_hours,
     )
 
 

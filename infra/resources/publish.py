@@ -1,10 +1,11 @@
-"""The publish task: after the export phase, `python -m remote publish` pushes the kept model to the stack's
+"""The publish task: after the last phase, `python -m remote publish` pushes the kept model to the stack's
 destinations (opt-in: declared only when tpu-sft:publishGcsUri or publishHubRepo is set).
 
-Its inputs are the target, the export phase's own settings (a new model publishes again) and the destinations:
-a change of any re-runs it, and a re-run with the same model sends nothing (workload/publish/__main__.py). The Hub write
-token never enters its environment: like the read token, a separate task pipes it over stdin into a 0600 file
-on the VM, so that only that task's outputs are secret.
+Its inputs are the target, the last phase's settings (a new model, or a new eval of it, publishes again: the gate
+and the card read the eval's report) and the destinations with the gate's mode and margin (evalGate, evalMargin;
+a new gate re-runs publishing alone): a change of any re-runs it, and a re-run with the same model sends nothing
+(workload/publish/__main__.py). The Hub write token never enters its environment: like the read token, a separate
+task pipes it over stdin into a 0600 file on the VM, so that only that task's outputs are secret.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from infra.config.settings import Settings
 from infra.resources.tasks import PostDeployTasks
 from workload.core.contract import (
     HF_WRITE_TOKEN_SECRET,
+    PHASES,
     PIPELINE_ENV,
     PUBLISH_ENV,
     TARGET_ENV,
@@ -33,7 +35,7 @@ class PublishArgs:
     target_json: pulumi.Input[str]
     identity: pulumi.Input[str]  # the VM's instance id: a new VM publishes again
     write_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_WRITE_TOKEN of `pulumi up`
-    export: pulumi.Resource  # the export phase's task: publishing starts after it
+    export: pulumi.Resource  # the last phase's task: publishing starts after it
 
 
 class PublishTask(pulumi.ComponentResource):
@@ -53,7 +55,7 @@ class PublishTask(pulumi.ComponentResource):
                 )
             )
         where = json.dumps(args.settings.publish_destinations, sort_keys=True)
-        pipeline = json.dumps(args.settings.pipeline.phase_settings("export"), sort_keys=True)
+        pipeline = json.dumps(args.settings.pipeline.phase_settings(PHASES[-1]), sort_keys=True)
         self.command = local.Command(
             name,
             create=publish_command(),
@@ -67,8 +69,8 @@ class PublishTask(pulumi.ComponentResource):
 
 
 def declare(s: Settings, tasks: PostDeployTasks) -> PublishTask | None:
-    """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
-    bucket); None where no destination is set."""
+    """The opt-in publish task, after the last phase, on the VM or a slice's worker 0 (which reads the kept model from
+    the bucket); None where no destination is set."""
     if not s.publishes:
         return None
     return PublishTask(
@@ -78,6 +80,6 @@ def declare(s: Settings, tasks: PostDeployTasks) -> PublishTask | None:
             target_json=tasks.target_json,
             identity=tasks.identity,
             write_token=pulumi.Output.secret(s.hf_write_token) if s.hf_write_token else None,
-            export=tasks.phases["export"],
+            export=tasks.phases[PHASES[-1]],
         ),
     )

@@ -175,13 +175,15 @@ def add_publish(verbs, common) -> None:
         "publish",
         common,
         "Publish the kept model to Cloud Storage and/or the Hugging Face Hub.",
-        "What the `…-publish` task of `pulumi up` runs after the export phase. Finds the kept model where\n"
-        "export left it (the profile's kept dir and the run's name, from the export phase's settings), ships\n"
+        "What the `…-publish` task of `pulumi up` runs after the last phase. Finds the kept model where\n"
+        "export left it (the profile's kept dir and the run's name, from the pipeline's settings), ships\n"
         "workload/ and runs `python -m workload.publish` on the main host as a detached job, printing one line\n"
-        "of progress per event; the last stdout line is a JSON summary. The same model again sends nothing;\n"
-        "an interrupted publish resumes. HF_ENDPOINT and STORAGE_EMULATOR_HOST, when set, go to the job.\n"
-        f"Needs ${TARGET_ENV}, ${PIPELINE_ENV} (the export phase's settings) and ${PUBLISH_ENV}\n"
-        '(JSON: "gcs": gs://…, "hub": OWNER/NAME, "public": true|false); $HF_WRITE_TOKEN for the Hub\n'
+        "of progress per event; the last stdout line is a JSON summary. The quality gate reads the kept eval\n"
+        "report first (docs/publishing.md). The same model again sends nothing; an interrupted publish\n"
+        "resumes. HF_ENDPOINT and STORAGE_EMULATOR_HOST, when set, go to the job.\n"
+        f"Needs ${TARGET_ENV}, ${PIPELINE_ENV} (the last phase's settings) and ${PUBLISH_ENV}\n"
+        '(JSON: "gcs": gs://…, "hub": OWNER/NAME, "public": true|false, "evalGate": block|warn|off,\n'
+        '"evalMargin": points); $HF_WRITE_TOKEN for the Hub\n'
         "(stored on the host in a 0600 file; never on a command line).\n"
         "Leaves on the host: <state_dir>/code, jobs/, secrets/.",
     )

@@ -26,6 +26,7 @@ from remote.ssh.secrets import place_secret
 from remote.ssh.sync import push_tree
 from remote.ssh.wait import NEW_VM_DEADLINE_S, wait_for_ssh
 from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV
+from workload.eval.gate import DEFAULT_MARGIN_POINTS, DEFAULT_MODE
 from workload.run.commands import run_name
 from workload.run.progress import ProgressPrinter
 
@@ -60,6 +61,9 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
         argv += ["--hub-adapter", where["hubAdapter"]]
     if hub_repos(where) and where.get("public"):
         argv.append("--public")
+    # The quality gate (workload/eval/gate.py); a task recorded before the settings existed gets the defaults.
+    argv += ["--eval-gate", str(where.get("evalGate", DEFAULT_MODE))]
+    argv += ["--eval-margin", f"{float(where.get('evalMargin', DEFAULT_MARGIN_POINTS)):g}"]
     with wait_for_ssh(request.target, deadline_s=NEW_VM_DEADLINE_S) as conn:
         code_dir = f"{request.target.state_dir}/code"
         push_tree(conn, WORKLOAD_DIR, f"{code_dir}/workload")
@@ -93,6 +97,10 @@ def publish(request: PhaseRequest, where: dict, out: TextIO, environ: Mapping[st
             else (f"{len(result['uploaded'])} file(s) sent, {result['skipped']} already there")
         )
         print(f"✓ published to {destination}: {done}", file=out, flush=True)
+    verdict = summary.get("gate") or {}
+    if summary.get("ok") and verdict.get("line"):
+        mark = "⚠" if verdict.get("found") else "·" if verdict.get("mode") == "off" else "✓"
+        print(f"{mark} {verdict['line']}", file=out, flush=True)
     if summary.get("error"):
         print(f"✗ publish: {summary['error']}", file=out, flush=True)
     print(json.dumps(summary), file=out, flush=True)

@@ -14,6 +14,11 @@ manifest with them or last, so a destination that has it has the whole model. Th
 --hf-token-file (mode 0600) or HF_TOKEN, never from argv, and is never printed. The last stdout line is a JSON
 summary.
 
+Before anything is sent, the quality gate (workload/eval/gate.py) reads the kept model's eval report: with
+--eval-gate block (the default) a fine-tune worse than its base beyond --eval-margin points, or one with no report,
+is refused in one line and nothing is sent; with warn it is published and the summary says so; off reads nothing.
+The card carries the report's scores (workload/publish/model_card.py).
+
 A LoRA run's adapter (kept as hf-adapter/) goes, with --hub-adapter OWNER/NAME, to a repo of its own: the PEFT files at
 its root, where `AutoPeftModelForCausalLM.from_pretrained("OWNER/NAME")` finds them (peft hands `subfolder=` to the
 base model's loading too, so the adapter under tpu-sft/ of the merged model's repo does not load that way), with a
@@ -37,6 +42,7 @@ import time
 from typing import Any, Protocol
 
 from workload.core.contract import EXIT_BAD_INPUT
+from workload.eval import gate
 from workload.launch.hf_token import TokenError, read_token, redactor
 from workload.publish import layout, model_card, text_only
 from workload.publish.gcs import split_uri
@@ -92,11 +98,16 @@ def published_model(model_dir: str, data: bytes, files: list[dict[str, Any]], st
 
 
 def with_card(
-    items: list[Item], model_dir: str, data: bytes, load_as: str, adapter_repo: str | None = None
+    items: list[Item],
+    model_dir: str,
+    data: bytes,
+    load_as: str,
+    adapter_repo: str | None = None,
+    gate_line: str | None = None,
 ) -> tuple[list[Item], Item]:
     """The files then the model card for a destination loaded by `load_as` (and naming the repo the run's adapter is
-    published to, if any); and the manifest (`data`)."""
-    card = model_card.card(json.loads(data), model_dir, load_as, adapter_repo).encode()
+    published to, if any, and what the quality gate found); and the manifest (`data`)."""
+    card = model_card.card(json.loads(data), model_dir, load_as, adapter_repo, gate_line).encode()
     return [*items, Item.of_bytes(layout.CARD, card)], Item.of_bytes(layout.MANIFEST, data)
 
 
@@ -149,6 +160,20 @@ def main(argv: list[str] | None = None) -> int:
         default=STAGING_DIR,
         help=f"where a gs:// model is copied first, and the text-only weights are written (default: {STAGING_DIR})",
     )
+    parser.add_argument(
+        "--eval-gate",
+        choices=gate.MODES,
+        default=gate.DEFAULT_MODE,
+        help="block: refuse a model its eval report finds worse than its base beyond the margin (or that has no "
+        "report); warn: publish it and say so; off: publish without reading the report "
+        f"(default: {gate.DEFAULT_MODE}; docs/publishing.md)",
+    )
+    parser.add_argument(
+        "--eval-margin",
+        type=float,
+        default=gate.DEFAULT_MARGIN_POINTS,
+        help=f"the drop, in points, the gate lets through (default: {gate.DEFAULT_MARGIN_POINTS:g})",
+    )
     args = parser.parse_args(argv)
     try:
         token = _checked(args)
@@ -179,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _checked(args: argparse.Namespace) -> str | None:
     """The destinations, checked before anything is read; the Hub write token, when the Hub is one."""
+    low, high = gate.MARGIN_RANGE
+    if not low <= args.eval_margin <= high:
+        raise PublishError(f"--eval-margin {args.eval_margin:g} is out of range: give points from {low:g} to {high:g}")
     if not args.gcs and not args.hub and not args.hub_adapter:
         raise PublishError(
             "nothing to publish to: give --gcs gs://BUCKET/PATH, --hub OWNER/NAME and/or --hub-adapter OWNER/NAME"
@@ -196,10 +224,16 @@ def _checked(args: argparse.Namespace) -> str | None:
     return token
 
 
-def _failed(error: str, code: int, published: dict[str, Any] | None = None) -> int:
+def _failed(error: str, code: int, published: dict[str, Any] | None = None, verdict: gate.Verdict | None = None) -> int:
     print(
         json.dumps(
-            {"event": "summary", "ok": False, **({} if published is None else {"published": published}), "error": error}
+            {
+                "event": "summary",
+                "ok": False,
+                **({} if published is None else {"published": published}),
+                **({} if verdict is None else {"gate": verdict.to_json()}),
+                "error": error,
+            }
         )
     )
     return code
@@ -220,6 +254,10 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
         data, files = load_manifest(model_dir)
     except PublishError as error:
         return _failed(str(error), EXIT_BAD_INPUT)
+    # Before anything is sent: the kept model stays, whatever the gate says.
+    verdict = gate.judge(model_dir, args.eval_gate, args.eval_margin, shown_dir=args.model_dir)
+    if verdict.blocks:
+        return _failed(verdict.line, EXIT_BAD_INPUT, {}, verdict)
     scrub = redactor(token)
     results: dict[str, Any] = {}
     os.makedirs(args.staging_dir, exist_ok=True)
@@ -232,14 +270,14 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
         if args.gcs:
             from workload.publish.gcs import GcsDestination
 
-            sent = with_card(items, model_dir, published, args.gcs, args.hub_adapter)
+            sent = with_card(items, model_dir, published, args.gcs, args.hub_adapter, verdict.public_line)
             results[args.gcs] = publish(GcsDestination(args.gcs), *sent)
         if args.hub:
             from workload.publish.hub import HubDestination
 
             hub = HubDestination(args.hub, token=token, private=not args.public)
             results[f"hf://{args.hub}"] = publish(
-                hub, *with_card(items, model_dir, published, args.hub, args.hub_adapter)
+                hub, *with_card(items, model_dir, published, args.hub, args.hub_adapter, verdict.public_line)
             )
         if adapter:
             from workload.publish.hub import HubDestination
@@ -247,12 +285,12 @@ def _publish(args: argparse.Namespace, model_dir: str, token: str | None) -> int
             repo = HubDestination(args.hub_adapter, token=token, private=not args.public)
             results[f"hf://{args.hub_adapter}"] = publish(repo, *adapter)
     except PublishError as error:
-        return _failed(str(error), EXIT_BAD_INPUT, results)
+        return _failed(str(error), EXIT_BAD_INPUT, results, verdict)
     except Exception as error:  # noqa: BLE001  one line, whatever the client library raised
-        return _failed(scrub(_one_line(error)), 1, results)
+        return _failed(scrub(_one_line(error)), 1, results, verdict)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    print(json.dumps({"event": "summary", "ok": True, "published": results}))
+    print(json.dumps({"event": "summary", "ok": True, "published": results, "gate": verdict.to_json()}))
     return 0
 
 

@@ -14,6 +14,12 @@ settings table, which shows a file setting's file name only.
 
 The model is text-only (workload/publish/text_only.py): the card says so, and that it takes no images.
 
+The eval's scores (the kept model's eval/report.json: workload/eval/) go into the metadata as the Hub's `model-index`
+evaluation results, so that the Hub's page shows them: one result per task, on the Hub dataset lm-eval's task reads,
+with the fine-tuned model's score and the base's beside it, each metric named for its model (the spec: huggingface/
+hub-docs `modelcard.md`; ModelCardData parses the plain `model-index` given here into its EvalResults and renders it
+back). The text shows the same with the change and its 95 % interval, and what the publish gate found.
+
 Gemma is under the Gemma Terms of Use, which require a model derivative to be distributed with their notice and
 its use restrictions passed on (section 3): the card carries the notice and links both, as the model's row of
 workload/core/models.py names them.
@@ -30,33 +36,63 @@ from workload.core.data_source import parse_source
 from workload.core.models import GEMMA_TERMS, MODELS, Licence
 from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.core.tuning import DEFAULT_WEIGHT_QTYPE
+from workload.eval import gate
+from workload.eval.compare import TaskComparison, points
 from workload.publish import layout
 from workload.run import kept
 
 SAMPLE_ROWS = 4  # the held-out questions first (samples.py puts them first), then one of verify's prompts
 NOT_RECORDED = "not recorded"
 FILES_SHOWN = 20  # a dataset of many files (a pattern) lists this many, then their totals
+# The Hub dataset each lm-eval task scores (lm-eval 0.4.13's task yamls: dataset_path, dataset_name, the split it
+# scores): (dataset id, pretty name, config, split). A task not here (a rehearsal's fixture) is named by itself.
+EVAL_DATASETS: dict[str, tuple[str, str, str | None, str]] = {
+    "ifeval": ("google/IFEval", "IFEval", None, "train"),
+    "gsm8k": ("openai/gsm8k", "GSM8K", "main", "test"),
+}
 TEXT_ONLY = (
     "It is text-only: the language model of Gemma 3 (`Gemma3ForCausalLM`, model type `gemma3_text`) without Gemma "
     "3's vision tower, so it takes no images."
 )
 
 
-def card(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: str | None = None) -> str:
+def card(
+    manifest: dict[str, Any],
+    model_dir: str,
+    load_as: str,
+    adapter_repo: str | None = None,
+    gate_line: str | None = None,
+) -> str:
     """The card of the model kept in `model_dir` (its manifest parsed), loaded by `load_as`: a Hub repo id, or the
-    gs:// URL it was published to; `adapter_repo`: where a LoRA run's adapter is published alone, if it is."""
+    gs:// URL it was published to; `adapter_repo`: where a LoRA run's adapter is published alone, if it is;
+    `gate_line`: what the publish gate found (workload/eval/gate.py `Verdict.public_line`: no path)."""
     from huggingface_hub import ModelCard, ModelCardData  # the MaxText venv's (pinned): the Hub's own fields
 
-    data = ModelCardData(**metadata(manifest))
-    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{body(manifest, model_dir, load_as, adapter_repo)}"))
+    scores = evaluated(model_dir)
+    data = ModelCardData(**metadata(manifest, scores, load_as))
+    text = body(manifest, model_dir, load_as, adapter_repo, gate_line)
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text}"))
 
 
-def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The Hub's metadata fields of the card, as ModelCardData's arguments (None: left out)."""
+def evaluated(model_dir: str) -> tuple[TaskComparison, ...]:
+    """The kept eval report's comparisons; none where there is no readable report (the card then says so)."""
+    try:
+        report = gate.read_report(os.path.join(model_dir, gate.REPORT))
+        return () if report is None or report.get("off") is True else gate.comparisons_of(report)
+    except ValueError:
+        return ()
+
+
+def metadata(
+    manifest: dict[str, Any], scores: tuple[TaskComparison, ...] = (), name: str | None = None
+) -> dict[str, Any]:
+    """The Hub's metadata fields of the card, as ModelCardData's arguments (None: left out); with the eval's `scores`,
+    their `model-index` for the model `name`."""
     settings = manifest.get("settings") or {}
     base, dataset = _base_and_hub_dataset(settings)
     licence = _licence_of(settings)
-    return {
+    index = {"model-index": model_index(scores, name or manifest.get("run_name") or "model", base)} if scores else {}
+    return index | {
         "license": licence.hub_id,
         "license_link": licence.terms,
         "library_name": "transformers",
@@ -66,6 +102,23 @@ def metadata(manifest: dict[str, Any]) -> dict[str, Any]:
         "datasets": [dataset] if dataset else None,  # Hub dataset ids only: the Hub refuses anything else
         "tags": ["tpu-sft", "maxtext", "gemma3", "text-only"],
     }
+
+
+def model_index(scores: tuple[TaskComparison, ...], name: str, base: str | None) -> list[dict[str, Any]]:
+    """The Hub's `model-index`: one result per task, on the dataset lm-eval's task reads, each metric named for its
+    model: this fine-tune's score, then the base's (a tiny run's base is unnamed: "the base model")."""
+    base_name = f"base model {base}" if base else "the base model"
+    results = []
+    for c in scores:
+        dataset, pretty, config, split = EVAL_DATASETS.get(c.task, (c.task, c.task, None, None))
+        where = {"type": dataset, "name": pretty} | ({"config": config} if config else {})
+        where |= {"split": split} if split else {}
+        metrics = [
+            {"type": c.metric, "value": round(c.tuned, 4), "name": f"{c.label}, this fine-tune"},
+            {"type": c.metric, "value": round(c.base, 4), "name": f"{c.label}, {base_name}"},
+        ]
+        results.append({"task": {"type": "text-generation"}, "dataset": where, "metrics": metrics})
+    return [{"name": name, "results": results}]
 
 
 def adapter_card(manifest: dict[str, Any], repo: str, merged_repo: str | None = None) -> str:
@@ -96,7 +149,13 @@ def adapter_card(manifest: dict[str, Any], repo: str, merged_repo: str | None = 
     return str(ModelCard(f"---\n{ModelCardData(**fields).to_yaml()}\n---\n\n{text}\n"))
 
 
-def body(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: str | None = None) -> str:
+def body(
+    manifest: dict[str, Any],
+    model_dir: str,
+    load_as: str,
+    adapter_repo: str | None = None,
+    gate_line: str | None = None,
+) -> str:
     """The card's Markdown under its metadata."""
     settings = manifest.get("settings") or {}
     steps = manifest.get("steps") or {}
@@ -113,6 +172,7 @@ def body(manifest: dict[str, Any], model_dir: str, load_as: str, adapter_repo: s
         _data(settings, dataset, manifest.get("data")),
         _training(settings, train),
         _held_out(train, "loss.png" in kept),
+        _benchmarks(evaluated(model_dir), base, gate_line),
         _samples(model_dir if "samples.md" in kept else None),
         _how_made(settings, verify),
     ]
@@ -272,6 +332,28 @@ def _held_out(train: dict[str, Any], curve: bool) -> str:
         lines += ["", f"Change: {change:+.1%}."]
     if curve:
         lines += ["", f"![training and held-out loss]({layout.RUN_DIR}loss.png)"]
+    return "\n".join(lines)
+
+
+def _benchmarks(scores: tuple[TaskComparison, ...], base: str | None, gate_line: str | None) -> str:
+    lines = ["## Benchmarks, before and after", ""]
+    if not scores:
+        return "\n".join(lines + [f"Benchmark scores: {NOT_RECORDED} (the eval was off, or its report is missing)."])
+    base_text = f"the base model, {base}" if base else "the base model"
+    lines += [
+        f"lm-eval's scores of {base_text}, and of this fine-tune, on the same samples with the same generation "
+        "settings; the change in points with its 95 % interval (a paired bootstrap over the samples):",
+        "",
+        "| benchmark | samples | base | fine-tuned | change (points) | 95 % interval |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c.label} | {c.n} | {c.base:.4f} | {c.tuned:.4f} | {points(c.delta):+.1f} | "
+        f"{points(c.low):+.1f} to {points(c.high):+.1f} |"
+        for c in scores
+    ]
+    if gate_line:
+        lines += ["", f"The publish gate: {gate_line}."]
     return "\n".join(lines)
 
 

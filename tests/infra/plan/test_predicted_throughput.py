@@ -14,6 +14,7 @@ from infra.plan import throughput
 from infra.plan.reruns import render
 from infra.preflight import compile_step
 from infra.pricing.cost import BOOTSTRAP_HOURS, CONVERT_HOURS, EXPORT_HOURS
+from tests.infra.estimates import eval_hours
 
 FIXED_HOURS = BOOTSTRAP_HOURS + CONVERT_HOURS + EXPORT_HOURS
 
@@ -55,7 +56,7 @@ def test_the_dev_stacks_preview_shows_the_tables_prediction_and_times_the_run_by
     assert shown["tokensPerSecondPerChip"] == pytest.approx(step["tokens_per_s_per_chip"], abs=1)
     assert shown["mfu"] == pytest.approx(step["mfu"], abs=1e-3) and shown["boundBy"] == step["bound"]
     assert shown["trainingHours"] == pytest.approx(250 * step["step_s"] / 3600, abs=1e-3)  # the seed's tokens
-    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + shown["trainingHours"], abs=2e-3)
+    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + shown["trainingHours"] + eval_hours(out), abs=2e-3)
     assert out["estimatedRunCostUsd"] == pytest.approx(out["hourlyCostUsd"] * out["estimatedRunHours"], abs=0.01)
 
 
@@ -74,7 +75,7 @@ def test_the_preflights_record_of_the_same_train_inputs_comes_first(mock_stack, 
         0.321,
         "HBM",
     )
-    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 250 * 0.5 / 3600, abs=2e-3)
+    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + 250 * 0.5 / 3600 + eval_hours(out), abs=2e-3)
 
 
 def test_without_a_prediction_the_seeds_figure_stands_in_and_the_preview_says_how_to_get_one(mock_stack, dev_config):
@@ -85,7 +86,7 @@ def test_without_a_prediction_the_seeds_figure_stands_in_and_the_preview_says_ho
     assert shown["source"].startswith("no prediction for these train inputs: the seed's 1.8 s a step stands in")
     assert shown["source"].endswith("run scripts/preflight for one")
     assert shown["tokensPerSecondPerChip"] is None and shown["mfu"] is None and shown["stepSeconds"] == 1.8
-    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + steps * 1.8 / 3600, abs=2e-3)
+    assert out["estimatedRunHours"] == pytest.approx(FIXED_HOURS + steps * 1.8 / 3600 + eval_hours(out), abs=2e-3)
 
 
 def test_the_committed_table_is_what_the_bench_writes():

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rehearsal.engine import MIG_ID, plain, run_program
-from workload.core.contract import HF_WRITE_TOKEN_SECRET, PUBLISH_ENV, TARGET_ENV
+from workload.core.contract import HF_WRITE_TOKEN_SECRET, PHASES, PUBLISH_ENV, TARGET_ENV
 
 COMMAND = "command:local:Command"
 WRITE_TOKEN = "hf_" + "Wr1teCanary" * 4
@@ -37,6 +37,8 @@ def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
         "gcs": "gs://models/team/gemma",
         "hub": "team/gemma-sft",
         "public": False,
+        "evalGate": "block",
+        "evalMargin": 2.0,
     }
     assert tasks["export"].urn in publish.dependencies
     token_task = tasks["publish-hf-write-token"]
@@ -93,6 +95,8 @@ PUBLISHING = {"tpu-sft:publishGcsUri": "gs://models/m"}
 PUBLISH_CHANGES = [
     {"tpu-sft:publishGcsUri": "gs://models/other"},
     {"tpu-sft:publishHubRepo": "team/gemma-sft"},
+    {"tpu-sft:evalGate": "warn"},
+    {"tpu-sft:evalMargin": "3"},
     {"tpu-sft:steps": "2000"},
     {"tpu-sft:model": "gemma3-12b"},
     {"tpu-sft:access": "direct"},
@@ -126,6 +130,18 @@ def test_the_plan_says_whether_the_publish_task_re_runs(mock_stack, dev_config, 
     assert row[1] == (recorded({}) != recorded(change)), row
 
 
+def test_a_new_gate_or_margin_re_runs_publishing_alone(dev_config):
+    """`pulumi config set tpu-sft:evalGate warn` then `pulumi up` publishes a blocked model with nothing retrained."""
+    from infra.config.read_settings import parse
+    from infra.plan.reruns import plan
+
+    base = parse({**dev_config, **PUBLISHING}, stack="dev")
+    warn = parse({**dev_config, **PUBLISHING, "tpu-sft:evalGate": "warn", "tpu-sft:evalMargin": "3"}, stack="dev")
+    rows = plan(base, warn)
+    assert [(task, reruns) for task, reruns, _ in rows[:-1]] == [(p, False) for p in PHASES]
+    assert rows[-1] == ("publish", True, '`evalGate`: "block" → "warn", `evalMargin`: 2.0 → 3.0')
+
+
 def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
     from infra.config.read_settings import parse
     from infra.plan.reruns import plan
@@ -155,7 +171,14 @@ def test_a_lora_stack_publishes_its_adapter_alone_with_the_write_token_kept_secr
     stack = mock_stack({**ADAPTER_REPO, "tpu-sft:hfWriteToken": WRITE_TOKEN}, secret_keys=("tpu-sft:hfWriteToken",))
     tasks = commands(stack)
     where = json.loads(tasks["publish"].inputs["environment"][PUBLISH_ENV])
-    assert where == {"gcs": None, "hub": None, "public": False, "hubAdapter": "team/gemma-sft-lora"}
+    assert where == {
+        "gcs": None,
+        "hub": None,
+        "public": False,
+        "hubAdapter": "team/gemma-sft-lora",
+        "evalGate": "block",
+        "evalMargin": 2.0,
+    }
     assert tasks["publish-hf-write-token"].urn in tasks["publish"].dependencies
     for r in stack.resources:
         assert WRITE_TOKEN not in json.dumps(plain(r.inputs))

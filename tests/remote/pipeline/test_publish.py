@@ -24,6 +24,7 @@ from rehearsal.storage_iam import StorageIam, host_identity
 from rehearsal.storage_roles import PREDEFINED_ROLES
 from tests import gemma3_export
 from tests.hub_upload_standin import HubStandin
+from tests.workload.eval.reports import comparisons, write_report
 from workload.core.config import PipelineConfig
 from workload.core.contract import PIPELINE_ENV
 from workload.run.commands import run_name
@@ -77,10 +78,25 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     kept = kept_export(by_name["publish"], run_dir)
     files = manifest(str(kept), hashes=True)
     (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "files": files}, indent=1))
+    write_report(kept, comparisons(610))  # the eval step's report: GSM8K 0.71 → 0.61, ten points down
 
     token = execute(by_name["publish-hf-write-token"], env, echo=False)
-    first = execute(by_name["publish"], env, echo=False)
+    blocked = execute(by_name["publish"], env, echo=False)  # tpu-sft:evalGate block, the default
+    assert blocked.returncode != 0
+    (refusal,) = [line for line in blocked.stdout.splitlines() if line.startswith("✗ publish: ")]
+    assert "GSM8K 0.71 → 0.61" in refusal and f"{kept.name}/eval/report.json" in refusal
+    assert refusal.endswith("pulumi config set tpu-sft:evalGate warn, then pulumi up (nothing is trained again)")
+    with urllib.request.urlopen(f"{gcs.emulator.url}/storage/v1/b/models/o") as response:
+        assert json.load(response).get("items", []) == []
+    assert hub.repos == {}
+
+    # `pulumi config set tpu-sft:evalGate warn`, `pulumi up`: only the publish task's inputs change.
+    _, warned = record(CONFIG, {**overrides, "tpu-sft:evalGate": "warn"}, secret_keys=("tpu-sft:hfWriteToken",))
+    warned_by_name = {c.name.removeprefix("tpu-sft-rehearsal-pipeline-"): c for c in warned}
+    assert [n for n in by_name if by_name[n] != warned_by_name[n]] == ["publish"]
+    first = execute(warned_by_name["publish"], env, echo=False)
     assert first.returncode == 0, first.stdout + first.stderr
+    assert "⚠ published with tpu-sft:evalGate warn, although the fine-tuned model is worse" in first.stdout
     # The export's two files and the model card; the manifest, under tpu-sft/, with them.
     assert "✓ published to gs://models/team/gemma-sft: 3 file(s) sent, 0 already there" in first.stdout
     assert "✓ published to hf://team/gemma-sft: 3 file(s) sent, 0 already there" in first.stdout
@@ -91,7 +107,7 @@ def test_pulumi_up_publishes_the_kept_model_once(vm, gcs, hub, tmp_path):
     assert hub.repos["team/gemma-sft"]["private"] is True
     assert json.loads(hub.content("team/gemma-sft", "tpu-sft/manifest.json"))["run_name"] == kept.name
 
-    again = execute(by_name["publish"], env, echo=False)  # a `pulumi up` that re-runs it: the same model
+    again = execute(warned_by_name["publish"], env, echo=False)  # a `pulumi up` that re-runs it: the same model
     assert again.returncode == 0
     assert "✓ published to gs://models/team/gemma-sft: already there, nothing sent" in again.stdout
     assert "✓ published to hf://team/gemma-sft: already there, nothing sent" in again.stdout
@@ -144,6 +160,7 @@ def test_pulumi_up_publishes_a_lora_runs_adapter_alone_to_the_repo_the_stack_nam
     settings = {"model": "gemma3-4b", "profile": "tiny", "tuning": "lora", "trainer": "tunix"}
     files = manifest(str(kept), hashes=True)
     (kept / "manifest.json").write_text(json.dumps({"run_name": kept.name, "settings": settings, "files": files}))
+    write_report(kept)  # one the gate passes
 
     token = execute(by_name["publish-hf-write-token"], env, echo=False)
     done = execute(by_name["publish"], env, echo=False)

@@ -1,6 +1,7 @@
 """The Hub stand-in refuses a model card's metadata as the Hub does: a `datasets` (or `base_model`) entry that is no
 Hub repo id, such as a gs:// path or a local file, gets the Hub's 400 from `/api/validate-yaml`, which
-huggingface_hub's create_commit asks before it uploads anything. The rule, its sources and their dates:
+huggingface_hub's create_commit asks before it uploads anything; so does a `model-index` without the fields the
+Hub's spec requires. The rule, its sources and their dates:
 tests/hub_upload_standin.py."""
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ import urllib.error
 import urllib.request
 
 import pytest
+import yaml
 
 from tests.hub_upload_standin import HubStandin
+from tests.workload.eval.reports import comparisons
+from workload.publish.model_card import model_index
 
 TOKEN = "hf_" + "St4ndInT0ken" * 3
 
@@ -66,3 +70,43 @@ def test_a_refused_card_is_one_line_with_the_hubs_reasons():
         "If possible, use a dataset id from https://hf.co/datasets.); report it with the kept manifest.json"
     )
     assert _one_line(ConnectionError("reset\ntraceback detail")) == "ConnectionError: reset"
+
+
+def test_the_cards_model_index_is_accepted():
+    """The eval's scores as model_card.py writes them: the fine-tune's and the base's on each task's Hub dataset."""
+    index = model_index(comparisons(), "team/gemma-sft", "google/gemma-3-4b-it")
+    with HubStandin(token=TOKEN) as hub:
+        assert validate(hub, yaml.safe_dump({"license": "gemma", "model-index": index})) == (200, {"warnings": []})
+
+
+MALFORMED_INDEX = [
+    ({"model-index": {"name": "x"}}, '"model-index" must be a list of {name, results}'),
+    ({"drop": "dataset.name"}, '"model-index[0].results[0].dataset.name" is required'),
+    ({"drop": "task.type"}, '"model-index[0].results[0].task.type" is required'),
+    ({"dataset.type": "gs://acme/evals/gsm8k"}, '"model-index[0].results[0].dataset.type" with value "gs://acme/'),
+    ({"metrics": []}, '"model-index[0].results[0].metrics" with value [] is not valid'),
+    ({"metrics": [{"type": "exact_match"}]}, '"model-index[0].results[0].metrics[0].value" is required'),
+    ({"metrics": [{"type": "exact_match", "value": True}]}, '"model-index[0].results[0].metrics[0].value" with value'),
+    ({"drop": "name"}, '"model-index[0].name" is required'),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), MALFORMED_INDEX, ids=[m for _, m in MALFORMED_INDEX])
+def test_a_model_index_missing_what_the_spec_requires_is_refused(change, message):
+    index = model_index(comparisons()[:1], "team/gemma-sft", "google/gemma-3-4b-it")
+    result = index[0]["results"][0]
+    if "drop" in change:
+        *parents, key = change["drop"].split(".")
+        holder = index[0] if key == "name" and not parents else result
+        for part in parents:
+            holder = holder[part]
+        del holder[key]
+    elif "dataset.type" in change:
+        result["dataset"]["type"] = change["dataset.type"]
+    elif "metrics" in change:
+        result["metrics"] = change["metrics"]
+    metadata = {"license": "gemma", "model-index": change.get("model-index", index)}
+    with HubStandin(token=TOKEN) as hub:
+        code, answer = validate(hub, yaml.safe_dump(metadata))
+    assert code == 400
+    assert [e["message"] for e in answer["errors"] if e["message"].startswith(message)], answer

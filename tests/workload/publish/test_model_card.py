@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.workload.eval.reports import comparisons, write_report
 from workload.core.models import GEMMA_TERMS
 from workload.publish.model_card import TEXT_ONLY, body, metadata
 
@@ -218,3 +219,53 @@ def test_a_qlora_runs_card_says_its_base_was_quantised_while_training_and_the_me
     text = body(manifest(settings=qlora), str(tmp_path), "team/gemma-sft")
     assert "## The LoRA adapter" in text and "is in `tpu-sft/hf-adapter`" in text
     assert "quantised to nf4 while training (QLoRA), merged into the unquantised base" in text
+
+
+def test_the_eval_scores_are_the_hubs_model_index_with_the_base_beside_the_fine_tune():
+    gsm8k = comparisons()[1]  # GSM8K 0.71 → 0.69
+    assert metadata(manifest(), (gsm8k,), "team/gemma-sft")["model-index"] == [
+        {
+            "name": "team/gemma-sft",
+            "results": [
+                {
+                    "task": {"type": "text-generation"},
+                    "dataset": {"type": "openai/gsm8k", "name": "GSM8K", "config": "main", "split": "test"},
+                    "metrics": [
+                        {"type": "exact_match", "value": 0.69, "name": "GSM8K, this fine-tune"},
+                        {"type": "exact_match", "value": 0.71, "name": "GSM8K, base model google/gemma-3-4b-it"},
+                    ],
+                }
+            ],
+        }
+    ]
+    assert "model-index" not in metadata(manifest())  # no eval report: no results claimed
+
+
+def test_the_card_shows_both_scores_the_change_its_interval_and_the_gate(tmp_path):
+    write_report(tmp_path)
+    text = body(manifest(), str(tmp_path), "team/gemma-sft", gate_line="passed: no benchmark worse")
+    ifeval, gsm8k = comparisons()
+    assert "## Benchmarks, before and after" in text
+    assert (
+        f"| IFEval strict | 541 | 0.7800 | 0.8004 | +2.0 | {ifeval.low * 100:+.1f} to {ifeval.high * 100:+.1f} |"
+        in text
+    )
+    assert f"| GSM8K | 1000 | 0.7100 | 0.6900 | -2.0 | {gsm8k.low * 100:+.1f} to {gsm8k.high * 100:+.1f} |" in text
+    assert "The publish gate: passed: no benchmark worse." in text
+    assert str(tmp_path) not in text  # where the report is kept is not published
+    for off_or_missing in ('{"off": true}', None):  # the eval step's record of evalTasks off; no report at all
+        report = tmp_path / "eval" / "report.json"
+        if off_or_missing:
+            report.write_text(off_or_missing)
+        else:
+            report.unlink()
+        assert "Benchmark scores: not recorded (the eval was off, or its report is missing)." in body(
+            manifest(), str(tmp_path), "team/gemma-sft"
+        )
+
+
+def test_the_pinned_huggingface_hub_renders_the_model_index_whole(maxtext_python, tmp_path):
+    write_report(tmp_path)
+    text = render(maxtext_python, manifest(), tmp_path)
+    head = yaml.safe_load(text.removeprefix("---\n").partition("\n---\n")[0])
+    assert head["model-index"] == metadata(manifest(), comparisons(), "team/gemma-sft")["model-index"]

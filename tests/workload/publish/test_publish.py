@@ -19,11 +19,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rehearsal import gcs_emulator
 from rehearsal.gcs_emulator import storage_emulator
 from tests import gemma3_export
 from tests.hub_upload_standin import HubStandin
+from tests.workload.eval.reports import comparisons, write_report
 from workload.publish import text_only
 from workload.run.fingerprint import manifest
 
@@ -48,7 +50,12 @@ SAMPLES = "# Before and after\n\nGreedy.\n\n| prompt | base model | fine-tuned |
 
 def write_manifest(model: Path, settings: dict | None = None, **record_extra) -> None:
     """manifest.json as `keep` writes it (workload/run/steps.py): the settings, each step's facts, every file."""
-    files = [f for f in manifest(str(model), hashes=True) if f["path"] != "manifest.json"]
+    # keep's files: not the manifest itself, nor the eval report, which the eval step writes after keep
+    files = [
+        f
+        for f in manifest(str(model), hashes=True)
+        if f["path"] != "manifest.json" and not f["path"].startswith("eval/")
+    ]
     steps = {"train": {"inputs": "f" * 64, "facts": TRAIN_FACTS}}
     record = {"run_name": model.name, "settings": settings or SETTINGS, "steps": steps, "files": files, **record_extra}
     (model / "manifest.json").write_text(json.dumps(record, indent=1))
@@ -99,6 +106,7 @@ def kept(tmp_path) -> Path:
     (model / "verify.json").write_text('{"ok": true}')
     (model / "samples.md").write_text(SAMPLES)
     write_manifest(model)
+    write_report(model)  # one the gate passes: IFEval strict 0.78 → 0.80, GSM8K 0.71 → 0.69
     return model
 
 
@@ -290,6 +298,10 @@ def test_hub_publish_creates_a_private_repo_and_sends_the_model_in_one_commit(ma
     assert "lfs" in hub.repos["team/gemma-sft"]["files"]["model.safetensors"]  # the big one went by LFS
     card = hub.content("team/gemma-sft", "README.md").decode()
     assert 'AutoModelForCausalLM.from_pretrained("team/gemma-sft")' in card and WRITE_TOKEN not in card
+    # The eval's scores as the Hub's evaluation results, which the stand-in validated as the Hub's validate-yaml does.
+    (result, _) = yaml.safe_load(card.removeprefix("---\n").partition("\n---\n")[0])["model-index"][0]["results"]
+    assert [m["value"] for m in result["metrics"]] == [0.8004, 0.78]  # IFEval strict: this fine-tune, then the base
+    assert "passed: no benchmark worse than the base's by more than the 2-point margin" in card
     # The token travelled only as the bearer token of each API request (the LFS PUTs go to presigned URLs, as on
     # the Hub, and carry none), never in a URL or a body.
     for request in hub.requests:
@@ -387,6 +399,7 @@ def test_the_published_tiny_model_loads_from_the_hub_by_its_repo_id_alone(maxtex
     )
     assert built.returncode == 0, built.stderr[-3000:]
     write_manifest(kept)
+    write_report(kept)
     code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
     assert code == 0, summary
 
@@ -458,3 +471,57 @@ def test_a_model_trained_on_its_own_files_publishes_with_no_bucket_path_in_its_c
     card = hub.content("team/gemma-sft", "README.md").decode()
     assert "acme-private-stack-bucket" not in card and "datasets:" not in card
     assert f"| `chats.jsonl` | 1234 | `{'ab' * 32}` |" in card
+
+
+# The quality gate (workload/eval/gate.py), read before anything is sent: the kept model's eval/report.json, as the
+# eval step writes it (here made by workload/eval/compare.py from per-sample scores: tests/workload/eval/reports.py).
+WORSE = comparisons(610)  # GSM8K 0.71 → 0.61: ten points down, beyond the 2-point margin
+
+
+def test_a_fine_tune_worse_than_its_base_is_refused_in_one_line_and_nothing_is_sent(maxtext_python, gcs, kept):
+    write_report(kept, WORSE)
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
+    assert code == 2 and summary["ok"] is False
+    error = summary["error"]
+    assert "\n" not in error
+    assert error.startswith("not published: the fine-tuned model is worse than its base beyond the 2-point margin on ")
+    assert "GSM8K 0.71 → 0.61 (−10.0 ± " in error and f"(report: {kept}/eval/report.json)" in error
+    assert error.endswith("pulumi config set tpu-sft:evalGate warn, then pulumi up (nothing is trained again)")
+    assert summary["gate"]["blocked"] is True and summary["published"] == {}
+    assert objects(gcs) == {}
+    assert (kept / "hf-model" / "model.safetensors").is_file()  # the kept model stays
+
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m", "--eval-gate", "warn")
+    assert code == 0, summary
+    assert summary["gate"]["line"].startswith("published with tpu-sft:evalGate warn, although the fine-tuned model")
+    assert "GSM8K 0.71 → 0.61" in summary["gate"]["line"]
+    assert "m/model.safetensors" in objects(gcs)
+
+
+def test_a_wider_margin_or_the_gate_off_publishes_the_same_model(maxtext_python, gcs, kept):
+    write_report(kept, WORSE)
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m", "--eval-margin", "15")
+    assert code == 0 and summary["gate"]["line"].startswith("eval gate passed (15-point margin): IFEval strict")
+    (kept / "eval" / "report.json").write_text("{cut short")
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m", "--eval-gate", "off")
+    assert code == 0 and summary["gate"]["line"] == "eval gate off: published without reading the eval report"
+
+
+def test_a_kept_model_with_no_eval_report_is_refused_where_the_gate_blocks(maxtext_python, gcs, kept):
+    (kept / "eval" / "report.json").unlink()
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m")
+    assert code == 2 and summary["error"].startswith(
+        f"not published: the kept model has no eval report ({kept}/eval/report.json): its eval did not run"
+    )
+    assert objects(gcs) == {}
+    code, summary = publish(maxtext_python, gcs, kept, "--gcs", "gs://models/m", "--eval-margin", "-1")
+    assert code == 2 and summary["error"] == "--eval-margin -1 is out of range: give points from 0 to 100"
+
+
+def test_hub_a_blocked_publish_creates_no_repo_and_commits_nothing(maxtext_python, hub, kept, token_file):
+    write_report(kept, WORSE)
+    code, summary = publish_to_hub(maxtext_python, hub, kept, token_file)
+    assert code == 2 and "GSM8K 0.71 → 0.61" in summary["error"]
+    assert hub.repos == {} and hub.commits == []
+    code, summary = publish_to_hub(maxtext_python, hub, kept, token_file, "--eval-gate", "warn")
+    assert code == 0 and hub.commits and hub.commits[0][0] == "team/gemma-sft"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests import gemma3_export
 from tests.hub_upload_standin import HubStandin
+from tests.workload.eval.reports import write_report
 from tests.workload.publish.test_publish import WRITE_TOKEN, write_manifest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,6 +36,7 @@ def kept_run(root: Path, *, lora: bool, merged: bool = True) -> Path:
         (model / "hf-adapter" / "adapter_config.json").write_text(json.dumps(config))
         (model / "hf-adapter" / "adapter_model.safetensors").write_bytes(os.urandom(3_000))
     write_manifest(model, LORA if lora else None)
+    write_report(model)  # one the gate passes
     return model
 
 
