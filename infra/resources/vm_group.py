@@ -33,9 +33,10 @@ import pulumi
 import pulumi_gcp as gcp
 
 from infra.config.settings import Settings
-from infra.resources import group
+from infra.resources import group, vm_status
 from infra.resources.disk import DEVICE_NAME
 from infra.resources.vm import metadata
+from workload.core.config import ConfigError, set_hint
 
 ONE = 1
 ON_FAILURE = "REPAIR"  # the group recreates a preempted, failed or deleted VM (the API's default, said outright)
@@ -47,6 +48,25 @@ UPDATE_TYPE = "PROACTIVE"
 MINIMAL_ACTION = "REFRESH"
 MOST_DISRUPTIVE_ACTION = "REPLACE"
 REPLACEMENT_METHOD = "RECREATE"  # keeps the name: "stateful MIGs" require it for updates that replace
+
+
+def refuse_while_the_plain_vm_holds_the_disk(s: Settings) -> None:
+    """The move of an existing stack into its group: the plain VM, named as the stack, holds the data disk read-write,
+    which the group's VM (another name) cannot attach while it exists, and the engine deletes a resource that left the
+    program only after it created the new ones, so the group would never become stable. Refused before anything, with
+    the order that works: the VM deleted first (the data disk and the bucket stay), then `pulumi up`."""
+    found = vm_status.vm_now(s)
+    if found is None:
+        return
+    refused = ConfigError(
+        "tpu-sft:recovery",
+        f"auto moves the VM into a managed instance group, but VM {s.instance_name} ({found.current_status}) still "
+        f"holds the data disk, which the group's VM {group.host_names(group.base_instance_name(s), ONE)[0]} must "
+        "attach",
+        f"once no run needs it, gcloud compute instances delete {s.instance_name} --zone {s.zone} --project "
+        f"{s.project} (the data disk and the bucket stay), then pulumi up; or {set_hint('recovery', 'off')}",
+    )
+    raise pulumi.RunError(str(refused))
 
 
 @dataclass(frozen=True)
@@ -61,6 +81,7 @@ class TpuVmGroup(pulumi.ComponentResource):
     def __init__(self, name: str, args: TpuVmGroupArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:TpuVmGroup", name, None, opts)
         s = args.settings
+        refuse_while_the_plain_vm_holds_the_disk(s)
         self.template = group.instance_template(
             name,
             s,

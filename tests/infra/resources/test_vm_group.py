@@ -159,3 +159,14 @@ def test_the_group_passes_the_policy_pack_and_a_group_that_drops_the_disk_does_n
     without_disk = Resource(GROUP, group.name, {**group.props, "statefulDisks": []})
     [violation] = [v for v in check_stack([without_disk], stack_config={}) if v.level == MANDATORY]
     assert violation.policy == "slice-hosts-stay-ended"
+
+
+def test_the_move_waits_until_the_plain_vm_no_longer_holds_the_disk(mock_stack):
+    """The engine creates the group before it deletes the VM that left the program, and the group's VM cannot attach
+    the disk the plain VM holds read-write: the move is refused in one line, with the order that works."""
+    with pytest.raises(RunError) as raised:
+        mock_stack(SPOT, remove=NO_RESERVATION, statuses={"tpu-sft-dev": "RUNNING"})
+    message = str(raised.value)
+    assert message.startswith("tpu-sft:recovery: auto moves the VM into a managed instance group"), message
+    assert "\n" not in message and "gcloud compute instances delete tpu-sft-dev --zone us-east5-b" in message
+    assert "tpu-sft-dev-01" in message
