@@ -197,6 +197,8 @@ class _Mocks(pulumi.runtime.Mocks):
                 "name": name,
                 "instanceId": self.instance_ids.get(name) or instance_id_of(name),
                 "currentStatus": self.statuses.get(name, "RUNNING"),
+                # the address a VM with an access config gets, as for a declared Instance above
+                "networkInterfaces": [{"accessConfigs": [{"natIp": "203.0.113.7"}]}],
             }
         return {}
 

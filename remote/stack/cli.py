@@ -191,6 +191,8 @@ def _status(args) -> int:
             print(f"VM: {error.ssh}; {error.state.line(vm_name(outputs), _resumes(found))}")
         else:
             print(f"{'slice' if len(target.hosts) > 1 else 'VM'}: {error}")
+        if (recovered := _recovery(outputs, None)) is not None:
+            print(recovered)
         if found is None:
             print(f"run: unknown ({why_not})")
         else:

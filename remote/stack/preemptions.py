@@ -26,13 +26,14 @@ class Preemptions:
     unread: str = ""  # why Compute Engine's record could not be read ("" once read)
 
     def line(self, name: str, attempt: str | None) -> str | None:
-        """One line, or None where there is nothing to say (never preempted)."""
+        """One line, or None where there is nothing to say (never preempted); `attempt`: the run's latest on the VM,
+        where it was read."""
         if self.unread:
             return f"recovery: whether Google preempted {name} is unknown ({self.unread})"
         if not self.times:
             return None
         count = f"{len(self.times)} time{'s' if len(self.times) > 1 else ''}"
-        resumed = f"; the run's latest attempt is {attempt}" if attempt else "; no run started since"
+        resumed = f"; the run's latest attempt is {attempt}" if attempt else ""
         return (
             f"recovery: Google preempted {name} {count}, last at {self.times[-1]} ({PREEMPTED}); its group recreated "
             f"it with its data disk{resumed}"

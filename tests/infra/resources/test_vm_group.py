@@ -170,3 +170,9 @@ def test_the_move_waits_until_the_plain_vm_no_longer_holds_the_disk(mock_stack):
     assert message.startswith("tpu-sft:recovery: auto moves the VM into a managed instance group"), message
     assert "\n" not in message and "gcloud compute instances delete tpu-sft-dev --zone us-east5-b" in message
     assert "tpu-sft-dev-01" in message
+
+
+def test_direct_access_reaches_the_groups_vm_at_its_own_address(mock_stack):
+    """The group's VM is read from Compute Engine once the group is stable, its address with it."""
+    stack = mock_stack({**SPOT, "tpu-sft:access": "direct"}, remove=NO_RESERVATION)
+    assert "tpu-sft@203.0.113.7" in stack.outputs["sshCommand"] and "203.0.113.7" in stack.outputs["target"]
