@@ -176,3 +176,16 @@ def test_direct_access_reaches_the_groups_vm_at_its_own_address(mock_stack):
     """The group's VM is read from Compute Engine once the group is stable, its address with it."""
     stack = mock_stack({**SPOT, "tpu-sft:access": "direct"}, remove=NO_RESERVATION)
     assert "tpu-sft@203.0.113.7" in stack.outputs["sshCommand"] and "203.0.113.7" in stack.outputs["target"]
+
+
+@pytest.mark.parametrize("keep", ["true", "false"])
+def test_destroy_removes_group_and_template_and_keeps_the_disk_only_where_asked(mock_stack, keep):
+    """Nothing of the group outlives `pulumi destroy`; the data disk is kept as for the plain VM (keepDataDisk), and
+    its stateful delete rule NEVER keeps it from being deleted with a VM in between."""
+    overrides = {**SPOT, "tpu-sft:keepDataDisk": keep}
+    stack = mock_stack(overrides, remove=NO_RESERVATION)
+    plain = mock_stack({**overrides, "tpu-sft:recovery": "off"}, remove=NO_RESERVATION)
+    for kind in (GROUP, TEMPLATE):
+        [made] = stack.of_type(kind)
+        assert not made.protect and not made.retain_on_delete
+    assert stack.one(DISK).retain_on_delete == plain.one(DISK).retain_on_delete == (keep == "true")
