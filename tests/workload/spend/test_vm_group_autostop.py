@@ -1,9 +1,9 @@
 """Autostop on a Spot VM in its group of one (tpu-sft:recovery auto, infra/resources/vm_group.py): once idle, the VM's
 watcher resizes its group to 0, as a slice's hosts do, and never deletes itself (the group would repair it); the
-managed-group stand-in then makes no VM until a `pulumi up` sets the size again. It runs
-as the startup script runs it, with what the program declared: the template's metadata, the grant to resize, the
-bucket its report goes to (the storage emulator behind the IAM stand-in), and the Compute Engine stand-in
-(tests/workload/gce_standin.py)."""
+managed-group stand-in then makes no VM until a `pulumi up` sets the size again. The watcher runs as the startup
+script runs it, with what the program declared: the template's metadata, the grant to resize, the bucket its report
+goes to (the storage emulator behind the IAM stand-in), and the Compute Engine stand-in (tests/workload/gce_standin.py).
+"""
 
 from __future__ import annotations
 
