@@ -138,7 +138,8 @@ RESOURCE_RULES: tuple[ResourceRule, ...] = (
     ),
     ResourceRule(
         name="slice-hosts-stay-ended",
-        description="A slice's managed instance group does not recreate hosts Google ended (run cap, preemption).",
+        description="A slice's managed instance group does not recreate hosts Google ended (run cap, preemption); "
+        "only a group of one VM that keeps its data disk does (tpu-sft:recovery auto).",
         level=MANDATORY,
         types=(INSTANCE_GROUP_MANAGER,),
         check=lambda r, c, s: instance.group_recreates_ended_hosts(r.name, r.props),

@@ -69,14 +69,24 @@ def run_duration_uncapped(name: str, props: Mapping[str, Any]) -> list[str]:
 RECREATE_NOTHING = "DO_NOTHING"
 
 
+def keeps_one_vm_and_its_disk(props: Mapping[str, Any]) -> bool:
+    """A group of one VM that is no slice and keeps its data disk across recreations (infra/resources/vm_group.py):
+    the one group whose repair is wanted, ended by autostop's resize to 0 and the run's boot-resume budget."""
+    kept = [d for d in items(dig(props, "statefulDisks")) if str(dig(d, "deleteRule", default="")).upper() == "NEVER"]
+    size = dig(props, "targetSize")
+    one = isinstance(size, (int, float)) and float(size) == 1  # the engine's numbers arrive as floats
+    return one and bool(kept) and not dig(props, "resourcePolicies", "workloadPolicy")
+
+
 def group_recreates_ended_hosts(name: str, props: Mapping[str, Any]) -> list[str]:
-    """A MIG repairs (recreates) a VM that fails unless told not to: a host Google ended at its run cap, by
-    preemption or at the reservation's end would come back and bill again."""
+    """A MIG repairs (recreates) a VM that fails unless told not to: a slice's host Google ended at its run cap, by
+    preemption or at the reservation's end would come back and bill again. The exception: a group of one VM that
+    keeps its data disk, whose repair is what tpu-sft:recovery auto asks for."""
     action = dig(props, "instanceLifecyclePolicy", "defaultActionOnFailure", default="REPAIR")
-    if str(action).upper() == RECREATE_NOTHING:
+    if str(action).upper() == RECREATE_NOTHING or keeps_one_vm_and_its_disk(props):
         return []
     return [
         f"instance group {name} recreates hosts that Google ended ({action}), so a run cap or preemption would "
         f"not stop the bill: set instanceLifecyclePolicy.defaultActionOnFailure {RECREATE_NOTHING} "
-        "(infra/resources/slice.py)"
+        "(infra/resources/slice.py), or make it a group of one that keeps its data disk (infra/resources/vm_group.py)"
     ]

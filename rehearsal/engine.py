@@ -157,6 +157,7 @@ class _Mocks(pulumi.runtime.Mocks):
             self.resource_policies[state["selfLink"]] = state
         if args.typ == group_rules.GROUP:
             group_rules.refuse_a_tpu_group_not_in_bulk(state, self.resource_policies)
+            group_rules.refuse_bulk_without_its_models(state, self.resource_policies, self.templates)
             state["instanceGroupManagerId"] = MIG_ID
             self.groups[state.get("name") or args.name] = state
         if args.typ == group_rules.TEMPLATE:
@@ -196,6 +197,8 @@ class _Mocks(pulumi.runtime.Mocks):
                 "name": name,
                 "instanceId": self.instance_ids.get(name) or instance_id_of(name),
                 "currentStatus": self.statuses.get(name, "RUNNING"),
+                # the address a VM with an access config gets, as for a declared Instance above
+                "networkInterfaces": [{"accessConfigs": [{"natIp": "203.0.113.7"}]}],
             }
         return {}
 

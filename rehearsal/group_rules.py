@@ -14,9 +14,12 @@ Enforced:
   with TPU is not allowed"; Google's Chinese page on bulk mode lists resize requests among what bulk mode does not
   support.
 
-Not enforced: Google's statement that bulk mode is "only supported with instance templates that specify either a
-reservation-bound or flex-start provisioning model" (compute/docs/instance-groups/bulk-create-instances-in-mig),
-which its TPU pages contradict (on-demand and Spot multi-host slices); the refusal of a changed mode, which needs
+- A group with no accelerator topology in bulk mode whose template is not RESERVATION_BOUND or FLEX_START: Google's
+  "only supported with instance templates that specify either a reservation-bound or flex-start provisioning model"
+  (compute/docs/instance-groups/bulk-create-instances-in-mig; rehearsal/managed_group.py).
+
+Not enforced: that rule for a slice's group, which Google's TPU pages contradict (on-demand and Spot multi-host
+slices); the refusal of a changed mode, which needs
 the group's history, which the mock engine does not keep; other TPU machine types than ct6e (ct5p, tpu7x), which
 the program never declares.
 """
@@ -24,6 +27,8 @@ the program never declares.
 from __future__ import annotations
 
 from typing import Any
+
+from rehearsal import managed_group
 
 GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 WORKLOAD_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
@@ -49,6 +54,20 @@ def refuse_a_tpu_group_not_in_bulk(state: dict[str, Any], policies: dict[str, di
     modes = [p.get("mode") for p in state.get("targetSizePolicies") or []]
     if topology and modes != ["BULK"]:
         raise GroupRefused(BULK_REQUIRED)
+
+
+def refuse_bulk_without_its_models(
+    state: dict[str, Any], policies: dict[str, dict[str, Any]], templates: dict[str, dict[str, Any]]
+) -> None:
+    """`templates`: the instance templates created so far, by unique self link (what a group's version names)."""
+    link = (state.get("resourcePolicies") or {}).get("workloadPolicy") or ""
+    topology = ((policies.get(link) or {}).get("workloadPolicy") or {}).get("acceleratorTopology")
+    for version in state.get("versions") or []:
+        template = templates.get(version.get("instanceTemplate") or "") or {}
+        try:
+            managed_group.refuse_bulk_without_its_models(state, template, has_topology=bool(topology))
+        except managed_group.Refused as refused:
+            raise GroupRefused(str(refused)) from None
 
 
 def refuse_a_resize_request_in_a_tpu_group(

@@ -54,6 +54,18 @@ def flex_start_needs_run_cap(s: Settings) -> None:
         )
 
 
+def recovery_needs_autostop(s: Settings) -> None:
+    """A group of one recreates the VM that Google deleted at its run cap, as after a preemption: with autostop off
+    nothing would ever end it. Autostop resizes the group to 0 once the VM is idle (workload/spend/autostop.py)."""
+    if s.recovers and s.autostop == "off":
+        raise ConfigError(
+            stack_key("autostop"),
+            f"is off, but tpu-sft:recovery auto recreates the {s.provisioning_model} VM after its run cap too, so it "
+            "would bill until `pulumi destroy`",
+            "pulumi config set tpu-sft:autostop delete, or pulumi config set tpu-sft:recovery off",
+        )
+
+
 # Flex-start VMs run "for up to seven days", a run duration of at most 604800 s
 # (cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig).
 FLEX_START_MAX_RUN_HOURS = 7 * 24
@@ -97,7 +109,7 @@ COMPUTE_NAME_MAX = 63
 # x here). Google receives the whole; pulumi-gcp's own limit, 255, never fires first (provider/resources.go
 # `prov.SetAutonaming(255, "-")`; rehearsal/autonaming.py).
 AUTO_NAME_SUFFIX = "-xxxxxxx"
-# infra/resources/slice.py HOST_NUMBER, not imported (infra/resources is a floor above: tests/test_layers.py);
+# infra/resources/group.py HOST_NUMBER, not imported (infra/resources is a floor above: tests/test_layers.py);
 # tests/infra/config/test_names.py checks they agree
 _HOST_NUMBER = "-##"
 
@@ -113,7 +125,8 @@ class DerivedName:
 
 def derived_names(s: Settings) -> tuple[DerivedName, ...]:
     """Every Compute Engine name the program derives from tpu-sft:instanceName (infra/resources/machine.py,
-    infra/resources/disk.py, infra/resources/network.py, infra/resources/vm.py, infra/resources/slice.py).
+    infra/resources/disk.py, infra/resources/network.py, infra/resources/vm.py, infra/resources/vm_group.py,
+    infra/resources/slice.py).
     tests/infra/config/test_names.py checks that this is exactly what the program declares, so the rule below and the
     program cannot drift apart."""
     n = s.instance_name
@@ -124,6 +137,14 @@ def derived_names(s: Settings) -> tuple[DerivedName, ...]:
         )
 
     firewalls = (auto("SSH firewall", f"{n}-ssh"), auto("SSH deny firewall", f"{n}-ssh-deny-other"))
+    if s.recovers:  # infra/resources/vm_group.py: the slice's group, of one VM
+        return (
+            DerivedName("managed instance group", n, COMPUTE_NAME_MAX),
+            DerivedName("group's numbered base instance name", n + _HOST_NUMBER, SLICE_NAME_MAX + len(_HOST_NUMBER)),
+            auto("instance template", f"{n}-template"),
+            auto("data disk", f"{n}-data"),
+            *firewalls,
+        )
     if not s.is_slice:
         return DerivedName("VM", n, COMPUTE_NAME_MAX), auto("data disk", f"{n}-data"), *firewalls
     group = (
@@ -197,6 +218,7 @@ CROSS_KEY_RULES = (
     direct_access_needs_external_ip,
     flex_start_needs_run_cap,
     flex_start_within_seven_days,
+    recovery_needs_autostop,
     names_fit,
     adapter_repo_needs_lora,
     eval_gate_has_an_eval,

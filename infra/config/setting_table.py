@@ -39,6 +39,9 @@ DEFAULT_PROVISIONING_MODEL = "RESERVATION_BOUND"  # as the seed's gcloud
 ACCESS_PATHS = ("iap", "direct")  # how SSH reaches the VM: an IAP tunnel, or straight to its external IP
 IAP_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding source range
 DATA_DISK_TYPES = ("hyperdisk-balanced", "hyperdisk-ml")  # what v6e VMs can attach
+RECOVERY_MODES = ("auto", "off")  # a managed instance group of one repairs the VM, or nothing does (docs/restarts.md)
+# The models whose VM nothing brings back after a preemption or deletion (docs/restarts.md): the ones `auto` serves.
+RECOVERED_MODELS = ("SPOT", "STANDARD")
 AUTOSTOP_ACTIONS = ("delete", "off")  # what the VM does to itself once idle (workload/spend/autostop.py)
 DEFAULT_PUBLIC_KEY = "~/.ssh/google_compute_engine.pub"  # the key `gcloud compute ssh` creates and uses
 DEFAULT_INSTANCE_NAME = "tpu-sft"
@@ -121,6 +124,30 @@ def _autostop(key: str, raw: Any, example: str, given: Given) -> str:
             "new VM)",
         )
     return parse_choice(key, raw, AUTOSTOP_ACTIONS)
+
+
+def _recovery(key: str, raw: Any, example: str, given: Given) -> str:
+    """auto or off. `auto` set by hand where no group of one can serve is refused, not ignored: a RESERVATION_BOUND VM
+    ends with its reservation and Google restarts it after a failure itself; Google's flex-start VMs "cannot be
+    stopped, suspended or recreated" (the provisioning-models page); a slice's recovery is not built
+    (docs/restarts.md). Left unset, `auto` applies where it can and nothing else changes."""
+    mode = parse_choice(key, raw, RECOVERY_MODES)
+    model = given.parsed.get("provisioningModel", DEFAULT_PROVISIONING_MODEL)
+    if mode == "auto" and ACCELERATORS[given.pipeline.accelerator_type].is_slice:
+        raise ConfigError(
+            stack_key(key),
+            "auto cannot apply to a slice: Google does not recover a Spot slice, and tpu-sft does not yet "
+            "(docs/restarts.md)",
+            f"pulumi config rm {stack_key(key)}, or {set_hint(key, 'off')}",
+        )
+    if mode == "auto" and model not in RECOVERED_MODELS:
+        raise ConfigError(
+            stack_key(key),
+            f"auto cannot apply to a {model} VM (only SPOT and STANDARD VMs are recreated by a managed instance "
+            "group; docs/restarts.md says why)",
+            f"pulumi config rm {stack_key(key)}, or {set_hint(key, 'off')}",
+        )
+    return mode
 
 
 def _float(key: str, raw: Any, example: str, given: Given) -> float:
@@ -484,6 +511,14 @@ SETTINGS: tuple[Setting, ...] = (
         "what the VM does to itself once idle: delete (the data disk and the bucket stay), or off",
     ),
     Setting("idleMinutes", "idle_minutes", _int(1), "30", "the quiet minutes after which autostop acts"),
+    Setting(
+        "recovery",
+        "recovery",
+        _recovery,
+        "auto",
+        "auto: a SPOT or STANDARD VM in a managed instance group of one, recreated with its name and data disk after a "
+        "preemption or deletion; off: a plain VM",
+    ),
     Setting(
         "bootResumes",
         "boot_resumes",

@@ -67,6 +67,7 @@ class Settings:
     os_login_account: str | None = None  # oslogin: the Google account whose login profile holds the key
     autostop: str = "delete"  # not stop: Compute Engine cannot restart a stopped TPU VM (infra/config/setting_table.py)
     idle_minutes: int = 30
+    recovery: str = "auto"  # a VM nothing else brings back is recreated by a group of one (infra/resources/vm_group.py)
     boot_resumes: int = 3  # the run's budget of boot-resumes (workload/run/resume_budget.py)
     publish_gcs_uri: str | None = None  # publishing is opt-in: nothing unless a destination is set
     publish_hub_repo: str | None = None  # the model (a LoRA run's: merged into its base)
@@ -93,6 +94,12 @@ class Settings:
     def is_slice(self) -> bool:
         """A multi-host slice (tpu-sft:acceleratorType v6e-16 and up): a managed instance group, not one VM."""
         return self.accelerator.is_slice
+
+    @property
+    def recovers(self) -> bool:
+        """Whether the VM is in a managed instance group of one that recreates it (tpu-sft:recovery auto, with SPOT or
+        STANDARD: docs/restarts.md)."""
+        return self.recovery == "auto" and not self.is_slice and self.provisioning_model in ("SPOT", "STANDARD")
 
     @property
     def tpu_price(self) -> ChipPrice:

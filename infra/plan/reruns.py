@@ -67,6 +67,9 @@ def vm_identity(s: Settings) -> dict[str, Any]:
         "tpu-sft:provisioningModel": s.provisioning_model,
         "tpu-sft:reservation": s.reservation,
         "tpu-sft:maxRunHours": s.max_run_hours,
+        # In effect, not as set: a SPOT or STANDARD VM moved into its group of one (or out) is a new VM, named
+        # <instanceName>-01; the data disk stays (infra/resources/vm_group.py).
+        "tpu-sft:recovery": "auto" if s.recovers else "off",
     }
 
 

@@ -1,5 +1,6 @@
 """The machine the run trains on: one TPU VM with its data disk, or a slice's hosts (a multi-host accelerator type,
-infra/resources/slice.py), each with the SSH firewall and OS Login key that let the tasks in and autostop's grant.
+infra/resources/slice.py), each with the SSH firewall and OS Login key that let the tasks in and autostop's grant. A
+Spot or on-demand VM is, by default, in a managed instance group of one that recreates it (infra/resources/vm_group.py).
 
 The two differ only where Google does: a VM has a data disk, an address and an instance id; a slice's hosts
 cannot share a disk (the model is kept in the bucket too), need a firewall for their own traffic, and are named by
@@ -24,6 +25,7 @@ from infra.resources.network import SliceFirewall, SliceFirewallArgs, SshFirewal
 from infra.resources.slice import TpuSlice, TpuSliceArgs
 from infra.resources.tasks import slice_target_json, vm_target_json
 from infra.resources.vm import TpuVm, TpuVmArgs
+from infra.resources.vm_group import TpuVmGroup, TpuVmGroupArgs
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
 
 
@@ -39,7 +41,7 @@ class Machine:
 
 
 def declare(settings: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
-    return _slice(settings, services) if settings.is_slice else _vm(settings)
+    return _slice(settings, services) if settings.is_slice else _vm(settings, services)
 
 
 def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
@@ -52,7 +54,7 @@ def kept_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
     return bucket_url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
 
 
-def _vm(s: Settings) -> Machine:
+def _vm(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
     performance = data_disk_performance(s.data_disk_type)
     data_disk = DataDisk(
         f"{s.instance_name}-data",
@@ -68,6 +70,8 @@ def _vm(s: Settings) -> Machine:
     )
     firewall = _ssh_firewall(s)
     access_key = _os_login_key(s)
+    if s.recovers:
+        return _vm_in_a_group(s, services, data_disk, [firewall, *access_key])
     vm = TpuVm(
         s.instance_name, TpuVmArgs(settings=s, data_disk_self_link=data_disk.self_link, network_tag=s.instance_name)
     )
@@ -92,6 +96,39 @@ def _vm(s: Settings) -> Machine:
         main_host=vm.name,
         external_ip=vm.external_ip,
         outputs={"instanceName": vm.name, "dataDiskName": data_disk.name, "dataDiskMountPoint": MOUNT_POINT},
+    )
+
+
+def _vm_in_a_group(
+    s: Settings, services: Mapping[str, pulumi.Resource], data_disk: DataDisk, access: list[pulumi.Resource]
+) -> Machine:
+    """The VM in a group of one that recreates it (infra/resources/vm_group.py): to the tasks the same VM, by its
+    numbered name; autostop resizes the group to 0 with the slice's grant (recovery_needs_autostop keeps it on)."""
+    vm = TpuVmGroup(
+        s.instance_name,
+        TpuVmGroupArgs(
+            settings=s, data_disk_name=data_disk.name, network_tag=s.instance_name, compute_api=services[apis.COMPUTE]
+        ),
+    )
+    SliceAutostopAccess(
+        f"{s.instance_name}-autostop",
+        SliceAutostopAccessArgs(project=s.project, stack=s.stack, service_account_email=vm.service_account_email),
+    )
+    return Machine(
+        service_account_email=vm.service_account_email,
+        identity=vm.instance_id,
+        ready=[vm.group, data_disk, *access],
+        target_json=lambda bucket_url: vm_target_json(
+            s, vm.name, vm.instance_id, vm.external_ip, kept_url(bucket_url), runs_url(bucket_url)
+        ),
+        main_host=vm.name,
+        external_ip=vm.external_ip,
+        outputs={
+            "instanceName": vm.name,
+            "instanceGroupName": vm.group_name,
+            "dataDiskName": data_disk.name,
+            "dataDiskMountPoint": MOUNT_POINT,
+        },
     )
 
 

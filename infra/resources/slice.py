@@ -6,7 +6,9 @@ hosts one ICI-connected slice (cloud.google.com/compute/docs/tpus/create-tpu-mig
 Each host is the single VM of infra/resources/vm.py in every fact it can be: image, boot disk, network and tag, service
 account, scheduling (provisioning model, termination, run cap), reservation affinity, labels and metadata
 (ssh-keys, the startup script, autostop's and the bill's settings). What differs: the machine type, no data disk
-(the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them.
+(the hosts cannot share one read-write disk; a slice's startup script mounts none), and the MIG around them. The
+template, the hosts' names and the read of their ids are the MIG's own (infra/resources/group.py), shared with the
+single VM's group of one.
 
 With FLEX_START the group starts empty and the first task resizes it to the slice's hosts
 (remote/pipeline/capacity.py; infra/resources/flex_start.py says what is read and what is inferred).
@@ -19,13 +21,11 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from infra.config.settings import IMAGE, Settings
-from infra.resources import flex_start
+from infra.config.settings import Settings
+from infra.resources import flex_start, group
 from infra.resources.bucket import region_of
-from infra.resources.vm import BOOT_DISK_TYPE, RESERVATION_KEY, SERVICE_ACCOUNT_SCOPES, metadata, scheduling_fields
+from infra.resources.vm import metadata
 from remote.pipeline.capacity import group_path
-from workload.core.contract import AUTOSTOP_PREFIX
-from workload.spend import autostop
 
 WORKLOAD_POLICY_TYPE = "HIGH_THROUGHPUT"  # collocated hosts; the only type that takes an accelerator topology
 # A host Google ended (preempted, capped by max_run_duration, reservation over) stays ended: the default, REPAIR,
@@ -35,63 +35,6 @@ ON_FAILURE = "DO_NOTHING"
 # roll them): it reaches the hosts when the MIG recreates them.
 UPDATE_TYPE = "OPPORTUNISTIC"
 BULK = "BULK"  # the group makes its hosts all at once or none (target size policy)
-# A base instance name ending in a hyphen and hash signs makes the MIG number its hosts instead of appending four
-# random characters. The Compute API reference, InstanceGroupManager.baseInstanceName: "If you want the MIG to
-# assign sequential numbers instead of a random string, then end the base instance name with a hyphen followed by
-# one or more hash symbols. The hash symbols indicate the number of digits. For example, a base instance name of
-# "vm-###" results in "vm-001" as a VM name." Two digits hold the 64 hosts of a v6e-256.
-# infra/config/cross_key_rules.py keeps the name short enough (SLICE_NAME_MAX).
-HOST_NUMBER = "-##"
-# How long `pulumi up` waits on the group: creating it, patching it, deleting it, and above all its wait for STABLE,
-# which the provider times against the create timeout even on an update (terraform-provider-google
-# `computeIGMWaitForInstanceStatus`). Its default, 15 minutes, is for any MIG; this one's hosts, up to 64 TPU VMs of a
-# v6e-256, are all created and booted together. With capacity that takes minutes (not measured here); without it
-# (a reservation too small, a zone out of v6e, too little TPU quota) the MIG keeps retrying and never gets there, while
-# each host it did make bills. Twice the default leaves the largest slice room and still ends that wait. Google gives
-# no capacity or quota answer before the hosts are asked for, so the timeout is the signal: docs/slices.md ("If the
-# slice never comes up") says what its error looks like, its likely causes and what to do.
-GROUP_TIMEOUT = "30m"
-
-
-def host_names(base_instance_name: str, count: int) -> list[str]:
-    """The hosts' names in worker order, from the MIG's numbered base instance name: "tpu-sft-dev-##" and 4 give
-    tpu-sft-dev-01 … tpu-sft-dev-04. That a group of N hosts is numbered exactly 1 … N, with no gap, is read from
-    "sequential numbers" and the "vm-001" example above; the reference does not say it outright (docs/slices.md)."""
-    prefix = base_instance_name.rstrip("#")
-    digits = len(base_instance_name) - len(prefix)
-    return [f"{prefix}{number:0{digits}d}" for number in range(1, count + 1)]
-
-
-def autostop_metadata(s: Settings) -> dict[str, str]:
-    """What each host's autostop needs to agree with the others before the group is resized to 0
-    (workload/spend/autostop.py): the group, every host's name, and where they report."""
-    return {
-        autostop.GROUP_KEY: s.instance_name,
-        autostop.HOSTS_KEY: ",".join(host_names(f"{s.instance_name}{HOST_NUMBER}", s.accelerator.hosts)),
-        autostop.REPORTS_KEY: f"gs://{s.checkpoint_bucket}/{AUTOSTOP_PREFIX}",
-    }
-
-
-# What a preview shows for a host the group has not made yet: autostop resized the group to 0
-# (workload/spend/autostop.py), and this update sets its size back. The `up` itself reads the new host's id once the
-# group is stable.
-NOT_MADE_YET = "none yet: made by this update"
-
-
-def instance_ids(names: list[str], s: Settings) -> dict[str, str]:
-    """Host name → its instance id (Compute Engine's `instances.get`, through pulumi-gcp's getInstance). Called once
-    the group's outputs are known: in `up`, after it was created or updated and is stable."""
-    ids = {}
-    for name in names:
-        try:
-            ids[name] = gcp.compute.get_instance(name=name, zone=s.zone, project=s.project).instance_id
-        except Exception as error:  # the invoke's failure, whose type the SDK does not export
-            # pulumi-gcp answers a 404 with "<the instance> not found" (terraform-provider-google
-            # HandleDataSourceNotFoundError). Only a preview may meet a host that is not there yet.
-            if not (pulumi.runtime.is_dry_run() and "not found" in str(error)):
-                raise
-            ids[name] = NOT_MADE_YET
-    return ids
 
 
 @dataclass(frozen=True)
@@ -101,30 +44,6 @@ class TpuSliceArgs:
     # What the default service account's look-up waits for (an invoke takes no stack transformation:
     # infra/resources/apis.py).
     compute_api: pulumi.Resource | None = None
-
-
-def template_scheduling(s: Settings) -> gcp.compute.InstanceTemplateSchedulingArgs:
-    return gcp.compute.InstanceTemplateSchedulingArgs(
-        **scheduling_fields(s),
-        max_run_duration=(
-            gcp.compute.InstanceTemplateSchedulingMaxRunDurationArgs(seconds=s.max_run_hours * 3600)
-            if s.max_run_hours
-            else None
-        ),
-    )
-
-
-def template_reservation_affinity(s: Settings) -> gcp.compute.InstanceTemplateReservationAffinityArgs | None:
-    if flex_start.takes_no_reservation(s):
-        return gcp.compute.InstanceTemplateReservationAffinityArgs(type=flex_start.NO_RESERVATION)
-    if not s.reservation:
-        return None
-    return gcp.compute.InstanceTemplateReservationAffinityArgs(
-        type="SPECIFIC_RESERVATION",
-        specific_reservation=gcp.compute.InstanceTemplateReservationAffinitySpecificReservationArgs(
-            key=RESERVATION_KEY, values=[s.reservation]
-        ),
-    )
 
 
 class TpuSlice(pulumi.ComponentResource):
@@ -144,36 +63,14 @@ class TpuSlice(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        self.template = gcp.compute.InstanceTemplate(
-            f"{name}-template",
+        self.template = group.instance_template(
+            name,
+            s,
             machine_type=accelerator.machine_type,
-            tags=[args.network_tag],
-            labels=dict(s.labels),
-            disks=[
-                gcp.compute.InstanceTemplateDiskArgs(
-                    boot=True,
-                    auto_delete=True,
-                    source_image=IMAGE,
-                    disk_size_gb=s.boot_disk_size_gb,
-                    disk_type=BOOT_DISK_TYPE,
-                )
-            ],
-            network_interfaces=[
-                gcp.compute.InstanceTemplateNetworkInterfaceArgs(
-                    network=s.network,
-                    subnetwork=s.subnetwork,
-                    access_configs=(
-                        [gcp.compute.InstanceTemplateNetworkInterfaceAccessConfigArgs()] if s.external_ip else []
-                    ),
-                )
-            ],
-            service_account=gcp.compute.InstanceTemplateServiceAccountArgs(
-                email=s.service_account, scopes=list(SERVICE_ACCOUNT_SCOPES)
-            ),
-            scheduling=template_scheduling(s),
-            reservation_affinity=template_reservation_affinity(s),
-            metadata={**metadata(s, data_disk=False), **autostop_metadata(s)},
-            opts=child,
+            network_tag=args.network_tag,
+            metadata={**metadata(s, data_disk=False), **group.autostop_metadata(s, accelerator.hosts)},
+            extra_disks=[],  # none: the hosts cannot share one read-write disk
+            parent=self,
         )
         flex = flex_start.is_flex_start(s)
         self.group = gcp.compute.InstanceGroupManager(
@@ -181,7 +78,7 @@ class TpuSlice(pulumi.ComponentResource):
             name=s.instance_name,
             zone=s.zone,
             description=flex_start.group_description(s),
-            base_instance_name=f"{s.instance_name}{HOST_NUMBER}",  # hosts <instanceName>-01, -02, …
+            base_instance_name=group.base_instance_name(s),  # hosts <instanceName>-01, -02, …
             versions=[gcp.compute.InstanceGroupManagerVersionArgs(instance_template=self.template.self_link_unique)],
             target_size=flex_start.EMPTY_GROUP if flex else accelerator.hosts,
             # Compute Engine refuses a group with a TPU accelerator topology that does not create its hosts all at
@@ -204,7 +101,9 @@ class TpuSlice(pulumi.ComponentResource):
             wait_for_instances_status=None if flex else "STABLE",
             opts=pulumi.ResourceOptions(
                 parent=self,
-                custom_timeouts=pulumi.CustomTimeouts(create=GROUP_TIMEOUT, update=GROUP_TIMEOUT, delete=GROUP_TIMEOUT),
+                custom_timeouts=pulumi.CustomTimeouts(
+                    create=group.GROUP_TIMEOUT, update=group.GROUP_TIMEOUT, delete=group.GROUP_TIMEOUT
+                ),
                 # The first task raises the target size; a refresh reads it back, and setting it back to 0 would
                 # delete the hosts.
                 ignore_changes=["targetSize"] if flex else None,
@@ -225,7 +124,7 @@ class TpuSlice(pulumi.ComponentResource):
         # tasks reach exactly the hosts it names.
         host_count = pulumi.Output.from_input(accelerator.hosts) if flex else self.group.target_size
         self.host_names: pulumi.Output[list[str]] = pulumi.Output.all(self.group.base_instance_name, host_count).apply(
-            lambda a: host_names(a[0], int(a[1]))
+            lambda a: group.host_names(a[0], int(a[1]))
         )
         # What the tasks wait for: the group, whose hosts they reach (the host names, read from it, tie them to it as
         # well; this says so where the tasks are wired).
@@ -240,11 +139,13 @@ class TpuSlice(pulumi.ComponentResource):
         self.host_ids: pulumi.Output[dict[str, str]] = (
             pulumi.Output.from_input({})
             if flex
-            else pulumi.Output.all(self.group_id, self.host_names).apply(lambda a: instance_ids(a[1], s))
+            else pulumi.Output.all(self.group_id, self.host_names).apply(
+                lambda a: {name: host.instance_id for name, host in group.hosts_now(a[1], s).items()}
+            )
         )
         # The group a flex-start slice's first task fills (remote/pipeline/capacity.py).
         self.flex_start_group: pulumi.Output[str | None] = (
-            self.group.name.apply(lambda group: group_path(s.project, s.zone, group))
+            self.group.name.apply(lambda named: group_path(s.project, s.zone, named))
             if flex
             else pulumi.Output.from_input(None)
         )
@@ -252,14 +153,5 @@ class TpuSlice(pulumi.ComponentResource):
         self.identity: pulumi.Output[str] = pulumi.Output.all(self.group_id, self.host_ids).apply(
             lambda a: "/".join([a[0], *(a[1][name] for name in sorted(a[1]))])
         )
-        # The bucket's grant needs the hosts' service account before they exist: the one named, or the project's
-        # default compute account, which the API attaches when none is (as for the single VM).
-        self.service_account_email: pulumi.Output[str] = (
-            pulumi.Output.from_input(s.service_account)
-            if s.service_account
-            else gcp.compute.get_default_service_account_output(
-                project=s.project,
-                opts=pulumi.InvokeOutputOptions(depends_on=[args.compute_api] if args.compute_api else None),
-            ).email
-        )
+        self.service_account_email = group.service_account_email(s, args.compute_api)
         self.register_outputs({"name": self.name, "hosts": self.hosts, "hostNames": self.host_names})

@@ -29,7 +29,7 @@ from remote.ssh.errors import (
 )
 from remote.ssh.hosts import WorkerError, WorkerHost, each_said
 from remote.stack import outputs as stack_outputs
-from remote.stack import vm_state
+from remote.stack import preemptions, vm_state
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.reach import Reached, VmUnreachable, reach, vm_name
@@ -191,6 +191,8 @@ def _status(args) -> int:
             print(f"VM: {error.ssh}; {error.state.line(vm_name(outputs), _resumes(found))}")
         else:
             print(f"{'slice' if len(target.hosts) > 1 else 'VM'}: {error}")
+        if (recovered := _recovery(outputs, None)) is not None:
+            print(recovered)
         if found is None:
             print(f"run: unknown ({why_not})")
         else:
@@ -201,12 +203,24 @@ def _status(args) -> int:
         job = latest_job(reached.lead)
         if job is None:
             print("run: none started on the VM yet (`pulumi up` starts it)")
+            if (recovered := _recovery(outputs, None)) is not None:
+                print(recovered)
             return EXIT_OK
         states = reached.on_each(lambda _, conn: jobs.status(conn, job))
         print(f"run {job}: {states[0].state} · {run_state.read(job_log(reached.lead, job)).line()}")
         if reached.on_slice:
             print(f"workers: {each_said(reached.workers, [s.state for s in states])}")
+        if (recovered := _recovery(outputs, job)) is not None:
+            print(recovered)
     return EXIT_OK
+
+
+def _recovery(outputs: stack_outputs.StackOutputs, job: str | None) -> str | None:
+    """A VM in its group of one (tpu-sft:recovery auto): whether Google preempted it, and the attempt since."""
+    project, zone, name = (outputs.text(k) for k in ("project", "zone", "instanceName"))
+    if not (project and zone and name and outputs.text("instanceGroupName")):
+        return None
+    return preemptions.read(project, zone, name).line(name, job)
 
 
 def _answering(outputs: stack_outputs.StackOutputs, reached: Reached) -> str:

@@ -36,7 +36,12 @@ engine's record), evaluated as IAM evaluates it. Rules enforced:
   (docs.cloud.google.com/compute/docs/instances/stop-start-instance), its Limitations, read 2026-12-05 in its
   Italian ("Non puoi riavviare le istanze TPU"), Hebrew and Traditional-Chinese versions (the stored English copy
   ends before that section): TPU instances cannot be restarted; once stopped, one can only be deleted. A start of
-  any other machine type makes it RUNNING.
+  any other machine type makes it RUNNING;
+- `GET …/zones/Z/operations?filter=…` (`zoneOperations.list`) answers the preemptions a test records (`preempted`:
+  instance name and insertTime), for the one filter Google's sample "List preemption history of a Google Compute
+  Engine instance" builds (`operationType="compute.instances.preempted" AND targetLink="…/instances/NAME"`); any other
+  filter is NotModelled rather than guessed at. Only the owner's credentials read it (the VM's account has no such
+  grant).
 
 Not enforced: predefined roles, and bindings at folder or organization level (the program declares none for
 autostop; the stand-in grants nothing through them, which is stricter than Google); IAM conditions other than the
@@ -88,6 +93,11 @@ GROUP = "gcp:compute/instanceGroupManager:InstanceGroupManager"
 TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
 PROJECT_MEMBER = "gcp:projects/iAMMember:IAMMember"
 GROUP_PERMISSION = "compute.instanceGroupManagers.update"
+OPERATIONS_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/operations")
+PREEMPTION_FILTER = re.compile(
+    r'operationType="compute\.instances\.preempted" AND '
+    r'targetLink="https://www\.googleapis\.com/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/"]+)"'
+)
 RESIZE_PATH = re.compile(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/?]+)/resize")
 NAME_CONDITION = re.compile(r'resource\.name == "([^"]+)"')
 # The Compute Engine resource types whose `resource.name` IAM Conditions evaluate, as Google lists them
@@ -209,6 +219,7 @@ class GceStandin:
     access: DeclaredAccess | None = None  # None: nothing is granted, so every stop or delete is refused
     group_access: DeclaredGroupAccess | None = None  # a slice host's: None grants no resize
     resizes: list[tuple[str, int]] = field(default_factory=list)  # (group, size) of every resize the API accepted
+    preempted: list[tuple[str, str]] = field(default_factory=list)  # (instance, insertTime) of each preemption
     calls: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)  # method, path, headers
     api_times: list[float] = field(default_factory=list)  # when each stop/delete arrived (time.time())
 
@@ -235,6 +246,8 @@ class GceStandin:
             def do_GET(self) -> None:
                 if INSTANCE_PATH.fullmatch(self.path.split("?", 1)[0]):
                     return self._instance_call("")
+                if OPERATIONS_PATH.fullmatch(self.path.split("?", 1)[0]):
+                    return self._operations()
                 standin.calls.append(("GET", self.path, dict(self.headers)))
                 if self.headers.get("Metadata-Flavor") != "Google":
                     return self._answer(403, "Missing Metadata-Flavor:Google header.")
@@ -294,6 +307,27 @@ class GceStandin:
                     json.dumps({"kind": "compute#operation", "name": "operation-1234-stand-in"}),
                     "application/json",
                 )
+
+            def _operations(self) -> None:
+                standin.calls.append(("GET", self.path, dict(self.headers)))
+                if self.headers.get("Authorization") != f"Bearer {OWNER_TOKEN}":
+                    return self._error(401, "Request is missing required authentication credential.")
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                wanted = PREEMPTION_FILTER.fullmatch((query.get("filter") or [""])[0])
+                if wanted is None:
+                    raise NotModelled(f"an operations filter the stand-in does not evaluate: {query}")
+                project, zone, name = wanted.groups()
+                items = [
+                    {
+                        "operationType": "compute.instances.preempted",
+                        "targetLink": f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{zone}"
+                        f"/instances/{instance}",
+                        "insertTime": inserted,
+                    }
+                    for instance, inserted in standin.preempted
+                    if (project, zone, instance) == (standin.project, standin.zone, name)
+                ]
+                self._answer(200, json.dumps({"items": items} if items else {}), "application/json")
 
             def _resize(self, target: re.Match) -> None:
                 project, zone, group = target.groups()

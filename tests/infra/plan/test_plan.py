@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.plan import reruns
 from infra.plan.reruns import load
 from infra.preflight.compile_step import train_fingerprint
 from infra.preflight.data_preflight import data_fingerprint
@@ -224,3 +225,17 @@ def test_a_file_that_is_no_data_record_is_one_line_exit_2(tmp_path, junk):
     done = _plan(tmp_path, DEV, "--data", str(tmp_path / "junk.json"))
     assert done.returncode == 2
     assert done.stderr.startswith("error: --data: ") and done.stderr.count("\n") == 1
+
+
+def test_moving_a_spot_vm_into_its_group_says_the_vm_is_replaced(tmp_path):
+    """The move of an existing stack to tpu-sft:recovery auto: a new VM (its group's), every phase re-run on it, the
+    data disk the same (tests/infra/resources/test_vm_group.py shows the declared disk unchanged)."""
+    spot = DEV.replace("tpu-sft:provisioningModel: RESERVATION_BOUND", "tpu-sft:provisioningModel: SPOT").replace(
+        "  tpu-sft:reservation: my-v6e-reservation", "  # no reservation"
+    )
+    plain = spot.replace('# tpu-sft:recovery: "off"', 'tpu-sft:recovery: "off"')
+    (tmp_path / "base.yaml").write_text(plain)
+    (tmp_path / "head.yaml").write_text(spot)
+    rows = reruns.plan(load(tmp_path / "base.yaml", "dev"), load(tmp_path / "head.yaml", "dev"))
+    assert all(rerun for _, rerun, _ in rows[:4])
+    assert 'the VM is replaced: `tpu-sft:recovery`: "off" → "auto"' in rows[0][2]

@@ -9,6 +9,14 @@ from infra.pricing.run_cap import default_max_run_hours
 from policy import instance
 
 INSTANCE = "gcp:compute/instance:Instance"
+TEMPLATE = "gcp:compute/instanceTemplate:InstanceTemplate"
+
+
+def host(stack):
+    """The VM, or the template of the group of one that recreates a SPOT or STANDARD VM (tpu-sft:recovery auto): the
+    cap is the same on each VM it makes."""
+    [found] = stack.of_type(INSTANCE) or stack.of_type(TEMPLATE)
+    return found
 
 
 @pytest.mark.parametrize(
@@ -17,7 +25,7 @@ INSTANCE = "gcp:compute/instance:Instance"
 )
 def test_every_provisioning_model_but_reservation_bound_is_capped_by_default(mock_stack, model, reservation):
     overrides = {"tpu-sft:provisioningModel": model, **({"tpu-sft:reservation": reservation} if reservation else {})}
-    vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
+    vm = host(mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)))
     # The dev stack's run, 250 steps of batch 4 at the seed's 0.6 s per sequence (the seed's 1,000 of 1): estimated
     # 0.667 h → twice that plus an hour → rounded up to 4 h.
     assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": 4 * 3600}
@@ -52,11 +60,9 @@ def test_a_slice_bound_to_a_reservation_is_not_capped_by_default(slice_stack):
 def test_ordinary_step_changes_keep_the_cap_so_the_vm_is_not_replaced(mock_stack):
     """max_run_duration is ForceNew: a new cap would replace the VM and re-run every phase."""
     caps = {
-        steps: mock_stack(
-            {"tpu-sft:steps": steps, "tpu-sft:provisioningModel": "SPOT"}, remove=("tpu-sft:reservation",)
-        )
-        .one(INSTANCE)
-        .inputs["scheduling"]["maxRunDuration"]
+        steps: host(
+            mock_stack({"tpu-sft:steps": steps, "tpu-sft:provisioningModel": "SPOT"}, remove=("tpu-sft:reservation",))
+        ).inputs["scheduling"]["maxRunDuration"]
         for steps in ("125", "250", "500", "1250")  # the stack's batch 4: the tokens of 500 to 5,000 steps of 1
     }
     assert all(cap == {"seconds": 4 * 3600} for cap in caps.values()), caps
@@ -71,7 +77,7 @@ def test_off_removes_the_cap_and_the_policy_pack_warns(mock_stack):
     vm = mock_stack(
         {"tpu-sft:maxRunHours": "off", "tpu-sft:provisioningModel": "SPOT"}, remove=("tpu-sft:reservation",)
     )
-    vm = vm.one(INSTANCE)
+    vm = host(vm)
     assert "maxRunDuration" not in vm.inputs["scheduling"]
     [warning] = instance.run_duration_uncapped("vm", vm.inputs)
     assert "no run-duration cap" in warning and "tpu-sft:maxRunHours" in warning

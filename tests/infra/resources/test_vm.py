@@ -94,7 +94,8 @@ def test_scheduling_is_reservation_bound(vm):
     ],
 )
 def test_reservations_by_kind(mock_stack, model, reservation, scheduling, affinity):
-    overrides = {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off"}  # caps: test_run_cap.py
+    # caps: test_run_cap.py; the group of one that recreates a SPOT or STANDARD VM: test_vm_group.py
+    overrides = {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", "tpu-sft:recovery": "off"}
     if reservation:
         overrides["tpu-sft:reservation"] = reservation
     vm = mock_stack(overrides, remove=() if reservation else ("tpu-sft:reservation",)).one(INSTANCE)
@@ -172,7 +173,8 @@ def test_startup_script_mounts_the_data_disk(vm):
 )
 def test_other_provisioning_models(mock_stack, model, extra, expected):
     stack = mock_stack(
-        {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", **extra}, remove=("tpu-sft:reservation",)
+        {"tpu-sft:provisioningModel": model, "tpu-sft:maxRunHours": "off", "tpu-sft:recovery": "off", **extra},
+        remove=("tpu-sft:reservation",),
     )
     vm = stack.one(INSTANCE)
     assert vm.inputs["scheduling"] == expected
@@ -190,7 +192,8 @@ def test_run_duration_cap(mock_stack):
 def test_a_capped_standard_vm_is_deleted_at_the_cap(mock_stack):
     """Only a cap ends a STANDARD VM; it must then be deleted, not stopped (a stopped VM keeps its disks)."""
     stack = mock_stack(
-        {"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2"}, remove=("tpu-sft:reservation",)
+        {"tpu-sft:provisioningModel": "STANDARD", "tpu-sft:maxRunHours": "2", "tpu-sft:recovery": "off"},
+        remove=("tpu-sft:reservation",),
     )
     scheduling = stack.one(INSTANCE).inputs["scheduling"]
     assert (scheduling["instanceTerminationAction"], scheduling["maxRunDuration"]) == ("DELETE", {"seconds": 7200})
