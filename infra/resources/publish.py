@@ -5,6 +5,11 @@ Its inputs are the target, the export phase's own settings (a new model publishe
 a change of any re-runs it, and a re-run with the same model sends nothing (workload/publish/__main__.py). The Hub write
 token never enters its environment: like the read token, a separate task pipes it over stdin into a 0600 file
 on the VM, so that only that task's outputs are secret.
+
+Publishing to Cloud Storage writes as the VM's (or the slice's) service account, which needs
+`roles/storage.objectUser` on the destination bucket: objects create, get, list and delete, the delete because a new
+model replaces objects of an older one at the same path (tests/workload/publish/test_publish_bucket_iam.py). The
+program grants it, on that bucket alone, before the task runs; the stack's own bucket needs none.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import json
 from dataclasses import dataclass
 
 import pulumi
+import pulumi_gcp as gcp
 from pulumi_command import local
 
 from infra.config.settings import Settings
@@ -34,12 +40,35 @@ class PublishArgs:
     identity: pulumi.Input[str]  # the VM's instance id: a new VM publishes again
     write_token: pulumi.Output[str] | None  # a secret Output, or None: then $HF_WRITE_TOKEN of `pulumi up`
     export: pulumi.Resource  # the export phase's task: publishing starts after it
+    writer: pulumi.Input[str]  # the hosts' IAM member ("serviceAccount:…"), which writes a Cloud Storage destination
+
+
+OBJECT_USER = "roles/storage.objectUser"
+
+
+def destination_bucket(s: Settings) -> str | None:
+    """The bucket of tpu-sft:publishGcsUri where it is not the stack's own (which the hosts already write)."""
+    if not s.publish_gcs_uri:
+        return None
+    bucket = s.publish_gcs_uri.removeprefix("gs://").split("/", 1)[0]
+    return None if bucket == s.checkpoint_bucket else bucket
 
 
 class PublishTask(pulumi.ComponentResource):
     def __init__(self, name: str, args: PublishArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("tpu-sft:infra:PublishTask", name, None, opts)
         after: list[pulumi.Resource] = [args.export]
+        bucket = destination_bucket(args.settings)
+        if bucket is not None:
+            after.append(
+                gcp.storage.BucketIAMMember(
+                    f"{name}-writer-{bucket}",
+                    bucket=bucket,
+                    role=OBJECT_USER,
+                    member=args.writer,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
         if args.write_token is not None:
             after.append(
                 local.Command(
@@ -66,7 +95,7 @@ class PublishTask(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-def declare(s: Settings, tasks: PostDeployTasks) -> PublishTask | None:
+def declare(s: Settings, tasks: PostDeployTasks, service_account_email: pulumi.Input[str]) -> PublishTask | None:
     """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
     bucket); None where no destination is set."""
     if not s.publishes:
@@ -79,5 +108,6 @@ def declare(s: Settings, tasks: PostDeployTasks) -> PublishTask | None:
             identity=tasks.identity,
             write_token=pulumi.Output.secret(s.hf_write_token) if s.hf_write_token else None,
             export=tasks.phases["export"],
+            writer=pulumi.Output.concat("serviceAccount:", service_account_email),
         ),
     )
