@@ -22,6 +22,7 @@ import pulumi_gcp as gcp
 from pulumi_command import local
 
 from infra.config.settings import Settings
+from infra.resources import vm_status
 from infra.resources.tasks import PostDeployTasks
 from workload.core.contract import (
     HF_WRITE_TOKEN_SECRET,
@@ -95,11 +96,29 @@ class PublishTask(pulumi.ComponentResource):
         self.register_outputs({})
 
 
+def no_vm_to_publish_from(s: Settings) -> str:
+    """One line for a stack that publishes while Compute Engine has no VM of its name (autostop deletes an idle one):
+    the update makes a TPU VM to publish from, where the kept model could go from the bucket with no VM."""
+    flags = " ".join(
+        f"--{flag} {value}"
+        for flag, value in (("hub", s.publish_hub_repo), ("hub-adapter", s.publish_hub_adapter_repo))
+        if value
+    )
+    if s.publish_gcs_uri:
+        flags = f"{flags} --gcs {s.publish_gcs_uri}".strip()
+    return (
+        f"no VM {s.instance_name} now: this update makes a TPU VM (billed) to publish from; a model already kept is "
+        f"published from the bucket with no VM by `scripts/tpu-sft publish {flags}` (docs/publishing.md)"
+    )
+
+
 def declare(s: Settings, tasks: PostDeployTasks, service_account_email: pulumi.Input[str]) -> PublishTask | None:
     """The opt-in publish task, after export, on the VM or a slice's worker 0 (which reads the kept model from the
     bucket); None where no destination is set."""
     if not s.publishes:
         return None
+    if not s.is_slice and vm_status.vm_now(s) is None:
+        pulumi.log.warn(no_vm_to_publish_from(s))
     return PublishTask(
         f"{s.instance_name}-pipeline-publish",
         PublishArgs(

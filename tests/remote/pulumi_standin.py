@@ -25,7 +25,9 @@ maps an error of no special type to ExitCodeError (1; releases before that taxon
 of the manager's own text differs between releases and backends; scripts/tpu-sft matches only the manager's text.
 The passphrase itself is never printed.
 
-`stack --show-name` prints the stack a test selected, or, with none selected, what the CLI says off a terminal
+Without --stack, `stack output` reads the selected stack (DEFAULT's outputs); with none given, as with none
+selected, it says what the CLI says off a terminal. `stack --show-name` prints the stack a test selected, or, with
+none selected, what the CLI says off a terminal
 (pulumi/pulumi pkg/cmd/pulumi state.go `requireStack`: "no stack selected; please use `pulumi stack select` or
 `pulumi stack init` to choose one").
 
@@ -114,6 +116,9 @@ def main(argv: list[str]) -> int:
         print(said, file=sys.stderr)
         return 255
     stacks = recorded["stacks"]
+    if stack == DEFAULT and DEFAULT not in stacks:  # no --stack, and none selected
+        print(f"error: {NO_STACK}", file=sys.stderr)
+        return EXIT_ERROR
     if stack not in stacks:
         print(f"error: no stack named '{stack}' found", file=sys.stderr)
         return 255

@@ -220,3 +220,17 @@ def test_the_stacks_own_bucket_and_the_hub_need_no_grant(mock_stack):
     for stack in (own, hub):
         grants = stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
         assert [g.name for g in grants if "-publish-writer-" in g.name] == []  # the stack's own grants only
+
+
+def test_publishing_with_no_vm_says_the_bucket_publishes_with_none(mock_stack, caplog):
+    """Autostop deleted the VM; a destination set now would make a TPU VM to publish from: one line says so, with the
+    command that publishes the kept model from the bucket instead. With the VM there, nothing is said."""
+    mock_stack({"tpu-sft:publishHubRepo": "team/gemma-sft"}, instance_ids={"tpu-sft-dev": None})
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("no VM tpu-sft-dev now")]
+    assert said == [
+        "no VM tpu-sft-dev now: this update makes a TPU VM (billed) to publish from; a model already kept is published "
+        "from the bucket with no VM by `scripts/tpu-sft publish --hub team/gemma-sft` (docs/publishing.md)"
+    ]
+    caplog.clear()
+    mock_stack({"tpu-sft:publishHubRepo": "team/gemma-sft"}, statuses={"tpu-sft-dev": "RUNNING"})
+    assert not [r for r in caplog.records if r.getMessage().startswith("no VM")]
