@@ -109,6 +109,7 @@ def test_a_command_run_before_what_it_needs_fails_the_walk(tmp_path):
 @pytest.mark.parametrize(
     ("dropped", "said"),
     [
+        ("gcloud auth login", first_day_tools.NO_ACCOUNT),
         ("pulumi login", first_day_tools.NOT_LOGGED_IN),
         ("export PULUMI_CONFIG_PASSPHRASE", first_day_tools.NO_PASSPHRASE),
         ("scripts/venv", first_day_tools.NO_VENV),
