@@ -29,6 +29,7 @@ from pulumi.runtime.stack import run_in_stack
 from rehearsal import compute_standin, flex_start_rules, group_rules, project_apis
 from rehearsal.autonaming import auto_named
 from rehearsal.name_rules import refuse_invalid_labels, refuse_invalid_names
+from workload.spend.autostop import COMPUTE_API_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
@@ -282,9 +283,9 @@ def _google_standins(
     stand-in gcloud's token) and the Hub (`hub`)."""
     with ExitStack() as stack:
         compute = stack.enter_context(compute_standin.serving(reservations, denied=compute_denied))
-        before = {k: os.environ.get(k) for k in ("PATH", "TPU_SFT_COMPUTE_API", "HF_ENDPOINT")}
+        before = {k: os.environ.get(k) for k in ("PATH", COMPUTE_API_ENV, "HF_ENDPOINT")}
         os.environ["PATH"] = f"{_gcloud_dir(gcloud_logged_in)}{os.pathsep}{before['PATH'] or ''}"
-        os.environ["TPU_SFT_COMPUTE_API"] = compute.url
+        os.environ[COMPUTE_API_ENV] = compute.url
         os.environ["HF_ENDPOINT"] = hub
         try:
             yield compute
