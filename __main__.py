@@ -31,4 +31,4 @@ tasks = PostDeployTasks(
         after=[*hosts.ready, checkpoints, *dataset],
     ),
 )
-outputs.export(settings, hosts, checkpoints.url, tasks, publish.declare(settings, tasks))
+outputs.export(settings, hosts, checkpoints.url, tasks, publish.declare(settings, tasks, hosts.service_account_email))

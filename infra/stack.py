@@ -1,6 +1,8 @@
 """The stack's settings, built once: the one path from the stack's config to the frozen `Settings` the program uses.
 
     the engine's config → infra/config/read_settings.py `from_pulumi` (every key parsed and checked; epochs as tokens)
+      → what they need outside the stack, asked from here (infra/config/google_checks.py): the token's access to the
+        gated model, the reservation's mode against the provisioning model
       → perDeviceBatchSize auto: the configuration the sweep chose, and the choice in words
       (infra/preflight/compile_step.py) → refused where a preflight of these train inputs found that the step does not
       fit → a local dataset or chat template named by its copies in the bucket, and the copies to declare
@@ -12,10 +14,12 @@ Nothing after it reads the config again or changes a setting. Any refusal is the
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pulumi
 
+from infra.config import google_checks
 from infra.config.local_data import resolve
 from infra.config.read_settings import from_pulumi
 from infra.config.settings import Settings
@@ -27,7 +31,10 @@ from workload.core.config import ConfigError
 def settings() -> Settings:
     """The current stack's settings, or `pulumi.RunError` with the one line that says what to fix."""
     try:
-        return resolved(from_pulumi())
+        parsed = from_pulumi()
+        for unchecked in google_checks.check(parsed, os.environ):
+            pulumi.log.warn(unchecked)
+        return resolved(parsed)
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
 

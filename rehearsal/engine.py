@@ -12,9 +12,12 @@ import os
 import re
 import runpy
 import secrets
+import tempfile
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import pulumi
 from google.protobuf import json_format
@@ -23,9 +26,10 @@ from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc
 from pulumi.runtime.stack import run_in_stack
 
-from rehearsal import flex_start_rules, group_rules, project_apis
+from rehearsal import compute_standin, flex_start_rules, group_rules, project_apis
 from rehearsal.autonaming import auto_named
 from rehearsal.name_rules import refuse_invalid_labels, refuse_invalid_names
+from workload.spend.autostop import COMPUTE_API_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_COMPUTE_ACCOUNT = "123456789012-compute@developer.gserviceaccount.com"  # what the API attaches unasked
@@ -248,6 +252,54 @@ def _run_main() -> None:
     runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
 
 
+# Where the program asks the Hub unless a test serves one: a loopback port nothing listens on (discard), so that the
+# program's access check finds the Hub unreachable at once and says so, with no network.
+UNREACHABLE_HUB = "http://127.0.0.1:9"
+
+
+@cache
+def _gcloud_dir(logged_in: bool) -> Path:
+    """A folder holding the stand-in's `gcloud` (rehearsal/compute_standin.py), made once per process."""
+    folder = Path(tempfile.mkdtemp(prefix="tpu-sft-gcloud-"))
+    compute_standin.install_gcloud(folder, logged_in)
+    return folder
+
+
+def fitting_reservations(config: Mapping[str, str]) -> dict[tuple[str, str, str], str]:
+    """The reservation `config` names, in the mode its provisioning model consumes: a user whose reservation fits."""
+    name = config.get("tpu-sft:reservation")
+    model = config.get("tpu-sft:provisioningModel", "RESERVATION_BOUND")
+    if not name or model not in ("RESERVATION_BOUND", "STANDARD"):
+        return {}
+    project, zone = config.get("gcp:project", ""), config.get("gcp:zone", "")
+    if name.startswith("projects/"):
+        project, name = name.split("/")[1], name.split("/")[3]
+    mode = compute_standin.CALENDAR if model == "RESERVATION_BOUND" else compute_standin.DEFAULT
+    return {(project, zone, name): mode}
+
+
+@contextmanager
+def _google_standins(
+    reservations: Mapping[tuple[str, str, str], str], compute_denied: bool, gcloud_logged_in: bool, hub: str
+) -> Iterator[compute_standin.Compute]:
+    """What the program asks outside the engine while it runs: Compute Engine's reservations (a stand-in, read with the
+    stand-in gcloud's token) and the Hub (`hub`)."""
+    with ExitStack() as stack:
+        compute = stack.enter_context(compute_standin.serving(reservations, denied=compute_denied))
+        before = {k: os.environ.get(k) for k in ("PATH", COMPUTE_API_ENV, "HF_ENDPOINT")}
+        os.environ["PATH"] = f"{_gcloud_dir(gcloud_logged_in)}{os.pathsep}{before['PATH'] or ''}"
+        os.environ[COMPUTE_API_ENV] = compute.url
+        os.environ["HF_ENDPOINT"] = hub
+        try:
+            yield compute
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
 def run_program(
     config: dict[str, str],
     *,
@@ -262,6 +314,10 @@ def run_program(
     capacity: flex_start_rules.FlexStartCapacity | None = None,
     state: Stack | None = None,
     cwd: Path = ROOT,
+    reservations: Mapping[tuple[str, str, str], str] | None = None,
+    compute_denied: bool = False,
+    gcloud_logged_in: bool = True,
+    hub: str = UNREACHABLE_HUB,
 ) -> Stack:
     """Run `__main__.py` with this config, recording into `into` (so a failed run can be inspected too).
 
@@ -274,6 +330,10 @@ def run_program(
     `state` is what the stack's state holds as this run starts (what an earlier run recorded), as the engine's
     readStackResourceOutputs reads it; None: an empty state.
     `cwd` is the directory it runs in, as `pulumi` runs it in the project's (what it reads and writes relative to it).
+    What the program asks outside the engine (infra/config/google_checks.py): `reservations` the reservations Compute
+    Engine holds ((project, zone, name) → CALENDAR or DEFAULT; None: the config's own, in the mode its provisioning
+    model consumes), `compute_denied` the caller may not read them, `gcloud_logged_in` false: gcloud has no account;
+    `hub` the Hub's URL (unreachable unless a test serves one).
     Raises what the program raises (e.g. pulumi.RunError).
     """
     recorded = into if into is not None else Stack()
@@ -295,8 +355,10 @@ def run_program(
     runtime_config.set_all_config(dict(config), list(secret_keys))
     previous = os.getcwd()
     os.chdir(cwd)
+    known = fitting_reservations(config) if reservations is None else reservations
     try:
-        loop.run_until_complete(run_in_stack(lambda: _run_main()))
+        with _google_standins(known, compute_denied, gcloud_logged_in, hub):
+            loop.run_until_complete(run_in_stack(lambda: _run_main()))
     finally:
         # A program that failed in an apply leaves the rest of its outputs pending, tied to this loop; the SDK keeps
         # them (process-wide) for the next run to wait for, which would then fail on the closed loop.

@@ -35,6 +35,7 @@ def outputs(s: Settings) -> dict[str, Any]:
             pipeline.checkpoint_period,
             s.checkpoint_retention_days,
             s.storage_price_per_gb_month,
+            pipeline.trainer,
         ),
         "keptModelCost": kept_model_cost(pipeline.model, s.storage_price_per_gb_month),
     }

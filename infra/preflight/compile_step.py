@@ -1,12 +1,12 @@
 """Preflight from the stack's side: compile a stack's training step before any VM exists, and remember the answer.
 
-    scripts/preflight [--sweep | --take-sweep FILE | --data] [STACK_FILE] [tpu-sft:KEY=VALUE ...]
+    scripts/preflight [--sweep | --take-sweep FILE | --data] [STACK_FILE | --stack NAME] [tpu-sft:KEY=VALUE ...]
 
-reads the stack file (default Pulumi.dev.yaml) as the engine hands config to the program, applies the overrides
-as `pulumi config set` would, validates every setting, and runs `python -m workload.preflight` (the compile:
-workload/preflight/__main__.py) on the train settings the VM would get, in .maxtext-venv (scripts/maxtext-venv builds it
-from `$MAXTEXT_PYTHON`, a Python 3.12) or in `$PREFLIGHT_PYTHON`, a Python that has MaxText. Nothing here imports
-MaxText, so `pulumi preview` stays fast.
+reads the stack file (the one named, else --stack's, else the selected stack's: `pulumi stack --show-name`) as the
+engine hands config to the program, applies the overrides as `pulumi config set` would, validates every setting,
+and runs `python -m workload.preflight` (the compile: workload/preflight/__main__.py) on the train settings the VM
+would get, in .maxtext-venv (scripts/maxtext-venv builds it from `$MAXTEXT_PYTHON`, a Python 3.12) or in
+`$PREFLIGHT_PYTHON`, a Python that has MaxText. Nothing here imports MaxText, so `pulumi preview` stays fast.
 
 Each answer is kept as .tpu-sft/preflight/<train fingerprint>.json: the fingerprint is of the train phase's
 inputs (`PipelineConfig.phase_settings`), the accelerator type among them, so the same inputs are never compiled
@@ -37,7 +37,7 @@ from typing import Any
 from infra.config.data_size import epochs_as_tokens
 from infra.config.read_settings import AUTO, AUTO_BATCH_KEY, parse
 from infra.config.settings import Settings
-from infra.config.stack_file import read_stack_config
+from infra.config.stack_file import chosen_stack_file, read_stack_config
 from infra.preflight import batch_sweep, candidates
 from infra.preflight.data_preflight import check_data
 from workload.core.config import ConfigError, PipelineConfig, stack_key
@@ -272,12 +272,16 @@ def keep(path: Path, answer: dict[str, Any]) -> None:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="scripts/preflight", description=__doc__.split("\n\n")[0])
-    top.add_argument("stack_file", nargs="?", type=Path, default=REPO / "Pulumi.dev.yaml", help="Pulumi.<stack>.yaml")
+    top.add_argument(
+        "stack_file", nargs="?", type=Path, help="Pulumi.<stack>.yaml (default: --stack's, else the selected stack's)"
+    )
+    top.add_argument("--stack", metavar="NAME", help="the stack whose Pulumi.<NAME>.yaml to read, not the selected one")
     top.add_argument("overrides", nargs="*", metavar="tpu-sft:KEY=VALUE", help="as `pulumi config set` would set")
     top.add_argument(
         "--sweep",
         action="store_true",
-        help="from the stack's per-device batch, double (or halve) it and name the largest that leaves 10%% free",
+        help="from the stack's per-device batch, double (or halve) it and name the largest that fits with the chip's "
+        "margin (docs/preflight.md)",
     )
     top.add_argument(
         "--take-sweep", type=Path, metavar="FILE", help="keep this sweep's answer for the stack, compiling nothing"
@@ -292,22 +296,29 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --data: use no credentials, and say which data that leaves unchecked (a pull request's check)",
     )
+    top.add_argument(
+        "--rows",
+        type=int,
+        metavar="N",
+        help="with --data: read at most N rows of each part (default 2000); a file of at most N is counted exactly",
+    )
     top.add_argument("--maxtext", action="append", default=[], metavar="KEY=VALUE", help=argparse.SUPPRESS)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_intermixed_args(argv)  # an option between the overrides, as users type them
-    stack = args.stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
     try:
-        raw = with_overrides(read_stack_config(args.stack_file), args.overrides)
+        stack_file = args.stack_file or chosen_stack_file(REPO, args.stack)
+        stack = stack_file.name.removeprefix("Pulumi.").removesuffix(".yaml")
+        raw = with_overrides(read_stack_config(stack_file), args.overrides)
         if args.data:  # the run's length changes nothing the data check reads; epochs waits for its answer
             raw = {key: value for key, value in raw.items() if key != stack_key("epochs")}
         settings = parse(epochs_as_tokens(raw)[0], stack=stack)
         if args.data:
             with contextlib.suppress(ConfigError):  # perDeviceBatchSize auto: named as `pulumi up` names it
                 settings = take_the_sweeps_batch(settings)
-            return check_data(settings, maxtext_python, str(REPO), args.public_only)
+            return check_data(settings, maxtext_python, str(REPO), args.public_only, args.rows)
         if args.sweep:
             return sweep(settings.pipeline, settings.tpu_price.usd_per_chip_hour, tuple(args.maxtext))
         if args.take_sweep:

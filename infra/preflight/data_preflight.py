@@ -47,7 +47,9 @@ def record_path(resolved: PipelineConfig) -> Path:
     return CACHE / f"data-{data_fingerprint(resolved)}.json"
 
 
-def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str, public_only: bool = False) -> int:
+def check_data(
+    settings: Settings, maxtext_python: Callable[[], str], cwd: str, public_only: bool = False, rows: int | None = None
+) -> int:
     """workload.preflight.data's exit status (0: nothing stops the run, 1: a finding does); ConfigError first for
     what the preview refuses, before MaxText's Python is even looked for."""
     resolved = resolve(settings.pipeline, settings.checkpoint_bucket).pipeline
@@ -57,6 +59,7 @@ def check_data(settings: Settings, maxtext_python: Callable[[], str], cwd: str, 
         file.flush()
         argv = [python, "-m", "workload.preflight.data", "--settings", file.name]
         argv += ["--public-only"] if public_only else []
+        argv += ["--rows", str(rows)] if rows is not None else []  # the sample's size: workload.preflight.data's own
         # Its findings pass through on stderr as they come; its table and JSON line are printed once it ends.
         done = subprocess.run(argv, cwd=cwd, stdout=subprocess.PIPE, text=True)
     lines = done.stdout.splitlines()

@@ -213,10 +213,16 @@ def seed_step_seconds(per_device_batch_size: int) -> float:
     return SEED_SECONDS_PER_STEP_PER_DEVICE_BATCH * per_device_batch_size
 
 
-def checkpoints_per_run(steps: int, checkpoint_period: int | None) -> int:
-    """One every `checkpoint_period` steps, the last at the final step; unset: the final one only (MaxText's
-    default period, 10,000, is past any run's end here)."""
-    return -(-steps // checkpoint_period) if checkpoint_period else 1
+def checkpoints_per_run(steps: int, checkpoint_period: int | None, trainer: str = "native") -> int:
+    """Where each loop saves (docs/trainer.md, "a checkpoint"): MaxText's own loop at every index that is a multiple of
+    the period, its first index 0 among them, and the final state; Tunix after updates period, 2 × period, … and the
+    last. Unset: the final one only (MaxText's default period, 10,000, is past any run's end here)."""
+    if not checkpoint_period:
+        return 1
+    if trainer == "native":  # indices 0, period, 2 × period, … below `steps`, and the final index, steps - 1
+        last = steps - 1
+        return last // checkpoint_period + 1 + (1 if last % checkpoint_period else 0)
+    return -(-steps // checkpoint_period)
 
 
 def tpu_billed_for(provisioning_model: str, reservation: str | None) -> str:
@@ -238,10 +244,15 @@ def disk_cost(disks: list[dict[str, Any]], usd_per_gb_month: float | None) -> di
 
 
 def checkpoint_cost(
-    model: str, steps: int, checkpoint_period: int | None, days_kept: int, usd_per_gb_month: float
+    model: str,
+    steps: int,
+    checkpoint_period: int | None,
+    days_kept: int,
+    usd_per_gb_month: float,
+    trainer: str = "native",
 ) -> dict[str, Any]:
     """What one run's checkpoints cost in the bucket until its lifecycle rule deletes them."""
-    count = checkpoints_per_run(steps, checkpoint_period)
+    count = checkpoints_per_run(steps, checkpoint_period, trainer)
     gb = count * MODELS[model].parameters * CHECKPOINT_BYTES_PER_PARAMETER / 1e9
     return {
         "checkpoints": count,

@@ -29,7 +29,7 @@ from remote.ssh.errors import (
 )
 from remote.ssh.hosts import WorkerError, WorkerHost, each_said
 from remote.stack import outputs as stack_outputs
-from remote.stack import preemptions, vm_state
+from remote.stack import preemptions, publish_here, vm_state
 from remote.stack.gcs import Gcs
 from remote.stack.model import fetch_model
 from remote.stack.reach import Reached, VmUnreachable, reach, vm_name
@@ -140,6 +140,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("dir", nargs="?", type=Path, metavar="DIR")
     p.set_defaults(func=_fetch_model)
+
+    p = verbs.add_parser(
+        "publish",
+        parents=[common],
+        help="publish the kept model from the bucket, from this machine: no VM",
+        description="The kept model in the checkpoint bucket, copied here, checked against its manifest and "
+        "published as the `…-publish` task publishes it from the VM (python -m workload.publish), in "
+        f"${publish_here.PYTHON_ENV} or .maxtext-venv's Python. Cloud Storage is written with this machine's "
+        "Application Default Credentials, the Hub with $HF_WRITE_TOKEN. Sends only what the destination lacks.",
+    )
+    p.add_argument("--hub", metavar="OWNER/NAME", help="a Hub model repo (created private unless --public)")
+    p.add_argument("--hub-adapter", metavar="OWNER/NAME", help="a Hub repo for a LoRA run's adapter")
+    p.add_argument("--gcs", metavar="gs://BUCKET/PATH", help="a Cloud Storage path")
+    p.add_argument("--public", action="store_true", help="create the Hub repos public")
+    p.set_defaults(func=_publish)
     return parser
 
 
@@ -297,6 +312,19 @@ def _cancel_on_slice(reached: Reached, job: str, grace_s: float) -> str:
         ) from None
     where = each_said(reached.workers, [s.state for s in finals])
     return f"run {job} cancelled on {len(finals)} workers: {where}; {RESUMES}"
+
+
+def _publish(args) -> int:
+    return publish_here.publish_from_bucket(
+        stack_outputs.read(args.stack),
+        Gcs.from_env(),
+        hub=args.hub,
+        hub_adapter=args.hub_adapter,
+        gcs_uri=args.gcs,
+        public=args.public,
+        root=Path(__file__).resolve().parents[2],
+        environ=os.environ,
+    )
 
 
 def _fetch_model(args) -> int:

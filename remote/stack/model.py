@@ -75,6 +75,30 @@ def fetch_model(
         return _from_vm(conn, model_dir, dest, progress)
 
 
+def kept_in_bucket(outputs: StackOutputs, gcs: Gcs) -> tuple[str, int]:
+    """The kept model in the bucket (a slice's, or a VM's copy of its data disk's), as fetch-model finds it: its
+    gs:// URL and its files' total size, from its manifest; `NoModel`, in one line, where the bucket holds none."""
+    target = outputs.target()
+    model_dir = outputs.text("modelDir")
+    kept_root = target.profile.kept_dir
+    copy: Copy | None
+    if (model_dir or kept_root).startswith("gs://"):
+        copy = _kept((model_dir or _latest_in_bucket(gcs, kept_root)).rstrip("/"))
+    else:
+        copy_root = target.profile.kept_copy_dir
+        copy = None if copy_root is None else _copy_of(gcs, copy_root.rstrip("/"), model_dir)
+    if copy is None:
+        raise NoModel(
+            "the bucket holds no copy of the kept model (it was kept on the VM's data disk before the VM copied it "
+            "there): publish it from the VM with tpu-sft:publishHubRepo or publishGcsUri and `pulumi up`"
+        )
+    data = gcs.read(copy.manifest)
+    if data is None:
+        raise NoModel(f"{copy.manifest} is missing: no model kept there yet (see `status`)")
+    entries = _entries(_manifest(data, copy.manifest), copy.manifest)
+    return copy.url, sum(int(entry["size"]) for entry in entries)
+
+
 def _vm(outputs: StackOutputs) -> Connection:
     """The VM holding the model on its data disk (a model in the bucket, kept or published, was fetched from there
     before this). One stopped for good is never started (a person cannot start a TPU VM): `pulumi up` replaces it,

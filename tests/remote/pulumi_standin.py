@@ -4,6 +4,7 @@ machine cannot reach). `install` puts an executable `pulumi` on a PATH folder th
 Pulumi's does:
 
     pulumi stack output --json [--stack NAME]
+    pulumi stack --show-name
 
 with the outputs a test gives it, per stack: those the mock engine recorded for the real program
 (rehearsal/run.py `record`), secret ones shown as "[secret]" as Pulumi shows them without --show-secrets. A stack it
@@ -23,6 +24,12 @@ Each is printed as the CLI prints an error ("error: …" on stderr), with exit c
 maps an error of no special type to ExitCodeError (1; releases before that taxonomy exited 255). The wrapping in front
 of the manager's own text differs between releases and backends; scripts/tpu-sft matches only the manager's text.
 The passphrase itself is never printed.
+
+Without --stack, `stack output` reads the selected stack (DEFAULT's outputs); with none given, as with none
+selected, it says what the CLI says off a terminal. `stack --show-name` prints the stack a test selected, or, with
+none selected, what the CLI says off a terminal
+(pulumi/pulumi pkg/cmd/pulumi state.go `requireStack`: "no stack selected; please use `pulumi stack select` or
+`pulumi stack init` to choose one").
 
 What it does not do: no state, backend, login or project lookup; no selected-stack logic beyond a default stack
 name; no other flag (`--show-secrets`, `--shell`, an output's name) and no other command; no real encryption (the
@@ -45,18 +52,24 @@ INCORRECT = (
     "PULUMI_CONFIG_PASSPHRASE_FILE to a file containing the passphrase"
 )
 EXIT_ERROR = 1  # ExitCodeError
+NO_STACK = "no stack selected; please use `pulumi stack select` or `pulumi stack init` to choose one"
 
 
-def install(bin_dir: Path, outputs: dict[str, dict[str, Any]], passphrases: dict[str, str] | None = None) -> Path:
+def install(
+    bin_dir: Path,
+    outputs: dict[str, dict[str, Any]],
+    passphrases: dict[str, str] | None = None,
+    selected: str | None = None,
+) -> Path:
     """Writes `pulumi` into `bin_dir`, answering with `outputs` (stack name, or DEFAULT → outputs); a stack named in
-    `passphrases` keeps its secrets under that passphrase."""
+    `passphrases` keeps its secrets under that passphrase; `selected` is the stack `stack --show-name` names."""
     from rehearsal.engine import plain  # here: each `pulumi` call would import Pulumi's SDK for nothing
 
     bin_dir.mkdir(parents=True, exist_ok=True)
     stacks = {name: {"outputs": plain(values)} for name, values in outputs.items()}
     for name, phrase in (passphrases or {}).items():
         stacks[name]["passphrase"] = phrase
-    (bin_dir / OUTPUTS_FILE).write_text(json.dumps(stacks))
+    (bin_dir / OUTPUTS_FILE).write_text(json.dumps({"stacks": stacks, "selected": selected}))
     shim = bin_dir / "pulumi"
     root = Path(__file__).resolve().parents[2]
     shim.write_text(
@@ -85,16 +98,27 @@ def _passphrase() -> str:
 
 def main(argv: list[str]) -> int:
     outputs_file, *args = argv
+    recorded = json.loads(Path(outputs_file).read_text())
+    if args == ["stack", "--show-name"]:
+        if recorded["selected"] is None:
+            print(f"error: {NO_STACK}", file=sys.stderr)
+            return EXIT_ERROR
+        print(recorded["selected"])
+        return 0
     stack = DEFAULT
     if "--stack" in args:
         at = args.index("--stack")
         stack = args[at + 1]
         del args[at : at + 2]
     if args != ["stack", "output", "--json"]:
-        said = f"error: the pulumi stand-in answers only `stack output --json [--stack NAME]`, not {args}"
+        answers = "`stack output --json [--stack NAME]` and `stack --show-name`"
+        said = f"error: the pulumi stand-in answers {answers}, not {args}"
         print(said, file=sys.stderr)
         return 255
-    stacks = json.loads(Path(outputs_file).read_text())
+    stacks = recorded["stacks"]
+    if stack == DEFAULT and DEFAULT not in stacks:  # no --stack, and none selected
+        print(f"error: {NO_STACK}", file=sys.stderr)
+        return EXIT_ERROR
     if stack not in stacks:
         print(f"error: no stack named '{stack}' found", file=sys.stderr)
         return 255

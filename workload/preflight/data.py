@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workload.__main__ import load_config
-from workload.core import last_resort
+from workload.core import hub_access, last_resort
 from workload.core.config import ConfigError, PipelineConfig, set_hint, stack_key
 from workload.core.contract import EXIT_BAD_INPUT, EXIT_UNEXPECTED
 from workload.core.conversations import columns_problem, row_problem
@@ -39,7 +39,6 @@ from workload.core.data_source import LOCAL, held_out_rows, parse_share, parse_s
 from workload.core.models import MODELS
 from workload.core.one_line_parser import OneLineParser
 from workload.core.run_length import sequence_length
-from workload.preflight import hub_access
 
 EXIT_FINDING = 1
 SAMPLE_ROWS = 2000

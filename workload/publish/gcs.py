@@ -4,7 +4,8 @@ that differs without downloading it. One object at a time, tpu-sft/manifest.json
 keeps the objects that arrived, and the next attempt skips them.
 
 Credentials: google-cloud-storage's defaults, i.e. on the VM its service account's token from the metadata
-server. That account needs roles/storage.objectUser on the bucket (the program grants nothing there): it reads
+server (the program grants it roles/storage.objectUser on the bucket, infra/resources/publish.py), and where
+`scripts/tpu-sft publish` runs it, that machine's Application Default Credentials. That role because it reads
 objects' metadata (storage.objects.get), and publishing a new model where an older one is replaces objects,
 which Google allows only with storage.objects.delete besides storage.objects.create — objectCreator with
 objectViewer fails there with a 403 (tests/workload/publish/test_publish_bucket_iam.py). STORAGE_EMULATOR_HOST points

@@ -67,9 +67,10 @@ def test_the_disks_and_the_checkpoints_are_in_the_outputs(mock_stack, slice_stac
         ],
         "usdPerMonth": 50.0,
     }
-    # 250 steps at checkpointPeriod 63: 4 checkpoints of 3,880,099,328 parameters × 12 bytes, kept 30 days.
+    # 250 steps at checkpointPeriod 63, MaxText's own loop: 5 checkpoints (indices 0, 63, 126, 189 and the final 249)
+    # of 3,880,099,328 parameters × 12 bytes, kept 30 days; Tunix's loop saves 4 (after 63, 126, 189 and 250).
     assert MODELS["gemma3-4b"].parameters == 3_880_099_328  # docs/checkpoints.md
-    assert vm["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
+    assert vm["checkpointCost"] == {"checkpoints": 5, "gb": 232.8, "daysKept": 30, "usd": 4.59}
     # The kept model in the bucket (the VM's copy; a slice's only one): 3,880,099,328 parameters × 2 bytes (bfloat16)
     # at $0.020 per GB-month, until `pulumi destroy` deletes the bucket.
     assert vm["keptModelCost"] == {"gb": 7.8, "usdPerMonth": 0.16, "until": "pulumi destroy"}
@@ -89,5 +90,5 @@ def test_the_docs_example_is_the_dev_stacks_outputs(mock_stack, tmp_path, monkey
         assert f"      {key:<21}{outputs[key]}\n" in text
     assert f"tpuBilledFor    {outputs['tpuBilledFor']}" in text
     assert '"usdPerMonth": 24.0}' in text and outputs["diskCost"]["usdPerMonth"] == 24.0
-    assert outputs["checkpointCost"] == {"checkpoints": 4, "gb": 186.2, "daysKept": 30, "usd": 3.67}
+    assert outputs["checkpointCost"] == {"checkpoints": 5, "gb": 232.8, "daysKept": 30, "usd": 4.59}
     assert f"keptModelCost   {json.dumps(outputs['keptModelCost'], sort_keys=True)}" in text

@@ -2,6 +2,7 @@
 inputs change."""
 
 import json
+import os
 import socket
 
 import pytest
@@ -148,18 +149,21 @@ def test_unchanged_config_declares_identical_commands(mock_stack):
         assert first[phase].inputs == second[phase].inputs
 
 
-def test_preview_connects_to_nothing(mock_stack, monkeypatch):
-    attempts = []
+def test_preview_connects_to_nothing_but_what_it_checks_before_billing(mock_stack, monkeypatch):
+    """No host, no SSH: only Compute Engine, asked for the reservation's mode (infra/config/google_checks.py; here
+    the mock engine's stand-in), which this refusal makes unreadable, so the preview says so and goes on."""
+    attempts, asked = [], []
 
     def refuse(sock, address):
-        attempts.append(address)
+        compute = os.environ.get("TPU_SFT_COMPUTE_API", "")
+        (asked if compute.endswith(f"{address[0]}:{address[1]}") else attempts).append(address)
         raise OSError("no network in a preview")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
     stack = mock_stack()
     assert phases(stack)  # the whole program ran
-    assert attempts == []
+    assert attempts == [] and len(asked) == 1
 
 
 def test_phase_summaries_become_stack_outputs(dev_config, monkeypatch):

@@ -6,6 +6,7 @@ import json
 import pytest
 
 from rehearsal.engine import MIG_ID, plain, run_program
+from rehearsal.storage_iam import host_identity
 from workload.core.contract import HF_WRITE_TOKEN_SECRET, PHASES, PUBLISH_ENV, TARGET_ENV
 
 COMMAND = "command:local:Command"
@@ -221,3 +222,38 @@ def test_a_new_adapter_repo_re_runs_the_publish_task(dev_config):
     base = parse({**dev_config, **ADAPTER_REPO}, stack="dev")
     head = parse({**dev_config, **ADAPTER_REPO, "tpu-sft:publishHubAdapterRepo": "team/other-lora"}, stack="dev")
     assert plan(base, head)[-1] == ("publish", True, '`hubAdapter`: "team/gemma-sft-lora" → "team/other-lora"')
+
+
+def test_the_vms_account_is_granted_object_user_on_the_destination_bucket_before_publishing(mock_stack):
+    """Publishing writes as the VM's service account, and replacing an older model's objects needs delete as well as
+    create: roles/storage.objectUser, on that bucket alone, declared before the task runs."""
+    stack = mock_stack({"tpu-sft:publishGcsUri": "gs://models/team/gemma"})
+    (grant,) = [
+        g for g in stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember") if g.inputs["bucket"] == "models"
+    ]
+    assert grant.name == "tpu-sft-dev-pipeline-publish-writer-models"
+    assert grant.inputs["role"] == "roles/storage.objectUser"
+    assert grant.inputs["member"] == host_identity(stack)  # the VM's account, as the Cloud Storage stand-in reads it
+    assert grant.urn in commands(stack)["publish"].dependencies
+
+
+def test_the_stacks_own_bucket_and_the_hub_need_no_grant(mock_stack):
+    own = mock_stack({"tpu-sft:publishGcsUri": "gs://my-tpu-project-tpu-sft-dev-runs/published/m"})
+    hub = mock_stack({"tpu-sft:publishHubRepo": "team/gemma-sft"})
+    for stack in (own, hub):
+        grants = stack.of_type("gcp:storage/bucketIAMMember:BucketIAMMember")
+        assert [g.name for g in grants if "-publish-writer-" in g.name] == []  # the stack's own grants only
+
+
+def test_publishing_with_no_vm_says_the_bucket_publishes_with_none(mock_stack, caplog):
+    """Autostop deleted the VM; a destination set now would make a TPU VM to publish from: one line says so, with the
+    command that publishes the kept model from the bucket instead. With the VM there, nothing is said."""
+    mock_stack({"tpu-sft:publishHubRepo": "team/gemma-sft"}, instance_ids={"tpu-sft-dev": None})
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("no VM tpu-sft-dev now")]
+    assert said == [
+        "no VM tpu-sft-dev now: this update makes a TPU VM (billed) to publish from; a model already kept is published "
+        "from the bucket with no VM by `scripts/tpu-sft publish --hub team/gemma-sft` (docs/publishing.md)"
+    ]
+    caplog.clear()
+    mock_stack({"tpu-sft:publishHubRepo": "team/gemma-sft"}, statuses={"tpu-sft-dev": "RUNNING"})
+    assert not [r for r in caplog.records if r.getMessage().startswith("no VM")]

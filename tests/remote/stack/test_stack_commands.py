@@ -17,6 +17,7 @@ from remote.pipeline.target import PipelineTarget
 from remote.ssh import jobs
 from remote.ssh.connection import connect
 from remote.ssh.errors import EXIT_BAD_INPUT, EXIT_NOT_FOUND, EXIT_UNREACHABLE
+from tests.remote.pulumi_standin import NO_STACK
 from tests.remote.stack_commands import (
     FINISHED,
     REPO,
@@ -95,6 +96,16 @@ def test_a_stack_without_a_vm_yet_says_so_in_one_line(tmp_path, verb):
     result = tpu_sft(tmp_path, {}, *verb)
     assert result.returncode == EXIT_NOT_FOUND
     assert one_line(result) == "error: the selected stack has no VM yet (no `target` output): run `pulumi up` first"
+
+
+def test_no_stack_selected_says_so_in_one_line_with_the_fix(tmp_path):
+    """scripts/tpu-sft reads the selected stack, never a file: with none selected, pulumi's own words and the fix."""
+    result = tpu_sft(tmp_path, None, "status")
+    assert result.returncode == EXIT_BAD_INPUT
+    assert one_line(result) == (
+        f"error: pulumi could not read the stack's outputs ({NO_STACK}); run this in the project directory, with a "
+        "stack selected (`pulumi stack select`) or --stack NAME"
+    )
 
 
 def test_a_stack_pulumi_does_not_know_is_named(tmp_path, recorded):

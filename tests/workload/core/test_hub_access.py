@@ -1,7 +1,7 @@
 """Whether a token may download a gated model, asked of the Hub stand-in as the data preflight asks the Hub."""
 
 from tests.hub_download_standin import serving
-from workload.preflight import hub_access
+from workload.core import hub_access
 
 REPO = "google/gemma-3-4b-it"
 GRANTED, UNGRANTED = "hf_" + "Granted1" * 4, "hf_" + "NotYet22" * 4
