@@ -6,13 +6,16 @@ PROPAGATION_S, `default` made by Compute Engine's first answered request), as `p
 and before anything that calls them, and returns its post-deploy commands in dependency order. `execute` runs one
 like pulumi-command's local provider: `/bin/sh -c CREATE` in the project directory, with this process's environment
 plus the command's own, the `stdin` piped in, stdout and stderr captured (and echoed live, as `pulumi up` shows
-them).
+them). One difference: a command that starts with the project's Python (the contract's PROJECT_PYTHON, the
+checkout's `.venv` that Pulumi.yaml names) runs with the Python running the rehearsal, the same venv wherever it
+lives: a contributor's may be outside the checkout (tests/rehearsal/test_outside_the_checkout.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -27,7 +30,7 @@ from rehearsal.engine import ROOT, Declared, Stack, run_program
 from rehearsal.google_apis import GoogleApis
 from rehearsal.pulumi_display import StatusLine, end, failure
 from remote.pipeline import apis_ready
-from workload.core.contract import APIS_READY_ENV, PHASES, apis_ready_command
+from workload.core.contract import APIS_READY_ENV, PHASES, PROJECT_PYTHON, apis_ready_command
 from workload.run.phase_outcome import outcome_lines
 
 COMMAND = "command:local:Command"
@@ -98,7 +101,7 @@ def start(command: Recorded, extra_env: dict[str, str], *, new_session: bool = F
     """Launch `command` as pulumi-command does; its stdin is already written and closed. `new_session`: in a
     session and process group of its own, which a caller can kill whole."""
     proc = subprocess.Popen(
-        ["/bin/sh", "-c", command.create],
+        ["/bin/sh", "-c", with_this_python(command.create)],
         cwd=ROOT,
         env={**os.environ, **command.environment, **extra_env},
         text=True,
@@ -111,6 +114,12 @@ def start(command: Recorded, extra_env: dict[str, str], *, new_session: bool = F
     proc.stdin.write(command.stdin or "")
     proc.stdin.close()
     return proc
+
+
+def with_this_python(create: str) -> str:
+    """`create` with the project's Python, where it starts with it, as the Python running this process."""
+    head, space, rest = create.partition(" ")
+    return f"{shlex.quote(sys.executable)} {rest}" if head == PROJECT_PYTHON and space else create
 
 
 def execute(

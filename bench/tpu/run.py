@@ -1,10 +1,12 @@
 """python -m bench.tpu.run CASES.json --out DIR: the real training step on this host's TPU, one case after another.
 
 Each case trains Gemma 3 4B cut to a few of its layers, with random weights, through the project's own trainer
-launcher (workload/launch/trainer_launcher.py: every patch the VM's trainer gets), with the argv the pipeline builds
-(bench/tpu/cases.py) on UltraChat-shaped conversations it writes itself, with the Gemma 3 tokenizer and chat
-template of the tiny profile. It writes into DIR:
-- results.json: per case, its levers and what the chip did: trained or out of memory (with the first line and the
+launcher (workload/launch/trainer_launcher.py: every patch the VM's trainer gets, started by bench/tpu/launcher.py on
+the host's Python), with the argv the pipeline builds (bench/tpu/cases.py) on UltraChat-shaped conversations it
+writes itself, with the Gemma 3 tokenizer and chat template of the tiny profile. A case that cannot start on this
+host is said in one line before the first starts, and recorded as not started. It writes into DIR:
+- results.json: what ran (the commit, the case file, the digest of workload/launch, per package the lock's version
+  and this host's), and per case its levers and what the chip did: trained or out of memory (with the first line and the
   bytes asked for), the median step time after the compile, tokens/s, TFLOP/s and MFU per chip against the peak of
   the chip's own kind, the HBM peak by `memory_stats()` (a floor: it misses the compiled step's temporaries), MaxText's
   compiled memory where it prints it, and, with --predictions, the preflight's verdict for the same case beside it;
