@@ -1,4 +1,4 @@
-"""Which launcher code the chip's smoke (bench/tpu/cases/smoke.json) last trained, against this checkout's. Standard
+"""Whether the chip's smoke (bench/tpu/cases/smoke.json) trained every case on this checkout's launcher code. Standard
 library only.
 
 The smoke's results name the commit the chip ran, and the digest of `workload/launch` it ran (`launch_digest`): the
@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 CASES_FILE = "smoke.json"
 LAUNCH = Path("workload") / "launch"
@@ -25,19 +24,21 @@ def launch_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def latest(runs: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The newest run of the smoke under `runs` (by the date its results name), with its results; None if none."""
-    found = []
+def cases(repo: Path) -> list[str]:
+    """The names of the smoke's cases, in bench/tpu/cases/smoke.json's order."""
+    return [case["name"] for case in json.loads((repo / "bench" / "tpu" / "cases" / CASES_FILE).read_text())["cases"]]
+
+
+def missing(runs: Path, digest: str, names: list[str]) -> list[str]:
+    """`case: outcome` for each of `names` whose latest run of the smoke at `digest` under `runs` did not train, or
+    `case: not run`. The five cases take longer than one device call, so their latest runs may be in several."""
+    latest: dict[str, tuple[str, str]] = {}  # case -> (date, outcome) of its latest run at this digest
     for file in runs.glob("*/results.json"):
-        results = json.loads(file.read_text())
-        if results["environment"].get("cases_file") == CASES_FILE:
-            found.append((results["environment"]["date"], file.parent, results))
-    if not found:
-        return None
-    _, folder, results = max(found, key=lambda run: run[0])
-    return folder, results
-
-
-def untrained(results: dict[str, Any]) -> list[str]:
-    """`case: outcome` for each case of a run that did not train."""
-    return [f"{r['case']['name']}: {r.get('outcome')}" for r in results["cases"] if r.get("outcome") != "trained"]
+        environment = (results := json.loads(file.read_text()))["environment"]
+        if environment.get("cases_file") != CASES_FILE or environment.get("launch_digest") != digest:
+            continue
+        for result in results["cases"]:
+            name = result["case"]["name"]
+            latest[name] = max(latest.get(name, ("", "")), (environment["date"], str(result.get("outcome"))))
+    outcomes = {name: outcome for name, (_, outcome) in latest.items()}
+    return [f"{name}: {outcomes.get(name, 'not run')}" for name in names if outcomes.get(name) != "trained"]

@@ -17,16 +17,12 @@ RUNS = REPO / "bench" / "tpu" / "runs"
 
 
 @pytest.mark.chip
-def test_the_latest_smoke_trained_every_case_on_this_workload_launch():
-    found = smoke.latest(RUNS)
-    assert found is not None, "no smoke in bench/tpu/runs. Fix: run bench/tpu/cases/smoke.json (docs/development.md)"
-    folder, results = found
-    ran = results["environment"]
-    assert ran["launch_digest"] == smoke.launch_digest(REPO), (
-        f"bench/tpu/runs/{folder.name}, the latest smoke, ran workload/launch at {ran['commit']}, and it has changed "
-        "since. Fix: run bench/tpu/cases/smoke.json on this commit and commit its results (docs/development.md)"
+def test_every_smoke_case_trained_on_this_workload_launch():
+    untrained = smoke.missing(RUNS, smoke.launch_digest(REPO), smoke.cases(REPO))
+    assert untrained == [], (
+        f"the chip's smoke has not trained {', '.join(untrained)} on this workload/launch. Fix: run "
+        "bench/tpu/cases/smoke.json on this commit and commit its results (docs/development.md)"
     )
-    assert smoke.untrained(results) == [], f"bench/tpu/runs/{folder.name}: the smoke did not train every case"
 
 
 def _tree(root: Path, launcher: str) -> Path:
@@ -45,20 +41,26 @@ def test_the_digest_follows_the_launchers_code_and_nothing_else(tmp_path):
     assert smoke.launch_digest(tmp_path / "a") == one
 
 
-def _run(runs: Path, name: str, date: str, cases_file: str, outcome: str = "trained") -> None:
+def _run(
+    runs: Path, name: str, date: str, cases: dict[str, str], cases_file: str = "smoke.json", digest: str = "d"
+) -> None:
     (runs / name).mkdir(parents=True)
-    environment = {"date": date, "commit": name, "cases_file": cases_file, "launch_digest": name}
-    cases = [{"case": {"name": "smoke-native"}, "outcome": outcome}]
-    (runs / name / "results.json").write_text(json.dumps({"environment": environment, "cases": cases}))
+    environment = {"date": date, "commit": name, "cases_file": cases_file, "launch_digest": digest}
+    results = [{"case": {"name": case}, "outcome": outcome} for case, outcome in cases.items()]
+    (runs / name / "results.json").write_text(json.dumps({"environment": environment, "cases": results}))
 
 
-def test_the_latest_smoke_is_the_newest_run_of_the_smokes_file(tmp_path):
-    assert smoke.latest(tmp_path) is None
-    _run(tmp_path, "2026-12-07-9", "2026-12-07T13:10:00+00:00", "smoke.json", "failed: ImportError")
-    _run(tmp_path, "2026-12-07-10", "2026-12-07T13:30:00+00:00", "smoke.json")
-    _run(tmp_path, "2026-12-07-11", "2026-12-07T14:00:00+00:00", "issue74.json")
-    folder, results = smoke.latest(tmp_path) or (None, {})
-    assert folder == tmp_path / "2026-12-07-10" and smoke.untrained(results) == []
-    _run(tmp_path, "2026-12-08-1", "2026-12-08T09:00:00+00:00", "smoke.json", "failed: ImportError")
-    _, results = smoke.latest(tmp_path) or (None, {})
-    assert smoke.untrained(results) == ["smoke-native: failed: ImportError"]
+def test_each_case_counts_by_its_latest_run_of_the_smoke_at_this_digest(tmp_path):
+    names = ["smoke-native", "smoke-qlora-nf4"]
+    assert smoke.missing(tmp_path, "d", names) == ["smoke-native: not run", "smoke-qlora-nf4: not run"]
+    _run(tmp_path, "2026-12-07-7", "2026-12-07T12:48:21+00:00", {"smoke-native": "trained"})
+    assert smoke.missing(tmp_path, "d", names) == ["smoke-qlora-nf4: not run"]
+    _run(tmp_path, "2026-12-07-8", "2026-12-07T12:57:00+00:00", {"smoke-qlora-nf4": "killed after 240 s"})
+    assert smoke.missing(tmp_path, "d", names) == ["smoke-qlora-nf4: killed after 240 s"]
+    _run(tmp_path, "2026-12-07-9", "2026-12-07T13:10:00+00:00", {"smoke-qlora-nf4": "trained"})
+    assert smoke.missing(tmp_path, "d", names) == []
+    _run(tmp_path, "2026-12-07-10", "2026-12-07T14:00:00+00:00", {"smoke-native": "failed"}, cases_file="issue74.json")
+    _run(tmp_path, "2026-12-07-11", "2026-12-07T14:10:00+00:00", {"smoke-native": "failed"}, digest="other")
+    assert smoke.missing(tmp_path, "d", names) == []
+    _run(tmp_path, "2026-12-08-1", "2026-12-08T09:00:00+00:00", {"smoke-native": "failed: ImportError"})
+    assert smoke.missing(tmp_path, "d", names) == ["smoke-native: failed: ImportError"]
