@@ -26,7 +26,7 @@ def _summary(executed) -> dict:
 
 def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
     names = [c.name.rsplit("-", 1)[1] for c in pulumi_up.commands]
-    assert names == ["token", "bootstrap", "run", "convert", "train", "export"]
+    assert names == ["token", "bootstrap", "run", "convert", "train", "export", "eval"]
     export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     assert export["ok"] is True
     assert export["final_step"] == 20  # the rehearsal stack's steps
@@ -44,6 +44,21 @@ def test_the_run_ends_saying_whether_the_held_out_loss_fell(pulumi_up):
     assert export["learned"] is True and export["eval_loss_final"] < export["eval_loss_first"]
     lines = executed.stdout.splitlines()
     assert lines[-2].startswith("✓ held-out loss ") and lines[-2].endswith(": it learned")  # the summary is last
+
+
+def test_the_eval_task_shows_both_models_scores_on_the_kept_model(pulumi_up):
+    """scripts/rehearse's eval line: the fixture tasks scored by lm-eval's own code against the loopback server
+    (docs/eval.md, "The rehearsal's tasks"), the base model and the fine-tuned one."""
+    executed = pulumi_up.first[pulumi_up.phase("eval")]
+    summary = _summary(executed)
+    assert summary["ok"] is True and summary["until"] == "eval"
+    lines = executed.stdout.splitlines()
+    assert lines[-2].startswith("✓ eval: IFEval strict 0.40 → ") and " · GSM8K 0.00 → 0.00 (" in lines[-2]
+    assert "eval: serving the base model (chat_server): " in executed.stdout
+    assert "eval: serving the tuned model (chat_server): " in executed.stdout
+    report = Path(summary["eval"]["report"])
+    assert report == Path(summary["kept_dir"]) / "eval" / "report.json" and report.is_file()
+    assert [t["task"] for t in json.loads(report.read_text())["tasks"]] == ["ifeval", "gsm8k"]
 
 
 def _run_events(pulumi_up) -> list[dict]:
@@ -132,7 +147,7 @@ def test_second_up_redoes_nothing(pulumi_up):
     jobs_after_first = pulumi_up.job_dirs()
     bootstrap = pulumi_up.second[pulumi_up.phase("bootstrap")]
     assert "already installed" in bootstrap.stdout
-    for phase in ("convert", "train", "export"):
+    for phase in ("convert", "train", "export", "eval"):
         again = pulumi_up.second[pulumi_up.phase(phase)]
         assert again.returncode == 0
         assert f"{phase}: job {pulumi_up.run_job} on 127.0.0.1 (succeeded)" in again.stdout
@@ -149,7 +164,11 @@ def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
     assert f"· convert skipped: {reason}" in pulumi_up.new_vm[pulumi_up.phase("convert")].stdout
     log = pulumi_up.new_vm_host.state_dir / "jobs" / "run-1" / "log"
     skipped = [e for e in map(json.loads, log.read_text().splitlines()) if e.get("status") == "skipped"]
-    assert [e["phase"] for e in skipped] == ["assets", *RUN_STEPS] and {e["reason"] for e in skipped} == {reason}
+    assert [e["phase"] for e in skipped] == ["assets", *RUN_STEPS[:-1]] and {e["reason"] for e in skipped} == {reason}
+    # The eval is not the kept model's: it runs, and finds its report kept beside the model with the same inputs.
+    evaluated = _summary(pulumi_up.new_vm[pulumi_up.phase("eval")])
+    assert evaluated["eval"]["kept"] is True and "reused_kept_model" not in evaluated
+    assert evaluated["eval"]["tasks"] == _summary(pulumi_up.first[pulumi_up.phase("eval")])["eval"]["tasks"]
     for phase in ("convert", "train", "export"):
         run = pulumi_up.new_vm[pulumi_up.phase(phase)]
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]

@@ -15,7 +15,7 @@ the network). What lm-eval is given (lm_eval/models/api_models.py, openai_comple
 from __future__ import annotations
 
 from workload.core.eval_tasks import TASKS
-from workload.eval.server import MAX_MODEL_LEN, Served
+from workload.eval.server import MAX_MODEL_LEN, READY_TIMEOUT_S, Served
 
 LM_EVAL_VERSION = "0.4.13"  # the pin in both eval locks (tests/workload/eval checks they agree)
 FIXTURES = "workload/eval/fixtures"  # relative to the package root: the rehearsal's tasks
@@ -43,8 +43,11 @@ def argv(
     output_dir: str,
     limit: int | None,
     fixtures_dir: str | None,
+    server_pid: int,
+    server_log: str,
 ) -> list[str]:
-    """The command that evaluates the model `served` serves on `names`; `fixtures_dir`: the rehearsal's tasks."""
+    """The command that evaluates the model `served` serves (its server started as `server_pid`, logging to
+    `server_log`) on `names`; `fixtures_dir`: the rehearsal's tasks."""
     model_args = {
         "base_url": served.base_url,
         "model": served.name,
@@ -55,7 +58,9 @@ def argv(
         "max_retries": 3,
         "timeout": 600,
     }
-    wrapper = [python, "-m", "workload.eval.lm_eval_offline"]
+    wrapper = [python, "-m", "workload.eval.lm_eval_offline", "--wait-for", served.models_url]
+    wrapper += ["--server-pid", str(server_pid), "--server-log", server_log]
+    wrapper += ["--wait-s", f"{READY_TIMEOUT_S[served.kind]:g}"]
     if fixtures_dir is None and "ifeval" in names:
         wrapper.append("--require-punkt")
     if fixtures_dir is not None:

@@ -10,14 +10,22 @@ beside the packages, so the find succeeds; with `--require-punkt` (the real IFEv
 eval in one line before lm-eval starts. Without it (the rehearsal's fixture IFEval, whose instructions need no
 punkt_tab) NLTK's download is replaced by a refusal that says so in one line, and nothing reaches the network.
 `--chdir`: where lm-eval runs (a fixture task's data_files are relative to its folder).
+
+`--wait-for URL --server-pid PID --wait-s S`: lm-eval's import (torch, datasets, NLTK: ~20 s of a loaded CPU) runs
+while the server loads its model; then this waits until the server lists a model at URL (`/v1/models`), and stops in
+one line if process PID ends first or S seconds pass.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
+import urllib.request
 
 EXIT_NO_PUNKT = 3
+EXIT_NO_SERVER = 4
 
 
 def _refuse_download(resource: str, *args: object, **kwargs: object) -> bool:
@@ -25,18 +33,44 @@ def _refuse_download(resource: str, *args: object, **kwargs: object) -> bool:
     return False
 
 
+def _flags(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """This wrapper's own flags (before lm-eval's `run`) and lm-eval's arguments."""
+    ours: dict[str, str] = {}
+    while argv and argv[0].startswith("--"):
+        name = argv.pop(0)
+        ours[name] = "" if name == "--require-punkt" else argv.pop(0)
+    return ours, argv
+
+
+def _wait_for_server(url: str, pid: int, wait_s: float) -> str | None:
+    """None once the server answers; otherwise why it will not."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200 and json.load(response).get("data"):
+                    return None
+        except (OSError, ValueError):
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return f"the server (pid {pid}) exited before it answered at {url}"
+        if time.monotonic() > deadline:
+            return f"the server did not answer at {url} in {wait_s:g} s"
+        time.sleep(0.5)
+
+
 def main(argv: list[str]) -> int:
-    require_punkt = "--require-punkt" in argv[:3]
-    rest = [a for a in argv if a != "--require-punkt"]
-    if rest[:1] == ["--chdir"]:
-        os.chdir(rest[1])
-        rest = rest[2:]
+    ours, rest = _flags(list(argv))
+    if "--chdir" in ours:
+        os.chdir(ours["--chdir"])
     import nltk
 
     try:
         nltk.data.find("tokenizers/punkt_tab")
     except LookupError:
-        if require_punkt:
+        if "--require-punkt" in ours:
             print(
                 f"lm_eval_offline: NLTK's punkt_tab is not in {os.pathsep.join(nltk.data.path)}, and IFEval needs it: "
                 "run bootstrap again (it installs punkt_tab into the eval venv)",
@@ -46,6 +80,11 @@ def main(argv: list[str]) -> int:
         nltk.download = _refuse_download
     from lm_eval.__main__ import cli_evaluate
 
+    if "--wait-for" in ours:
+        why = _wait_for_server(ours["--wait-for"], int(ours["--server-pid"]), float(ours["--wait-s"]))
+        if why is not None:
+            print(f"lm_eval_offline: {why}; see {ours.get('--server-log', 'its log')}", file=sys.stderr)
+            return EXIT_NO_SERVER
     sys.argv = ["lm-eval", *rest]
     cli_evaluate()
     return 0

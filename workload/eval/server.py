@@ -15,13 +15,9 @@ cannot be installed off a TPU host.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -32,7 +28,6 @@ UNPROVEN = (
 )
 HOST = "127.0.0.1"  # loopback only: nothing outside the VM reaches the server
 READY_TIMEOUT_S = {"vllm": 1800.0, "chat_server": 300.0}  # vLLM loads and compiles the model before it answers
-POLL_S = 0.5
 STOP_GRACE_S = 30.0
 # What lm-eval sends to the server and what it reads back (the same for both models; part of the base cache's key).
 MAX_MODEL_LEN = 8192  # IFEval asks for up to 1,280 new tokens; GSM8K's 5-shot prompts stay well under this
@@ -52,6 +47,11 @@ class Served:
     def base_url(self) -> str:
         """lm-eval's `local-chat-completions` posts to this URL as given."""
         return f"http://{HOST}:{self.port}/v1/chat/completions"
+
+    @property
+    def models_url(self) -> str:
+        """What answers once the model is loaded (both servers list it there)."""
+        return f"http://{HOST}:{self.port}/v1/models"
 
 
 def free_port() -> int:
@@ -82,22 +82,11 @@ def chat_server(python: str, model_dir: str, *, name: str) -> Served:
     return Served("chat_server", argv, {}, name, port)
 
 
-class ServerFailed(RuntimeError):
-    """The server ended or never answered: one line, with where its log is."""
-
-
-def _answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://{HOST}:{port}/v1/models", timeout=5) as response:
-            return response.status == 200 and bool(json.load(response).get("data"))
-    except (OSError, ValueError, urllib.error.URLError):
-        return False
-
-
 @contextlib.contextmanager
-def serving(served: Served, base_env: dict[str, str], log_path: str, cwd: str) -> Iterator[Served]:
-    """Starts the server, waits until it lists its model (or ends, or the kind's timeout passes), yields, and stops
-    it (SIGTERM, then SIGKILL after STOP_GRACE_S). Its output goes to `log_path` only."""
+def serving(served: Served, base_env: dict[str, str], log_path: str, cwd: str) -> Iterator[int]:
+    """Starts the server and yields its pid at once: lm-eval imports while the model loads, then waits for the server
+    itself (workload/eval/lm_eval_offline.py `--wait-for`). Stops it on the way out (SIGTERM, then SIGKILL after
+    STOP_GRACE_S). Its output goes to `log_path` only."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -110,17 +99,7 @@ def serving(served: Served, base_env: dict[str, str], log_path: str, cwd: str) -
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + READY_TIMEOUT_S[served.kind]
-        while not _answers(served.port):
-            if process.poll() is not None:
-                raise ServerFailed(f"{served.kind} serving {served.name} exited {process.returncode}; see {log_path}")
-            if time.monotonic() > deadline:
-                raise ServerFailed(
-                    f"{served.kind} serving {served.name} did not answer in {READY_TIMEOUT_S[served.kind]:g} s; "
-                    f"see {log_path}"
-                )
-            time.sleep(POLL_S)
-        yield served
+        yield process.pid
     finally:
         process.terminate()
         try:

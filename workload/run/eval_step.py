@@ -232,24 +232,23 @@ def _evaluate(ctx: Context, name: str, model: str, out: str) -> float:
     where = os.path.join(out, name)
     lm_eval_out = os.path.join(where, "lm-eval")
     fixtures = os.path.join(ctx.package_root, harness.FIXTURES) if ctx.config.profile == "tiny" else None
-    argv = harness.argv(
-        ctx.eval_python,
-        served,
-        ctx.config.eval_tasks,
-        output_dir=lm_eval_out,
-        limit=ctx.config.eval_limit,
-        fixtures_dir=fixtures,
-    )
     env = {**ctx.base_env, "HF_HOME": ctx.layout.hf_home, "PYTHONPATH": ctx.package_root}
     log = os.path.join(ctx.layout.logs_dir, f"eval-server-{name}-{time.strftime('%Y%m%d-%H%M%S')}.log")
     ctx.log_paths.append(log)
     ctx.events.emit("progress", phase="eval", message=f"serving the {name} model ({served.kind}): {model}")
-    try:
-        with server.serving(served, env, log, ctx.layout.work_dir):
-            ctx.events.emit("progress", phase="eval", message=f"lm-eval on the {name} model")
-            ctx.run(f"lm-eval-{name}", argv, {"HF_HOME": ctx.layout.hf_home})
-    except server.ServerFailed as failed:
-        raise StepFailed(str(failed), log=log) from None
+    with server.serving(served, env, log, ctx.layout.work_dir) as pid:
+        argv = harness.argv(
+            ctx.eval_python,
+            served,
+            ctx.config.eval_tasks,
+            output_dir=lm_eval_out,
+            limit=ctx.config.eval_limit,
+            fixtures_dir=fixtures,
+            server_pid=pid,
+            server_log=log,
+        )
+        ctx.events.emit("progress", phase="eval", message=f"lm-eval on the {name} model")
+        ctx.run(f"lm-eval-{name}", argv, {"HF_HOME": ctx.layout.hf_home})
     for task in ctx.config.eval_tasks:
         lm_eval_task = harness.lm_eval_tasks((task,), fixtures is not None)[0]
         try:
