@@ -18,6 +18,7 @@ from remote.ssh.errors import EXIT_UNREACHABLE
 from tests.e2e.pulumi_up import TOKEN
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
 from workload.run.fingerprint import manifest_mismatches
+from workload.run.phase_outcome import eval_facts
 
 
 def _summary(executed) -> dict:
@@ -91,7 +92,7 @@ def test_a_closed_laptop_leaves_the_run_going_to_a_kept_model(pulumi_up):
     assert pulumi_up.job_dirs() == [job]  # the later commands started nothing
     events = _run_events(pulumi_up)
     starts = [e["phase"] for e in events if e["event"] == "phase" and e["status"] == "start"]
-    assert starts == ["assets", "convert", "train", "export", "verify", "keep"]  # each step once
+    assert starts == ["assets", "convert", "train", "export", "verify", "keep", "eval"]  # each step once
     printed = {e["until"]: e for e in events if e["event"] == "summary"}
     for phase, until in PHASE_UNTIL.items():
         again = pulumi_up.first[pulumi_up.phase(phase)]
@@ -114,9 +115,10 @@ def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_g
 
     finished = asked["status finished"]
     assert finished.returncode == 0, finished.stderr
+    (evaluated,) = eval_facts(_summary(pulumi_up.first[pulumi_up.phase("eval")]))
     assert finished.stdout.splitlines()[-1] == (
-        f"run {job}: succeeded · finished: every step up to keep done (step 20, loss {export['final_loss']:.4f}, "
-        f"model kept in {export['kept_dir']})"
+        f"run {job}: succeeded · finished: every step up to eval done (step 20, loss {export['final_loss']:.4f}, "
+        f"model kept in {export['kept_dir']}) · eval: {evaluated}"
     )
     logs = asked["logs finished"].stdout.splitlines()
     assert [line for line in logs if line.startswith("✓ ") and " done in " in line][-1].startswith("✓ keep done")

@@ -7,7 +7,7 @@ compared (workload/eval/compare.py, a paired bootstrap) and written to `<kept>/e
 
     {"tasks": [TaskComparison.to_json(), …], "key": {the base results' cache key}, "inputs": the step's fingerprint,
      "lm_eval": VERSION, "generation": {…}, "limit": N or null, "server": {"kind": …, "version": …},
-     "models": {"base": "<hub id>@<revision>", "tuned": "<kept dir>/hf-model"}, "base_cached": bool,
+     "models": {"base": "<hub id>@<revision>", "tuned": "<kept dir>"}, "base_cached": bool,
      "seconds": {"base": S or null, "tuned": S}}
 
 beside `base/` and `tuned/`, each with `<task>.jsonl` (`{"doc_id", "score", …}` a line) and lm-eval's own output
@@ -83,7 +83,7 @@ def evaluate(ctx: Context) -> Outcome:
         "server": server_identity(ctx),
         "models": {
             "base": key["base"] or MODELS[config.model].hub_id,
-            "tuned": storage.join(layout.kept_dir, "hf-model"),
+            "tuned": layout.kept_dir,  # its hf-model/ is what was served
         },
         "base_cached": cached,
         "seconds": seconds,

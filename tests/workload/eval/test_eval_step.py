@@ -94,7 +94,7 @@ def test_the_report_compares_both_models_scored_by_lm_evals_own_code(evaluated):
         assert set(records[0]) == {"doc_id", "score", "prompt_level_loose_acc"}
         samples = list((evaluated.kept / "eval" / model / "lm-eval").rglob("samples_tpu_sft_ifeval_*.jsonl"))
         assert len(samples) == 1 and list((evaluated.kept / "eval" / model / "lm-eval").rglob("results_*.json"))
-    assert report["models"]["tuned"] == f"{evaluated.kept}/hf-model" and report["base_cached"] is False
+    assert report["models"]["tuned"] == str(evaluated.kept) and report["base_cached"] is False
 
 
 def test_the_eval_line_shows_both_models_scores(evaluated):
