@@ -42,6 +42,15 @@ def _flags(argv: list[str]) -> tuple[dict[str, str], list[str]]:
     return ours, argv
 
 
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs: the step that started it reaps it only once this ends, so an exited server is a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _wait_for_server(url: str, pid: int, wait_s: float) -> str | None:
     """None once the server answers; otherwise why it will not."""
     deadline = time.monotonic() + wait_s
@@ -52,9 +61,7 @@ def _wait_for_server(url: str, pid: int, wait_s: float) -> str | None:
                     return None
         except (OSError, ValueError):
             pass
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             return f"the server (pid {pid}) exited before it answered at {url}"
         if time.monotonic() > deadline:
             return f"the server did not answer at {url} in {wait_s:g} s"

@@ -54,7 +54,7 @@ def evaluate(ctx: Context) -> Outcome:
         with open(off, "w", encoding="utf-8") as f:
             json.dump({"off": True}, f)
         return Outcome(off, {"eval": {"off": True}}, hashes=True)
-    inputs = ctx.step_fingerprints.get("eval") or fingerprint(eval_inputs(ctx))
+    inputs = fingerprint(eval_inputs(ctx))
     kept = _kept_report(ctx, out, inputs)
     if kept is not None:
         return Outcome(out, {"eval": _facts(kept, os.path.join(out, REPORT)) | {"kept": True}}, hashes=True)

@@ -14,7 +14,7 @@ import pytest
 from workload.core import lock
 from workload.core.eval_tasks import TASKS
 from workload.eval import harness, records, server
-from workload.eval.lm_eval_offline import EXIT_NO_PUNKT
+from workload.eval.lm_eval_offline import EXIT_NO_PUNKT, EXIT_NO_SERVER
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / harness.FIXTURES
@@ -169,3 +169,28 @@ def test_without_punkt_tab_the_real_ifeval_stops_in_one_line_and_nothing_is_down
         "run bootstrap again (it installs punkt_tab into the eval venv)"
     )
     assert not any(tmp_path.iterdir())  # nothing downloaded into NLTK_DATA or the home
+
+
+def test_a_server_that_exits_before_it_answers_stops_lm_eval_in_one_line(tmp_path, eval_python):
+    """The step starts the server and lm-eval at once; lm-eval waits for the server, which here dies at start (and
+    stays a zombie, as the step reaps it only afterwards)."""
+    served = server.Served("chat_server", ("python3", "-c", "raise SystemExit(3)"), {}, "base", server.free_port())
+    log = tmp_path / "server.log"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with server.serving(served, env, str(log), str(tmp_path)) as pid:
+        argv = harness.argv(
+            eval_python,
+            served,
+            ("gsm8k",),
+            output_dir=str(tmp_path / "out"),
+            limit=1,
+            fixtures_dir=str(FIXTURES),
+            server_pid=pid,
+            server_log=str(log),
+        )
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_NO_SERVER
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        f"lm_eval_offline: the server (pid {pid}) exited before it answered at {served.models_url}; see {log}"
+    )
