@@ -11,8 +11,9 @@ compared (workload/eval/compare.py, a paired bootstrap) and written to `<kept>/e
      "seconds": {"base": S or null, "tuned": S}}
 
 beside `base/` and `tuned/`, each with `<task>.jsonl` (`{"doc_id", "score", …}` a line) and lm-eval's own output
-(`lm-eval/`: its results JSON and samples). The same folder goes to the kept copy in the bucket (`<kept copy>/eval/`),
-or, where the model is kept in the bucket (a slice), there.
+(`lm-eval/`: its results JSON and samples); `base/key.json` is the cache key its records were made under. The same
+folder goes to the kept copy in the bucket (`<kept copy>/eval/`), or, where the model is kept in the bucket (a
+slice), there.
 
 The base model's results are cached in the bucket (`<bucket>/eval-base/<key's fingerprint>/`), keyed by the base's
 revision, the tasks, the limit, lm-eval's version, the generation settings and the server: a second run with the same
@@ -40,6 +41,7 @@ from workload.run.steps import Context, Outcome
 REPORT = "report.json"
 EVAL_DIR = "eval"  # in the kept model's folder
 CACHE_PREFIX = "eval-base"  # in the bucket, beside the runs (outside their lifecycle rule)
+CACHE_KEY = "key.json"  # the key, in the base's folder and in its cached copy (written last)
 # The margin the step's own line is judged at; publishing re-judges at the stack's (TaskComparison.at_margin).
 JUDGED_AT_POINTS = 2.0
 MODELS_EVALUATED = ("base", "tuned")
@@ -70,7 +72,9 @@ def evaluate(ctx: Context) -> Outcome:
     if not cached:
         seconds["base"] = _evaluate(ctx, "base", _base_model(ctx), out)
         if key["base"] is not None:
-            storage.upload_tree(os.path.join(out, "base"), cache_dir(ctx, key), last="key.json")
+            with open(os.path.join(out, "base", CACHE_KEY), "w", encoding="utf-8") as f:
+                json.dump(key, f, indent=1)
+            storage.upload_tree(os.path.join(out, "base"), cache_dir(ctx, key), last=CACHE_KEY)
     seconds["tuned"] = _evaluate(ctx, "tuned", _tuned_model(ctx), out)
     comparisons = [_compare(out, name) for name in config.eval_tasks]
     report = {
@@ -182,7 +186,11 @@ def _cached_base(ctx: Context, key: dict[str, Any], out: str) -> bool:
     if key["base"] is None:
         return False
     cached = cache_dir(ctx, key)
-    if storage.read_text(storage.join(cached, "key.json")) is None:
+    text = storage.read_text(storage.join(cached, CACHE_KEY))  # written last: the records are all there
+    try:
+        if text is None or json.loads(text) != key:
+            return False
+    except ValueError:
         return False
     storage.download(cached, os.path.join(out, "base"))
     ctx.events.emit("progress", phase="eval", message=f"base model's results from the cache: {cached}")

@@ -80,7 +80,7 @@ def test_the_report_compares_both_models_scored_by_lm_evals_own_code(evaluated):
     # The fixtures' design (docs/eval.md): the random base never says "fact", so it meets the 4 prompts that forbid
     # the word and none of the 6 that ask for it; the fine-tuned model says "Here is fact N about …" and breaks all 4.
     scores = {
-        m: [json.loads(x)["score"] for x in (evaluated.kept / "eval" / m / "ifeval.jsonl").read_text().split()]
+        m: [json.loads(x)["score"] for x in (evaluated.kept / "eval" / m / "ifeval.jsonl").read_text().splitlines()]
         for m in ("base", "tuned")
     }
     assert scores["base"] == [1.0] * 4 + [0.0] * 6 and ifeval.base == 0.4
@@ -89,7 +89,9 @@ def test_the_report_compares_both_models_scored_by_lm_evals_own_code(evaluated):
     assert ifeval.delta == pytest.approx(ifeval.tuned - ifeval.base)
     assert (gsm8k.base, gsm8k.tuned) == (0.0, 0.0)
     for model in ("base", "tuned"):
-        records = [json.loads(line) for line in (evaluated.kept / "eval" / model / "ifeval.jsonl").read_text().split()]
+        records = [
+            json.loads(line) for line in (evaluated.kept / "eval" / model / "ifeval.jsonl").read_text().splitlines()
+        ]
         assert [r["doc_id"] for r in records] == list(range(10))
         assert set(records[0]) == {"doc_id", "score", "prompt_level_loose_acc"}
         samples = list((evaluated.kept / "eval" / model / "lm-eval").rglob("samples_tpu_sft_ifeval_*.jsonl"))
