@@ -96,7 +96,8 @@ def test_the_report_compares_both_models_scored_by_lm_evals_own_code(evaluated):
         assert set(records[0]) == {"doc_id", "score", "prompt_level_loose_acc"}
         samples = list((evaluated.kept / "eval" / model / "lm-eval").rglob("samples_tpu_sft_ifeval_*.jsonl"))
         assert len(samples) == 1 and list((evaluated.kept / "eval" / model / "lm-eval").rglob("results_*.json"))
-    assert report["models"]["tuned"] == str(evaluated.kept) and report["base_cached"] is False
+    assert report["models"]["tuned"] == str(evaluated.kept)
+    assert evaluated.first.summary["eval"]["base_cached"] is False  # the report on disk is the cached eval's, below
 
 
 def test_the_eval_line_shows_both_models_scores(evaluated):
@@ -115,6 +116,7 @@ def test_the_base_results_are_cached_in_the_bucket_and_the_second_eval_serves_on
     assert not any(m.startswith("serving the base model") for m in said)
     facts = evaluated.cached.summary["eval"]
     assert facts["base_cached"] is True and facts["seconds"]["base"] is None
+    assert json.loads((evaluated.kept / "eval" / "report.json").read_text())["base_cached"] is True
     assert facts["tasks"] == evaluated.first.summary["eval"]["tasks"]  # the same scores, the same interval
     assert outcome_line("eval", evaluated.cached.summary).endswith("· base model's scores from the cache")
 
