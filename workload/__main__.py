@@ -180,7 +180,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             worker=worker,
             finish_install=None if args.finish_install is None else os.path.abspath(args.finish_install),
             required_mount=args.required_mount,
-            eval_python=args.eval_python,
+            # Absolute now: the steps run in the work dir, and the run's job passes it relative to its own (code) dir.
+            eval_python=None if args.eval_python is None else os.path.abspath(args.eval_python),
         )
         return run(context, args.until, PHASE_ENDS if args.phase_summaries else (), boot_resume_of(args))
 
