@@ -41,6 +41,7 @@ from rehearsal.run import record, up_as_pulumi_shows
 from workload.core.contract import EXIT_BAD_INPUT
 from workload.measure.learning import describe as describe_learning
 from workload.run import kept
+from workload.run.phase_outcome import outcome_line
 
 CONFIG = Path(__file__).resolve().parent / "Pulumi.rehearsal.yaml"
 
@@ -112,6 +113,8 @@ def _rehearse(directory: Path, steps: int | None, tuning: dict[str, str]) -> int
     )
     samples = Path(summary.get("kept_dir", "")) / "samples.md"
     print(f"  {describe_learning(summary) or 'no held-out loss was measured'}")
+    # The benchmarks of both models (docs/eval.md): the fixture tasks, scored by lm-eval's own code.
+    print(f"  {outcome_line('eval', summary) or 'no eval ran'}")
     print(f"  before/after answers: {samples}\n")
     print(samples.read_text(encoding="utf-8") if samples.is_file() else "  (no samples.md was kept)")
     return 0

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Mapping
 
 from rehearsal.sshd import Sshd, make_user_key
+from remote.pipeline.bootstrap import seed
 from remote.pipeline.bootstrap.spec import BootstrapSpec, Step
 from remote.pipeline.profile import HostProfile
 from workload.core.contract import TARGET_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 MAXTEXT_VENV = REPO / ".maxtext-venv"
+EVAL_VENV = REPO / ".eval-venv"  # scripts/eval-venv
 
 
 @dataclass
@@ -95,8 +97,11 @@ class LocalHost:
 
 
 def linked_venv_spec(state_dir: str) -> BootstrapSpec:
-    """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built, linked where a VM has its own
-    (`state_dir` as the target gives it: absolute, or relative to the login's home)."""
-    venv = f"{state_dir}/maxtext_venv"
-    command = f"mkdir -p {shlex.quote(state_dir)} && ln -sfn {shlex.quote(str(MAXTEXT_VENV))} {shlex.quote(venv)}"
+    """Instead of seed step 3: the MaxText venv scripts/maxtext-venv built and the eval venv scripts/eval-venv built
+    (lm-eval over the MaxText venv's packages; no vLLM: the tiny model is served by workload/eval/chat_server.py),
+    linked where a VM has its own (`state_dir` as the target gives it: absolute, or relative to the login's home)."""
+    links = [(MAXTEXT_VENV, f"{state_dir}/maxtext_venv"), (EVAL_VENV, f"{state_dir}/{seed.EVAL_VENV}")]
+    command = f"mkdir -p {shlex.quote(state_dir)}" + "".join(
+        f" && ln -sfn {shlex.quote(str(source))} {shlex.quote(link)}" for source, link in links
+    )
     return BootstrapSpec((Step("link-maxtext-venv", command, 60),))

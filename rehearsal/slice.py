@@ -141,6 +141,7 @@ def start(
         "tpu-sft:sshUser": USER,
         "tpu-sft:sshPublicKeyPath": f"{key.private}.pub",
         "tpu-sft:sshPublicKey": Path(f"{key.private}.pub").read_text().strip(),
+        "tpu-sft:evalTasks": "off",  # the benchmarks are the local rehearsal's (python -m rehearsal)
     }
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)

@@ -32,6 +32,7 @@ FAST_TIER = "not (" + " or ".join(TIERS) + ")"
 FIXTURE_TIERS = {
     "remote_user": ("sshd", "root"),  # the account every test sshd logs in as: created with useradd
     "maxtext_python": ("maxtext",),
+    "eval_python": ("maxtext",),  # lm-eval over the MaxText venv's packages
     "pulumi_up": ("sshd", "maxtext"),  # the whole tiny `pulumi up` against a local sshd (tests/e2e)
     "fresh_vm": ("sshd", "maxtext", "root"),  # a simulated new VM: namespaces, a loop device, debootstrap
 }

@@ -22,8 +22,10 @@ PULUMI = ("pulumi", "pulumi_gcp", "pulumi_command", "pulumi_random", "pulumi_pol
 # package's `__init__` is `<package>.__init__`. Every module is in exactly one unit: a new package needs its floor.
 FLOORS: tuple[tuple[str, ...], ...] = (
     ("workload.__init__", "workload.core"),  # the standard library's part every layer imports
-    ("workload.measure", "workload.spend", "workload.tiny", "workload.eval"),
-    ("workload.launch",),  # how each MaxText process starts and is watched
+    ("workload.measure", "workload.spend", "workload.tiny"),
+    # how each MaxText process starts and is watched; the benchmarks before and after (the rehearsal's server generates
+    # through measure/)
+    ("workload.launch", "workload.eval"),
     ("workload.run",),  # the resumable pipeline
     ("workload.__main__", "workload.publish"),  # the VM's two CLIs: the run, publishing
     ("workload.preflight",),  # the step's compile, off the VM; it reads settings as the run's CLI does

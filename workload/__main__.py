@@ -1,7 +1,7 @@
 """python -m workload: the on-VM SFT pipeline (seed steps 4–6) around real MaxText.
 
   commands  print the exact MaxText command lines and environments a run would use (a dry run)
-  run       convert → train → export → verify → keep, resumable and idempotent; JSON-lines events on
+  run       convert → train → export → verify → keep (→ eval), resumable and idempotent; JSON-lines events on
             stdout (schema: workload/run/events.py, summary: workload/run/pipeline.py), raw logs in WORK/logs
 
 `run` needs the MaxText venv's Python (it starts MaxText with the interpreter it runs under). CFG.json is
@@ -180,6 +180,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             worker=worker,
             finish_install=None if args.finish_install is None else os.path.abspath(args.finish_install),
             required_mount=args.required_mount,
+            # Absolute now: the steps run in the work dir, and the run's job passes it relative to its own (code) dir.
+            eval_python=None if args.eval_python is None else os.path.abspath(args.eval_python),
         )
         return run(context, args.until, PHASE_ENDS if args.phase_summaries else (), boot_resume_of(args))
 
@@ -218,7 +220,17 @@ def parser() -> argparse.ArgumentParser:
         metavar="COPY",
         help="where keep also copies the run (COPY/<run name>/, manifest last): a gs:// prefix readable with no VM",
     )
-    go.add_argument("--until", choices=ORDER, default="keep", help="last step to run (default keep: all)")
+    go.add_argument(
+        "--until",
+        choices=ORDER,
+        default="keep",
+        help="last step to run (default keep: all but eval, which needs --eval-python; the VM's run asks for eval)",
+    )
+    go.add_argument(
+        "--eval-python",
+        metavar="PYTHON",
+        help="the eval venv's interpreter (lm-eval; on a TPU VM also vLLM TPU), which the eval step runs lm-eval with",
+    )
     go.add_argument("--hf-token-file", help="file holding the HF token, mode 0600 (default: $HF_TOKEN)")
     go.add_argument(
         "--finish-install",

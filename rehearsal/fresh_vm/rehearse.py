@@ -131,6 +131,8 @@ def rehearse(
     key = keygen(_mkdir(directory / "client") / "id_ed25519")
     overrides = {**identity_overrides(key), **own_data.overrides(own_data.write(directory))}
     overrides["tpu-sft:checkpointPeriod"] = str(CHECKPOINT_PERIOD)
+    # The benchmarks are the local rehearsal's (python -m rehearsal); vLLM TPU would not install here.
+    overrides["tpu-sft:evalTasks"] = "off"
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
     stack, commands = record(CONFIG, overrides)

@@ -185,7 +185,21 @@ def _post_train_extras(step: Step) -> tuple[None, Substitution]:
     )
 
 
-_REPLACE = {"uv": _uv, "python": _python, "maxtext": _maxtext, "post-train-extras": _post_train_extras}
+def _eval_venv(step: Step) -> tuple[None, Substitution]:
+    return None, Substitution(
+        "no-eval-venv",
+        f"step eval-venv: {step.command[:120]}… (vLLM TPU, lm-eval, punkt_tab from GitHub)",
+        "left out: this rehearsal sets tpu-sft:evalTasks off; the local rehearsal runs the eval (docs/eval.md)",
+    )
+
+
+_REPLACE = {
+    "uv": _uv,
+    "python": _python,
+    "maxtext": _maxtext,
+    "post-train-extras": _post_train_extras,
+    "eval-venv": _eval_venv,
+}
 
 
 def provision_boot_disk(rootfs: Path) -> None:

@@ -102,8 +102,9 @@ def add_phase(verbs, common) -> None:
         "phase",
         common,
         "Run one pipeline phase on the VM and follow it to the end.",
-        "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText; convert, train and export\n"
-        "(export includes verify and keep) ship workload/ to the host and follow their part of the run that\n"
+        "What each `pulumi up` post-deploy task runs. bootstrap installs MaxText and the eval venv; convert,\n"
+        "train, export (with verify and keep) and eval (the benchmarks, docs/eval.md) ship workload/ to the\n"
+        "host and follow their part of the run that\n"
         "`start-run` started there (or start it, where it failed or runs other settings), printing one line\n"
         "of progress per event; the last stdout line is a JSON summary. Interrupted, the job goes on:\n"
         "running the same phase again re-attaches to it, and a finished one is not run again.\n"
@@ -149,7 +150,7 @@ def add_start_run(verbs, common) -> None:
         "What the `…-run` task of `pulumi up` runs after bootstrap, before the phases. Ships workload/ and\n"
         "places the token as a phase does, then takes the latest attempt of the run on the host where it runs\n"
         "every step with these settings and is running or has succeeded; otherwise it stops that attempt where\n"
-        "it still runs and starts the next (`python -m workload run --until keep`, a detached job; on a slice,\n"
+        "it still runs and starts the next (`python -m workload run --until eval`, a detached job; on a slice,\n"
         "on every worker). Returns at once: the phases follow the run. The last stdout line is a JSON summary.\n"
         f"Needs ${PIPELINE_ENV} (every pipeline setting, as JSON) and the target; optional $HF_TOKEN\n"
         "(stored on the host in a 0600 file; never on a command line).\n"

@@ -222,6 +222,9 @@ def start_attempt(
         argv += ["--runs-dir", request.target.profile.runs_dir]
     if request.target.profile.kept_copy_dir is not None:
         argv += ["--kept-copy-dir", request.target.profile.kept_copy_dir]
+    if RUN_STEPS.index(plan.until) >= RUN_STEPS.index("eval"):
+        # Relative to the code dir, as the state dir holds both: bootstrap installed it (seed.py eval_install).
+        argv += ["--eval-python", f"../{os.path.basename(request.eval_venv)}/bin/python"]
     if has_token:
         argv += ["--hf-token-file", f"../secrets/{HF_TOKEN_SECRET}"]
     argv += extra_argv

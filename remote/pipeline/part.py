@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from remote.pipeline import outcome
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
 from workload.measure.learning import describe as describe_learning
+from workload.run.phase_outcome import outcome_line
 from workload.run.progress import ProgressPrinter
 from workload.spend.bill import describe as describe_bill
 
@@ -55,6 +56,9 @@ def end_with_summary(phase: str, summary: dict[str, Any] | None, missing: str, o
     as JSON (the stack outputs are read from it); with none, a failure that says why (`missing`)."""
     if summary and summary.get("bill"):
         print(describe_bill(summary["bill"]), file=out, flush=True)
-    if summary and (learned := describe_learning(summary)):
+    if phase == "eval":  # its own line: the benchmarks' (the summary carries the kept model's facts too)
+        if summary and (line := outcome_line(phase, summary)):
+            print(line, file=out, flush=True)
+    elif summary and (learned := describe_learning(summary)):
         print(learned, file=out, flush=True)
     print(json.dumps(summary or outcome.failed(phase, missing)), file=out, flush=True)

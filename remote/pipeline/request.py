@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from remote.pipeline.bootstrap.seed import spec_for
+from remote.pipeline.bootstrap.seed import EVAL_VENV, spec_for
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.pipeline.target import PipelineTarget
 from remote.ssh.errors import BadInput
@@ -51,6 +51,11 @@ class PhaseRequest:
         """Where MaxText is installed on the host: with everything else of tpu-sft, under its state dir."""
         return f"{self.target.state_dir}/maxtext_venv"
 
+    @property
+    def eval_venv(self) -> str:
+        """Where the eval venv (vLLM TPU, lm-eval) is installed on the host, beside the MaxText venv."""
+        return f"{self.target.state_dir}/{EVAL_VENV}"
+
     def bootstrap_spec(self) -> BootstrapSpec:
         """The profile's install, or the seed's for these settings."""
         custom = self.target.profile.bootstrap
@@ -58,7 +63,11 @@ class PhaseRequest:
             BootstrapSpec.from_mapping(custom)
             if custom is not None
             else spec_for(
-                self.pipeline, venv=self.venv, work_dir=self.target.profile.scratch_dir, state_dir=self.target.state_dir
+                self.pipeline,
+                venv=self.venv,
+                eval_venv=self.eval_venv,
+                work_dir=self.target.profile.scratch_dir,
+                state_dir=self.target.state_dir,
             )
         )
 

@@ -18,6 +18,7 @@ from remote.ssh.errors import EXIT_UNREACHABLE
 from tests.e2e.pulumi_up import TOKEN
 from workload.core.contract import PHASE_UNTIL, RUN_STEPS
 from workload.run.fingerprint import manifest_mismatches
+from workload.run.phase_outcome import eval_facts
 
 
 def _summary(executed) -> dict:
@@ -26,7 +27,7 @@ def _summary(executed) -> dict:
 
 def test_phases_run_in_order_and_the_model_is_kept_and_verified(pulumi_up):
     names = [c.name.rsplit("-", 1)[1] for c in pulumi_up.commands]
-    assert names == ["token", "bootstrap", "run", "convert", "train", "export"]
+    assert names == ["token", "bootstrap", "run", "convert", "train", "export", "eval"]
     export = _summary(pulumi_up.first[pulumi_up.phase("export")])
     assert export["ok"] is True
     assert export["final_step"] == 20  # the rehearsal stack's steps
@@ -44,6 +45,22 @@ def test_the_run_ends_saying_whether_the_held_out_loss_fell(pulumi_up):
     assert export["learned"] is True and export["eval_loss_final"] < export["eval_loss_first"]
     lines = executed.stdout.splitlines()
     assert lines[-2].startswith("✓ held-out loss ") and lines[-2].endswith(": it learned")  # the summary is last
+
+
+def test_the_eval_task_shows_both_models_scores_on_the_kept_model(pulumi_up):
+    """scripts/rehearse's eval line: the fixture tasks scored by lm-eval's own code against the loopback server
+    (docs/eval.md, "The rehearsal's tasks"), the base model and the fine-tuned one."""
+    executed = pulumi_up.first[pulumi_up.phase("eval")]
+    summary = _summary(executed)
+    assert summary["ok"] is True and summary["until"] == "eval"
+    lines = executed.stdout.splitlines()
+    assert lines[-2].startswith("✓ eval: IFEval strict 0.40 → ") and " · GSM8K 0.00 → 0.00 (" in lines[-2]
+    said = [e["message"] for e in _run_events(pulumi_up) if e["event"] == "progress"]  # the run went on alone
+    assert any(m.startswith("serving the base model (chat_server): ") for m in said)
+    assert any(m.startswith("serving the tuned model (chat_server): ") for m in said)
+    report = Path(summary["eval"]["report"])
+    assert report == Path(summary["kept_dir"]) / "eval" / "report.json" and report.is_file()
+    assert [t["task"] for t in json.loads(report.read_text())["tasks"]] == ["ifeval", "gsm8k"]
 
 
 def _run_events(pulumi_up) -> list[dict]:
@@ -76,7 +93,7 @@ def test_a_closed_laptop_leaves_the_run_going_to_a_kept_model(pulumi_up):
     assert pulumi_up.job_dirs() == [job]  # the later commands started nothing
     events = _run_events(pulumi_up)
     starts = [e["phase"] for e in events if e["event"] == "phase" and e["status"] == "start"]
-    assert starts == ["assets", "convert", "train", "export", "verify", "keep"]  # each step once
+    assert starts == ["assets", "convert", "train", "export", "verify", "keep", "eval"]  # each step once
     printed = {e["until"]: e for e in events if e["event"] == "summary"}
     for phase, until in PHASE_UNTIL.items():
         again = pulumi_up.first[pulumi_up.phase(phase)]
@@ -99,13 +116,15 @@ def test_the_user_asks_the_stack_where_the_run_stands_while_alone_finished_and_g
 
     finished = asked["status finished"]
     assert finished.returncode == 0, finished.stderr
+    (evaluated,) = eval_facts(_summary(pulumi_up.first[pulumi_up.phase("eval")]))
     assert finished.stdout.splitlines()[-1] == (
-        f"run {job}: succeeded · finished: every step up to keep done (step 20, loss {export['final_loss']:.4f}, "
-        f"model kept in {export['kept_dir']})"
+        f"run {job}: succeeded · finished: every step up to eval done (step 20, loss {export['final_loss']:.4f}, "
+        f"model kept in {export['kept_dir']}) · eval: {evaluated}"
     )
     logs = asked["logs finished"].stdout.splitlines()
-    assert [line for line in logs if line.startswith("✓ ") and " done in " in line][-1].startswith("✓ keep done")
-    assert logs[-1].startswith("summary: ") and json.loads(logs[-1].removeprefix("summary: ")) == export
+    assert [line for line in logs if line.startswith("✓ ") and " done in " in line][-1].startswith("✓ eval done")
+    last = json.loads(logs[-1].removeprefix("summary: "))
+    assert logs[-1].startswith("summary: ") and last == _summary(pulumi_up.first[pulumi_up.phase("eval")])
 
     gone = asked["status gone"]
     said = gone.stdout.splitlines()
@@ -132,7 +151,7 @@ def test_second_up_redoes_nothing(pulumi_up):
     jobs_after_first = pulumi_up.job_dirs()
     bootstrap = pulumi_up.second[pulumi_up.phase("bootstrap")]
     assert "already installed" in bootstrap.stdout
-    for phase in ("convert", "train", "export"):
+    for phase in ("convert", "train", "export", "eval"):
         again = pulumi_up.second[pulumi_up.phase(phase)]
         assert again.returncode == 0
         assert f"{phase}: job {pulumi_up.run_job} on 127.0.0.1 (succeeded)" in again.stdout
@@ -149,7 +168,11 @@ def test_a_new_vm_with_the_kept_model_converts_and_trains_nothing(pulumi_up):
     assert f"· convert skipped: {reason}" in pulumi_up.new_vm[pulumi_up.phase("convert")].stdout
     log = pulumi_up.new_vm_host.state_dir / "jobs" / "run-1" / "log"
     skipped = [e for e in map(json.loads, log.read_text().splitlines()) if e.get("status") == "skipped"]
-    assert [e["phase"] for e in skipped] == ["assets", *RUN_STEPS] and {e["reason"] for e in skipped} == {reason}
+    assert [e["phase"] for e in skipped] == ["assets", *RUN_STEPS[:-1]] and {e["reason"] for e in skipped} == {reason}
+    # The eval is not the kept model's: it runs, and finds its report kept beside the model with the same inputs.
+    evaluated = _summary(pulumi_up.new_vm[pulumi_up.phase("eval")])
+    assert evaluated["eval"]["kept"] is True and "reused_kept_model" not in evaluated
+    assert evaluated["eval"]["tasks"] == _summary(pulumi_up.first[pulumi_up.phase("eval")])["eval"]["tasks"]
     for phase in ("convert", "train", "export"):
         run = pulumi_up.new_vm[pulumi_up.phase(phase)]
         assert run.returncode == 0, run.stdout + run.stderr[-2000:]

@@ -38,4 +38,5 @@ def test_pulumi_up_ends_with_one_line_saying_the_run_finished_before(fresh_vm):
         "bootstrap": "✓ bootstrap: installed on 1 of 1 host(s)",
         "run": f"run {kept['run_name']} finished before (model kept in {run.summary['kept_dir']}, {kept['kept_at']}): "
         "nothing to do",
+        "eval": "✓ eval: off (tpu-sft:evalTasks off)",  # the eval, not the kept model's, has its own line
     }

@@ -437,8 +437,9 @@ def test_the_user_asks_the_slice_where_its_run_stands_alone_and_finished(up):
     assert finished.returncode == 0, finished.stderr
     keep = up.printed_by_run["keep"]
     assert finished.stdout.splitlines()[1:] == [
-        f"run run-2: succeeded · finished: every step up to keep done (step {STEPS}, loss {keep['final_loss']:.4f}, "
-        f"model kept in {keep['kept_dir']}) · resumed at boot: run-1 died with its boot (1 of 3 at checkpoint "
+        f"run run-2: succeeded · finished: every step up to eval done (step {STEPS}, loss {keep['final_loss']:.4f}, "
+        f"model kept in {keep['kept_dir']}) · eval: off (tpu-sft:evalTasks off) · resumed at boot: run-1 died with "
+        f"its boot (1 of 3 at checkpoint "
         f"{up.checkpoint_at_restart})",
         f"workers: {zero}succeeded), {one}succeeded)",
     ]

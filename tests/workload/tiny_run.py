@@ -21,6 +21,7 @@ from tests.procs import outliving, processes
 
 REPO = Path(__file__).resolve().parents[2]
 MAXTEXT_PYTHON = REPO / ".maxtext-venv" / "bin" / "python"
+EVAL_PYTHON = REPO / ".eval-venv" / "bin" / "python"  # scripts/eval-venv: lm-eval over the MaxText venv
 # Tiny settings: a learning rate high enough that 30 steps visibly move bf16 weights (at the default 2e-5 they
 # may not), and a checkpoint every 10 steps so an interruption after step 10 leaves something to resume from.
 CHECKPOINT_PERIOD = 10

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 from workload.core.accelerators import ACCELERATORS
 from workload.core.contract import PHASES
 from workload.core.data_source import BadLocation, parse_share, parse_source, parse_template
+from workload.core.eval_tasks import DEFAULT_TASKS, OFF, TASKS
 from workload.core.models import MODELS
 from workload.core.run_length import default_tokens, sequence_length, steps_for
 from workload.core.tuning import LORA_MODULES, TUNINGS, WEIGHT_QTYPES, Adapter, adapter
@@ -208,6 +209,10 @@ class PipelineConfig:
     lora_alpha: float | None = None
     lora_modules: tuple[str, ...] | None = None
     lora_weight_qtype: str | None = None  # qlora's only
+    # The eval phase (workload/eval/, docs/eval.md): the benchmarks run on the base and the fine-tuned model (empty:
+    # `off`), and at most this many samples of each (None: all), for a quick run.
+    eval_tasks: tuple[str, ...] = DEFAULT_TASKS
+    eval_limit: int | None = None
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> "PipelineConfig":
@@ -489,6 +494,24 @@ def _columns(key: str, raw: Any, example: str) -> tuple[str, ...]:
     return tuple(columns)
 
 
+def _eval_tasks(key: str, raw: Any, example: str) -> tuple[str, ...]:
+    """A JSON list of task names, or `off` (the same as an empty list, which is how `to_mapping` writes it): no eval."""
+    if raw == OFF:
+        return ()
+    known = f"one or more of {', '.join(TASKS)}, or {OFF}"
+    names = parse_list(key, raw, example)
+    unknown = [n for n in names if n not in TASKS]
+    if unknown or len(set(names)) != len(names):
+        problem = f"{unknown[0]!r} is not a task" if unknown else "must name each task once"
+        raise ConfigError(stack_key(key), f"{problem}; {known}", set_hint(key, f"'{example}'"))
+    return tuple(names)
+
+
+def _eval_limit(key: str, raw: Any, example: str) -> int | None:
+    """`all`, or the samples of each task a quick run scores."""
+    return None if raw == "all" else parse_int(key, raw, minimum=1, example=example)
+
+
 # In the order of the phases they feed (workload/core/contract.py PHASES).
 SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -558,6 +581,8 @@ SETTINGS: tuple[Setting, ...] = (
         "gemma3-sft",
         "train",
     ),
+    Setting("evalTasks", "eval_tasks", _eval_tasks, '["ifeval", "gsm8k"]', "eval"),
+    Setting("evalLimit", "eval_limit", _eval_limit, "100", "eval"),
 )
 BY_KEY = {s.key: s for s in SETTINGS}
 LENGTH_KEYS = ("tokens", "epochs", "steps")

@@ -7,12 +7,13 @@ Standard library only, and nothing imported: this module is shipped to the VM wi
 from __future__ import annotations
 
 # The post-deploy pipeline as `pulumi up` runs it: one pulumi-command task per phase, in this order.
-PHASES = ("bootstrap", "convert", "train", "export")
+PHASES = ("bootstrap", "convert", "train", "export", "eval")
 # The workload's steps, in order (workload/run/pipeline.py).
-RUN_STEPS = ("convert", "train", "export", "verify", "keep")
+RUN_STEPS = ("convert", "train", "export", "verify", "keep", "eval")
 # The workload step each phase's part of the run ends with; bootstrap runs no
-# workload step.
-PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep"}
+# workload step. eval benchmarks the kept model against its base (workload/eval/): its own phase, so that a changed
+# eval setting re-runs it alone.
+PHASE_UNTIL = {"convert": "convert", "train": "train", "export": "keep", "eval": "eval"}
 # One detached job on the host runs every workload step, convert to keep (remote/pipeline/claim.py): the run. Its
 # attempts are the jobs RUN_JOB_PREFIX-1, -2, … under JOBS_DIR, numbered on the host; the highest is the run (a
 # tool that looks for "the run" takes it). The run task, after bootstrap, starts it with every setting; each phase

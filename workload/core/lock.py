@@ -18,11 +18,28 @@ TRAINER = ("google-tunix", "orbax-checkpoint", "tensorstore", "pylatexenc", "imp
 OVERRIDES = ("safetensors",)
 
 
+# The eval venv's lock (workload/eval/, remote/pipeline/bootstrap/seed.py `eval_install`), and what is asked of it.
+EVAL_LOCK = os.path.join(os.path.dirname(LOCK), "eval-requirements.txt")
+EVAL_REQUIREMENTS = ("vllm-tpu", "lm-eval")
+
+
 @cache
-def versions() -> dict[str, str]:
-    with open(LOCK, encoding="utf-8") as f:
+def versions(path: str = LOCK) -> dict[str, str]:
+    with open(path, encoding="utf-8") as f:
         pins = (line.split("==", 1) for line in f.read().splitlines() if "==" in line and not line.startswith("#"))
         return {name.strip(): version.strip() for name, version in pins}
+
+
+def eval_pins() -> tuple[str, ...]:
+    """Every `name==version` of the eval venv's lock."""
+    return tuple(f"{name}=={version}" for name, version in versions(EVAL_LOCK).items())
+
+
+def pinned_eval(names: tuple[str, ...]) -> tuple[str, ...]:
+    """`name==version` for each name as the eval lock pins it; lm-eval with its IFEval extra."""
+    locked = versions(EVAL_LOCK)
+    extra = {"lm-eval": "[ifeval]"}
+    return tuple(f"{name}{extra.get(name, '')}=={locked[name]}" for name in names)
 
 
 def pinned(names: tuple[str, ...]) -> tuple[str, ...]:

@@ -48,22 +48,33 @@ def held_out_questions(
 
 def chat_inputs(tokenizer, prompts: list[str]) -> list:
     """Each prompt as one user turn through the chat template, ready for `generate`: the same for both models."""
+    return chat_inputs_of(tokenizer, [[{"role": "user", "content": prompt}] for prompt in prompts])
+
+
+def chat_inputs_of(tokenizer, conversations: list[list[dict[str, str]]]) -> list:
+    """Each conversation through the chat template, with the model's turn begun."""
     return [
-        tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        for prompt in prompts
+        tokenizer.apply_chat_template(turns, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        for turns in conversations
     ]
+
+
+def load_model(model_path: str):
+    """The model as both sides of the comparison load it, and the eval rehearsal's server (eval/chat_server.py):
+    bf16, from a directory or the local Hugging Face cache, never the network."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.bfloat16, local_files_only=True)
 
 
 def answers(model_path: str, inputs: list) -> tuple[list[list[int]], float, float]:
     """Each prompt's greedy continuation (token ids, EOS included when reached), the load's and the generation's
-    seconds. The model comes from a directory or the local Hugging Face cache, never the network."""
+    seconds."""
     import torch
-    from transformers import AutoModelForImageTextToText
 
     started = time.monotonic()
-    model = AutoModelForImageTextToText.from_pretrained(model_path, dtype=torch.bfloat16, local_files_only=True)
+    model = load_model(model_path)
     loaded = time.monotonic()
     out = []
     for encoded in inputs:

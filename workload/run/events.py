@@ -22,10 +22,12 @@ time, seconds); the others:
                                                                 cost_usd: the VM's bill so far (bill.py), when known;
                                                                 eval_loss: the last held-out pass's, at step K
     {"event": "eval", "phase": "train", "step": K, "eval_loss": V}  a held-out pass ended (null: not finite)
+    {"event": "progress", "phase": "eval", "message": ONE_LINE}   what the eval step is doing, or found
+                                                                (workload/run/eval_step.py)
     {"event": "error", "phase": P, "cause": ONE_LINE, "log": PATH, "tail": [LAST_LOG_LINES]}
     {"event": "summary", ...}                                   always the very last line (see pipeline.py)
 
-P is one of assets (tiny profile only), convert, train, export, verify, keep; an error before any step
+P is one of assets (tiny profile only), convert, train, export, verify, keep, eval; an error before any step
 (bad settings, unreadable token file, work dir in use by another runner) has phase "setup". Lines are at
 most a few KB: the tail is capped in lines and characters (workload/launch/exit_reason.py `cap_tail`).
 """

@@ -5,13 +5,19 @@ status messages, which the progress display drops at the end, so the program exp
 
 A run that had finished before (a new VM on the data disk that keeps its model, with the same settings:
 workload/run/pipeline.py `_reuse_kept`) ran no step, so its phases get one line between them, under the run task's
-name, instead of three that would read as work done again."""
+name, instead of three that would read as work done again; the eval phase, which runs on that model, keeps its
+own line."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from workload.core.contract import PHASE_UNTIL, RUN_TASK
+from workload.eval.compare import TaskComparison
+from workload.eval.compare import outcome_line as eval_line
+
+# The phases whose part a model kept before stands for (the eval phase runs after it, on it).
+KEPT_PHASES = tuple(phase for phase, until in PHASE_UNTIL.items() if until != "eval")
 
 
 def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
@@ -31,9 +37,9 @@ def outcome_lines(summaries: dict[str, dict[str, Any]]) -> dict[str, str] | None
     """Every phase's line that has one, by phase; the run's phases in one line where every one of them found the
     model the run had kept before; None before any has run."""
     lines = {phase: line for phase, summary in summaries.items() if (line := outcome_line(phase, summary))}
-    run_phases = [summaries.get(phase) or {} for phase in PHASE_UNTIL]
+    run_phases = [summaries.get(phase) or {} for phase in KEPT_PHASES]
     if all(s.get("ok") and s.get("reused_kept_model") for s in run_phases):
-        lines = {phase: line for phase, line in lines.items() if phase not in PHASE_UNTIL}
+        lines = {phase: line for phase, line in lines.items() if phase not in KEPT_PHASES}
         lines[RUN_TASK] = finished_before(run_phases[-1])
     return lines or None
 
@@ -83,6 +89,20 @@ def _export(s: dict[str, Any]) -> list[str]:
     return facts
 
 
+def eval_facts(s: dict[str, Any]) -> list[str]:
+    """The benchmarks' line (workload/eval/compare.py `outcome_line`), or why there is none."""
+    found = s.get("eval") or {}
+    if found.get("off"):
+        return ["off (tpu-sft:evalTasks off)"]
+    try:
+        line = eval_line(TaskComparison.from_json(task) for task in found.get("tasks") or [])
+    except ValueError as error:
+        return [f"report unreadable ({error})"]
+    where = " (the kept results)" if found.get("kept") else ""
+    cached = " · base model's scores from the cache" if found.get("base_cached") else ""
+    return [line + where + cached] if line else []
+
+
 def _bill(bill: dict[str, Any]) -> str:
     """The VM's (or slice's) chip-hours since boot at the end of export, and their cost where the price was known
     (workload/spend/bill.py; its own line, with the uptime, is in the task's whole log)."""
@@ -90,7 +110,7 @@ def _bill(bill: dict[str, Any]) -> str:
     return f"bill {bill['chip_hours']:g} chip-hours{cost}"
 
 
-_FACTS = {"bootstrap": _bootstrap, "convert": _convert, "train": _train, "export": _export}
+_FACTS = {"bootstrap": _bootstrap, "convert": _convert, "train": _train, "export": _export, "eval": eval_facts}
 
 
 def _loss(value: float | None) -> str:

@@ -40,17 +40,22 @@ from workload.core import export_fix
 from workload.core.contract import RUN_STEPS
 from workload.launch.proc import StepFailed
 from workload.measure import logit_parity, samples, verify_hf
-from workload.run import kept, log_mirror, markers, mount, slice_rejoin, storage
+from workload.run import eval_step, kept, log_mirror, markers, mount, slice_rejoin, storage
+from workload.run import steps as step_functions
 from workload.run.fingerprint import fingerprint
 from workload.run.resume_budget import BootResume
 from workload.run.run_state import REFUSED_STEP
-from workload.run.steps import STEPS, Context
+from workload.run.steps import Context
 from workload.tiny import assets as tiny
 
 ORDER = RUN_STEPS
+STEPS = {**step_functions.STEPS, "eval": eval_step.evaluate}  # each step's function, by name
+# The steps after keep: not part of what a kept model records it was made from (its manifest), so changing their
+# settings never re-keeps, and a kept model found for the steps up to keep still runs them.
+AFTER_KEEP = ORDER[ORDER.index("keep") + 1 :]
 
 
-LEADER_ONLY = ("export", "verify", "keep")  # once per slice, on worker 0 (workload/launch/jax_process.py)
+LEADER_ONLY = ("export", "verify", "keep", "eval")  # once per slice, on worker 0 (workload/launch/jax_process.py)
 
 
 def plan(profile: str, until: str, leader: bool = True) -> list[str]:
@@ -80,6 +85,7 @@ def step_inputs(ctx: Context, step: str) -> dict:
             },
         },
         "keep": lambda: {"kept_dir": ctx.layout.kept_dir},
+        "eval": lambda: eval_step.eval_inputs(ctx),
     }[step]()
 
 
@@ -147,58 +153,69 @@ def step_fingerprints(ctx: Context, until: str = "keep") -> dict[str, str]:
     return {step: fingerprint(step_inputs(ctx, step)) for step in plan(ctx.config.profile, until, ctx.worker.leader)}
 
 
-def _reuse_kept(ctx: Context, until: str, summaries_at: list[str]) -> bool:
-    """A model kept from these inputs (by another VM, before this one): verify it and report it. A job that ends
-    before train does not know train's inputs: it converts nothing for a kept model, and train converts first
-    if its own inputs turn out to differ."""
-    steps = plan(ctx.config.profile, until, ctx.worker.leader)
-    found = kept.find(ctx.layout.kept_dir, step_fingerprints(ctx, until))
+def _reuse_kept(ctx: Context, until: str, summaries_at: list[str]) -> dict | None:
+    """A model kept from these inputs (by another VM, before this one): verify it and report it; the summary of the
+    steps it stands for, None where there is none. A job that ends before train does not know train's inputs: it
+    converts nothing for a kept model, and train converts first if its own inputs turn out to differ. The steps
+    after keep are not the kept model's (AFTER_KEEP): the caller runs them, and its summary is the last."""
+    kept_until = "keep" if until in AFTER_KEEP else until
+    steps = plan(ctx.config.profile, kept_until, ctx.worker.leader)
+    found = kept.find(ctx.layout.kept_dir, step_fingerprints(ctx, kept_until))
     if found is None:
-        return False
+        return None
     kept_dir, manifest = found
     reason = f"the model kept in {kept_dir} has these inputs and matches its manifest"
     for step in steps:
         ctx.events.emit("phase", phase=step, status="skipped", reason=reason)
         if step in summaries_at:
             _emit_kept(ctx, kept_dir, manifest, steps[: steps.index(step) + 1], step)
-    _emit_kept(ctx, kept_dir, manifest, steps, until)
-    return True
+    if kept_until == until:
+        _emit_kept(ctx, kept_dir, manifest, steps, until)
+    return _kept_summary(kept_dir, manifest, steps, until)
 
 
 def _emit_kept(ctx: Context, kept_dir: str, manifest: dict, steps: list[str], until: str) -> None:
     """The summary of a kept model's steps up to `until`, as the run that made it reported them."""
+    ctx.events.emit("summary", **_kept_summary(kept_dir, manifest, steps, until))
+
+
+def _kept_summary(kept_dir: str, manifest: dict, steps: list[str], until: str) -> dict:
     # The kept run's name: a run that ends before train makes its own from defaults for the settings it is not given.
-    ctx.events.emit(
-        "summary",
-        **{
-            **kept.facts(manifest, steps),
-            "ok": True,
-            "until": until,
-            "run_name": manifest.get("run_name"),
-            "failed_step": None,
-            "error": None,
-            "kept_dir": kept_dir,
-            "manifest": storage.join(kept_dir, kept.MANIFEST),
-            "kept_files": len(manifest["files"]),
-            "kept_bytes": sum(e["size"] for e in manifest["files"]),
-            "kept_at": manifest.get("kept_at"),
-            "reused_kept_model": True,
-            "logs": [],
-        },
-    )
+    return {
+        **kept.facts(manifest, steps),
+        "ok": True,
+        "until": until,
+        "run_name": manifest.get("run_name"),
+        "failed_step": None,
+        "error": None,
+        "kept_dir": kept_dir,
+        "manifest": storage.join(kept_dir, kept.MANIFEST),
+        "kept_files": len(manifest["files"]),
+        "kept_bytes": sum(e["size"] for e in manifest["files"]),
+        "kept_at": manifest.get("kept_at"),
+        "reused_kept_model": True,
+        "logs": [],
+    }
 
 
 def _run(ctx: Context, until: str, summaries_at: list[str]) -> int:
-    ctx.step_fingerprints = step_fingerprints(ctx)
-    if _reuse_kept(ctx, until, summaries_at):
-        return 0
+    ctx.step_fingerprints = step_fingerprints(ctx)  # the steps up to keep: what a kept model records
+    reused = _reuse_kept(ctx, until, summaries_at)
+    steps = plan(ctx.config.profile, until, ctx.worker.leader)
+    if reused is not None:
+        steps = [s for s in steps if s in AFTER_KEEP]
+        if not steps:
+            return 0
     os.makedirs(ctx.layout.results_dir, exist_ok=True)
     summary: dict = {"ok": True, "until": until, "run_name": ctx.layout.run_name, "failed_step": None, "error": None}
+    if reused is not None:  # the steps after keep follow the kept model's, with its facts
+        summary = {**reused, **summary, "run_name": reused["run_name"]}
+        del summary["reused_kept_model"]
     if ctx.worker.multi_host:  # which worker's summary this is: only worker 0's runs up to `until`
         summary["worker"] = ctx.worker.id
     previous = ""
     logged = 0  # how many of ctx.log_paths an earlier summary listed
-    for step in plan(ctx.config.profile, until, ctx.worker.leader):
+    for step in steps:
         current = fingerprint({"step": step, "inputs": step_inputs(ctx, step), "after": previous})
         marker_path = ctx.layout.marker(step)
         marker = markers.read(marker_path)

@@ -86,6 +86,8 @@ def render(e: dict[str, Any]) -> str | None:
         return " · ".join([f"{phase} step {e.get('step')}/{e.get('steps')}", *step_facts(e)])
     if kind == "eval":
         return f"{phase} held-out loss at step {e.get('step')}: {_loss(e.get('eval_loss'))}"
+    if kind == "progress":
+        return f"{phase}: {e.get('message')}"
     if kind == "error":
         tail = "\n".join(f"    {line}" for line in e.get("tail", [])[-10:])
         return f"✗ {phase}: {e.get('cause')}" + (f"\n  log tail ({e.get('log')}):\n{tail}" if tail else "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from workload.run.phase_outcome import eval_facts
 from workload.run.progress import parse_event, step_facts
 
 REFUSED_STEP = "boot-resume"  # a boot-resume refused (workload/run/resume_budget.py): the summary's failed_step
@@ -18,6 +19,7 @@ class RunState:
     training: dict[str, Any] | None  # the last training step event: step, steps, loss, eta_s, …
     summary: dict[str, Any] | None  # the run's last line, once it has ended (a part's, until the next step starts)
     boot_resume: dict[str, Any] | None = None  # the attempt's boot_resume event: the VM's start-up began it
+    progress: dict[str, Any] | None = None  # the running step's last progress event (the eval step's)
 
     def line(self) -> str:
         """`_line`, with the boot-resume that began the attempt, if one did (workload/run/resume_budget.py)."""
@@ -38,7 +40,8 @@ class RunState:
                 return f"stopped: not resumed at boot: {self.summary.get('error')}"
             if self.summary.get("ok"):
                 until = self.summary.get("until", "the last step")
-                return f"finished: every step up to {until} done" + _final(self.summary)
+                said = f"finished: every step up to {until} done" + _final(self.summary)
+                return " · ".join([said, *(f"eval: {fact}" for fact in eval_facts(self.summary))])
             return f"failed in {self.summary.get('failed_step')}: {self.summary.get('error')}"
         if self.step is None:
             return "starting: no step has begun"
@@ -48,6 +51,8 @@ class RunState:
         if self.step == "train" and self.training is not None:
             t = self.training
             parts += [f"step {t.get('step')}/{t.get('steps')}", *step_facts(t, ("loss", "eta_s"))]
+        if self.progress is not None and self.progress.get("phase") == self.step:
+            parts.append(str(self.progress.get("message")))
         return " · ".join(parts)
 
 
@@ -62,7 +67,7 @@ def _final(summary: dict[str, Any]) -> str:
 
 def read(lines: Iterable[str]) -> RunState:
     step = status = None
-    training = summary = resume = None
+    training = summary = resume = progress = None
     for text in lines:
         event = parse_event(text)
         if event is None:
@@ -77,4 +82,6 @@ def read(lines: Iterable[str]) -> RunState:
             summary = event
         elif kind == "boot_resume":
             resume = event
-    return RunState(step, status, training, summary, resume)
+        elif kind == "progress":
+            progress = event
+    return RunState(step, status, training, summary, resume, progress)

@@ -50,6 +50,7 @@ class Context:
     # first of them that runs (remote/pipeline/claim.py writes it); None when the install is whole.
     finish_install: str | None = None
     required_mount: str | None = None  # where the kept dir's disk must be mounted before keep (the VM's data disk)
+    eval_python: str | None = None  # the eval venv's interpreter (workload/run/eval_step.py); None: not installed
 
     def run(
         self,

@@ -35,6 +35,10 @@ APT_GET = (
     "Dpkg::Options::=--force-confold",
 )
 VENV = "maxtext_venv"  # relative to the home directory, as in the seed
+# The eval phase's venv (workload/eval/, docs/eval.md): vLLM TPU and lm-eval, pinned by workload/eval-requirements.txt,
+# apart from MaxText's (their JAX and torch pins differ), with NLTK's punkt_tab, which IFEval needs, inside it.
+EVAL_VENV = "eval_venv"
+EVAL_CONSTRAINTS = "tpu-sft-constraints.txt"  # in the eval venv: the lock, as uv's --constraint
 OVERRIDES_FILE = "tpu-sft-overrides.txt"  # in the venv: the lock's overrides of what MaxText and Tunix ask for
 # The Hub client that downloads the weights, hf-xet (the transfer the Gemma repositories are stored for) and typer
 # (the newest no longer brings the click that `hf` imports), at the versions the lock pins beside MaxText.
@@ -42,7 +46,12 @@ HUB_CLIENT = lock.pinned(("huggingface-hub", "hf-xet", "typer"))
 
 
 def spec_for(
-    config: PipelineConfig, *, venv: str = VENV, work_dir: str = SCRATCH_DIR, state_dir: str = STATE_DIR
+    config: PipelineConfig,
+    *,
+    venv: str = VENV,
+    eval_venv: str = EVAL_VENV,
+    work_dir: str = SCRATCH_DIR,
+    state_dir: str = STATE_DIR,
 ) -> BootstrapSpec:
     """Seed step 3 (shared/seed/README.md) as a spec: apt packages, uv, Python 3.12, the venv, pinned MaxText with
     the Tunix the tests ran (`trainer_pins`, `maxtext_install`), and `install_tpu_post_train_extra_deps` when
@@ -53,7 +62,8 @@ def spec_for(
     Independent work runs at once: apt; uv → Python → venv → MaxText (uv brings its own Python and MaxText's
     wheels need no compiler); and, once Python is there, the weights (network-bound: gigabytes). The post-train
     extras build from source with apt's compilers, so they need both apt and MaxText; bootstrap leaves them
-    running (detached), and convert, which does not need them, runs beside them."""
+    running (detached), and convert, which does not need them, runs beside them. The eval venv (`eval_install`) is
+    installed once Python is there, beside MaxText: the eval phase runs after keep, so the run never waits for it."""
     apt = shlex.join(APT_GET)
     q_venv = shlex.quote(venv)
     steps = [
@@ -68,6 +78,7 @@ def spec_for(
         Step("python", f"{UV} python install 3.12", 600, after=("uv",)),
         Step("venv", f"{UV} venv --python 3.12 --seed --allow-existing {q_venv}", 600, after=("python",)),
         Step("maxtext", maxtext_install(config, venv), 3600, after=("venv",)),
+        Step("eval-venv", eval_install(eval_venv), 3600, after=("python",)),
     ]
     if config.install_post_train_extras:
         # Detached: convert does not need them, so it runs beside their build; train waits for them.
@@ -106,6 +117,22 @@ def maxtext_install(config: PipelineConfig, venv: str) -> str:
         return install
     overrides = shlex.quote(f"{venv}/{OVERRIDES_FILE}")
     return f"printf '%s\\n' {shlex.join(lock.pinned(lock.OVERRIDES))} > {overrides} && {install} --override {overrides}"
+
+
+def eval_install(venv: str) -> str:
+    """The eval venv: vLLM TPU and lm-eval with the lock's every version as constraints (written into the venv first),
+    CPU torch (UV_TORCH_BACKEND=cpu: torch X+cpu satisfies the lock's ==X, and none of the CUDA wheels it lists is
+    asked for), then NLTK's punkt_tab into the venv's share/nltk_data, on NLTK's own search path (sys.prefix), so
+    that IFEval never downloads it at import (workload/eval/lm_eval_offline.py)."""
+    q_venv = shlex.quote(venv)
+    constraints = shlex.quote(f"{venv}/{EVAL_CONSTRAINTS}")
+    return (
+        f"{UV} venv --python 3.12 --allow-existing {q_venv} && "
+        f"printf '%s\n' {shlex.join(lock.eval_pins())} > {constraints} && "
+        f"UV_TORCH_BACKEND=cpu {UV} pip install --python {q_venv}/bin/python "
+        f"{shlex.join(lock.pinned_eval(lock.EVAL_REQUIREMENTS))} --constraint {constraints} && "
+        f"{q_venv}/bin/python -m nltk.downloader -d {q_venv}/share/nltk_data punkt_tab"
+    )
 
 
 def trainer_pins(config: PipelineConfig) -> tuple[str, ...]:

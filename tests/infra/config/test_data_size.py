@@ -53,7 +53,7 @@ def test_epochs_reach_the_phases_as_the_tokens_of_the_kept_size(mock_stack, dev_
 def test_more_epochs_rerun_train_and_export_only(mock_stack, dev_config, kept):
     data_size.keep(data_size.data_settings(dev_config), EPOCH_TOKENS, exact=True)
     before, after = (recorded_inputs(mock_stack({"tpu-sft:epochs": e})) for e in ("1", "2"))
-    assert {phase for phase in before if before[phase] != after[phase]} == {"train", "export"}
+    assert {phase for phase in before if before[phase] != after[phase]} == {"train", "export", "eval"}
 
 
 def test_epochs_without_a_kept_size_are_refused_in_one_line(mock_stack, kept):

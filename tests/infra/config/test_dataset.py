@@ -63,7 +63,7 @@ def test_a_changed_file_reruns_train_and_export_and_the_same_file_nothing(mock_s
     assert recorded_inputs(mock_stack(config)) == first  # the same file: no phase's input changes
     write_jsonl(data, good_rows(41))
     changed = recorded_inputs(mock_stack(config))
-    assert {phase for phase in first if first[phase] != changed[phase]} == {"train", "export"}
+    assert {phase for phase in first if first[phase] != changed[phase]} == {"train", "export", "eval"}
 
 
 def test_the_same_file_elsewhere_is_the_same_copy(mock_stack, tmp_path):
@@ -174,7 +174,7 @@ def test_a_local_chat_template_is_copied_by_hash_and_a_changed_one_reruns_train(
     first = recorded_inputs(stack)
     template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{% endfor %}")
     changed = recorded_inputs(mock_stack(config))
-    assert {phase for phase in first if first[phase] != changed[phase]} == {"train", "export"}
+    assert {phase for phase in first if first[phase] != changed[phase]} == {"train", "export", "eval"}
 
 
 def test_a_chat_template_in_another_bucket_is_read_with_the_same_read_only_grant(mock_stack):

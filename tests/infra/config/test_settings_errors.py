@@ -30,6 +30,10 @@ MALFORMED = [
     ({"tpu-sft:maxtextVersion": "latest"}, (), (), "tpu-sft:maxtextVersion"),
     ({"tpu-sft:acceleratorType": "v5p-8"}, (), (), "tpu-sft:acceleratorType"),
     ({"tpu-sft:learningRate": "-1e-3"}, (), (), "tpu-sft:learningRate"),
+    ({"tpu-sft:evalTasks": '["mmlu"]'}, (), (), "tpu-sft:evalTasks"),  # the eval's (docs/eval.md)
+    ({"tpu-sft:evalTasks": "ifeval"}, (), (), "tpu-sft:evalTasks"),
+    ({"tpu-sft:evalLimit": "0"}, (), (), "tpu-sft:evalLimit"),
+    ({"tpu-sft:evalLimit": "-10"}, (), (), "tpu-sft:evalLimit"),
     ({"tpu-sft:provisioningModel": "PREEMPTIBLE"}, (), (), "tpu-sft:provisioningModel"),
     ({}, ("tpu-sft:reservation",), (), "tpu-sft:reservation"),
     ({"tpu-sft:reservation": "Bad_Name!"}, (), (), "tpu-sft:reservation"),

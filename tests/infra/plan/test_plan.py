@@ -55,20 +55,20 @@ def _changed(**replacements: str) -> str:
 def test_the_runs_length_reruns_train_and_export_only(tmp_path):
     done = _plan(tmp_path, _changed(**TOKENS_TWICE))
     assert done.returncode == 0, done.stderr
-    assert _rerun(done.stdout) == {"train", "export"}
+    assert _rerun(done.stdout) == {"train", "export", "eval"}
     assert "| train | **yes** | `tokens`: null → 32768000 |" in done.stdout
     assert "| bootstrap | no |  |" in done.stdout and "| convert | no |  |" in done.stdout
 
 
 def test_maxtext_version_reruns_every_phase(tmp_path):
     done = _plan(tmp_path, _changed(**{"tpu-sft:maxtextVersion: 0.2.3": "tpu-sft:maxtextVersion: 0.2.5"}))
-    assert _rerun(done.stdout) == {"bootstrap", "convert", "train", "export"}
+    assert _rerun(done.stdout) == {"bootstrap", "convert", "train", "export", "eval"}
     assert '`maxtextVersion`: "0.2.3" → "0.2.5"' in done.stdout
 
 
 def test_replaced_vm_reruns_every_phase(tmp_path):
     done = _plan(tmp_path, _changed(**{"gcp:zone: us-east5-b": "gcp:zone: us-east5-a"}))
-    assert _rerun(done.stdout) == {"bootstrap", "convert", "train", "export"}
+    assert _rerun(done.stdout) == {"bootstrap", "convert", "train", "export", "eval"}
     assert "the VM is replaced" in done.stdout
 
 
@@ -98,7 +98,7 @@ def test_json_rows_say_which_tasks_rerun(tmp_path):
     done = _plan(tmp_path, _changed(**TOKENS_TWICE), "--json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
-    assert {row["task"] for row in rows if row["reruns"]} == {"train", "export"}
+    assert {row["task"] for row in rows if row["reruns"]} == {"train", "export", "eval"}
     assert rows[0] == {"task": "bootstrap", "reruns": False, "why": ""}
 
 

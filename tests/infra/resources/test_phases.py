@@ -92,7 +92,7 @@ def test_environment_names_the_target_and_pipeline(mock_stack, dev_config):
         assert pipeline.phase_settings(phase) == settings  # only what this phase depends on
         assert OWN_INPUTS[phase] <= set(settings)
         assert pipeline.model == "gemma3-4b"
-        if phase in ("train", "export"):  # the phases the batch feeds: the seed's tokens at the stack's batch 4
+        if phase in ("train", "export", "eval"):  # the phases the batch feeds: the seed's tokens at the stack's batch 4
             assert pipeline.steps == 250
         assert not any(is_secret(v) for v in env.values())  # a secret here would make every output secret
 
@@ -126,13 +126,16 @@ def _triggers(mock_stack, overrides):
 @pytest.mark.parametrize(
     ("change", "rerun"),
     [
-        ({"tpu-sft:steps": "2000"}, {"train", "export"}),
-        ({"tpu-sft:perDeviceBatchSize": "2"}, {"train", "export"}),
-        ({"tpu-sft:learningRate": "1e-4"}, {"train", "export"}),
+        ({"tpu-sft:steps": "2000"}, {"train", "export", "eval"}),
+        ({"tpu-sft:perDeviceBatchSize": "2"}, {"train", "export", "eval"}),
+        ({"tpu-sft:learningRate": "1e-4"}, {"train", "export", "eval"}),
         # bootstrap too: it downloads the new model's weights (only that step re-runs there)
-        ({"tpu-sft:model": "gemma3-12b"}, {"bootstrap", "convert", "train", "export"}),
-        ({"tpu-sft:maxtextVersion": "0.2.2"}, {"bootstrap", "convert", "train", "export"}),
-        ({"tpu-sft:instanceName": "tpu-sft-other"}, {"bootstrap", "convert", "train", "export"}),
+        ({"tpu-sft:model": "gemma3-12b"}, {"bootstrap", "convert", "train", "export", "eval"}),
+        ({"tpu-sft:maxtextVersion": "0.2.2"}, {"bootstrap", "convert", "train", "export", "eval"}),
+        ({"tpu-sft:instanceName": "tpu-sft-other"}, {"bootstrap", "convert", "train", "export", "eval"}),
+        # the benchmarks: their own phase alone, never a retraining (docs/eval.md)
+        ({"tpu-sft:evalTasks": '["gsm8k"]'}, {"eval"}),
+        ({"tpu-sft:evalLimit": "50"}, {"eval"}),
         ({"tpu-sft:labels": '{"owner": "someone-else"}'}, set()),
         ({"tpu-sft:pricePerChipHour": "3.1"}, set()),
     ],
@@ -251,6 +254,8 @@ KEY_CHANGES = [
     ("tpu-sft:evalData", "gs://team-data/other-held-out.jsonl"),
     ("tpu-sft:requireLearning", "true"),
     ("tpu-sft:runName", "my-run"),
+    ("tpu-sft:evalTasks", '["gsm8k"]'),
+    ("tpu-sft:evalLimit", "50"),
     ("tpu-sft:instanceName", "tpu-sft-other"),
     ("tpu-sft:access", "direct"),
     ("tpu-sft:sshUser", "someone"),
@@ -312,7 +317,7 @@ def test_a_changed_steps_shows_in_the_preview_as_the_run_tasks_input(mock_stack)
     before = recorded_inputs(mock_stack(), tasks)
     after = recorded_inputs(mock_stack({"tpu-sft:steps": "2000"}), tasks)
     changed = {task for task in before if before[task] != after[task]}
-    assert changed == {RUN_TASK, "train", "export"}
+    assert changed == {RUN_TASK, "train", "export", "eval"}
     settings = [json.loads(inputs[RUN_TASK]["environment"]["TPU_SFT_PIPELINE"]) for inputs in (before, after)]
     assert (settings[0]["steps"], settings[1]["steps"]) == (None, 2000)  # the seed's length, then the one set
     assert after[RUN_TASK]["triggers"][1] == settings[1]

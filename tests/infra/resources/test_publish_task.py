@@ -148,7 +148,7 @@ def test_the_plan_lists_publishing_turned_on_and_off(dev_config):
     from infra.plan.reruns import plan
 
     off, on = parse(dev_config, stack="dev"), parse({**dev_config, **PUBLISHING}, stack="dev")
-    assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export"]
+    assert [r[0] for r in plan(off, off)] == ["bootstrap", "convert", "train", "export", "eval"]
     assert plan(off, on)[-1] == ("publish", True, 'publishing turned on: `gcs`: null → "gs://models/m"')
     assert plan(on, off)[-1] == ("publish", False, "publishing turned off: what was published stays")
 

@@ -233,6 +233,7 @@ def test_what_pulumi_preview_declares_for_v6e_32(slice_stack):
         ("command:local:Command", "tpu-sft-dev-apis-ready"),
         ("command:local:Command", "tpu-sft-dev-pipeline-bootstrap"),
         ("command:local:Command", "tpu-sft-dev-pipeline-convert"),
+        ("command:local:Command", "tpu-sft-dev-pipeline-eval"),
         ("command:local:Command", "tpu-sft-dev-pipeline-export"),
         ("command:local:Command", "tpu-sft-dev-pipeline-run"),
         ("command:local:Command", "tpu-sft-dev-pipeline-train"),

@@ -135,7 +135,7 @@ def test_each_phase_holds_only_its_settings_and_the_group_identity(slice_stack, 
         assert PipelineConfig.from_mapping(settings).phase_settings(phase) == settings  # only its phase's
         assert OWN_INPUTS[phase] <= set(settings)
         # The slice's type feeds train (and so export), as on the VM; convert and bootstrap never see it.
-        assert settings.get("acceleratorType") == (accelerator if phase in ("train", "export") else None)
+        assert settings.get("acceleratorType") == (accelerator if phase in ("train", "export", "eval") else None)
         identity, inputs = task.inputs["triggers"]
         assert identity == slice_identity(hosts)  # a replaced group or host is new hosts: every phase re-runs
         assert inputs == settings
@@ -208,7 +208,7 @@ SLICE_CHANGES = [
         {"tpu-sft:instanceName": "tpu-sft-b", "tpu-sft:checkpointBucket": "my-tpu-project-tpu-sft-dev-runs"},
         set(PHASES),
     ),  # new host names
-    ({"tpu-sft:steps": "2000"}, {"train", "export"}),
+    ({"tpu-sft:steps": "2000"}, {"train", "export", "eval"}),
     ({"tpu-sft:bootDiskSizeGb": "300"}, set()),  # the template changes; no host is recreated by it
     ({"tpu-sft:maxRunHours": "2"}, set()),
     ({"tpu-sft:labels": '{"owner": "someone-else"}'}, set()),
@@ -293,7 +293,7 @@ def test_the_plan_says_when_a_flex_start_slice_is_made_anew(slice_stack, dev_con
     replaced = groups[0].inputs.get("description") != groups[1].inputs.get("description")
     assert replaced == (why is not None) and "description" in groups[1].replace_on_changes
     if why is None:
-        assert {task for task, reruns, _ in rows if reruns} == {"train", "export"}
+        assert {task for task, reruns, _ in rows if reruns} == {"train", "export", "eval"}
     else:
         assert rows == [(phase, True, why) for phase in PHASES]
 

@@ -46,6 +46,8 @@ DEFAULTS = {
     "evalData": None,
     "requireLearning": False,
     "runName": None,
+    "evalTasks": ["ifeval", "gsm8k"],  # not in the seed: the benchmarks before and after (docs/eval.md)
+    "evalLimit": None,
 }
 # A valid value other than the default for every key; the run's length as a step count (LENGTHS: the other forms).
 CHANGED = {
@@ -82,6 +84,8 @@ CHANGED = {
     "evalData": "5%",
     "requireLearning": True,
     "runName": "my-run",
+    "evalTasks": ["gsm8k"],
+    "evalLimit": 50,
 }
 LENGTHS = {"tokens": 4096000, "epochs": 2.5}  # each instead of CHANGED's steps: one form of the length at a time
 # Where each key first feeds (workload/core/contract.py PHASES); a change re-runs that phase and every later one.
@@ -122,6 +126,7 @@ FIRST_PHASE = {
         "runName",
     },
     "export": set(),
+    "eval": {"evalTasks", "evalLimit"},  # the eval phase alone: a change re-runs no training
 }
 # What the trained weights do not depend on: how MaxText is installed, how the step computes, how often a checkpoint
 # is written, the held-out loss, and the run's own name. Every other setting names the run.
@@ -140,6 +145,8 @@ NAMES_NO_RUN = {
     "evalData",
     "requireLearning",
     "runName",
+    "evalTasks",
+    "evalLimit",
 }
 # A file dataset needs its held-out files, and held-out files need a file dataset: each is changed beside the other
 # (evalInterval, which names no run, in the base), so that the other alone is what changes.
@@ -429,3 +436,46 @@ def test_the_adapter_reaches_every_layer_of_gemma3_4b_scanned_or_not(path):
     """The NNX decoder's module paths, read from MaxText 0.2.3's gemma3-4b (bench/RESULTS.md, issue 67)."""
     assert re.search(PipelineConfig.from_mapping(_LORA).adapter.module_path, path)
     assert not re.search(PipelineConfig.from_mapping(_LORA).adapter.module_path, "decoder/layers/0/mlp/dropout")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            {"evalTasks": '["ifeval", "mmlu"]'},
+            "tpu-sft:evalTasks: 'mmlu' is not a task; one or more of ifeval, gsm8k, or off. "
+            """Fix: pulumi config set tpu-sft:evalTasks '["ifeval", "gsm8k"]'""",
+        ),
+        (
+            {"evalTasks": '["gsm8k", "gsm8k"]'},
+            "tpu-sft:evalTasks: must name each task once; one or more of ifeval, gsm8k, or off. "
+            """Fix: pulumi config set tpu-sft:evalTasks '["ifeval", "gsm8k"]'""",
+        ),
+        (
+            {"evalTasks": "ifeval"},
+            "tpu-sft:evalTasks: expected a JSON list, got 'ifeval'. "
+            """Fix: pulumi config set tpu-sft:evalTasks '["ifeval", "gsm8k"]'""",
+        ),
+        (
+            {"evalLimit": "0"},
+            "tpu-sft:evalLimit: must be at least 1, got 0. Fix: pulumi config set tpu-sft:evalLimit 100",
+        ),
+        (
+            {"evalLimit": "-5"},
+            "tpu-sft:evalLimit: must be at least 1, got -5. Fix: pulumi config set tpu-sft:evalLimit 100",
+        ),
+        (
+            {"evalLimit": "some"},
+            "tpu-sft:evalLimit: expected a whole number, got 'some'. Fix: pulumi config set tpu-sft:evalLimit 100",
+        ),
+    ],
+)
+def test_a_bad_eval_setting_is_refused_in_one_line_that_names_the_fix(raw, expected):
+    assert message(raw) == expected
+
+
+def test_eval_off_and_all_are_words_and_survive_the_round_trip():
+    off = PipelineConfig.from_mapping({"evalTasks": "off", "evalLimit": "all"})
+    assert (off.eval_tasks, off.eval_limit) == ((), None)
+    assert PipelineConfig.from_mapping(off.to_mapping()) == off
+    assert PipelineConfig.from_mapping({"evalTasks": ["gsm8k"], "evalLimit": 20}).eval_tasks == ("gsm8k",)

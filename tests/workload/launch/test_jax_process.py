@@ -92,10 +92,11 @@ def test_a_slice_needs_as_many_workers_as_hosts():
         build(PipelineConfig(accelerator_type="v6e-16"), JaxProcess(0, HOSTS[:2]))
 
 
-def test_export_verify_and_keep_run_on_worker_0_only():
+def test_export_verify_keep_and_eval_run_on_worker_0_only():
     assert pipeline.plan("tiny", "keep", leader=False) == ["assets", "convert", "train"]
     assert pipeline.plan("full", "export", leader=False) == ["convert", "train"]
-    assert pipeline.plan("full", "keep", leader=True) == list(pipeline.ORDER)
+    assert pipeline.plan("full", "eval", leader=False) == ["convert", "train"]
+    assert pipeline.plan("full", "eval", leader=True) == list(pipeline.ORDER)
 
 
 @pytest.mark.parametrize(

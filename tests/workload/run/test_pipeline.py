@@ -17,7 +17,7 @@ from workload.run import commands, kept, mount, pipeline
 from workload.run.events import Events
 from workload.run.fingerprint import manifest
 from workload.run.layout import Layout
-from workload.run.phase_outcome import outcome_lines
+from workload.run.phase_outcome import KEPT_PHASES, outcome_lines
 from workload.run.steps import Context, Outcome, training_wall_seconds
 
 TOKEN = "hf_SECRETsecretSECRET123"
@@ -318,10 +318,36 @@ def test_the_run_on_a_new_host_with_this_runs_kept_model_prints_each_phases_summ
     assert all(s["reused_kept_model"] and s["ok"] for s in summaries)
     assert "final_step" not in summaries[0] and summaries[1]["final_step"] == summaries[2]["final_step"] == 2000
     # What `pulumi up` leaves on screen of the run's phases (the stack output `phases`): one line.
-    assert outcome_lines(dict(zip(PHASE_UNTIL, summaries, strict=True))) == {
+    assert outcome_lines(dict(zip(KEPT_PHASES, summaries, strict=True))) == {
         "run": f"run {commands.run_name(config)} finished before (model kept in {run.layout.kept_dir}, {KEPT_AT}): "
         "nothing to do"
     }
+
+
+def test_eval_runs_after_keep_and_a_changed_eval_setting_reruns_eval_alone(tmp_path, fake_steps):
+    ctx, _ = make_context(tmp_path, PipelineConfig())
+    assert pipeline.run(ctx, "eval") == 0
+    assert fake_steps == ["convert", "train", "export", "verify", "keep", "eval"]
+    ctx, out = make_context(tmp_path, PipelineConfig.from_mapping({"evalLimit": 10}))
+    assert pipeline.run(ctx, "eval") == 0
+    assert fake_steps[6:] == ["eval"]  # nothing retrained, re-exported or re-kept
+    started = [e for e in events_of(out) if e["event"] == "phase" and e["status"] == "start"]
+    assert [(e["phase"], e["reason"]) for e in started] == [("eval", "its inputs changed")]
+
+
+def test_the_run_on_a_new_host_with_this_runs_kept_model_runs_eval_on_it(tmp_path, fake_steps):
+    """The steps up to keep are the kept model's; eval, which is not (a kept model records no eval inputs), runs on
+    it, and its summary, last, carries the kept model's facts."""
+    config = PipelineConfig(step_count=2000)
+    keep_on_a_lost_vm(tmp_path, config, {"final_step": 2000, "run_name": commands.run_name(config)})
+    run, out = phase_job(tmp_path, config, "eval")
+    assert pipeline.run(run, "eval", tuple(PHASE_UNTIL.values())) == 0
+    assert fake_steps == ["eval"]
+    summaries = [e for e in events_of(out) if e["event"] == "summary"]
+    assert [s["until"] for s in summaries] == ["convert", "train", "keep", "eval"]
+    assert [bool(s.get("reused_kept_model")) for s in summaries] == [True, True, True, False]
+    assert summaries[-1]["final_step"] == 2000 and summaries[-1]["eval_facts"] == 1
+    assert summaries[-1]["run_name"] == commands.run_name(config)
 
 
 def test_a_changed_setting_that_names_a_new_run_trains_it_and_leaves_the_kept_model(tmp_path, fake_steps):
@@ -338,7 +364,7 @@ def test_a_changed_setting_that_names_a_new_run_trains_it_and_leaves_the_kept_mo
     assert fake_steps == ["convert", "train", "export", "verify", "keep"]
     summaries = [e for e in events_of(out) if e["event"] == "summary"]
     assert not any(s.get("reused_kept_model") for s in summaries)
-    assert set(outcome_lines(dict(zip(PHASE_UNTIL, summaries, strict=True))) or {}) == set(PHASE_UNTIL)
+    assert set(outcome_lines(dict(zip(KEPT_PHASES, summaries, strict=True))) or {}) == set(KEPT_PHASES)
     assert manifest(str(old_dir), hashes=True) == before
 
 

@@ -159,7 +159,7 @@ def test_every_host_rechecks_in_one_round_trip(cluster, scratch, channels):
 
 def test_spec_for_follows_the_seed_and_the_settings():
     default = spec_for(PipelineConfig())
-    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "weights"]
+    assert [s.name for s in default.steps] == ["apt", "uv", "python", "venv", "maxtext", "eval-venv", "weights"]
     maxtext = default.steps[4].command
     assert "UV_TORCH_BACKEND=cpu" in maxtext and "'maxtext[tpu-post-train]==0.2.3' google-tunix==" in maxtext
     # MaxText 0.2.3 and Tunix 0.1.7 disagree on safetensors: the lock's version overrides both, from a file
@@ -167,12 +167,20 @@ def test_spec_for_follows_the_seed_and_the_settings():
     assert maxtext.startswith(f"printf '%s\\n' safetensors==0.8.0 > {overrides} && UV_TORCH_BACKEND=cpu ")
     assert maxtext.endswith(f" --resolution=lowest --override {overrides}")
     extras = spec_for(PipelineConfig(install_post_train_extras=True))
-    assert [s.name for s in extras.steps] == ["apt", "uv", "python", "venv", "maxtext", "post-train-extras", "weights"]
+    assert [s.name for s in extras.steps] == [
+        *("apt", "uv", "python", "venv", "maxtext", "eval-venv", "post-train-extras", "weights")
+    ]
+    # The eval venv: vLLM TPU and lm-eval under the eval lock's constraints, CPU torch, punkt_tab inside it.
+    evaluate = default.steps[5].command
+    assert "UV_TORCH_BACKEND=cpu " in evaluate
+    assert " vllm-tpu==0.26.0 'lm-eval[ifeval]==0.4.13' --constraint " in evaluate
+    assert "eval_venv/bin/python -m nltk.downloader -d eval_venv/share/nltk_data punkt_tab" in evaluate
     lean = spec_for(PipelineConfig(maxtext_version="0.2.5", torch_backend="auto"))
     assert "==0.2.5" in lean.steps[4].command and "google-tunix" not in lean.steps[4].command
     assert lean.steps[4].command.startswith("UV_TORCH_BACKEND=auto ") and "--override" not in lean.steps[4].command
     assert lean.step_hashes()[:4] == default.step_hashes()[:4]  # a version change keeps apt, uv, python, venv
     assert lean.fingerprint != default.fingerprint
+    assert lean.steps[5].command == evaluate  # the eval venv does not follow MaxText's version or torch backend
 
 
 # ---- the steps as a graph: independent branches at once, hashes through what each step needs
@@ -336,6 +344,7 @@ def test_the_seed_spec_runs_apt_beside_the_python_branch():
         "python": ("uv",),
         "venv": ("python",),
         "maxtext": ("venv",),
+        "eval-venv": ("python",),
         "post-train-extras": ("apt", "maxtext"),
         "weights": ("python",),
     }
