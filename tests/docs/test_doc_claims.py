@@ -32,6 +32,7 @@ OUTSIDE = {
     "--name": "pulumi stack / gcloud",
     "--help": "every command",
     "--override": "uv pip install (workload/core/lock.py OVERRIDES)",
+    "--experimental_orbax_use_distributed_barrier": "a JAX flag (docs/rehearsals.md)",
 }
 # Settings named as retired, to say what replaced them (infra/config/setting_table.py RETIRED).
 RETIRED_NAMED = {f"tpu-sft:{key}" for key in RETIRED}
@@ -51,7 +52,7 @@ def help_flags(module: str) -> set[str]:
     """The flags `python -m module --help` lists: for the commands whose parser is built inside their `main`."""
     said = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True)
     assert said.returncode == 0, said.stderr
-    return set(re.findall(r"(--[a-z][a-z-]*)", said.stdout))
+    return set(re.findall(r"(--[a-z][a-z_-]*)", said.stdout))
 
 
 @cache
@@ -70,6 +71,12 @@ def script_flags() -> dict[str, set[str]]:
     }
 
 
+def passed_to_outside_tools() -> set[str]:
+    """The flags the eval step's code gives vLLM and lm-eval (their argv is built in these two modules alone)."""
+    code = "".join((ROOT / "workload" / "eval" / name).read_text() for name in ("server.py", "harness.py"))
+    return set(re.findall(r'"(--[a-z][a-z_-]*)"', code))
+
+
 @cache
 def every_flag() -> set[str]:
     project = set().union(
@@ -77,6 +84,8 @@ def every_flag() -> set[str]:
         flags_of(remote_parser()),
         flags_of(workload_parser()),
         help_flags("workload.publish"),
+        help_flags("bench.tpu.run"),
+        passed_to_outside_tools(),
     )
     pytest_options = {"--all-tiers"}  # tests/conftest.py's own pytest option
     return project | pytest_options | set(OUTSIDE)
@@ -101,7 +110,7 @@ def test_every_flag_given_to_a_script_is_one_of_its_flags():
 
 
 def test_every_backticked_flag_exists_somewhere():
-    assert {(page, flag) for page, flag in mentions(r"`(--[a-z][a-z-]*)") if flag not in every_flag()} == set()
+    assert {(page, flag) for page, flag in mentions(r"`(--[a-z][a-z_-]*)") if flag not in every_flag()} == set()
 
 
 def test_every_setting_named_exists():
