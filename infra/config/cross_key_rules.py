@@ -202,8 +202,7 @@ def eval_gate_has_an_eval(s: Settings) -> None:
     failure must not pass), so with the eval off (tpu-sft:evalTasks off) a stack that publishes would be refused at
     the end of every run: say so before anything bills, and let the user choose. A stack that publishes nothing, or
     whose gate is warn (it publishes and says there is no report), is left alone."""
-    tasks = s.pipeline.to_mapping().get("evalTasks")  # [] is off; a pipeline without an eval phase has no such key
-    if tasks == [] and s.publishes and s.eval_gate == "block":
+    if not s.pipeline.eval_tasks and s.publishes and s.eval_gate == "block":
         raise ConfigError(
             stack_key("evalGate"),
             "is block, but tpu-sft:evalTasks is off, so the publish step would find no eval report and refuse",

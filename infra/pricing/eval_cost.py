@@ -82,11 +82,8 @@ class EvalEstimate:
 
 
 def eval_of(pipeline: PipelineConfig) -> EvalEstimate | None:
-    """The eval the pipeline's settings ask for (tpu-sft:evalTasks, evalLimit), or None: evalTasks off, or a
-    pipeline without an eval phase."""
-    settings = pipeline.to_mapping()
-    tasks = tuple(settings.get("evalTasks") or ())
-    return EvalEstimate(tasks, settings.get("evalLimit")) if tasks else None
+    """The eval the pipeline's settings ask for (tpu-sft:evalTasks, evalLimit), or None: evalTasks off."""
+    return EvalEstimate(pipeline.eval_tasks, pipeline.eval_limit) if pipeline.eval_tasks else None
 
 
 def eval_hours(pipeline: PipelineConfig) -> float:

@@ -11,7 +11,7 @@ from pulumi import RunError
 
 from infra.config import read_settings
 from rehearsal.engine import Stack, run_program
-from workload.core.config import ConfigError, PipelineConfig
+from workload.core.config import ConfigError
 
 PUBLISHING = {"tpu-sft:publishGcsUri": "gs://models/m"}
 
@@ -56,15 +56,8 @@ def test_the_defaults_block_at_2_points(dev_config):
     assert (warned.eval_gate, warned.eval_margin) == ("warn", 3.0)
 
 
-@pytest.fixture
-def eval_off(monkeypatch):
-    """tpu-sft:evalTasks off as the pipeline holds it (an empty list: workload/core/config.py, the eval phase's
-    settings, written by the eval step's branch)."""
-    mapping = PipelineConfig.to_mapping
-    monkeypatch.setattr(PipelineConfig, "to_mapping", lambda self: mapping(self) | {"evalTasks": []})
-
-
-def test_a_blocking_gate_with_the_eval_off_is_refused_where_the_stack_publishes(dev_config, eval_off):
+def test_a_blocking_gate_with_the_eval_off_is_refused_where_the_stack_publishes(dev_config):
+    dev_config = {**dev_config, "tpu-sft:evalTasks": "off"}
     with pytest.raises(ConfigError) as raised:
         read_settings.parse({**dev_config, **PUBLISHING}, stack="dev")
     assert str(raised.value) == (

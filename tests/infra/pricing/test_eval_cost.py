@@ -9,20 +9,9 @@ from infra.config.read_settings import parse
 from infra.plan.reruns import render
 from infra.pricing.eval_cost import EvalEstimate, eval_of
 from tests.infra.estimates import eval_hours
-from workload.core.config import PipelineConfig
 
-
-@pytest.fixture
-def eval_settings(monkeypatch):
-    """Sets tpu-sft:evalTasks and evalLimit as the pipeline holds them (workload/core/config.py, the eval phase's
-    settings: a list of tasks, [] for off; a limit or None)."""
-
-    def set_to(tasks: list[str], limit: int | None = None) -> None:
-        mapping = PipelineConfig.to_mapping
-        extra = {"evalTasks": tasks, "evalLimit": limit}
-        monkeypatch.setattr(PipelineConfig, "to_mapping", lambda self: mapping(self) | extra)
-
-    return set_to
+OFF = {"tpu-sft:evalTasks": "off"}
+BOTH = {"tpu-sft:evalTasks": '["ifeval", "gsm8k"]'}
 
 
 def test_both_tasks_whole_cost_two_loads_and_four_task_runs():
@@ -50,29 +39,24 @@ def test_the_output_says_per_task_per_model_both_cases_and_that_it_is_an_estimat
     assert shown["basis"].startswith("an estimate from issue 73's figures for a v6e-8, not measured")
 
 
-def test_no_eval_settings_or_eval_off_adds_nothing(dev_config, eval_settings):
-    pipeline = parse(dev_config, stack="dev").pipeline
-    eval_settings([])
-    assert eval_of(pipeline) is None
+def test_eval_off_adds_nothing(dev_config):
+    assert eval_of(parse({**dev_config, **OFF}, stack="dev").pipeline) is None
 
 
-def test_the_preview_adds_the_eval_to_the_runs_hours_and_cost(mock_stack, eval_settings):
-    eval_settings([])
-    off = mock_stack().outputs
+def test_the_preview_adds_the_eval_to_the_runs_hours_and_cost(mock_stack):
+    off = mock_stack(OFF).outputs
     assert off.get("evalEstimate") is None and eval_hours(off) == 0  # a null output is not shown
-    eval_settings(["ifeval", "gsm8k"])
-    on = mock_stack().outputs
+    on = mock_stack(BOTH).outputs
     assert on["evalEstimate"]["firstRun"]["minutes"] == [10.0, 22.0]
     assert on["estimatedRunHours"] == pytest.approx(off["estimatedRunHours"] + 22 / 60, abs=2e-3)
     assert on["estimatedRunCostUsd"] > off["estimatedRunCostUsd"]
     assert on["evalEstimate"]["firstRun"]["usd"][1] == round(on["hourlyCostUsd"] * 22 / 60, 2)
 
 
-def test_the_plan_comment_shows_the_eval_line(dev_config, eval_settings):
-    eval_settings(["ifeval", "gsm8k"], 50)
-    settings = parse(dev_config, stack="dev")
+def test_the_plan_comment_shows_the_eval_line(dev_config):
+    settings = parse({**dev_config, **BOTH, "tpu-sft:evalLimit": "50"}, stack="dev")
     (line,) = [line for line in render(settings, settings).splitlines() if line.startswith("Eval (")]
     assert line.startswith("Eval (ifeval 0.09-0.28 min a model, gsm8k 0.04-0.11 min a model, 50 samples a task): ")
     assert "serving both models" in line and "with the base's scores cached (an estimate from issue 73" in line
-    eval_settings([])
-    assert "Eval (" not in render(settings, settings)
+    off = parse({**dev_config, **OFF}, stack="dev")
+    assert "Eval (" not in render(off, off)
