@@ -14,8 +14,6 @@ import hashlib
 import json
 import os
 import subprocess
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -26,21 +24,15 @@ from rehearsal.gcs_emulator import storage_emulator
 from tests import gemma3_export
 from tests.hub_upload_standin import HubStandin
 from tests.workload.eval.reports import comparisons, write_report
+from tests.workload.publish.cli import REPO, download, objects, publish
 from workload.publish import text_only
 from workload.run.fingerprint import manifest
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
 def gcs():
     with storage_emulator() as host:
         yield host
-
-
-def objects(host: str, bucket: str = "models") -> dict[str, dict]:
-    with urllib.request.urlopen(f"{host}/storage/v1/b/{bucket}/o") as response:
-        return {o["name"]: o for o in json.load(response).get("items", [])}
 
 
 SETTINGS = {"model": "gemma3-4b", "profile": "full", "dataset": "HuggingFaceH4/ultrachat_200k"}
@@ -113,24 +105,6 @@ def kept(tmp_path) -> Path:
 def repo_path(kept_path: str) -> str:
     """Where the repo layout puts a kept file: the export at the root, the rest under tpu-sft/."""
     return kept_path.removeprefix("hf-model/") if kept_path.startswith("hf-model/") else f"tpu-sft/{kept_path}"
-
-
-def publish(maxtext_python: str, host: str, model: Path | str, *extra: str) -> tuple[int, dict]:
-    env = {**os.environ, "STORAGE_EMULATOR_HOST": host, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [maxtext_python, "-m", "workload.publish", str(model), *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def download(host: str, name: str, bucket: str = "models") -> bytes:
-    url = f"{host}/download/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"
-    with urllib.request.urlopen(url) as response:
-        return response.read()
 
 
 SENT = ["tpu-sft/loss.png", "tpu-sft/samples.md", "tpu-sft/verify.json", "config.json", "model.safetensors"]

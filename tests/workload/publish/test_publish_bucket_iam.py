@@ -11,7 +11,8 @@ import pytest
 from rehearsal import gcs_emulator
 from rehearsal.storage_iam import StorageIam
 from rehearsal.storage_roles import PREDEFINED_ROLES
-from tests.workload.publish.test_publish import kept, publish  # noqa: F401 (kept: a fixture)
+from tests.workload.publish.cli import publish
+from tests.workload.publish.test_publish import kept  # noqa: F401 (a fixture)
 from workload.run.fingerprint import manifest
 
 VM = "serviceAccount:tpu-sft-vm@my-project.iam.gserviceaccount.com"
