@@ -21,7 +21,8 @@ KEPT_PHASES = tuple(phase for phase, until in PHASE_UNTIL.items() if until != "e
 
 
 def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
-    """`phase`'s line: ✓ and what it found, or ✗ and why; None before the phase has run (a preview)."""
+    """`phase`'s line: ✓ (⚠ for an eval that found the fine-tune worse) and what it found, or ✗ and why; None before
+    the phase has run (a preview)."""
     if not summary:
         return None
     if not summary.get("ok"):
@@ -30,7 +31,14 @@ def outcome_line(phase: str, summary: dict[str, Any]) -> str | None:
     if summary.get("reused_kept_model"):
         return f"✓ {phase}: {finished_before(summary)}"
     facts = _FACTS.get(phase, lambda s: [])(summary)
-    return f"✓ {phase}" + (": " + " · ".join(facts) if facts else "")
+    return f"{_mark(phase, summary)} {phase}" + (": " + " · ".join(facts) if facts else "")
+
+
+def _mark(phase: str, summary: dict[str, Any]) -> str:
+    """✓, or ⚠ where the eval found the fine-tune worse than its base beyond the margin on a task: the phase
+    succeeded, and publish's gate decides what follows, but the line must not read as all well."""
+    tasks = (summary.get("eval") or {}).get("tasks") or [] if phase == "eval" else []
+    return "⚠" if any(isinstance(task, dict) and task.get("worse") for task in tasks) else "✓"
 
 
 def outcome_lines(summaries: dict[str, dict[str, Any]]) -> dict[str, str] | None:

@@ -121,7 +121,7 @@ def test_the_report_compares_both_models_scored_by_lm_evals_own_code(evaluated):
 def test_the_eval_line_shows_both_models_scores_and_the_worse_one(evaluated):
     # The eval phase itself succeeds: a worse model is the publish gate's to stop (docs/eval.md).
     assert outcome_line("eval", evaluated.first.summary) == (
-        "✓ eval: IFEval strict 1.00 → 0.00 (−100.0 ± 0.0, worse beyond the 2-point margin) · "
+        "⚠ eval: IFEval strict 1.00 → 0.00 (−100.0 ± 0.0, worse beyond the 2-point margin) · "
         "GSM8K 0.00 → 0.00 (+0.0 ± 0.0)"
     )
     assert evaluated.first.summary["until"] == "eval" and evaluated.first.summary["final_step"] is not None

@@ -1,5 +1,6 @@
 """Each phase's outcome in one line, from its summary: what stays on screen when `pulumi up` ends."""
 
+from workload.eval.compare import compare
 from workload.run.phase_outcome import outcome_line, outcome_lines
 
 BILL = {"vm_up_s": 4932, "chips": 8, "chip_hours": 10.96, "usd_per_chip_hour": 2.7, "cost_usd": 29.59}
@@ -78,3 +79,18 @@ def test_phases_that_ran_keep_their_own_lines():
     assert set(outcome_lines(only_convert_found_it) or {}) == {"convert", "train", "export"}
     failed_after = {"convert": reused("convert"), "train": {"ok": False, "failed_step": "train", "error": "x"}}
     assert set(outcome_lines(failed_after) or {}) == {"convert", "train"}
+
+
+def test_an_eval_that_found_the_fine_tune_worse_is_marked_not_ticked():
+    def summary(gsm8k_tuned: list[float]) -> dict:
+        ifeval = compare("ifeval", "prompt_level_strict_acc", [1.0, 0.0] * 50, [1.0, 0.0] * 50, margin_points=2.0)
+        gsm8k = compare("gsm8k", "exact_match", [1.0] * 100, gsm8k_tuned, margin_points=2.0)
+        return {"ok": True, "eval": {"tasks": [ifeval.to_json(), gsm8k.to_json()]}}
+
+    fine, worse = summary([1.0] * 99 + [0.0]), summary([1.0] * 50 + [0.0] * 50)
+    line = outcome_line("eval", fine) or ""
+    assert line.startswith("✓ eval: IFEval strict 0.50 → 0.50 (+0.0 ± 0.0) · GSM8K 1.00 → 0.99 (−1.0 ± ")
+    assert line.endswith(", within the margin)")
+    assert (outcome_line("eval", worse) or "").startswith(
+        "⚠ eval: IFEval strict 0.50 → 0.50 (+0.0 ± 0.0) · GSM8K 1.00 → 0.50 ("
+    )
