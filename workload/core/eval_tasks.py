@@ -18,13 +18,14 @@ class EvalTask:
     filter: str  # the filter whose output `metric` scores ("none": the task has no filter list)
     also: tuple[str, ...] = ()  # other per-sample metrics kept in the records (not gated)
     fixture: str = ""  # the rehearsal's task in the same format (workload/eval/fixtures/)
+    samples: int = 0  # how many the whole task scores: a result on fewer (tpu-sft:evalLimit) says so
 
 
 TASKS = {
     # 541 prompts; prompt-level strict accuracy: every instruction of the prompt followed, as written.
-    "ifeval": EvalTask("ifeval", "prompt_level_strict_acc", "none", ("prompt_level_loose_acc",), "tpu_sft_ifeval"),
+    "ifeval": EvalTask("ifeval", "prompt_level_strict_acc", "none", ("prompt_level_loose_acc",), "tpu_sft_ifeval", 541),
     # 1,319 questions; exact match of the number after `####` (lm-eval's strict-match filter).
-    "gsm8k": EvalTask("gsm8k", "exact_match", "strict-match", (), "tpu_sft_gsm8k"),
+    "gsm8k": EvalTask("gsm8k", "exact_match", "strict-match", (), "tpu_sft_gsm8k", 1319),
 }
 DEFAULT_TASKS = ("ifeval", "gsm8k")
 OFF = "off"

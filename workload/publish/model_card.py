@@ -33,6 +33,7 @@ import posixpath
 from typing import Any
 
 from workload.core.data_source import parse_source
+from workload.core.eval_tasks import TASKS
 from workload.core.models import GEMMA_TERMS, MODELS, Licence
 from workload.core.trainer_loop import TRAINER_LOOPS
 from workload.core.tuning import DEFAULT_WEIGHT_QTYPE
@@ -91,7 +92,9 @@ def metadata(
     settings = manifest.get("settings") or {}
     base, dataset = _base_and_hub_dataset(settings)
     licence = _licence_of(settings)
-    index = {"model-index": model_index(scores, name or manifest.get("run_name") or "model", base)} if scores else {}
+    named = name or manifest.get("run_name") or "model"
+    fixtures = settings.get("profile") == "tiny"  # the rehearsal scores its fixtures, not the real tasks
+    index = {"model-index": model_index(scores, named, base, fixtures)} if scores else {}
     return index | {
         "license": licence.hub_id,
         "license_link": licence.terms,
@@ -104,13 +107,22 @@ def metadata(
     }
 
 
-def model_index(scores: tuple[TaskComparison, ...], name: str, base: str | None) -> list[dict[str, Any]]:
+def model_index(
+    scores: tuple[TaskComparison, ...], name: str, base: str | None, fixtures: bool = False
+) -> list[dict[str, Any]]:
     """The Hub's `model-index`: one result per task, on the dataset lm-eval's task reads, each metric named for its
-    model: this fine-tune's score, then the base's (a tiny run's base is unnamed: "the base model")."""
+    model: this fine-tune's score, then the base's (a tiny run's base is unnamed: "the base model"). A result on part
+    of a task (tpu-sft:evalLimit) names how many samples of how many; the rehearsal's `fixtures` are named as such,
+    never as the task's Hub dataset, whose scores they are not."""
     base_name = f"base model {base}" if base else "the base model"
     results = []
     for c in scores:
+        task = TASKS.get(c.task)
         dataset, pretty, config, split = EVAL_DATASETS.get(c.task, (c.task, c.task, None, None))
+        if fixtures:
+            dataset, pretty, config, split = (task.fixture if task else c.task), f"{pretty}-format fixture", None, None
+        if task and c.n < task.samples and not fixtures:
+            pretty = f"{pretty} ({c.n} of {task.samples})"
         where = {"type": dataset, "name": pretty} | ({"config": config} if config else {})
         where |= {"split": split} if split else {}
         metrics = [

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from dataclasses import replace
 
 import pytest
 import yaml
@@ -70,6 +71,14 @@ def test_a_refused_card_is_one_line_with_the_hubs_reasons():
         "If possible, use a dataset id from https://hf.co/datasets.); report it with the kept manifest.json"
     )
     assert _one_line(ConnectionError("reset\ntraceback detail")) == "ConnectionError: reset"
+
+
+def test_a_result_on_part_of_a_task_or_on_the_rehearsals_fixture_says_so():
+    whole, part = comparisons()[0], replace(comparisons()[0], n=100)
+    named = [r["dataset"] for r in model_index((whole, part), "m", None)[0]["results"]]
+    assert named[0]["type"] == named[1]["type"] and named[1]["name"] == named[0]["name"] + f" (100 of {whole.n})"
+    (fixture,) = model_index((part,), "m", None, fixtures=True)[0]["results"]
+    assert fixture["dataset"]["type"] != named[0]["type"] and fixture["dataset"]["name"].endswith("-format fixture")
 
 
 def test_the_cards_model_index_is_accepted():

@@ -229,7 +229,12 @@ def test_the_eval_scores_are_the_hubs_model_index_with_the_base_beside_the_fine_
             "results": [
                 {
                     "task": {"type": "text-generation"},
-                    "dataset": {"type": "openai/gsm8k", "name": "GSM8K", "config": "main", "split": "test"},
+                    "dataset": {
+                        "type": "openai/gsm8k",
+                        "name": "GSM8K (1000 of 1319)",
+                        "config": "main",
+                        "split": "test",
+                    },
                     "metrics": [
                         {"type": "exact_match", "value": 0.69, "name": "GSM8K, this fine-tune"},
                         {"type": "exact_match", "value": 0.71, "name": "GSM8K, base model google/gemma-3-4b-it"},
