@@ -63,7 +63,7 @@ def test_ordinary_step_changes_keep_the_cap_so_the_vm_is_not_replaced(mock_stack
         steps: host(
             mock_stack({"tpu-sft:steps": steps, "tpu-sft:provisioningModel": "SPOT"}, remove=("tpu-sft:reservation",))
         ).inputs["scheduling"]["maxRunDuration"]
-        for steps in ("125", "250", "500", "1250")  # the stack's batch 4: the tokens of 500 to 5,000 steps of 1
+        for steps in ("125", "250", "375", "500")  # the stack's batch 4: the tokens of 500 to 2,000 steps of 1
     }
     assert all(cap == {"seconds": 4 * 3600} for cap in caps.values()), caps
 
