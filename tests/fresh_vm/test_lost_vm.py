@@ -9,6 +9,7 @@ from rehearsal.fresh_vm import evidence
 from rehearsal.fresh_vm.rehearse import CHECKPOINT_PERIOD
 from workload.core.config import PipelineConfig
 from workload.core.trainer_loop import TRAINER_LOOPS
+from workload.run.eval_step import EVAL_DIR
 
 STEPS = 20  # the rehearsal stack's tpu-sft:steps
 # The rehearsal stack's tpu-sft:trainer, the default: it names checkpoints its own way, the runner counts updates.
@@ -72,7 +73,10 @@ def test_keep_copies_the_model_from_the_data_disk_to_the_bucket_which_outlives_t
     copied = {n.removeprefix(f"kept/{name}/"): size for n, size in run.bucket_objects.items() if n.startswith("kept/")}
     listed = {entry["path"]: entry["size"] for entry in run.kept_manifest["files"]}
     assert listed and "manifest.json" in copied
-    assert {path: size for path, size in copied.items() if path != "manifest.json"} == listed
+    # The eval step copies its own files after keep's (eval/, its report written last): outside the kept manifest.
+    evaluated = {path for path in copied if path.startswith(f"{EVAL_DIR}/")}
+    assert f"{EVAL_DIR}/report.json" in evaluated
+    assert {path: size for path, size in copied.items() if path not in evaluated | {"manifest.json"}} == listed
 
 
 def test_the_vms_reached_the_bucket_as_their_service_account_and_were_refused_nothing(fresh_vm):

@@ -22,7 +22,7 @@ def test_off_by_default(mock_stack):
     assert "published" not in mock_stack().outputs
 
 
-def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
+def test_after_the_last_phase_with_the_destinations_and_private_by_default(mock_stack):
     stack = mock_stack(
         {
             "tpu-sft:publishGcsUri": "gs://models/team/gemma",
@@ -41,7 +41,7 @@ def test_after_export_with_the_destinations_and_private_by_default(mock_stack):
         "evalGate": "block",
         "evalMargin": 2.0,
     }
-    assert tasks["export"].urn in publish.dependencies
+    assert tasks[PHASES[-1]].urn in publish.dependencies  # after the eval: the gate reads its report
     token_task = tasks["publish-hf-write-token"]
     assert token_task.inputs["create"] == f".venv/bin/python -m remote put-secret {HF_WRITE_TOKEN_SECRET}"
     assert token_task.urn in publish.dependencies
@@ -163,8 +163,8 @@ def test_a_slice_publishes_from_worker_0_what_it_kept_in_the_bucket(slice_stack)
     assert publish.inputs["environment"][TARGET_ENV] == tasks["export"].inputs["environment"][TARGET_ENV]
     target = json.loads(publish.inputs["environment"][TARGET_ENV])
     assert target["host"] == "tpu-sft-dev-01" and target["profile"]["kept_dir"].startswith("gs://")
-    assert tasks["export"].urn in publish.dependencies
-    assert tasks["export"].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
+    assert tasks[PHASES[-1]].urn in publish.dependencies
+    assert tasks[PHASES[-1]].inputs["triggers"][0] in publish.inputs["triggers"]  # the phases' identity: a new host
     assert publish.inputs["triggers"][0].startswith(f"{MIG_ID}/")  # or group publishes again
 
 

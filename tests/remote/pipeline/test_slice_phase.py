@@ -638,7 +638,7 @@ def test_the_run_task_starts_one_whole_attempt_on_every_worker_and_a_changed_set
     for worker in range(3):
         wait_until(lambda w=worker: on_slice.calls(w), what=f"worker {worker}'s stand-in to start")
         (argv,) = on_slice.calls(worker)
-        assert argv[argv.index("--until") + 1] == "keep"  # the whole run
+        assert argv[argv.index("--until") + 1] == "eval"  # the whole run
         assert argv[-4:] == ["--worker-id", str(worker), "--worker-hostnames", ",".join(addresses)]
     code, _, again = start_run(on_slice.target())
     assert code == 0 and (again["job"], again["started"]) == ("run-1", False)

@@ -91,7 +91,7 @@ def test_the_run_starts_once_with_every_setting_and_the_first_phase_to_follow_sh
         "started": True,
     }
     ended(state_dir, "run-1")
-    assert untils(state_dir) == ["keep"]  # the whole run, whichever phase comes first
+    assert untils(state_dir) == ["eval"]  # the whole run, whichever phase comes first
     again = summary(remote(host, "start-run", env=_settings(2)))
     assert (again["job"], again["state"], again["started"]) == ("run-1", "succeeded", False)
 
@@ -102,7 +102,7 @@ def test_the_run_starts_once_with_every_setting_and_the_first_phase_to_follow_sh
     assert "▶ convert" not in train.stdout  # not its part
     rerun = remote(host, "phase", "train", env=_settings(2))  # a task followed it before: the summary only
     assert summary(rerun) == summary(train) and "▶ train" not in rerun.stdout
-    assert jobs(state_dir) == ["run-1"] and untils(state_dir) == ["keep"]
+    assert jobs(state_dir) == ["run-1"] and untils(state_dir) == ["eval"]
 
 
 def test_a_changed_setting_starts_the_next_attempt_with_it(host, state_dir):
@@ -112,7 +112,7 @@ def test_a_changed_setting_starts_the_next_attempt_with_it(host, state_dir):
     assert (changed["job"], changed["started"]) == ("run-2", True)
     assert json.loads((state_dir / "runs" / "run-2.json").read_text())["steps"] == 3
     ended(state_dir, "run-2")
-    assert jobs(state_dir) == ["run-1", "run-2"] and untils(state_dir) == ["keep", "keep"]
+    assert jobs(state_dir) == ["run-1", "run-2"] and untils(state_dir) == ["eval", "eval"]
 
 
 def test_a_phase_after_a_failed_attempt_starts_the_whole_run_again(host, state_dir):
@@ -126,6 +126,6 @@ def test_a_phase_after_a_failed_attempt_starts_the_whole_run_again(host, state_d
     retried = remote(host, "phase", "convert", env={"TPU_SFT_PIPELINE": json.dumps({"profile": "tiny"})})
     assert summary(retried)["until"] == "convert" and "convert: job run-2 on 127.0.0.1" in retried.stdout
     ended(state_dir, "run-2")
-    assert untils(state_dir) == ["keep", "keep"]  # the whole run again, not one that ends with convert
+    assert untils(state_dir) == ["eval", "eval"]  # the whole run again, not one that ends with convert
     record = [(state_dir / "runs" / f"run-{n}.json").read_text() for n in (1, 2)]
     assert record[0] == record[1] and json.loads(record[1])["steps"] == 3  # train's setting, which convert lacks
