@@ -8,14 +8,12 @@ attempt. With the caller's gcloud token, as remote/stack/vm_state.py asks; unrea
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from remote.pipeline.capacity import CapacityError, access_token, compute_api
+from remote.pipeline.capacity import access_token, compute_api
+from remote.stack import compute_get
 
 PREEMPTED = "compute.instances.preempted"
 
@@ -49,16 +47,7 @@ def operations_url(project: str, zone: str, name: str) -> str:
 def read(project: str, zone: str, name: str, token: Callable[[], str] | None = None) -> Preemptions:
     """`token`: the caller's gcloud token unless given."""
     try:
-        bearer = (token or access_token)()
-        request = urllib.request.Request(
-            operations_url(project, zone, name), headers={"Authorization": f"Bearer {bearer}"}
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            items = json.load(response).get("items") or []
-    except CapacityError as error:
-        return Preemptions(unread=str(error))
-    except urllib.error.HTTPError as error:
-        return Preemptions(unread=f"Compute Engine answered {error.code}")
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        return Preemptions(unread=f"Compute Engine unreachable: {type(error).__name__}")
+        items = compute_get.get(operations_url(project, zone, name), token or access_token).get("items") or []
+    except compute_get.Unread as unread:
+        return Preemptions(unread=unread.reason)
     return Preemptions(times=tuple(sorted(str(op.get("insertTime", "")) for op in items)))

@@ -14,13 +14,11 @@ says why: never a guess.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from remote.pipeline.capacity import CapacityError, access_token, compute_api
+from remote.pipeline.capacity import access_token, compute_api
+from remote.stack import compute_get
 
 CALENDAR, DEFAULT = "CALENDAR", "DEFAULT"
 MISSING = "missing"  # Compute Engine answered 404: no reservation of that name in that project and zone
@@ -45,15 +43,7 @@ def read(project: str, zone: str, reservation: str, token: Callable[[], str] = a
     owner, name = where(project, zone, reservation)
     url = f"{compute_api()}/compute/beta/projects/{owner}/zones/{zone}/reservations/{name}"
     try:
-        request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token()}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            found = json.load(response)
-        return ReservationRead(str(found.get("reservationMode") or DEFAULT))
-    except CapacityError as error:
-        return ReservationRead(None, str(error))
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return ReservationRead(MISSING)
-        return ReservationRead(None, f"Compute Engine answered {error.code}")
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        return ReservationRead(None, f"Compute Engine unreachable: {type(error).__name__}")
+        found = compute_get.get(url, token)
+    except compute_get.Unread as unread:
+        return ReservationRead(MISSING) if unread.status == 404 else ReservationRead(None, unread.reason)
+    return ReservationRead(str(found.get("reservationMode") or DEFAULT))

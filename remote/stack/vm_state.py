@@ -9,13 +9,11 @@ the state is "unknown" and the reason says why: never a guess.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from remote.pipeline.capacity import CapacityError, access_token, compute_api
+from remote.pipeline.capacity import access_token, compute_api
+from remote.stack import compute_get
 from workload.core.instance_status import GOING_DOWN, google_brings_it_back, stopped_for_good
 
 GONE = "gone"
@@ -61,16 +59,8 @@ def _instance(project: str, zone: str, name: str) -> str:
 
 def read(project: str, zone: str, name: str, token: Callable[[], str] = access_token) -> VmState:
     try:
-        request = urllib.request.Request(_instance(project, zone, name), headers={"Authorization": f"Bearer {token()}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            instance = json.load(response)
-        restarts = (instance.get("scheduling") or {}).get("automaticRestart", True)
-        return VmState(str(instance.get("status", UNKNOWN)), automatic_restart=restarts is not False)
-    except CapacityError as error:
-        return VmState(UNKNOWN, str(error))
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return VmState(GONE)
-        return VmState(UNKNOWN, f"Compute Engine answered {error.code}")
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        return VmState(UNKNOWN, f"Compute Engine unreachable: {type(error).__name__}")
+        instance = compute_get.get(_instance(project, zone, name), token)
+    except compute_get.Unread as unread:
+        return VmState(GONE) if unread.status == 404 else VmState(UNKNOWN, unread.reason)
+    restarts = (instance.get("scheduling") or {}).get("automaticRestart", True)
+    return VmState(str(instance.get("status", UNKNOWN)), automatic_restart=restarts is not False)
