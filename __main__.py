@@ -3,6 +3,7 @@
 Wiring only: settings → the machine → its bucket and data → the post-deploy tasks → exports. Each piece lives in
 infra/. The settings are built once (infra/stack.py). A multi-host accelerator type (v6e-16 and up) is a slice's
 hosts instead of the VM and its data disk (infra/resources/machine.py); the same tasks run the remote CLI on every host.
+A finished run whose hosts are gone publishes from the bucket with none (infra/resources/bucket_publish.py).
 """
 
 import pulumi

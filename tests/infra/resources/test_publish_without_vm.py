@@ -166,3 +166,27 @@ def test_a_group_of_one_whose_vm_is_gone_drops_the_group_and_keeps_its_disk(up):
     assert names(stack, GROUP) == [] and names(stack, INSTANCE) == []
     assert "tpu-sft-dev-data" in names(stack, "gcp:compute/disk:Disk")
     assert [c.name for c in stack.of_type(COMMAND) if "-pipeline-" in c.name] == ["tpu-sft-dev-pipeline-publish"]
+
+
+def test_a_slice_whose_hosts_are_gone_publishes_its_kept_model_where_it_kept_it(up):
+    """A slice keeps to the bucket: the model URL is its kept dir. Its group, template and policy go (empty since
+    autostop resized it to 0; a later `pulumi up` that trains makes them again); its firewalls and grants stay."""
+    slice_keys = {"tpu-sft:acceleratorType": "v6e-16"}
+    kept = f"gs://{BUCKET}/kept/{RUN}"
+    disk_keys = ("tpu-sft:dataDiskSizeGb", "tpu-sft:dataDiskType")
+    finished = up(slice_keys, remove=disk_keys, eval_stdout=summary(kept_dir=kept))
+    assert names(finished, GROUP) == ["tpu-sft-dev"]
+    stack = up(
+        {**slice_keys, "tpu-sft:publishGcsUri": f"gs://{BUCKET}/published/m"},
+        state=finished,
+        remove=disk_keys,
+        instance_ids={"tpu-sft-dev-01": None},
+    )
+    assert names(stack, GROUP) == [] and names(stack, INSTANCE) == []
+    [task] = [c for c in stack.of_type(COMMAND) if "-pipeline-" in c.name]
+    assert task.inputs["create"].startswith(f"{PUBLISH_HERE} --model {kept} --gcs gs://{BUCKET}/published/m ")
+    # The autostop role's ID suffix is drawn anew by each mock run (the engine keeps the state's): left out here.
+    redrawn = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember")
+    before = {(r.type, r.name): plain(r.inputs) for r in finished.resources}
+    after = [r for r in stack.resources if r.name != task.name and r.type not in redrawn]
+    assert after and all(before.get((r.type, r.name)) == plain(r.inputs) for r in after)
