@@ -67,6 +67,7 @@ def export_without_hosts(
     pulumi.export("project", s.project)
     pulumi.export("checkpointsUrl", runs_url(bucket_url))
     pulumi.export("modelDir", finished.model_url)  # what scripts/tpu-sft fetch-model reads, with no VM
+    pulumi.export("target", kept.target_json(bucket_url))  # status and logs: the VM is gone, the log is in the bucket
     pulumi.export(
         "phases", {RUN_TASK: f"run {finished.run_name} finished before: no VM, published from {finished.model_url}"}
     )

@@ -10,6 +10,7 @@ triggers, and the outputs of its kind.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -23,7 +24,7 @@ from infra.resources.autostop import AutostopAccess, AutostopAccessArgs, SliceAu
 from infra.resources.disk import DataDisk, DataDiskArgs
 from infra.resources.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.resources.slice import TpuSlice, TpuSliceArgs
-from infra.resources.tasks import slice_target_json, vm_target_json
+from infra.resources.tasks import slice_target, slice_target_json, vm_target, vm_target_json
 from infra.resources.vm import TpuVm, TpuVmArgs
 from infra.resources.vm_group import TpuVmGroup, TpuVmGroupArgs
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
@@ -50,7 +51,11 @@ class WithoutHosts:
     the hosts' account, which the bucket's grants name, and the outputs of what is still there."""
 
     service_account_email: pulumi.Output[str]
+    target_json: Callable[[pulumi.Output[str]], pulumi.Output[str]]  # what scripts/tpu-sft reads, given the bucket
     outputs: dict[str, Any]
+
+
+GONE = "gone"  # the instance id of hosts Compute Engine no longer has
 
 
 def declare_without_hosts(s: Settings, services: Mapping[str, pulumi.Resource]) -> WithoutHosts:
@@ -59,19 +64,36 @@ def declare_without_hosts(s: Settings, services: Mapping[str, pulumi.Resource]) 
     The account is the one the hosts had: the one named, or the project's default, as a group's template gets it."""
     _ssh_firewall(s)
     _os_login_key(s)
-    outputs: dict[str, Any] = {}
+    names = group.host_names(group.base_instance_name(s), s.accelerator.hosts)
+    outputs: dict[str, Any]
     if s.is_slice:
         SliceFirewall(f"{s.instance_name}-slice", SliceFirewallArgs(network=s.network, tag=s.instance_name))
+        outputs = {"instanceGroupName": s.instance_name, "hostNames": names, "hosts": s.accelerator.hosts}
     else:
         disk = _data_disk(s)
-        outputs = {"dataDiskName": disk.name, "dataDiskMountPoint": MOUNT_POINT}
+        name = names[0] if s.recovers else s.instance_name
+        outputs = {"instanceName": name, "dataDiskName": disk.name, "dataDiskMountPoint": MOUNT_POINT}
+        outputs |= {"instanceGroupName": s.instance_name} if s.recovers else {}
     account = group.service_account_email(s, services[apis.COMPUTE])
     if (s.is_slice and s.autostop != "off") or s.recovers:
         SliceAutostopAccess(
             f"{s.instance_name}-autostop",
             SliceAutostopAccessArgs(project=s.project, stack=s.stack, service_account_email=account),
         )
-    return WithoutHosts(service_account_email=account, outputs=outputs)
+
+    def target_json(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
+        """The hosts by name, as scripts/tpu-sft asks Compute Engine of them (an address they no longer have: the
+        name), and where the model and the run's log are in the bucket."""
+
+        def target(url: str) -> dict[str, Any]:
+            kept, runs = f"{url}/{KEPT_PREFIX}", f"{url}/{RUNS_PREFIX}"
+            if s.is_slice:
+                return slice_target(s, GONE, names, {}, None, kept, runs)
+            return vm_target(s, outputs["instanceName"], GONE, outputs["instanceName"], kept, runs)
+
+        return bucket_url.apply(lambda url: json.dumps(target(url), sort_keys=True))
+
+    return WithoutHosts(service_account_email=account, target_json=target_json, outputs=outputs)
 
 
 def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from infra.resources.bucket_publish import PUBLISH_HERE
 from rehearsal.engine import plain, run_program
+from remote.pipeline.target import PipelineTarget
 from workload.core.contract import PHASES, PIPELINE_ENV
 
 COMMAND = "command:local:Command"
@@ -60,6 +61,10 @@ def test_a_finished_run_without_its_vm_publishes_from_the_bucket_and_declares_no
         next(c for c in finished.of_type(COMMAND) if c.name.endswith(PHASES[-1])).inputs["environment"][PIPELINE_ENV]
     )
     assert stack.outputs["modelDir"] == model
+    # What scripts/tpu-sft reads: the VM by its name (Compute Engine says it is gone), the bucket's kept copy and log.
+    target = PipelineTarget.from_json(stack.outputs["target"])
+    assert (target.host, stack.outputs["instanceName"]) == ("tpu-sft-dev", "tpu-sft-dev")
+    assert (target.profile.kept_copy_dir, target.profile.runs_dir) == (f"gs://{BUCKET}/kept", f"gs://{BUCKET}/runs")
     assert stack.outputs["phases"] == {"run": f"run {RUN} finished before: no VM, published from {model}"}
     [said] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("no VM:")]
     assert said == (
@@ -185,6 +190,8 @@ def test_a_slice_whose_hosts_are_gone_publishes_its_kept_model_where_it_kept_it(
     assert names(stack, GROUP) == [] and names(stack, INSTANCE) == []
     [task] = [c for c in stack.of_type(COMMAND) if "-pipeline-" in c.name]
     assert task.inputs["create"].startswith(f"{PUBLISH_HERE} --model {kept} --gcs gs://{BUCKET}/published/m ")
+    target = PipelineTarget.from_json(stack.outputs["target"])
+    assert target.hosts == tuple(f"tpu-sft-dev-0{n}" for n in range(1, 5)) and target.profile.kept_dir == f"gs://{BUCKET}/kept"
     # The autostop role's ID suffix is drawn anew by each mock run (the engine keeps the state's): left out here.
     redrawn = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember")
     before = {(r.type, r.name): plain(r.inputs) for r in finished.resources}
