@@ -191,7 +191,10 @@ def test_a_slice_whose_hosts_are_gone_publishes_its_kept_model_where_it_kept_it(
     [task] = [c for c in stack.of_type(COMMAND) if "-pipeline-" in c.name]
     assert task.inputs["create"].startswith(f"{PUBLISH_HERE} --model {kept} --gcs gs://{BUCKET}/published/m ")
     target = PipelineTarget.from_json(stack.outputs["target"])
-    assert target.hosts == tuple(f"tpu-sft-dev-0{n}" for n in range(1, 5)) and target.profile.kept_dir == f"gs://{BUCKET}/kept"
+    assert (
+        target.hosts == tuple(f"tpu-sft-dev-0{n}" for n in range(1, 5))
+        and target.profile.kept_dir == f"gs://{BUCKET}/kept"
+    )
     # The autostop role's ID suffix is drawn anew by each mock run (the engine keeps the state's): left out here.
     redrawn = ("gcp:projects/iAMCustomRole:IAMCustomRole", "gcp:projects/iAMMember:IAMMember")
     before = {(r.type, r.name): plain(r.inputs) for r in finished.resources}
