@@ -32,9 +32,13 @@ def test_the_kept_model_is_published_from_the_bucket_with_its_own_bytes(fresh_vm
     assert lines[0].startswith("publish: gs://") and f"{bucket_copy} → from this machine, no VM: " in lines[0]
     assert f"✓ published to hf://{HUB_REPO}: " in done.stdout
     assert json.loads(lines[-1])["ok"]
-    sent = fresh_vm.hub.repos[HUB_REPO]["files"]
-    kept = {e["path"].removeprefix("hf-model/"): e["sha256"] for e in run.kept_manifest["files"]}
-    assert "model.safetensors" in sent
-    weights = fresh_vm.hub.content(HUB_REPO, "model.safetensors")
-    assert hashlib.sha256(weights).hexdigest() == kept["model.safetensors"]
+    # What arrived is the kept model: the published manifest is the kept one (the export's weights and config under
+    # the text-only model's names, what keep recorded of them under `text_only`), and every file sent matches it.
+    published = json.loads(fresh_vm.hub.content(HUB_REPO, "tpu-sft/manifest.json"))
+    assert published["run_name"] == run.kept_manifest["run_name"]
+    assert published["text_only"]["kept"]["hf-model/model.safetensors"]["sha256"] == next(
+        e["sha256"] for e in run.kept_manifest["files"] if e["path"] == "hf-model/model.safetensors"
+    )
+    weights = next(e for e in published["files"] if e["path"] == "hf-model/model.safetensors")
+    assert hashlib.sha256(fresh_vm.hub.content(HUB_REPO, "model.safetensors")).hexdigest() == weights["sha256"]
     assert WRITE_TOKEN not in done.stdout + done.stderr
