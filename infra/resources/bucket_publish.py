@@ -66,7 +66,7 @@ class FinishedRun:
 
 
 def task_name(s: Settings) -> str:
-    """The same name as the VM's publish task (infra/resources/publish.py): the engine replaces one with the other."""
+    """The name the VM's publish task has (infra/resources/publish.py): one task publishes, from either place."""
     return f"{s.instance_name}-pipeline-publish"
 
 
