@@ -15,10 +15,12 @@ from infra.plan.throughput import predicted
 from infra.preflight.compile_step import hbm_beside_preflight
 from infra.pricing.cost import estimate
 from infra.pricing.eval_cost import eval_of
-from infra.resources.machine import Machine, runs_url
+from infra.resources.bucket_publish import BucketPublishTask, FinishedRun
+from infra.resources.machine import Machine, WithoutHosts, runs_url
 from infra.resources.publish import PublishTask
 from infra.resources.ssh_commands import gcloud_ssh_command, ssh_command
 from infra.resources.tasks import PostDeployTasks, last_json_line
+from workload.core.contract import RUN_TASK
 from workload.run.phase_outcome import outcome_lines
 
 
@@ -47,6 +49,29 @@ def export(
     pulumi.export("project", s.project)
     if published is not None:
         pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
+
+
+def export_without_hosts(
+    s: Settings,
+    kept: WithoutHosts,
+    bucket_url: pulumi.Output[str],
+    finished: FinishedRun,
+    published: BucketPublishTask,
+) -> None:
+    """A finished run published from the bucket with no VM (infra/resources/bucket_publish.py): what still holds,
+    where the model is, and what was published; nothing of a VM or of the phases, which did not run."""
+    pulumi.export("onDestroy", on_destroy(s))
+    for name, value in kept.outputs.items():
+        pulumi.export(name, value)
+    pulumi.export("zone", s.zone)
+    pulumi.export("project", s.project)
+    pulumi.export("checkpointsUrl", runs_url(bucket_url))
+    pulumi.export("modelDir", finished.model_url)  # what scripts/tpu-sft fetch-model reads, with no VM
+    pulumi.export("target", kept.target_json(bucket_url))  # status and logs: the VM is gone, the log is in the bucket
+    pulumi.export(
+        "phases", {RUN_TASK: f"run {finished.run_name} finished before: no VM, published from {finished.model_url}"}
+    )
+    pulumi.export("published", published.command.stdout.apply(lambda out: last_json_line(out).get("published")))
 
 
 def _cost(s: Settings) -> None:

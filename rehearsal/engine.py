@@ -74,6 +74,7 @@ class Declared:
     urn: str = ""
     custom_timeouts: dict[str, str] = field(default_factory=dict)  # create/update/delete, as Pulumi sends them
     import_id: str = ""  # the `import` option: the id of an existing resource to take into the state
+    outputs: dict[str, Any] = field(default_factory=dict)  # what the mock answered: a command's inputs and stdout
 
 
 @dataclass
@@ -93,19 +94,24 @@ class Stack:
 # The engine's builtin read of a stack's snapshot: every resource, by URN, with its type and outputs
 # (pulumi/pulumi pkg/resource/deploy/builtins.go `readStackResourceOutputs`).
 STATE_READ = "pulumi:pulumi:readStackResourceOutputs"
+COMMAND = "command:local:Command"
 
 
 def state_outputs(state: Stack, project: str) -> dict[str, Any]:
     """What STATE_READ answers for a stack whose state holds what `state` recorded (its VM in the provider's
-    `project` where it names none), of the outputs only the provider id a VM is imported by (the bridged provider's
-    `id`: projects/P/zones/Z/instances/N)."""
+    `project` where it names none), of the outputs the provider id a VM is imported by (the bridged provider's
+    `id`: projects/P/zones/Z/instances/N), and a command's whole state: pulumi-command's outputs are its inputs and
+    what it printed (`stdout`; a rehearsal puts there what the command printed when it ran)."""
 
     def id_of(r: Declared) -> str | None:
         if r.type != flex_start_rules.INSTANCE:
             return None
         return flex_start_rules.provider_id(r.inputs.get("project", project), r.inputs["zone"], r.inputs["name"])
 
-    return {r.urn: {"type": r.type, "outputs": {"id": id_of(r)}} for r in state.resources}
+    def outputs(r: Declared) -> dict[str, Any]:
+        return {"id": id_of(r), **(r.outputs if r.type == COMMAND else {})}
+
+    return {r.urn: {"type": r.type, "outputs": outputs(r)} for r in state.resources}
 
 
 def named_as_google_would(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
@@ -238,6 +244,7 @@ class _RecordingMonitor(pulumi_mocks.MockMonitor):
                     urn=response.urn,
                     custom_timeouts=json_format.MessageToDict(request.customTimeouts),
                     import_id=request.importId,
+                    outputs=json_format.MessageToDict(response.object),
                 )
             )
         return response

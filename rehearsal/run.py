@@ -13,6 +13,7 @@ lives: a contributor's may be outside the checkout (tests/rehearsal/test_outside
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -63,13 +64,27 @@ class Executed:
 
 
 def record(
-    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()
+    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = (), state: Stack | None = None
 ) -> tuple[Stack, list[Recorded]]:
-    stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
+    """`state`: what the stack's state holds as this `pulumi up` starts (`left_by`), None: an empty one."""
+    config = {**read_stack_config(config_file), **overrides}
+    stack = run_program(config, secret_keys=secret_keys, preview=False, state=state)
     commands = [Recorded.of(c) for c in _in_dependency_order(stack.of_type(COMMAND))]
     for wait in (c for c in commands if c.create == apis_ready_command()):
         wait_for_the_apis(wait)
     return stack, [c for c in commands if c.create != apis_ready_command()]
+
+
+def left_by(stack: Stack, executed: list[Executed]) -> Stack:
+    """The state a `pulumi up` leaves: what it declared, each command it ran with the stdout it printed."""
+    printed = {done.name: done.stdout for done in executed}
+    return Stack(
+        [
+            dataclasses.replace(r, outputs={**r.outputs, "stdout": printed[r.name]}) if r.name in printed else r
+            for r in stack.resources
+        ],
+        dict(stack.outputs),
+    )
 
 
 def wait_for_the_apis(command: Recorded, delay_s: float = PROPAGATION_S) -> Executed:

@@ -40,8 +40,8 @@ def model_lost_on_destroy(s: Settings) -> str | None:
     )
     return (
         f"the fine-tuned model will be {where}, and `pulumi destroy` {deletes}: {fetch}, publish it "
-        f"(scripts/tpu-sft publish, from the bucket, no VM needed; tpu-sft:publishHubRepo or tpu-sft:publishGcsUri "
-        f"publish from the VM, which a `pulumi up` makes again where autostop deleted it), or {keep}"
+        f"(scripts/tpu-sft publish, or tpu-sft:publishHubRepo or tpu-sft:publishGcsUri and `pulumi up`: from the "
+        f"bucket, no VM needed once the run has finished), or {keep}"
     )
 
 

@@ -10,6 +10,7 @@ triggers, and the outputs of its kind.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -18,12 +19,12 @@ import pulumi
 from infra.config.settings import Settings
 from infra.config.ssh_key_trust import OsLoginKey, OsLoginKeyArgs
 from infra.pricing.cost import data_disk_performance
-from infra.resources import apis
+from infra.resources import apis, group
 from infra.resources.autostop import AutostopAccess, AutostopAccessArgs, SliceAutostopAccess, SliceAutostopAccessArgs
 from infra.resources.disk import DataDisk, DataDiskArgs
 from infra.resources.network import SliceFirewall, SliceFirewallArgs, SshFirewall, SshFirewallArgs
 from infra.resources.slice import TpuSlice, TpuSliceArgs
-from infra.resources.tasks import slice_target_json, vm_target_json
+from infra.resources.tasks import slice_target, slice_target_json, vm_target, vm_target_json
 from infra.resources.vm import TpuVm, TpuVmArgs
 from infra.resources.vm_group import TpuVmGroup, TpuVmGroupArgs
 from workload.core.contract import KEPT_PREFIX, MOUNT_POINT, RUNS_PREFIX
@@ -44,6 +45,57 @@ def declare(settings: Settings, services: Mapping[str, pulumi.Resource]) -> Mach
     return _slice(settings, services) if settings.is_slice else _vm(settings, services)
 
 
+@dataclass(frozen=True)
+class WithoutHosts:
+    """What stays of the machine while a finished run publishes from the bucket (infra/resources/bucket_publish.py):
+    the hosts' account, which the bucket's grants name, and the outputs of what is still there."""
+
+    service_account_email: pulumi.Output[str]
+    target_json: Callable[[pulumi.Output[str]], pulumi.Output[str]]  # what scripts/tpu-sft reads, given the bucket
+    outputs: dict[str, Any]
+
+
+GONE = "gone"  # the instance id of hosts Compute Engine no longer has
+
+
+def declare_without_hosts(s: Settings, services: Mapping[str, pulumi.Resource]) -> WithoutHosts:
+    """The data disk (the kept model's first copy), the firewalls and the OS Login key as they were, and a group's
+    autostop grant (on the project); no VM, group or template, and no VM's autostop grant, which is on the VM itself.
+    The account is the one the hosts had: the one named, or the project's default, as a group's template gets it."""
+    _ssh_firewall(s)
+    _os_login_key(s)
+    names = group.host_names(group.base_instance_name(s), s.accelerator.hosts)
+    outputs: dict[str, Any]
+    if s.is_slice:
+        SliceFirewall(f"{s.instance_name}-slice", SliceFirewallArgs(network=s.network, tag=s.instance_name))
+        outputs = {"instanceGroupName": s.instance_name, "hostNames": names, "hosts": s.accelerator.hosts}
+    else:
+        disk = _data_disk(s)
+        name = names[0] if s.recovers else s.instance_name
+        outputs = {"instanceName": name, "dataDiskName": disk.name, "dataDiskMountPoint": MOUNT_POINT}
+        outputs |= {"instanceGroupName": s.instance_name} if s.recovers else {}
+    account = group.service_account_email(s, services[apis.COMPUTE])
+    if (s.is_slice and s.autostop != "off") or s.recovers:
+        SliceAutostopAccess(
+            f"{s.instance_name}-autostop",
+            SliceAutostopAccessArgs(project=s.project, stack=s.stack, service_account_email=account),
+        )
+
+    def target_json(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
+        """The hosts by name, as scripts/tpu-sft asks Compute Engine of them (an address they no longer have: the
+        name), and where the model and the run's log are in the bucket."""
+
+        def target(url: str) -> dict[str, Any]:
+            kept, runs = f"{url}/{KEPT_PREFIX}", f"{url}/{RUNS_PREFIX}"
+            if s.is_slice:
+                return slice_target(s, GONE, names, {}, None, kept, runs)
+            return vm_target(s, outputs["instanceName"], GONE, outputs["instanceName"], kept, runs)
+
+        return bucket_url.apply(lambda url: json.dumps(target(url), sort_keys=True))
+
+    return WithoutHosts(service_account_email=account, target_json=target_json, outputs=outputs)
+
+
 def runs_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
     """Where training checkpoints outlive the hosts (the `checkpointsUrl` output)."""
     return bucket_url.apply(lambda url: f"{url}/{RUNS_PREFIX}")
@@ -54,9 +106,9 @@ def kept_url(bucket_url: pulumi.Output[str]) -> pulumi.Output[str]:
     return bucket_url.apply(lambda url: f"{url}/{KEPT_PREFIX}")
 
 
-def _vm(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
+def _data_disk(s: Settings) -> DataDisk:
     performance = data_disk_performance(s.data_disk_type)
-    data_disk = DataDisk(
+    return DataDisk(
         f"{s.instance_name}-data",
         DataDiskArgs(
             zone=s.zone,
@@ -68,6 +120,10 @@ def _vm(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
             provisioned_throughput=performance.mib_per_s,
         ),
     )
+
+
+def _vm(s: Settings, services: Mapping[str, pulumi.Resource]) -> Machine:
+    data_disk = _data_disk(s)
     firewall = _ssh_firewall(s)
     access_key = _os_login_key(s)
     if s.recovers:

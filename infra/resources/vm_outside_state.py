@@ -18,6 +18,8 @@ as the program declares the VM, before the VM and everything that needs it are r
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_gcp as gcp
 
@@ -46,15 +48,21 @@ def options(s: Settings, found: gcp.compute.GetInstanceResult | None) -> pulumi.
 def in_state(provider_id: str) -> bool:
     """Whether this stack's state holds a VM of this provider id, as the engine compares it when it decides on an
     import (the bridged provider's outputs carry the id)."""
-    stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
     try:
-        resources = pulumi.runtime.invoke(READ_STATE, {"stackName": stack}).value["outputs"]
+        resources = stack_resources()
     except Exception as error:  # the invoke's failure, whose type the SDK does not export
         # Unproven against a real backend here (only the mock engine answers it): where it does not answer, the VM
         # is still taken in, without the warning, rather than failing every `pulumi up` of a flex-start stack.
         pulumi.log.debug(f"{READ_STATE} did not answer ({error}); the VM found is imported without a warning")
         return True
     return any(r["type"] == INSTANCE and r["outputs"].get("id") == provider_id for r in resources.values())
+
+
+def stack_resources() -> dict[str, Any]:
+    """Every resource of this stack's state, by URN, with its type and outputs (READ_STATE); raises where the engine
+    does not answer."""
+    stack = f"{pulumi.get_organization()}/{pulumi.get_project()}/{pulumi.get_stack()}"
+    return pulumi.runtime.invoke(READ_STATE, {"stackName": stack}).value["outputs"]
 
 
 def taken_in(s: Settings) -> str:

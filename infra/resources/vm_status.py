@@ -41,11 +41,11 @@ REPLACED_WHEN_STOPPED = "desiredStatus"  # the input whose change replaces it (`
 NO_VM = ("not found", "has not been used in project")
 
 
-def vm_now(s: Settings) -> gcp.compute.GetInstanceResult | None:
-    """Compute Engine's record of the VM named as the stack's, read once as the program runs (its status here, its id
-    in infra/resources/vm_outside_state.py); None where there is no VM."""
+def vm_now(s: Settings, name: str | None = None) -> gcp.compute.GetInstanceResult | None:
+    """Compute Engine's record of the VM named as the stack's (or `name`, a group's host), read once as the program
+    runs (its status here, its id in infra/resources/vm_outside_state.py); None where there is no VM."""
     try:
-        return gcp.compute.get_instance(name=s.instance_name, zone=s.zone, project=s.project)
+        return gcp.compute.get_instance(name=name or s.instance_name, zone=s.zone, project=s.project)
     except Exception as error:  # the invoke's failure, whose type the SDK does not export
         if any(said in str(error) for said in NO_VM):
             return None

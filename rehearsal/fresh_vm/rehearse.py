@@ -23,6 +23,8 @@ everything done; Google restarts the VM once more; then delete and recreate.
    and the kept model must still be there.
 9. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
    redone and the kept model's bytes must not change.
+10. where a Hub is given (`publish`): autostop deletes the VM, the user adds tpu-sft:publishHubRepo, and the next
+   `up` declares no VM and publishes the kept model from the bucket on this machine (infra/resources/bucket_publish.py).
 Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
 """
 
@@ -41,6 +43,7 @@ from typing import Callable, TextIO
 
 from infra.resources.tasks import last_json_line
 from rehearsal import bucket_objects, storage_iam
+from rehearsal.engine import Stack
 from rehearsal.fresh_vm import google_restart, own_data
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
@@ -48,7 +51,7 @@ from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
 from rehearsal.fresh_vm.image import cached_image
 from rehearsal.fresh_vm.machine import GCE_LIKE, Boot, FreshVm, Timeline, discard
 from rehearsal.fresh_vm.substitutions import PLATFORM, StorageEndpoint, Substitution, provision_boot_disk, transform
-from rehearsal.run import Executed, Recorded, record, start
+from rehearsal.run import Executed, Recorded, left_by, record, start
 from rehearsal.sshd import keygen
 from remote.pipeline.bootstrap.spec import BootstrapSpec
 from remote.pipeline.profile import HostProfile
@@ -103,9 +106,21 @@ class FreshVmRun:
     after_finished_up: list[Executed] = field(default_factory=list)  # every command, on the VM after the finished run
     kept_before: list[dict] = field(default_factory=list)  # the kept model's files and sha256, before that `up`
     kept_after: list[dict] = field(default_factory=list)  # and after it
+    publish_declared: list[str] = field(default_factory=list)  # the publish-only `up`'s resource types
+    publish_up: list[Executed] = field(default_factory=list)  # and the commands it ran
+    boots_before_publish: int = 0
     vm_created_at: float = 0.0
     first_train_step_at: float | None = None
     finished_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class HubDestination:
+    """A Hub to publish to with no VM (step 10): its endpoint, the repo, and a write token it accepts."""
+
+    endpoint: str
+    repo: str
+    token: str
 
 
 def identity_overrides(key: Path | str) -> dict[str, str]:
@@ -120,6 +135,7 @@ def rehearse(
     steps: int | None = None,
     timeline: Timeline = GCE_LIKE,
     out: TextIO = sys.stdout,
+    publish: HubDestination | None = None,
 ) -> FreshVmRun:
     def say(text: str) -> None:
         print(f"fresh-vm: {text}", file=out, flush=True)
@@ -205,6 +221,18 @@ def rehearse(
             f"with the old boot, and nothing more runs from the laptop. The start-up: {restarted.startup_line.strip()}"
         )
 
+    def publish_without_vm(state: Stack, hub: HubDestination) -> None:
+        say("autostop deletes the VM of the finished run; the user adds tpu-sft:publishHubRepo, then `pulumi up`")
+        vm.delete()
+        result.boots_before_publish = len(result.boots)
+        adds = {"tpu-sft:publishHubRepo": hub.repo, "tpu-sft:hfWriteToken": hub.token, "tpu-sft:evalGate": "off"}
+        declared, commands = record(CONFIG, {**overrides, **adds}, secret_keys=("tpu-sft:hfWriteToken",), state=state)
+        result.publish_declared = [r.type for r in declared.resources]
+        # This machine's own credentials: the project owner's view of the emulator; the Hub stand-in's endpoint.
+        env = {**emulator.env, "HF_ENDPOINT": hub.endpoint}
+        for command in commands:
+            result.publish_up.append(execute_timestamped(command, env, result, out))
+
     try:
         written = bucket_objects.upload_declared(stack, emulator)  # before any task: they depend on the objects
         result.data_objects = {o.name: len(o.data) for o in written}
@@ -283,9 +311,12 @@ def rehearse(
         say("the next `pulumi up` on the new VM (a new instance id: every command runs again), the run finished")
         _remove(directory / "known_hosts")  # the new boot disk made new host keys
         result.kept_before = manifest(str(kept), hashes=True)
-        up(record(CONFIG, overrides)[1], result.after_finished_up)
+        finished_stack, finished_commands = record(CONFIG, overrides)
+        up(finished_commands, result.after_finished_up)
         result.kept_after = manifest(str(kept), hashes=True)
         say(f"  the kept model's {len(result.kept_after)} files unchanged: {result.kept_after == result.kept_before}")
+        if publish is not None:
+            publish_without_vm(left_by(finished_stack, result.after_finished_up), publish)
         result.bucket_objects = emulator.objects()
     except RehearsalFailed:
         _keep_vm_logs(vm, directory / "vm-logs")

@@ -36,6 +36,7 @@ from remote.stack.reach import Reached, VmUnreachable, reach, vm_name
 from remote.stack.run_log import bucket_log, job_log, last_checkpoint, latest_job
 from workload.core.contract import EXIT_UNEXPECTED
 from workload.core.one_line_parser import OneLineParser
+from workload.eval import gate
 from workload.run import run_state
 from workload.run.progress import parse_event, render
 
@@ -154,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hub-adapter", metavar="OWNER/NAME", help="a Hub repo for a LoRA run's adapter")
     p.add_argument("--gcs", metavar="gs://BUCKET/PATH", help="a Cloud Storage path")
     p.add_argument("--public", action="store_true", help="create the Hub repos public")
+    p.add_argument("--eval-gate", choices=gate.MODES, help=f"the quality gate (default {gate.DEFAULT_MODE})")
+    p.add_argument("--eval-margin", type=float, metavar="POINTS", help="the gate's margin (default 2)")
+    # What the `…-publish-from-bucket` task of `pulumi up` gives: the kept model's URL, as the stack's outputs are
+    # being written while it runs, and the stack's write token on stdin.
+    p.add_argument("--model", metavar="gs://BUCKET/kept/RUN", help="the kept model (default: the stack's)")
+    p.add_argument("--token-stdin", action="store_true", help="read the Hub write token from stdin")
     p.set_defaults(func=_publish)
     return parser
 
@@ -315,15 +322,27 @@ def _cancel_on_slice(reached: Reached, job: str, grace_s: float) -> str:
 
 
 def _publish(args) -> int:
-    return publish_here.publish_from_bucket(
-        stack_outputs.read(args.stack),
-        Gcs.from_env(),
+    given_gate = args.eval_gate is not None or args.eval_margin is not None
+    where = publish_here.Destinations(
         hub=args.hub,
         hub_adapter=args.hub_adapter,
         gcs_uri=args.gcs,
         public=args.public,
-        root=Path(__file__).resolve().parents[2],
-        environ=os.environ,
+        gate=(
+            args.eval_gate or gate.DEFAULT_MODE,
+            gate.DEFAULT_MARGIN_POINTS if args.eval_margin is None else args.eval_margin,
+        )
+        if given_gate
+        else None,
+    )
+    root = Path(__file__).resolve().parents[2]
+    if args.model is None:
+        return publish_here.publish_from_bucket(
+            stack_outputs.read(args.stack), Gcs.from_env(), where, root=root, environ=os.environ
+        )
+    token = sys.stdin.readline().strip() if args.token_stdin else None
+    return publish_here.publish_kept_url(
+        args.model, Gcs.from_env(), where, write_token=token, root=root, environ=os.environ
     )
 
 

@@ -92,11 +92,17 @@ def kept_in_bucket(outputs: StackOutputs, gcs: Gcs) -> tuple[str, int]:
             "the bucket holds no copy of the kept model (it was kept on the VM's data disk before the VM copied it "
             "there): publish it from the VM with tpu-sft:publishHubRepo or publishGcsUri and `pulumi up`"
         )
+    return copy.url, kept_size(gcs, copy.url)
+
+
+def kept_size(gcs: Gcs, model_url: str) -> int:
+    """The total size of the files the kept manifest at `model_url` (gs://…) lists; `NoModel` where it has none."""
+    copy = _kept(model_url.rstrip("/"))
     data = gcs.read(copy.manifest)
     if data is None:
         raise NoModel(f"{copy.manifest} is missing: no model kept there yet (see `status`)")
     entries = _entries(_manifest(data, copy.manifest), copy.manifest)
-    return copy.url, sum(int(entry["size"]) for entry in entries)
+    return sum(int(entry["size"]) for entry in entries)
 
 
 def _vm(outputs: StackOutputs) -> Connection:

@@ -1,5 +1,6 @@
 """The one fresh-VM rehearsal the tests share: a new simulated VM, the whole tiny `pulumi up`, a second `up`,
-then delete and recreate, and an `up` on that VM (minutes: it installs MaxText on the VM)."""
+then delete and recreate, an `up` on that VM (minutes: it installs MaxText on the VM), and, the VM deleted, an `up`
+that adds a Hub repo to publish to (the Hub stand-in's)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,15 @@ from dataclasses import dataclass
 import pytest
 
 from rehearsal.fresh_vm.evidence import report
-from rehearsal.fresh_vm.rehearse import FreshVmRun, RehearsalFailed, rehearse
+from rehearsal.fresh_vm.rehearse import FreshVmRun, HubDestination, RehearsalFailed, rehearse
+from tests.hub_upload_standin import HubStandin
 
 USER = "tpu-sft"  # the rehearsal stack's ssh user (the settings' default)
 HEAD_START = 5  # nice levels: about 3 times the CPU share of a process at the default priority
+
+
+HUB_REPO = "team/gemma-sft"  # what the user adds once autostop deleted the VM of the finished run
+WRITE_TOKEN = "hf_" + "FreshVmWrite" * 3
 
 
 @dataclass
@@ -21,6 +27,7 @@ class FreshVmRehearsal:
     run: FreshVmRun
     output: str
     directory: object
+    hub: HubStandin  # stopped: what it was sent stays readable (`repos`, `requests`)
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +40,8 @@ def fresh_vm(tmp_path_factory) -> FreshVmRehearsal:
     try:
         # With the held-out passes: the tiny profile reads their data in the trainer's own process
         # (workload/launch/data_in_process.py), so they no longer start a data worker of a GiB or more each.
-        run = rehearse(directory, out=out)
+        with HubStandin(token=WRITE_TOKEN) as hub:
+            run = rehearse(directory, out=out, publish=HubDestination(hub.endpoint, HUB_REPO, WRITE_TOKEN))
     except RehearsalFailed as e:
         pytest.fail(f"{e}\n{out.getvalue()[-6000:]}")
     finally:
@@ -48,8 +56,9 @@ def fresh_vm(tmp_path_factory) -> FreshVmRehearsal:
         "resumed up": run.resumed_up,
         "second up": run.second_up,
         "after the finished run": run.after_finished_up,
+        "publish with no VM": run.publish_up,
     }
     (directory / "seconds.tsv").write_text(
         "".join(f"{up}\t{done.name}\t{done.seconds:.1f}\n" for up, done_list in ups.items() for done in done_list)
     )
-    return FreshVmRehearsal(run, output, directory)
+    return FreshVmRehearsal(run, output, directory, hub)

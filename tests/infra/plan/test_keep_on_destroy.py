@@ -131,10 +131,10 @@ KEPT = f"{STACK_BUCKET}/kept/"
 BUCKET_LEFT = f"the checkpoint bucket {STACK_BUCKET} (the model in {KEPT})"
 DELETED_WITH_THE_BUCKET = f"`pulumi destroy` deletes everything billable, the bucket with the model in {KEPT}"
 KEEP_THE_BUCKET = (
-    "fetch it (scripts/tpu-sft fetch-model, no VM needed), publish it (scripts/tpu-sft publish, from the bucket, no VM "
-    "needed; tpu-sft:publishHubRepo or tpu-sft:publishGcsUri publish from the VM, which a `pulumi up` makes again "
-    "where autostop deleted it), or keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the "
-    "last `pulumi up`: docs/checkpoints.md#keeping-the-data-disk-and-the-bucket)"
+    "fetch it (scripts/tpu-sft fetch-model, no VM needed), publish it (scripts/tpu-sft publish, or "
+    "tpu-sft:publishHubRepo or tpu-sft:publishGcsUri and `pulumi up`: from the bucket, no VM needed once the run has "
+    "finished), or keep the bucket (pulumi config set tpu-sft:keepCheckpointBucket true; after the last `pulumi up`: "
+    "docs/checkpoints.md#keeping-the-data-disk-and-the-bucket)"
 )
 # A VM keeps its model on the data disk and copies it to the bucket (workload/run/kept.py `copy`): destroy takes both.
 LOST_ON_DISK_AND_IN_BUCKET = (

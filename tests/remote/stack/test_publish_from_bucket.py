@@ -4,6 +4,9 @@ checks and gate), to the Hub stand-in and to Cloud Storage. No VM answers SSH, a
 asked: the `gcloud` here records every call, and there is none, so no VM is asked for, let alone made."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -11,7 +14,11 @@ from remote.stack.publish_here import transfer_line
 from tests.hub_upload_standin import HubStandin
 from tests.remote.stack_commands import tpu_sft
 from tests.ssh_testbed import free_port
-from tests.workload.publish.test_publish import kept  # noqa: F401 (a fixture: a real tiny export, kept)
+from tests.workload.eval.reports import write_report
+from tests.workload.publish.test_publish import (
+    WORSE,
+    kept,  # noqa: F401 (a fixture: a real tiny export, kept)
+)
 
 DISK = "/mnt/tpu-sft-data/tpu-sft"
 WRITE_TOKEN = "hf_" + "PublishHere" * 3
@@ -87,3 +94,36 @@ def test_the_time_line_counts_the_model_in_from_the_bucket_and_out_again():
     """gemma3-4b's kept model, ~7.8 GB in bfloat16 (infra/pricing/cost.py keptModelCost)."""
     assert transfer_line(7_760_000_000) == "7.8 GB through this machine, in and out: ~21 min at 100 Mbit/s"
     assert transfer_line(7_760_000_000, 1000) == "7.8 GB through this machine, in and out: ~2 min at 1000 Mbit/s"
+
+
+def test_the_pulumi_up_task_names_the_model_reads_the_token_on_stdin_and_holds_the_gate(
+    maxtext_python,
+    gcs,
+    hub,
+    kept,  # noqa: F811
+    tmp_path,
+):
+    """What the `…-publish` task of a `pulumi up` with no VM runs (infra/resources/bucket_publish.py): the kept
+    model's URL given (the stack's outputs are being written), the stack's write token on stdin, and the stack's
+    eval gate, which `python -m workload.publish` holds: a fine-tune worse than its base is refused under `block`, and
+    nothing is sent; under `warn` it is published, with the finding."""
+    write_report(kept, WORSE)
+    gcs.upload(kept, f"kept/{kept.name}")
+    env = {
+        "PATH": os.environ["PATH"],
+        "STORAGE_EMULATOR_HOST": gcs.url,
+        "TPU_SFT_PUBLISH_PYTHON": maxtext_python,
+        "HF_ENDPOINT": hub.endpoint,
+    }
+    argv = [sys.executable, "-m", "remote.stack", "publish", "--model", gcs.gs("kept", kept.name)]
+    argv += ["--hub", "team/gated", "--token-stdin", "--eval-gate", "block", "--eval-margin", "2"]
+    done = subprocess.run(argv, input=WRITE_TOKEN + "\n", capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode != 0
+    assert "✗ publish: " in done.stdout and "team/gated" not in hub.repos
+    assert WRITE_TOKEN not in done.stdout + done.stderr
+    argv[argv.index("block")] = "warn"
+    done = subprocess.run(argv, input=WRITE_TOKEN + "\n", capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "✓ published to hf://team/gated: 6 file(s) sent" in done.stdout
+    assert "⚠ published with tpu-sft:evalGate warn, although the fine-tuned model" in done.stdout
+    assert json.loads(done.stdout.splitlines()[-1])["ok"]
