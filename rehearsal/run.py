@@ -63,9 +63,12 @@ class Executed:
 
 
 def record(
-    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = ()
+    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = (), remove: tuple[str, ...] = ()
 ) -> tuple[Stack, list[Recorded]]:
-    stack = run_program({**read_stack_config(config_file), **overrides}, secret_keys=secret_keys, preview=False)
+    """The program evaluated on the stack file with `overrides`, its keys in `remove` left out, and the post-deploy
+    commands it declared, in dependency order."""
+    config = {k: v for k, v in {**read_stack_config(config_file), **overrides}.items() if k not in remove}
+    stack = run_program(config, secret_keys=secret_keys, preview=False)
     commands = [Recorded.of(c) for c in _in_dependency_order(stack.of_type(COMMAND))]
     for wait in (c for c in commands if c.create == apis_ready_command()):
         wait_for_the_apis(wait)
