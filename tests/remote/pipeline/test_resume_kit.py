@@ -9,6 +9,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,80 @@ def test_the_profile_names_a_kit_only_on_the_data_disk_and_a_plain_vm_s_target_i
     assert ("resume_kit" in profile.to_mapping()) == (kit is not None)
     with pytest.raises(Exception, match="profile.resume_kit"):
         HostProfile.from_mapping({**VM.to_mapping(), "resume_kit": "/home/tpu-sft/kit"})
+
+
+# The run's first act in a boot-resumed attempt, played with the budget's own rule (workload/run/resume_budget.py
+# `decide`), its record in a folder that stands for the bucket: resumed, it dies with the VM (no newer checkpoint);
+# refused, it ends with exit 1 and an exit record, as the workload does.
+CRASHING_RUN = """
+import json, sys, time
+from workload.run.resume_budget import BootResume, decide
+args = sys.argv[sys.argv.index("--boot-resume-of"):]
+resume = BootResume(args[1], int(args[3]), float(args[5]))
+path = sys.argv[1]
+try:
+    record = json.load(open(path))
+except OSError:
+    record = None
+decision = decide(record, None, time.time(), resume)
+json.dump(decision.record, open(path, "w"))
+print(decision.refusal or "resumed", flush=True)
+if decision.refusal:
+    sys.exit(1)
+time.sleep(300)
+"""
+
+
+def test_a_crash_loop_of_recreations_ends_within_the_budget_and_the_group_at_size_0(
+    tmp_path, capsys, mock_stack, monkeypatch
+):
+    """Every VM the group makes dies before a newer checkpoint: each new boot disk's start-up resumes the run, the
+    budget lets tpu-sft:bootResumes of them run and refuses the next, whose attempt ends with an exit record; no
+    later boot starts it, autostop finds no job running, and its resize leaves the group at 0, which it keeps."""
+    from rehearsal.managed_group import ManagedGroup
+    from workload.spend import autostop
+
+    stack = mock_stack({"tpu-sft:provisioningModel": "SPOT"}, remove=("tpu-sft:reservation",))
+    group = ManagedGroup.declared(
+        stack.one("gcp:compute/instanceGroupManager:InstanceGroupManager").inputs,
+        stack.one("gcp:compute/instanceTemplate:InstanceTemplate").inputs,
+    )
+    [name] = group.vms
+    kit = tmp_path / "data-disk" / "kit"
+    kit.parent.mkdir()
+    old_vm(tmp_path / "home-0", kit, ended=False)
+    script, bucket = tmp_path / "run.py", tmp_path / "bucket" / "boot-resumes.json"
+    script.write_text(CRASHING_RUN)
+    bucket.parent.mkdir()
+    repo = Path(__file__).resolve().parents[3]
+    command = f"PYTHONPATH={repo} exec {sys.executable} {script} {bucket}"
+    (kit / JOBS_DIR / "run-1" / "job.sh").write_text(jobs.job_script(command))
+    boot_id = tmp_path / "boot_id"
+    monkeypatch.setattr(boot_resume, "BOOT_ID", str(boot_id))
+    started = []
+    for boot in range(1, 10):
+        group.preempt(name)  # Google preempts the VM (the attempt dies with it) and the group makes it again
+        assert name in group.vms
+        boot_id.write_text(f"boot-{boot}\n")
+        home = new_boot_disk(tmp_path / f"boot-{boot}")
+        line = start_up(home, kit, capsys)
+        if "started" not in line:
+            break
+        job = kit / JOBS_DIR / line.split("started ")[-1].strip()
+        started.append(job.name)
+        wait_until(lambda job=job: "resumed" in (job / "log").read_text() or (job / "exit").exists(), what="budget")
+        if (job / "exit").exists():
+            continue
+        os.killpg(int((job / "pid").read_text().split()[0]), 9)  # the VM goes, its processes with it, no exit record
+    # 3 boot-resumes (tpu-sft:bootResumes, the start-up's --boot-resumes), then the refused one, then nothing.
+    assert started == ["run-2", "run-3", "run-4", "run-5"]
+    assert (kit / JOBS_DIR / "run-5" / "exit").read_text().strip() == "1"
+    assert (
+        "3 boot-resumes at no checkpoint without a newer checkpoint" in (kit / JOBS_DIR / "run-5" / "log").read_text()
+    )
+    assert "nothing to resume: run-5 ended on its own (exit 1)" in line
+    # Autostop: no job of this boot runs, so once idle it resizes the group to 0 (its path:
+    # tests/workload/spend/test_vm_group_autostop.py), and the group makes nothing more, whatever happens.
+    assert autostop.running_jobs(str(kit / JOBS_DIR)) == []
+    group.resize(0)
+    assert group.vms == {} and group.lost_disks == []
