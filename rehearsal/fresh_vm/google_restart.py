@@ -137,6 +137,6 @@ def report(restarts: list[Restart], updates: Callable[[int], int], what: str = "
             f"  after checkpoint {r.at_checkpoint}: {r.attempt} resumed from update {resumed['from_step']}, "
             f"its first step {step['step']} at +{step['t'] - r.boot.created_at:.0f} s after the boot; steps trained "
             f"again: {r.steps_lost(updates)} (the old boot's trainer had logged {done}); "
-            f"exit {r.exit_code}"
+            + (f"exit {r.exit_code}" if r.exit_code is not None else "ended by the next boot")
         )
     return lines
