@@ -64,10 +64,17 @@ class Executed:
 
 
 def record(
-    config_file: Path, overrides: dict[str, str], *, secret_keys: tuple[str, ...] = (), state: Stack | None = None
+    config_file: Path,
+    overrides: dict[str, str],
+    *,
+    secret_keys: tuple[str, ...] = (),
+    remove: tuple[str, ...] = (),
+    state: Stack | None = None,
 ) -> tuple[Stack, list[Recorded]]:
-    """`state`: what the stack's state holds as this `pulumi up` starts (`left_by`), None: an empty one."""
-    config = {**read_stack_config(config_file), **overrides}
+    """The program evaluated on the stack file with `overrides`, its keys in `remove` left out, and the post-deploy
+    commands it declared, in dependency order. `state`: what the stack's state holds as this `pulumi up` starts
+    (`left_by`), None: an empty one."""
+    config = {k: v for k, v in {**read_stack_config(config_file), **overrides}.items() if k not in remove}
     stack = run_program(config, secret_keys=secret_keys, preview=False, state=state)
     commands = [Recorded.of(c) for c in _in_dependency_order(stack.of_type(COMMAND))]
     for wait in (c for c in commands if c.create == apis_ready_command()):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from infra.config.settings import Settings
 from infra.resources.disk import mount_script
-from workload.core.contract import JOBS_DIR, RUN_JOB_PREFIX, STATE_DIR
+from workload.core.contract import JOBS_DIR, RESUME_KIT_DIR, RUN_JOB_PREFIX, STATE_DIR
 from workload.run import boot_resume
 from workload.spend import autostop
 
@@ -32,6 +32,9 @@ RESUMER_PATH = "/var/lib/tpu-sft/boot_resume.py"
 _RESUMER_END = "TPU_SFT_BOOT_RESUME_PY"
 # The boot-resume deadline where tpu-sft:maxRunHours is off: a day after the run's first boot-resume.
 DEADLINE_HOURS_WITHOUT_CAP = 24
+# How long a recreated VM's start-up waits for the guest agent to make the SSH user (seconds after boot on a new VM:
+# bench/RESULTS.md, "Fresh-VM bootstrap"); past it, the run is not resumed and autostop ends the idle VM.
+USER_WAIT_S = 600
 # sshd drops a client that stopped answering after 3 minutes, instead of TCP's ~2 hours: a laptop that went
 # to sleep mid-`pulumi up` must not hold an SSH session (and so the VM) open. Live clients answer: the remote
 # layer's own keepalive is every 15 s.
@@ -72,18 +75,33 @@ def startup_script(s: Settings, *, data_disk: bool = True) -> str:
 
 def resume_lines(s: Settings, jobs_root: str) -> list[str]:
     """After the mount (if any): the run's next attempt, as the SSH user, where the last one died with its boot. Its
-    one line of output goes to the script's (the journal) and to the run's log through the attempt itself."""
+    one line of output goes to the script's (the journal) and to the run's log through the attempt itself.
+
+    On a VM its group recreates (`s.recovers`), a new boot disk has no jobs yet but the data disk has the kit
+    (RESUME_KIT_DIR, remote/pipeline/resume_kit.py): the resume step restores it, and first waits for the SSH user,
+    whom the guest agent makes from the `ssh-keys` metadata after this script has started (on a new boot disk only:
+    on any other boot the user exists)."""
     hours = s.max_run_hours or DEADLINE_HOURS_WITHOUT_CAP
     command = (
         f"python3 {RESUMER_PATH} --jobs-root {jobs_root} --attempt-prefix {RUN_JOB_PREFIX} "
         f"--boot-resumes {s.boot_resumes} --deadline-hours {hours}"
     )
+    found = f"[ -d {jobs_root} ]"
+    wait: list[str] = []
+    if s.recovers:
+        command += f" --kit {RESUME_KIT_DIR}"
+        found = f"{{ {found} || [ -d {RESUME_KIT_DIR}/runs ]; }}"
+        wait = [
+            f"  for _ in $(seq {USER_WAIT_S}); do id -u {s.ssh_user} >/dev/null 2>&1 && "
+            f"[ -d ~{s.ssh_user} ] && break; sleep 1; done",
+        ]
     return [
         f"install -d -m 755 {Path(RESUMER_PATH).parent}",
         f"cat > {RESUMER_PATH} <<'{_RESUMER_END}'",
         RESUMER_SOURCE.read_text().rstrip("\n"),
         _RESUMER_END,
-        f"if [ -d {jobs_root} ] && command -v python3 >/dev/null; then",
+        f"if {found} && command -v python3 >/dev/null; then",
+        *wait,
         f"  runuser -u {s.ssh_user} -- {command} || true",
         "fi",
     ]

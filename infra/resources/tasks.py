@@ -26,6 +26,7 @@ from workload.core.contract import (
     HF_TOKEN_SECRET,
     PHASES,
     PIPELINE_ENV,
+    RESUME_KIT_DIR,
     RUN_TASK,
     TARGET_ENV,
     phase_command,
@@ -69,7 +70,10 @@ def vm_target(
     return {
         "host": ssh_host(s, instance_name, external_ip),
         **_reach(s, f"{s.stack}-{instance_id}"),
-        "profile": replace(VM, kept_copy_dir=kept_url, runs_dir=runs_url).to_mapping(),
+        # A VM its group recreates keeps what a new boot disk resumes from on the data disk (resume_kit.py).
+        "profile": replace(
+            VM, kept_copy_dir=kept_url, runs_dir=runs_url, resume_kit=RESUME_KIT_DIR if s.recovers else None
+        ).to_mapping(),
     }
 
 

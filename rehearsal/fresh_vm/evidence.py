@@ -100,8 +100,8 @@ def report(run: FreshVmRun, user: str) -> list[str]:
         f"data disk: boot 1 found {boot1.disk_uuid_before or 'no filesystem'} and left {boot1.disk_uuid_after}; "
         f"boot {boot2.number} found {boot2.disk_uuid_before} and left {boot2.disk_uuid_after}; "
         f"the kept model after recreate: {len(run.kept_after_recreate)} entries",
-        f"lost VM: deleted after checkpoint {run.lost_at_checkpoint} reached the bucket; the next VM's training "
-        f"began at step {first_resumed_step(run)}",
+        f"preempted VM: after checkpoint {run.lost_at_checkpoint} reached the bucket; the VM its group recreated "
+        f"resumed alone, its training began at step {first_resumed_step(run)}",
     ]
     if run.first_train_step_at:
         lines.append(f"VM created → first training step: {run.first_train_step_at - t0:.0f} s")
@@ -109,12 +109,14 @@ def report(run: FreshVmRun, user: str) -> list[str]:
     if len(firsts) >= 2:
         lost, resumed, *restarted = firsts.values()
         lines.append(
-            f"compile cache: the first training step took {lost:.1f} s on the lost VM (compiled) and {resumed:.1f} s "
-            f"on the next (loaded from the bucket): ratio {resumed / lost:.2f}"
+            f"compile cache: the first training step took {lost:.1f} s on the preempted VM (compiled) and "
+            f"{resumed:.1f} s on the recreated one (loaded from the bucket): ratio {resumed / lost:.2f}"
             + "".join(f"; {s:.1f} s after Google's restart" for s in restarted)
         )
     # The rehearsal stack's loop (rehearsal/Pulumi.rehearsal.yaml: the default).
-    lines += google_restart.report(run.restarts, TRAINER_LOOPS[PipelineConfig.trainer].updates)
+    updates = TRAINER_LOOPS[PipelineConfig.trainer].updates
+    lines += google_restart.report([r.boot for r in run.recreations], updates, "the group's recreation")
+    lines += google_restart.report(run.restarts, updates)
     return lines
 
 
@@ -130,8 +132,6 @@ def first_step_seconds(run: FreshVmRun) -> dict[int, float]:
 
 
 def first_resumed_step(run: FreshVmRun) -> int | None:
-    """The first training step the VM created after the loss printed ("train step N/M …")."""
-    for line in run.lines:
-        if line.boot == 2 and line.stream == "stdout" and line.text.startswith("train step "):
-            return int(line.text.split()[2].split("/")[0])
-    return None
+    """The first training step of the attempt the recreated VM's start-up began (its `step` event)."""
+    step = run.recreations[0].boot.first("step") if run.recreations else None
+    return step["step"] if step else None

@@ -11,6 +11,7 @@ on its boot disk, the MaxText log in its /dev/shm, and the attempt's own progres
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -100,8 +101,11 @@ def seen(vm: FreshVm) -> Path:
 
 
 def jobs_dir(root: Path, user: str) -> Path:
-    """The SSH user's jobs on the boot disk seen at `root` (remote/ssh/jobs.py; infra/resources/startup.py)."""
-    return root / "home" / user / STATE_DIR / JOBS_DIR
+    """The SSH user's jobs seen at `root` (remote/ssh/jobs.py; infra/resources/startup.py): on the boot disk, or, on a
+    VM its group recreates, on the data disk, where the state dir's link points (remote/pipeline/resume_kit.py). The
+    link is the VM's: resolved inside `root`, not on this machine."""
+    jobs = root / "home" / user / STATE_DIR / JOBS_DIR
+    return root / os.readlink(jobs).lstrip("/") if jobs.is_symlink() else jobs
 
 
 def run_attempts(root: Path, user: str) -> list[str]:
@@ -118,12 +122,13 @@ def last_logged_step(root: Path) -> int | None:
     return max((r["step"] for r in map(parse_step, lines) if r is not None), default=None)
 
 
-def report(restarts: list[Restart], updates: Callable[[int], int]) -> list[str]:
-    """The rehearsal's lines on each restart: what the start-up did, and for a resumed run, boot → first resumed
-    step and the steps trained again (`updates`: the trainer loop's logged step → updates done)."""
+def report(restarts: list[Restart], updates: Callable[[int], int], what: str = "Google restart") -> list[str]:
+    """The rehearsal's lines on each restart (or `what` the new boot was): what the start-up did, and for a resumed
+    run, boot → first resumed step and the steps trained again (`updates`: the trainer loop's logged step → updates
+    done)."""
     lines = []
     for r in restarts:
-        lines.append(f"Google restart, boot {r.boot.number}: {r.startup_line.strip()}")
+        lines.append(f"{what}, boot {r.boot.number}: {r.startup_line.strip()}")
         resumed, step = r.first("resume"), r.first("step")
         if resumed is None or step is None:
             continue
@@ -132,6 +137,6 @@ def report(restarts: list[Restart], updates: Callable[[int], int]) -> list[str]:
             f"  after checkpoint {r.at_checkpoint}: {r.attempt} resumed from update {resumed['from_step']}, "
             f"its first step {step['step']} at +{step['t'] - r.boot.created_at:.0f} s after the boot; steps trained "
             f"again: {r.steps_lost(updates)} (the old boot's trainer had logged {done}); "
-            f"exit {r.exit_code}"
+            + (f"exit {r.exit_code}" if r.exit_code is not None else "ended by the next boot")
         )
     return lines

@@ -1,29 +1,31 @@
-"""The whole first `pulumi up` against a simulated new VM, which is lost mid-training; the next `up` on a new
-VM resumes, until Google restarts that VM mid-training and its start-up finishes the run alone; a further `up` finds
-everything done; Google restarts the VM once more; then delete and recreate.
+"""The whole first `pulumi up` against a simulated new VM, a Spot VM in its group of one (tpu-sft:recovery auto),
+which Google preempts mid-training; the group recreates it and its start-up alone resumes the run, until Google
+restarts that VM mid-training and its start-up finishes the run alone; a further `up` finds everything done; Google
+restarts the VM once more; Google preempts it again and the group recreates it; an `up` on that VM.
 
 1. evaluate the real program under the mock engine (rehearsal/Pulumi.rehearsal.yaml, tiny profile, training on
-   the user's own JSON Lines file with a share held out: own_data.py) and read what it declared: the VM's
-   `ssh-keys` and `startup-script` metadata, the data disk's device name, the checkpoint bucket and the VM's grants
-   on it (gcp-storage-emulator on this machine, behind the IAM stand-in, rehearsal/storage_iam.py: the VM's
-   clients reach it as the VM's service account, and get Google's 403 for whatever its declared roles do not
-   allow), and the file's copies in that bucket, which are written there as pulumi-gcp would
-   (rehearsal/bucket_objects.py);
+   the user's own JSON Lines file with a share held out: own_data.py; SPOT, no reservation, so the VM is the group's)
+   and read what it declared: the group and its template, with the VM's `ssh-keys` and `startup-script` metadata,
+   the data disk's device name, the checkpoint bucket and the VM's grants on it (gcp-storage-emulator on this
+   machine, behind the IAM stand-in, rehearsal/storage_iam.py: the VM's clients reach it as the VM's service account,
+   and get Google's 403 for whatever its declared roles do not allow), and the file's copies in that bucket, which
+   are written there as pulumi-gcp would (rehearsal/bucket_objects.py);
 2. "create" the VM (it boots on its own) and at once run the recorded post-deploy commands as pulumi-command
    does, pointed at the VM's address, with the real bootstrap spec transformed by substitutions.py;
-3. once training has a checkpoint in the bucket, delete the VM (a preemption: its root filesystem and
-   /dev/shm go, the data disk and the bucket stay) and end that `up`;
-4. create the VM again (refresh found it gone) and run every command on it: training resumes from the bucket;
-5. once a later checkpoint is in the bucket, Google restarts that VM (google_restart.py): the train command ends
-   there, and nothing more is run from the laptop: the VM's start-up must start the run's next attempt, which
-   resumes from that checkpoint and runs to keep;
-6. run them all again on that VM (a further `up`: each must find its work done);
-7. Google restarts the VM again: the finished run must not start;
-8. delete the VM and create it again on the same data disk: the startup script must mount, not format, it,
-   and the kept model must still be there.
-9. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
+3. once training has a checkpoint in the bucket, Google preempts the VM, and the group (rehearsal/managed_group.py)
+   recreates it under its name with a new boot disk and the same data disk (group_repair.py); that `up` ends there,
+   and nothing more is run from the laptop: the new boot's start-up must restore what the tasks kept on the data disk
+   and start the run's next attempt, which installs what the boot disk lost and resumes from the bucket;
+4. once a later checkpoint is in the bucket, Google restarts that VM (google_restart.py; the same startup script
+   and kit as a STANDARD VM's group, whose template differs only in its scheduling): its start-up must start the
+   run's next attempt, which resumes from that checkpoint and runs to keep;
+5. run every command again on that VM (a further `up`, a new instance id: each must find its work done);
+6. Google restarts the VM again: the finished run must not start;
+7. Google preempts the VM again and the group recreates it: the startup script must mount, not format, the data
+   disk, start nothing and install nothing, and the kept model must still be there;
+8. the next `up` on that VM (a new instance id: every command runs again): the run is finished, so nothing may be
    redone and the kept model's bytes must not change.
-10. where a Hub is given (`publish`): autostop deletes the VM, the user adds tpu-sft:publishHubRepo, and the next
+9. where a Hub is given (`publish`): autostop empties the group, the user adds tpu-sft:publishHubRepo, and the next
    `up` declares no VM and publishes the kept model from the bucket on this machine (infra/resources/bucket_publish.py).
 Every output line is timestamped as it arrives, so the evidence (evidence.py) can order client and VM events.
 """
@@ -44,7 +46,7 @@ from typing import Callable, TextIO
 from infra.resources.tasks import last_json_line
 from rehearsal import bucket_objects, storage_iam
 from rehearsal.engine import Stack
-from rehearsal.fresh_vm import google_restart, own_data
+from rehearsal.fresh_vm import google_restart, group_repair, own_data
 from rehearsal.fresh_vm.address import claim_address
 from rehearsal.fresh_vm.declared import DeclaredVm
 from rehearsal.fresh_vm.disk import SIMULATED_SIZE_GB, LoopDisk
@@ -59,12 +61,20 @@ from remote.pipeline.request import PhaseRequest
 from remote.pipeline.target import PipelineTarget
 from workload.core.contract import PIPELINE_ENV, SCRATCH_DIR, TARGET_ENV
 from workload.run.fingerprint import manifest
+from workload.run.progress import parse_event
 
 CONFIG = Path(__file__).resolve().parent.parent / "Pulumi.rehearsal.yaml"
-# Training is interrupted twice, each time after a checkpoint and before the last: the VM is lost after the first,
-# Google restarts the next one after a later one. The rehearsal stack's 10 (of 20 steps) leaves room for one.
+# A Spot VM, which the program puts in a group of one that recreates it (infra/resources/vm_group.py); a reservation
+# would make it RESERVATION_BOUND, which keeps the plain VM.
+IN_A_GROUP = {"tpu-sft:provisioningModel": "SPOT"}
+NO_RESERVATION = ("tpu-sft:reservation",)
+# Training is interrupted twice, each time after a checkpoint and before the last: Google preempts the VM after the
+# first, then restarts the recreated one after a later one. The rehearsal stack's 10 (of 20 steps) leaves room for one.
 CHECKPOINT_PERIOD = 5
 STARTUP_WAIT_S = 120
+# The attempt the recreated VM's start-up began installs, converts and trains to a later checkpoint: at a load average
+# of 10 to 15 on 2 cores (2026-12-07), boot → training resumed took 474 s, boot → checkpoint 10 about 620 s.
+LATER_CHECKPOINT_WAIT_S = 1200
 
 
 class RehearsalFailed(RuntimeError):
@@ -87,9 +97,9 @@ class FreshVmRun:
     substitutions: list[Substitution]
     boots: list[Boot] = field(default_factory=list)
     lines: list[Line] = field(default_factory=list)
-    first_up: list[Executed] = field(default_factory=list)  # up to the train phase the lost VM ended
-    lost_at_checkpoint: int | None = None  # the last checkpoint in the bucket when the VM was lost
-    resumed_up: list[Executed] = field(default_factory=list)  # on the VM created again, up to Google's restart
+    first_up: list[Executed] = field(default_factory=list)  # up to the train phase the preempted VM ended
+    lost_at_checkpoint: int | None = None  # the last checkpoint in the bucket when the VM was preempted
+    recreations: list[group_repair.Recreation] = field(default_factory=list)  # mid-training, then after the run
     restarts: list[google_restart.Restart] = field(default_factory=list)  # mid-training, then after the run
     second_up: list[Executed] = field(default_factory=list)
     second_up_inputs_unchanged: bool = False
@@ -151,8 +161,11 @@ def rehearse(
     overrides["tpu-sft:evalTasks"] = "off"
     if steps is not None:
         overrides["tpu-sft:steps"] = str(steps)
-    stack, commands = record(CONFIG, overrides)
+    stack, commands = record(CONFIG, {**overrides, **IN_A_GROUP}, remove=NO_RESERVATION)
     declared = DeclaredVm.of(stack)
+    group = declared.group
+    if group is None:
+        raise RehearsalFailed("the program declared a plain VM, not the group of one a Spot VM gets")
     spec, made = transform(real_spec(commands[0]))
     train = next(c for c in commands if c.name.endswith("-train"))
     until_train = commands[: commands.index(train)]
@@ -181,8 +194,9 @@ def rehearse(
             env = target_env(command, profile, address, directory)
             into.append(execute_timestamped(command, env, result, out))
 
-    def lose_vm_after_checkpoint(following: subprocess.Popen) -> None:
-        """A preemption: once a checkpoint is in the bucket, the VM goes, with whatever its trainer was doing."""
+    def preempt_after_checkpoint(following: subprocess.Popen) -> None:
+        """A Spot preemption: once a checkpoint is in the bucket, Google preempts the VM, with whatever its trainer was
+        doing, and the group recreates it; the laptop's train command ends with the old VM."""
         while (emulator.latest_checkpoint(runs_prefix) or 0) < checkpoint_period:
             if following.poll() is not None:
                 return
@@ -191,111 +205,126 @@ def rehearse(
             p.read_text().strip() for p in sorted(Path(f"/proc/{vm.pid}/root/etc/ssh").glob("ssh_host_*_key.pub"))
         ]
         result.known_hosts = (directory / "known_hosts").read_text()
-        vm.delete()
-        result.lost_at_checkpoint = emulator.latest_checkpoint(runs_prefix)
-        say(
-            f"VM deleted during training, after checkpoint {result.lost_at_checkpoint} reached the bucket "
-            "(a preemption); this `pulumi up` ends here"
-        )
-        following.terminate()  # the phase would wait for the VM to answer again until its deadline
-
-    def restart_after_a_later_checkpoint(following: subprocess.Popen) -> None:
-        """Google's restart of the VM (host maintenance, a host error, a crash), once a checkpoint later than the
-        one training resumed from is in the bucket; the laptop's train command ends with the old boot."""
-        while (emulator.latest_checkpoint(runs_prefix) or 0) <= (result.lost_at_checkpoint or 0):
-            if following.poll() is not None:
-                return
-            time.sleep(0.5)
         try:
-            restarted = google_restart.restart(
-                vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix), gone=following.terminate
+            recreated = group_repair.preempt(
+                vm, group, image, user, lambda: emulator.latest_checkpoint(runs_prefix), gone=following.terminate
             )
         except (RuntimeError, TimeoutError) as e:
             following.terminate()
+            raise RehearsalFailed(f"the group's recreation mid-training: {e}") from None
+        result.recreations.append(recreated)
+        result.boots.append(recreated.boot.boot)
+        result.lost_at_checkpoint = recreated.boot.at_checkpoint
+        say(
+            f"Google preempted the VM after checkpoint {result.lost_at_checkpoint} reached the bucket; the group "
+            f"recreated {recreated.made.name} (instance {recreated.lost.instance_id} → {recreated.made.instance_id}, "
+            f"a new boot disk, data disk {', '.join(recreated.made.disks)} kept; boot {recreated.boot.boot.number}); "
+            f"this `pulumi up` ended with the old VM, and nothing more runs from the laptop. The start-up: "
+            f"{recreated.boot.startup_line.strip()}"
+        )
+
+    def restart_after_a_later_checkpoint(attempt: str) -> None:
+        """Google's restart of the recreated VM (host maintenance, a host error, a crash), once a checkpoint later than
+        the one its attempt resumed from is in the bucket; nothing from the laptop."""
+        deadline = time.monotonic() + LATER_CHECKPOINT_WAIT_S
+        while (emulator.latest_checkpoint(runs_prefix) or 0) <= (result.lost_at_checkpoint or 0):
+            job = google_restart.jobs_dir(google_restart.seen(vm), user) / attempt
+            if (job / "exit").exists() or time.monotonic() > deadline:
+                shutil.copyfile(job / "log", directory / f"{attempt}.log")
+                raise RehearsalFailed(
+                    f"{attempt}, begun by the recreated VM's start-up, made no later checkpoint (its log: "
+                    f"{directory / f'{attempt}.log'})"
+                )
+            time.sleep(0.5)
+        try:
+            restarted = google_restart.restart(vm, user, lambda: emulator.latest_checkpoint(runs_prefix))
+        except (RuntimeError, TimeoutError) as e:
             raise RehearsalFailed(f"Google's restart mid-training: {e}") from None
         result.boots.append(restarted.boot)
         result.restarts.append(restarted)
         say(
             f"Google restarted the VM after checkpoint {restarted.at_checkpoint} reached the bucket (boot "
-            f"{restarted.boot.number}: same disks, empty /dev/shm, startup script again); this `pulumi up` ended "
-            f"with the old boot, and nothing more runs from the laptop. The start-up: {restarted.startup_line.strip()}"
+            f"{restarted.boot.number}: same disks, empty /dev/shm, startup script again). The start-up: "
+            f"{restarted.startup_line.strip()}"
         )
 
     def publish_without_vm(state: Stack, hub: HubDestination) -> None:
-        say("autostop deletes the VM of the finished run; the user adds tpu-sft:publishHubRepo, then `pulumi up`")
+        say(
+            "autostop sets the finished run's group to size 0 (its VM deleted, not repaired); the user adds "
+            "tpu-sft:publishHubRepo, then `pulumi up`"
+        )
         vm.delete()
         result.boots_before_publish = len(result.boots)
         adds = {"tpu-sft:publishHubRepo": hub.repo, "tpu-sft:hfWriteToken": hub.token, "tpu-sft:evalGate": "off"}
-        declared, commands = record(CONFIG, {**overrides, **adds}, secret_keys=("tpu-sft:hfWriteToken",), state=state)
+        declared, commands = record(
+            CONFIG,
+            {**overrides, **IN_A_GROUP, **adds},
+            secret_keys=("tpu-sft:hfWriteToken",),
+            remove=NO_RESERVATION,
+            state=state,
+        )
         result.publish_declared = [r.type for r in declared.resources]
         # This machine's own credentials: the project owner's view of the emulator; the Hub stand-in's endpoint.
         env = {**emulator.env, "HF_ENDPOINT": hub.endpoint}
         for command in commands:
             result.publish_up.append(execute_timestamped(command, env, result, out))
 
+    user = recorded_target.user
     try:
         written = bucket_objects.upload_declared(stack, emulator)  # before any task: they depend on the objects
         result.data_objects = {o.name: len(o.data) for o in written}
         say(f"pulumi-gcp's objects, written into gs://{emulator.bucket} as the owner: {sorted(result.data_objects)}")
         result.boots.append(vm.create(image))
         result.vm_created_at = result.boots[-1].created_at
-        say(f"VM {declared.name} created at {address} (boot 1); its console: {result.boots[-1].console}")
+        say(f"VM {declared.name} created by its group at {address} (boot 1); its console: {result.boots[-1].console}")
         up(until_train, result.first_up)
         result.first_up.append(
             execute_timestamped(
-                train, target_env(train, profile, address, directory), result, out, during=lose_vm_after_checkpoint
+                train, target_env(train, profile, address, directory), result, out, during=preempt_after_checkpoint
             )
         )
-        if result.lost_at_checkpoint is None:
-            raise RehearsalFailed("training ended before a checkpoint reached the bucket: the VM was never lost")
-
-        say("next `pulumi up`: refresh finds the VM gone; it is created again on the same data disk and bucket")
-        _remove(directory / "known_hosts")  # a new instance id: a new known_hosts file (substitution known-hosts)
-        result.boots.append(vm.create(image))
-        up(until_train, result.resumed_up)
-        result.resumed_up.append(
-            execute_timestamped(
-                train,
-                target_env(train, profile, address, directory),
-                result,
-                out,
-                during=restart_after_a_later_checkpoint,
-            )
-        )
-        if not result.restarts:
-            raise RehearsalFailed("training ended before a later checkpoint reached the bucket: no Google restart")
+        if not result.recreations:
+            raise RehearsalFailed("training ended before a checkpoint reached the bucket: the VM was never preempted")
+        resumed = result.recreations[0].boot
+        if resumed.attempt is None:
+            raise RehearsalFailed(f"the recreated VM's start-up began no attempt: {resumed.startup_line.strip()}")
+        restart_after_a_later_checkpoint(resumed.attempt)
+        resumed.events = _events(google_restart.jobs_dir(google_restart.seen(vm), user) / resumed.attempt / "log")
         mid_run = result.restarts[0]
         try:
             keep_log = directory / f"boot-{mid_run.boot.number}-{mid_run.attempt}.log"
-            google_restart.wait_for_attempt(vm, recorded_target.user, mid_run, keep_log)
+            google_restart.wait_for_attempt(vm, user, mid_run, keep_log)
         except (RuntimeError, TimeoutError) as e:
             raise RehearsalFailed(f"after Google's restart: {e}") from None
         say(f"{mid_run.attempt}, begun by the VM's start-up, ended with exit {mid_run.exit_code}")
         result.train_argv = _train_argv(vm)
 
-        say("a further `pulumi up`: the same program and settings again")
-        _, again = record(CONFIG, overrides)
+        say("a further `pulumi up`: the same program and settings again, on the VM the group made")
+        _remove(directory / "known_hosts")  # a new instance id: a new known_hosts file (substitution known-hosts)
+        _, again = record(CONFIG, {**overrides, **IN_A_GROUP}, remove=NO_RESERVATION)
         result.second_up_inputs_unchanged = [(c.name, c.create, c.environment) for c in again] == [
             (c.name, c.create, c.environment) for c in commands
         ]
         say(
-            f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run none); "
-            "running them anyway, each must find its work done"
+            f"  every command's inputs unchanged: {result.second_up_inputs_unchanged} (pulumi would run them for the "
+            "new instance id only); running them, each must find its work done"
         )
         up(again, result.second_up)
         result.summary = last_json_line(result.second_up[-1].stdout)
 
         say("Google restarts the VM again, after the run finished")
-        result.restarts.append(
-            google_restart.restart(vm, recorded_target.user, lambda: emulator.latest_checkpoint(runs_prefix))
-        )
+        result.restarts.append(google_restart.restart(vm, user, lambda: emulator.latest_checkpoint(runs_prefix)))
         result.boots.append(result.restarts[-1].boot)
         say(f"boot {result.boots[-1].number}: {result.restarts[-1].startup_line.strip()}")
 
-        say("deleting the VM and creating it again on the same data disk")
-        vm.delete()
-        result.boots.append(vm.create(image))
-        vm.wait_for("startup-script-exit", STARTUP_WAIT_S)
+        say("Google preempts the VM again, after the run finished; the group recreates it on the same data disk")
+        try:
+            after_keep = group_repair.preempt(vm, group, image, user, lambda: emulator.latest_checkpoint(runs_prefix))
+        except (RuntimeError, TimeoutError) as e:
+            raise RehearsalFailed(f"the group's recreation after the run: {e}") from None
+        result.recreations.append(after_keep)
+        result.boots.append(after_keep.boot.boot)
+        say(f"boot {after_keep.boot.boot.number}: {after_keep.boot.startup_line.strip()}")
         kept = Path(f"/proc/{vm.pid}/root{result.summary.get('kept_dir', '/nonexistent')}")
         result.kept_after_recreate = sorted(p.name for p in kept.iterdir()) if kept.is_dir() else []
         curve = kept / "metrics" / "train_steps.jsonl"
@@ -311,7 +340,7 @@ def rehearse(
         say("the next `pulumi up` on the new VM (a new instance id: every command runs again), the run finished")
         _remove(directory / "known_hosts")  # the new boot disk made new host keys
         result.kept_before = manifest(str(kept), hashes=True)
-        finished_stack, finished_commands = record(CONFIG, overrides)
+        finished_stack, finished_commands = record(CONFIG, {**overrides, **IN_A_GROUP}, remove=NO_RESERVATION)
         up(finished_commands, result.after_finished_up)
         result.kept_after = manifest(str(kept), hashes=True)
         say(f"  the kept model's {len(result.kept_after)} files unchanged: {result.kept_after == result.kept_before}")
@@ -390,6 +419,12 @@ def execute_timestamped(
     if during is None and done.returncode != 0:
         raise RehearsalFailed(f"{command.name} failed (exit {done.returncode}); its output is above")
     return done
+
+
+def _events(log: Path) -> list[dict]:
+    """An attempt's progress events, from its job log (on the data disk, where a VM in a group keeps its jobs)."""
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    return [e for e in map(parse_event, lines) if e is not None]
 
 
 def _train_argv(vm: FreshVm) -> list[str]:

@@ -26,6 +26,9 @@ class HostProfile:
     # The workload's --runs-dir: checkpoints that outlive the host (gs://bucket/prefix or a path); None: scratch.
     runs_dir: str | None = None
     required_mount: str | None = MOUNT_POINT  # kept outputs wait until this is mounted; None: nothing to wait for
+    # Where on the data disk the run's records, code, read token and install script are kept for a VM its group
+    # recreates on a new boot disk (remote/pipeline/resume_kit.py); None: nowhere (a plain VM, a slice's host).
+    resume_kit: str | None = None
     # A bootstrap spec (bootstrap/spec.py `BootstrapSpec`, JSON form) replacing the seed's install; None: the seed's.
     bootstrap: Mapping[str, Any] | None = None
 
@@ -66,6 +69,13 @@ class HostProfile:
                     f"{value!r} is not an absolute path on the host",
                     f'set "{name}" to an absolute path, e.g. {SCRATCH_DIR}',
                 )
+        mount = f"{str(self.required_mount).rstrip('/')}/"
+        if self.resume_kit is not None and not (self.required_mount and str(self.resume_kit).startswith(mount)):
+            raise TargetError(
+                "profile.resume_kit",
+                f"{self.resume_kit!r} is not an absolute path on a mounted data disk",
+                "give a folder under required_mount, or null",
+            )
         if self.required_mount is not None and not str(self.required_mount).startswith("/"):
             raise TargetError(
                 "profile.required_mount",
@@ -90,8 +100,9 @@ class HostProfile:
     def to_mapping(self) -> dict[str, Any]:
         # Without a copy, as before there was one: a task whose target changes runs again (infra/resources/tasks.py).
         mapping = asdict(self)
-        if mapping["kept_copy_dir"] is None:
-            del mapping["kept_copy_dir"]
+        for optional in ("kept_copy_dir", "resume_kit"):
+            if mapping[optional] is None:
+                del mapping[optional]
         return mapping
 
 

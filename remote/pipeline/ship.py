@@ -1,6 +1,7 @@
 """What a task puts on a host before it takes the run there: the workload code and the HF token (`ship`, all a
-run task needs), and for a phase the whole install (train and export) and (export) the data disk mounted
-(`prepare`). The same on the VM and on every worker of a slice."""
+run task needs; on a VM its group recreates, also what a new boot disk resumes from, resume_kit.py), and for a phase
+the whole install (train and export) and (export) the data disk mounted (`prepare`). The same on the VM and on every
+worker of a slice."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from remote.pipeline import resume_kit
 from remote.pipeline.bootstrap.scheduler import detached_log, finish_detached, left_running
 from remote.pipeline.mount import MOUNT_WAIT_S, require_mounted
 from remote.pipeline.request import PhaseRequest
@@ -53,6 +55,7 @@ def ship(conn: Connection, request: PhaseRequest, hf_token: str | None, out: Tex
             "no HF token on the host and $HF_TOKEN is empty, but the Gemma weights are gated: "
             f"export HF_TOKEN, or pipe it into `python -m remote put-secret {HF_TOKEN_SECRET}`"
         )
+    resume_kit.keep(conn, request, out, label)  # a VM its group recreates resumes from these
     return has_token
 
 

@@ -1,6 +1,7 @@
-"""The one fresh-VM rehearsal the tests share: a new simulated VM, the whole tiny `pulumi up`, a second `up`,
-then delete and recreate, an `up` on that VM (minutes: it installs MaxText on the VM), and, the VM deleted, an `up`
-that adds a Hub repo to publish to (the Hub stand-in's)."""
+"""The one fresh-VM rehearsal the tests share: a new simulated Spot VM in its group, the whole tiny `pulumi up`, a
+preemption and a Google restart the VM resumes from alone, a second `up`, a preemption after the run, an `up` on
+that VM (minutes: it installs MaxText on the VM), and, the VM deleted, an `up` that adds a Hub repo to publish to
+(the Hub stand-in's)."""
 
 from __future__ import annotations
 
@@ -53,7 +54,6 @@ def fresh_vm(tmp_path_factory) -> FreshVmRehearsal:
     output = out.getvalue()
     ups = {
         "first up": run.first_up,
-        "resumed up": run.resumed_up,
         "second up": run.second_up,
         "after the finished run": run.after_finished_up,
         "publish with no VM": run.publish_up,

@@ -1,7 +1,8 @@
-"""A VM lost mid-training (preempted: its root filesystem and /dev/shm gone, the data disk and the bucket kept):
-the next `up` creates a new one, which resumes from the last checkpoint in the bucket, and one loss curve spans
-both VMs. The bucket is gcp-storage-emulator, a real Cloud Storage API server on this machine, behind the IAM
-stand-in: the VMs reach it as their service account, with the roles the program declared."""
+"""A VM lost mid-training (a Spot preemption: its root filesystem and /dev/shm gone, the data disk and the bucket
+kept): its group makes it again, which resumes from the last checkpoint in the bucket, and one loss curve spans both
+VMs. The bucket is gcp-storage-emulator, a real Cloud Storage API server on this machine, behind the IAM stand-in: the
+VMs reach it as their service account, with the roles the program declared. How the recreated VM resumed with nobody
+at the laptop: tests/fresh_vm/test_group_recreates.py."""
 
 from __future__ import annotations
 
@@ -21,16 +22,18 @@ def test_the_vm_was_lost_after_a_checkpoint_and_before_the_end(fresh_vm):
     assert run.lost_at_checkpoint is not None and CHECKPOINT_PERIOD <= run.lost_at_checkpoint < STEPS
     lost_train = run.first_up[-1]
     assert lost_train.name.endswith("-train") and lost_train.returncode != 0
-    # The lost VM, the next one, its two Google restarts (tests/fresh_vm/test_restart_resumes.py), the last VM.
+    # The preempted VM, the one its group made, that one's two Google restarts (tests/fresh_vm/test_restart_resumes.py),
+    # the VM the group made after the second preemption.
     assert [b.number for b in run.boots] == [1, 2, 3, 4, 5]
 
 
 def test_the_next_vm_resumes_from_the_last_checkpoint_in_the_bucket(fresh_vm):
     run = fresh_vm.run
     lost_at = run.lost_at_checkpoint
-    train = next(e for e in run.resumed_up if e.name.endswith("-train"))
-    assert f"↻ train resumes from checkpoint {lost_at} in gs://" in train.stdout
-    assert "data restarts from the first example" in train.stdout  # MaxText does not checkpoint the data iterator
+    resumed = run.recreations[0].boot.first("resume")
+    assert resumed is not None and resumed["checkpoints"].startswith("gs://")
+    assert resumed.get("checkpoint", resumed["from_step"]) == lost_at and resumed["from_step"] == LOOP.updates(lost_at)
+    assert "restarts from the first example" in resumed.get("data", "")  # MaxText checkpoints no data iterator
     assert evidence.first_resumed_step(run) == LOOP.updates(lost_at) + 1
     assert run.summary["ok"] and run.summary["final_step"] == STEPS
 

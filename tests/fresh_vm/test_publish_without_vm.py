@@ -1,4 +1,4 @@
-"""After the finished run, autostop deletes the VM; the user adds tpu-sft:publishHubRepo and runs `pulumi up`. The
+"""After the finished run, autostop empties the VM's group (its VM deleted); the user adds tpu-sft:publishHubRepo and runs `pulumi up`. The
 program, reading the state the earlier `up` left (each command with what it printed), declares no VM and no phase,
 and its one command publishes the kept model from the checkpoint bucket on this machine (infra/resources/
 bucket_publish.py), through the same `python -m workload.publish` the VM's task runs, to the Hub stand-in: no VM
@@ -11,13 +11,15 @@ import json
 
 from tests.fresh_vm.conftest import HUB_REPO, WRITE_TOKEN
 
-INSTANCE = "gcp:compute/instance:Instance"
+# The rehearsal's VM is a Spot VM in its group of one: neither the group nor its template, nor a plain VM.
+HOSTS = ("gcp:compute/instance:Instance", "gcp:compute/instanceGroupManager:InstanceGroupManager")
 
 
 def test_no_vm_is_declared_or_booted(fresh_vm):
     run = fresh_vm.run
-    assert run.publish_declared, "the publish-only `pulumi up` declared nothing: step 10 did not run"
-    assert INSTANCE not in run.publish_declared
+    assert run.publish_declared, "the publish-only `pulumi up` declared nothing: its step did not run"
+    assert not set(HOSTS) & set(run.publish_declared)
+    assert not any("instanceTemplate" in t for t in run.publish_declared)
     assert "gcp:compute/disk:Disk" in run.publish_declared  # the data disk stays, as declared before
     assert len(run.boots) == run.boots_before_publish  # nothing booted after autostop's delete
     assert [c.name for c in run.publish_up] == ["tpu-sft-rehearsal-pipeline-publish"]  # no phase, no bootstrap

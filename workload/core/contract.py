@@ -24,6 +24,10 @@ RUN_TASK = "run"  # the run task's name: its pulumi-command resource's last part
 # Where the VM's startup script mounts the data disk (infra/resources/disk.py), and what is kept there.
 MOUNT_POINT = "/mnt/tpu-sft-data"
 KEPT_DIR = f"{MOUNT_POINT}/tpu-sft"
+# On the data disk of a VM its group recreates (tpu-sft:recovery auto): what a new boot disk needs to resume the run
+# with nobody at the laptop (docs/restarts.md): the run's job and settings records, the code, the read token and the
+# install script. Only the SSH user reads it (0700).
+RESUME_KIT_DIR = f"{MOUNT_POINT}/.tpu-sft-resume"
 # The object prefix, in the stack's checkpoint bucket (infra/resources/bucket.py), of the workload's --runs-dir:
 # training checkpoints and TensorBoard logs that outlive the VM. The bucket's lifecycle rule expires objects under it.
 RUNS_PREFIX = "runs"

@@ -127,6 +127,18 @@ def finish_script(target: Target, spec: BootstrapSpec, steps: tuple[Step, ...]) 
     return "\n".join([*lines, *(step_script(spec, step, base) for step in steps)]) + "\n"
 
 
+def install_script(target: Target, spec: BootstrapSpec) -> str:
+    """A host script that does what `bootstrap` does, for the host to run alone (a VM its group recreated on a new
+    boot disk: remote/pipeline/resume_kit.py): every step in spec order (which puts each after those it needs), in
+    the foreground, a detached one too, each with its locks and skipped where its marker is, then the fingerprint.
+    A `pulumi up` that reaches the host meanwhile waits on the same locks and finds the steps done."""
+    base = _host_dir(target)
+    q_base, fp = shlex.quote(base), shlex.quote(f"{base}/fingerprint")
+    prepare = f"mkdir -p -- {q_base}/done {q_base}/locks {q_base}/logs"
+    steps = finish_script(target, spec, spec.steps).replace("set -e\n", f"set -e\n{prepare}\n", 1)
+    return f"{steps}printf %s {spec.fingerprint} > {fp}.$$ && mv -- {fp}.$$ {fp}\n"
+
+
 def _marker(spec: BootstrapSpec, step: Step, base: str) -> str:
     digest = dict(zip((s.name for s in spec.steps), spec.step_hashes(), strict=True))[step.name]
     return f"{base}/done/{digest}"

@@ -2,12 +2,15 @@
 carries what the plain VM has, its data disk kept across recreations (infra/resources/vm_group.py); refused in one
 line where no group can serve; and an existing stack that moves to it keeps its data disk."""
 
+import json
+
 import pytest
 from pulumi import RunError
 
 from policy.catalog import MANDATORY, check_stack
 from policy.model import Resource
 from rehearsal.engine import Stack, run_program
+from workload.core.contract import RESUME_KIT_DIR, TARGET_ENV
 from workload.spend import autostop
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -47,9 +50,17 @@ def test_a_spot_vm_is_a_group_of_one_from_a_template_that_carries_the_vm(spot_st
         "autoDelete": False,
     }
     metadata = template["metadata"]
-    assert metadata["startup-script"] == plain["metadata"]["startup-script"]
+    # The same startup script, but for its resume step: a new boot disk restores the run from the kit on the data
+    # disk, once the guest agent has made the user (tests/remote/pipeline/test_resume_kit.py).
+    script, plain_script = metadata["startup-script"].splitlines(), plain["metadata"]["startup-script"].splitlines()
+    only_group = [line for line in script if line not in plain_script]
+    assert len(only_group) == 3 and all(RESUME_KIT_DIR in line or "id -u tpu-sft" in line for line in only_group)
+    assert [line for line in plain_script if line not in script] == [
+        line for line in plain_script if "boot_resume.py --jobs-root" in line or line.startswith("if [ -d /home")
+    ]
     assert "google-tpu-sft-data" in metadata["startup-script"]
-    assert {k: v for k, v in plain["metadata"].items() if k in metadata} == {k: v for k, v in plain["metadata"].items()}
+    same = {k: v for k, v in plain["metadata"].items() if k != "startup-script"}
+    assert {k: v for k, v in metadata.items() if k in same} == same
 
 
 def test_the_group_repairs_its_one_vm_keeps_the_disk_and_names_it_stably(spot_stack):
@@ -64,6 +75,19 @@ def test_the_group_repairs_its_one_vm_keeps_the_disk_and_names_it_stably(spot_st
     assert spot_stack.outputs["instanceGroupName"] == "tpu-sft-dev"
     # The tasks reach that name.
     assert "tpu-sft@tpu-sft-dev-01" in str(spot_stack.outputs)
+
+
+def test_only_the_groups_vm_keeps_a_resume_kit_on_its_data_disk(spot_stack, mock_stack):
+    """Every task on a VM the group recreates keeps what a new boot disk resumes from (remote/pipeline/resume_kit.py);
+    a plain VM's target is as it was (no task re-runs for it)."""
+    plain = mock_stack({**SPOT, "tpu-sft:recovery": "off"}, remove=NO_RESERVATION)
+    for stack, kit in ((spot_stack, RESUME_KIT_DIR), (plain, None)):
+        targets = [
+            json.loads(c.inputs["environment"][TARGET_ENV])
+            for c in stack.of_type("command:local:Command")
+            if TARGET_ENV in (c.inputs.get("environment") or {})
+        ]
+        assert targets and all(t["profile"].get("resume_kit") == kit for t in targets)
 
 
 def test_autostop_resizes_the_group_to_0_with_the_slices_one_permission(spot_stack):
