@@ -50,8 +50,7 @@ LONG_RUNS = (
     # MaxText; side by side, beside the other long runs, the kernel's OOM killer ended a host's trainer (2026-12-07).
     ("tests/slice/test_slice_rehearsal.py", "tests/slice/test_lora_slice.py"),
     "tiny_pipeline",
-    "tests/workload/test_lora_pipeline.py",  # its module fixture: a LoRA run, killed mid-train and resumed
-    "tests/workload/test_qlora_pipeline.py",  # the same with QLoRA over two devices, since 2be3007
+    "tests/workload/test_qlora_pipeline.py",  # its module fixture: a QLoRA run over two devices, killed and resumed
     "pulumi_up",
     "tests/workload/launch/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
 )
