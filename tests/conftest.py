@@ -50,11 +50,13 @@ LONG_RUNS = (
     # MaxText; side by side, beside the other long runs, the kernel's OOM killer ended a host's trainer (2026-12-07).
     ("tests/slice/test_slice_rehearsal.py", "tests/slice/test_lora_slice.py"),
     "tiny_pipeline",
-    "tests/workload/test_lora_pipeline.py",  # its module fixture: a LoRA run, killed mid-train and resumed
-    "tests/workload/test_qlora_pipeline.py",  # the same with QLoRA over two devices, since 2be3007
+    "tests/workload/test_qlora_pipeline.py",  # its module fixture: a QLoRA run over two devices, killed and resumed
     "pulumi_up",
     "tests/workload/launch/test_token_lost_vm.py",  # a tiny pipeline of its own, lost mid-run
 )
+# After the long runs, the groups with a MaxText process among their tests go out before the rest: started late, one
+# such module (minutes of compiles) ran on alone after every other test had ended (2026-12-07, 4b58ab5).
+HEAVY_TIER = "maxtext"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,16 +95,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _group_for_workers(items: list[pytest.Item]) -> None:
-    """Mark each test with the one worker's group it belongs to, and put the long runs' groups first (the
-    scheduler deals groups out in the order of the items)."""
-    position = {}
+    """Mark each test with the one worker's group it belongs to, and put the long runs' groups first, then the groups
+    that run MaxText, then the rest (the scheduler deals groups out in the order of the items)."""
+    group, position, heavy = {}, {}, set()
     for item in items:
         module = item.nodeid.partition("::")[0]
         names = {module, *getattr(item, "fixturenames", ())}
         runs = [i for i, run in enumerate(LONG_RUNS) if names & set(run if isinstance(run, tuple) else (run,))]
-        item.add_marker(pytest.mark.xdist_group(f"long run {runs[0]}" if runs else module))
+        group[item.nodeid] = f"long run {runs[0]}" if runs else module
+        item.add_marker(pytest.mark.xdist_group(group[item.nodeid]))
         position[item.nodeid] = runs[0] if runs else len(LONG_RUNS)
-    items.sort(key=lambda item: position[item.nodeid])  # stable: the order within a group stays
+        if item.get_closest_marker(HEAVY_TIER):
+            heavy.add(group[item.nodeid])
+    # Stable: the order within a group stays.
+    items.sort(key=lambda item: (position[item.nodeid], group[item.nodeid] not in heavy))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -110,16 +110,19 @@ def first_logged_step(log_path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def optimizer_step_counts(python: str, gcs: GcsEmulator, optimizer_state: str, tmp: Path) -> dict[str, int]:
+def optimizer_step_counts(
+    python: str, gcs: GcsEmulator, optimizer_state: str, tmp: Path, env: dict | None = None
+) -> dict[str, int]:
     """The step counters of a checkpoint's optimizer state in the bucket (tests/workload/optimizer_steps.py) but
     optax.MultiSteps' mini step: the optimizer's step, its gradient step, Adam's count and the schedule's. Read from a
     copy: orbax restoring without a target reads the `_sharding` file through tensorstore, which refuses
-    gcp-storage-emulator's object generations ("Malformed StorageGeneration")."""
+    gcp-storage-emulator's object generations ("Malformed StorageGeneration"). `env`, where given, is added to the
+    reader's environment (a run over more devices: its checkpoint's sharding names them)."""
     local = tmp / "optimizer_state"
     gcs.download(optimizer_state, local)
     done = subprocess.run(
         [python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,7 +1,7 @@
 """A LoRA checkpoint's keys pass to_huggingface's check (workload/launch/lora_export.py): MaxText 0.2.3's own check
 stops at the `_lora_a`/`_lora_b` keys, the patched one checks the keys they stand for and still refuses a key the
 parameter map lacks. Real MaxText on CPU; the whole export of a trained adapter:
-tests/workload/test_lora_pipeline.py."""
+tests/workload/test_qlora_pipeline.py."""
 
 import json
 import os
