@@ -70,12 +70,14 @@ def record(
     secret_keys: tuple[str, ...] = (),
     remove: tuple[str, ...] = (),
     state: Stack | None = None,
+    gone: tuple[str, ...] = (),
 ) -> tuple[Stack, list[Recorded]]:
     """The program evaluated on the stack file with `overrides`, its keys in `remove` left out, and the post-deploy
     commands it declared, in dependency order. `state`: what the stack's state holds as this `pulumi up` starts
-    (`left_by`), None: an empty one."""
+    (`left_by`), None: an empty one; `gone`: the instances Compute Engine no longer has (a group's numbered host
+    otherwise exists, as the mock engine answers)."""
     config = {k: v for k, v in {**read_stack_config(config_file), **overrides}.items() if k not in remove}
-    stack = run_program(config, secret_keys=secret_keys, preview=False, state=state)
+    stack = run_program(config, secret_keys=secret_keys, preview=False, state=state, instance_ids=dict.fromkeys(gone))
     commands = [Recorded.of(c) for c in _in_dependency_order(stack.of_type(COMMAND))]
     for wait in (c for c in commands if c.create == apis_ready_command()):
         wait_for_the_apis(wait)

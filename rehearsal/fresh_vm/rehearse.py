@@ -253,17 +253,19 @@ def rehearse(
             "autostop sets the finished run's group to size 0 (its VM deleted, not repaired); the user adds "
             "tpu-sft:publishHubRepo, then `pulumi up`"
         )
+        group.resize(0)
         vm.delete()
         result.boots_before_publish = len(result.boots)
         adds = {"tpu-sft:publishHubRepo": hub.repo, "tpu-sft:hfWriteToken": hub.token, "tpu-sft:evalGate": "off"}
-        declared, commands = record(
+        publishing, commands = record(
             CONFIG,
             {**overrides, **IN_A_GROUP, **adds},
             secret_keys=("tpu-sft:hfWriteToken",),
             remove=NO_RESERVATION,
             state=state,
+            gone=(declared.name,),  # the group, at size 0, holds no VM
         )
-        result.publish_declared = [r.type for r in declared.resources]
+        result.publish_declared = [r.type for r in publishing.resources]
         # This machine's own credentials: the project owner's view of the emulator; the Hub stand-in's endpoint.
         env = {**emulator.env, "HF_ENDPOINT": hub.endpoint}
         for command in commands:
