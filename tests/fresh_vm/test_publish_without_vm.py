@@ -1,8 +1,8 @@
-"""After the finished run, autostop empties the VM's group (its VM deleted); the user adds tpu-sft:publishHubRepo and runs `pulumi up`. The
-program, reading the state the earlier `up` left (each command with what it printed), declares no VM and no phase,
-and its one command publishes the kept model from the checkpoint bucket on this machine (infra/resources/
-bucket_publish.py), through the same `python -m workload.publish` the VM's task runs, to the Hub stand-in: no VM
-boots, and what arrives is the kept model's bytes."""
+"""After the finished run, autostop empties the VM's group (its VM deleted); the user adds tpu-sft:publishHubRepo and
+runs `pulumi up`. The program, reading the state the earlier `up` left (each command with what it printed), declares
+no VM and no phase, and its one command publishes the kept model from the checkpoint bucket on this machine
+(infra/resources/bucket_publish.py), through the same `python -m workload.publish` the VM's task runs, to the Hub
+stand-in: no VM boots, and what arrives is the kept model's bytes."""
 
 from __future__ import annotations
 
