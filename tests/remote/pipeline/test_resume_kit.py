@@ -40,6 +40,12 @@ def spec(home: Path) -> BootstrapSpec:
     )
 
 
+def data_disk_kit(tmp_path: Path) -> Path:
+    """Where the kit goes on the mounted data disk: its folder is made by the kit's own script, the disk is there."""
+    (tmp_path / "data-disk").mkdir()
+    return tmp_path / "data-disk" / "kit"
+
+
 def old_vm(home: Path, kit: Path, *, ended: bool) -> None:
     """The old VM, as the tasks left it: bootstrap done, the code shipped, the token placed, the kit kept, and attempt
     run-1 started (its job and settings records written through the kit's links), dead with its boot or ended."""
@@ -89,8 +95,7 @@ def start_up(home: Path, kit: Path, capsys) -> str:
 
 
 def test_a_run_that_died_with_its_vm_resumes_on_the_new_boot_disk_after_installing(tmp_path, capsys):
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     old_vm(tmp_path / "old-home", kit, ended=False)
     home = new_boot_disk(tmp_path)
     line = start_up(home, kit, capsys)
@@ -109,8 +114,7 @@ def test_a_run_that_died_with_its_vm_resumes_on_the_new_boot_disk_after_installi
 
 
 def test_the_token_is_kept_and_restored_readable_by_its_user_alone_and_never_said(tmp_path, capsys):
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     old_vm(tmp_path / "old-home", kit, ended=False)
     assert stat.S_IMODE(kit.stat().st_mode) == 0o700
     assert stat.S_IMODE((kit / "secrets" / HF_TOKEN_SECRET).stat().st_mode) == 0o600
@@ -125,8 +129,7 @@ def test_the_token_is_kept_and_restored_readable_by_its_user_alone_and_never_sai
 
 
 def test_a_finished_run_starts_nothing_and_installs_nothing_on_a_new_boot_disk(tmp_path, capsys):
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     old_vm(tmp_path / "old-home", kit, ended=True)
     home = new_boot_disk(tmp_path)
     line = start_up(home, kit, capsys)
@@ -137,8 +140,7 @@ def test_a_finished_run_starts_nothing_and_installs_nothing_on_a_new_boot_disk(t
 
 def test_a_boot_disk_that_keeps_the_install_skips_it(tmp_path, capsys):
     """Google's restart of a STANDARD VM in its group keeps the boot disk: the attempt goes straight to the run."""
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     home = tmp_path / "old-home"
     old_vm(home, kit, ended=False)
     (home / "venv").mkdir()
@@ -153,8 +155,7 @@ def test_a_boot_disk_that_keeps_the_install_skips_it(tmp_path, capsys):
 
 
 def test_a_failed_install_ends_the_attempt_with_an_exit_record_so_no_later_boot_retries(tmp_path, capsys):
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     old_vm(tmp_path / "old-home", kit, ended=False)
     (kit / "install.sh").write_text("echo 'uv: no network' >&2; exit 3\n")
     home = new_boot_disk(tmp_path)
@@ -223,8 +224,7 @@ def test_a_crash_loop_of_recreations_ends_within_the_budget_and_the_group_at_siz
         stack.one("gcp:compute/instanceTemplate:InstanceTemplate").inputs,
     )
     [name] = group.vms
-    kit = tmp_path / "data-disk" / "kit"
-    kit.parent.mkdir()
+    kit = data_disk_kit(tmp_path)
     old_vm(tmp_path / "home-0", kit, ended=False)
     script, bucket = tmp_path / "run.py", tmp_path / "bucket" / "boot-resumes.json"
     script.write_text(CRASHING_RUN)
