@@ -5,9 +5,11 @@ machine that runs `pulumi up` (infra/resources/bucket_publish.py). The state it 
 
 import json
 import logging
+import sys
 
 import pytest
 
+from infra.resources import bucket_publish
 from infra.resources.bucket_publish import PUBLISH_HERE
 from rehearsal.engine import plain, run_program
 from remote.pipeline.target import PipelineTarget
@@ -29,10 +31,14 @@ def summary(ok: bool = True, **extra) -> str:
 
 
 @pytest.fixture
-def up(dev_config, monkeypatch):
+def up(dev_config, monkeypatch, tmp_path_factory):
     """The program run as `pulumi up` runs it after an earlier one that left `state` (None: a new stack)."""
     monkeypatch.setenv("HF_TOKEN", "hf_" + "Read" * 8)  # `up` places the read token: from $HF_TOKEN here
     monkeypatch.setenv("HF_WRITE_TOKEN", "hf_" + "Write" * 8)
+    # The preview asks only that a Python to publish with exists (never runs it here). A contributor's checkout has no
+    # .maxtext-venv (issue 74): the program sees one without venvs, and the Python named is this one.
+    monkeypatch.setattr(bucket_publish, "ROOT", tmp_path_factory.mktemp("checkout-without-venvs"))
+    monkeypatch.setenv("TPU_SFT_PUBLISH_PYTHON", sys.executable)
 
     def run(overrides=None, *, state=None, eval_stdout=None, remove=(), **kwargs):
         eval_stdout = summary() if eval_stdout is None else eval_stdout
