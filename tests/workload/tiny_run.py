@@ -122,7 +122,7 @@ def optimizer_step_counts(
     gcs.download(optimizer_state, local)
     done = subprocess.run(
         [python, str(REPO / "tests" / "workload" / "optimizer_steps.py"), str(local)],
-        env={**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})},
+        env=_inherited_and({"JAX_PLATFORMS": "cpu", **(env or {})}),
         capture_output=True,
         text=True,
         timeout=300,
